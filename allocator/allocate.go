@@ -1,0 +1,588 @@
+package allocator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+var ownerTypeRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// Owner is who holds an allocation (DESIGN.md §10: owner_type
+// ^[a-z][a-z0-9_-]{0,31}$, owner_id non-empty, at most 128 characters).
+type Owner struct {
+	Type string `json:"owner_type"`
+	ID   string `json:"owner_id"`
+}
+
+func (o Owner) String() string { return o.Type + "/" + o.ID }
+
+// Validate checks the owner's fields (422 invalid naming the field).
+func (o Owner) Validate() error {
+	if !ownerTypeRE.MatchString(o.Type) {
+		return Errf(CodeInvalid, "owner_type", "owner_type %q must match ^[a-z][a-z0-9_-]{0,31}$", o.Type)
+	}
+	if o.ID == "" || len(o.ID) > 128 {
+		return Errf(CodeInvalid, "owner_id", "owner_id must be 1 to 128 characters, got %d", len(o.ID))
+	}
+	return nil
+}
+
+// OwnerTypeMachine is the owner type of DPU loopbacks; the owner id is the
+// DPU's machine_id.
+const OwnerTypeMachine = "machine"
+
+var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// DPUMachineID derives a DPU's machine_id from its serial number, so the
+// same hardware gets the same id whenever it is ingested: "fm100ds" and the
+// lower-case base32 of the SHA-256 of the trimmed serial (59 characters).
+func DPUMachineID(serial string) string {
+	h := sha256.Sum256([]byte(strings.TrimSpace(serial)))
+	return "fm100ds" + b32.EncodeToString(h[:])
+}
+
+// HostMachineID derives a host's machine_id from its BMC MAC address
+// (normalized lower-case with ':'), so a host reported again keeps its id.
+func HostMachineID(bmcMAC string) string {
+	h := sha256.Sum256([]byte("host:" + strings.ToLower(strings.TrimSpace(bmcMAC))))
+	return "fm100ht" + b32.EncodeToString(h[:])
+}
+
+// Allocation is one allocation or quarantine as the API shows it.
+type Allocation struct {
+	Pool             string     `json:"pool"`
+	Value            string     `json:"value"`
+	OwnerType        *string    `json:"owner_type"`
+	OwnerID          *string    `json:"owner_id"`
+	State            string     `json:"state"`
+	AllocatedAt      time.Time  `json:"allocated_at"`
+	QuarantineReason *string    `json:"quarantine_reason,omitempty"`
+	FormerOwnerType  *string    `json:"former_owner_type,omitempty"`
+	FormerOwnerID    *string    `json:"former_owner_id,omitempty"`
+	QuarantinedAt    *time.Time `json:"quarantined_at,omitempty"`
+}
+
+func allocationOut(pool string, r *models.Allocation) Allocation {
+	return Allocation{Pool: pool, Value: r.Value, OwnerType: r.OwnerType, OwnerID: r.OwnerID, State: r.State,
+		AllocatedAt: r.AllocatedAt.UTC(), QuarantineReason: r.QuarantineReason, FormerOwnerType: r.FormerOwnerType,
+		FormerOwnerID: r.FormerOwnerID, QuarantinedAt: r.QuarantinedAt}
+}
+
+// Allocate gives owner a value of pool (DESIGN.md §3). Idempotent by owner:
+// if the owner already holds a value it is returned with created=false (a
+// requested value that differs is 409 conflict). With requested set, the
+// value must lie in an auto_assign=false range, be free, and not be declared
+// for another DPU, else 409 not_available saying why; a malformed value or
+// one of the wrong family is 422 invalid. Without it, the lowest free value
+// of the auto_assign ranges is taken, or 409 pool_exhausted.
+func (a *Allocator) Allocate(ctx context.Context, pool string, owner Owner, requested string) (Allocation, bool, error) {
+	if err := owner.Validate(); err != nil {
+		return Allocation{}, false, err
+	}
+	var (
+		out     Allocation
+		created bool
+	)
+	err := a.write(ctx, func(t *tx) error {
+		p, err := t.lockPool(pool)
+		if err != nil {
+			return err
+		}
+		row, c, err := t.allocate(p, owner, requested)
+		if err != nil {
+			return err
+		}
+		out, created = allocationOut(pool, row), c
+		return nil
+	})
+	return out, created, err
+}
+
+// allocate is Allocate inside a transaction that holds p's lock.
+func (t *tx) allocate(p *models.Pool, owner Owner, requested string) (*models.Allocation, bool, error) {
+	sp := spaceOf(p)
+	var want *u128
+	if strings.TrimSpace(requested) != "" {
+		v, err := sp.parse(requested)
+		if err != nil {
+			return nil, false, Errf(CodeInvalid, "value", "%v", err)
+		}
+		want = &v
+	}
+	if err := t.purgeExpired(p); err != nil {
+		return nil, false, err
+	}
+	var held models.Allocation
+	err := t.Where("pool_id = ? AND owner_type = ? AND owner_id = ?", p.ID, owner.Type, owner.ID).Take(&held).Error
+	if err == nil {
+		if want != nil && want.key() != held.ValueKey {
+			return nil, false, Errf(CodeConflict, "value", "owner %s already holds %s in pool %q, not %s",
+				owner, held.Value, p.Name, sp.format(*want))
+		}
+		return &held, false, nil
+	}
+	if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, false, err
+	}
+	if want != nil {
+		reclaim, err := t.checkRequestable(p, *want, owner)
+		if err != nil {
+			return nil, false, err
+		}
+		if reclaim != nil {
+			row, err := t.reclaimRow(p, reclaim, owner)
+			return row, err == nil, err
+		}
+		row, err := t.insertAllocation(p, *want, owner)
+		return row, err == nil, err
+	}
+	v, ok, err := t.lowestFree(p)
+	if err != nil {
+		return nil, false, err
+	}
+	if !ok {
+		return nil, false, Errf(CodePoolExhausted, "", "pool %q has no free value in its auto_assign ranges", p.Name)
+	}
+	row, err := t.insertAllocation(p, v, owner)
+	return row, err == nil, err
+}
+
+// checkRequestable applies the requested-value rules. It returns the
+// quarantine row when the value is quarantined for this same owner (the
+// owner takes its own value back).
+func (t *tx) checkRequestable(p *models.Pool, v u128, owner Owner) (*models.Allocation, error) {
+	sp := spaceOf(p)
+	val := sp.format(v)
+	var r models.PoolRange
+	err := t.Where("pool_id = ? AND first_key <= ? AND last_key >= ?", p.ID, v.key(), v.key()).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, Errf(CodeNotAvailable, "value", "%s is not in pool %q", val, p.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.AutoAssign {
+		return nil, Errf(CodeNotAvailable, "value", "%s is in an auto-assign range (%s..%s) of pool %q; only values of auto_assign=false ranges can be requested",
+			val, r.FirstValue, r.LastValue, p.Name)
+	}
+	var row models.Allocation
+	err = t.Where("pool_id = ? AND value_key = ?", p.ID, v.key()).Take(&row).Error
+	if err == nil {
+		if row.State == models.StateQuarantined {
+			if deref(row.FormerOwnerType) == owner.Type && deref(row.FormerOwnerID) == owner.ID {
+				return &row, nil
+			}
+			return nil, Errf(CodeNotAvailable, "value", "%s is quarantined (former owner %s/%s)", val, deref(row.FormerOwnerType), deref(row.FormerOwnerID))
+		}
+		return nil, Errf(CodeNotAvailable, "value", "%s is allocated to %s/%s", val, deref(row.OwnerType), deref(row.OwnerID))
+	}
+	if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, err
+	}
+	if serial, ok, err := t.declaredFor(p, v); err != nil {
+		return nil, err
+	} else if ok && !(owner.Type == OwnerTypeMachine && owner.ID == DPUMachineID(serial)) {
+		return nil, Errf(CodeNotAvailable, "value", "%s is declared for DPU %s", val, serial)
+	}
+	return nil, nil
+}
+
+// declaredFor tells whether an ExpectedDpu declares v (loopback pools only)
+// and for which serial.
+func (t *tx) declaredFor(p *models.Pool, v u128) (string, bool, error) {
+	col := reservationColumn(p.Name)
+	if col == "" {
+		return "", false, nil
+	}
+	var d models.ExpectedDpu
+	err := t.Where(col+" = ?", v.key()).Take(&d).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return d.SerialNumber, true, nil
+}
+
+// purgeExpired frees the quarantines of p whose hold has run out, so that
+// an expiry takes effect for allocation at once (DESIGN.md §10).
+func (t *tx) purgeExpired(p *models.Pool) error {
+	if t.a.hold <= 0 {
+		return nil
+	}
+	var rows []models.Allocation
+	if err := t.Where("pool_id = ? AND state = ? AND quarantined_at <= ?", p.ID, models.StateQuarantined, t.now.Add(-t.a.hold)).
+		Find(&rows).Error; err != nil {
+		return err
+	}
+	for i := range rows {
+		if err := t.deleteAllocation(p, &rows[i]); err != nil {
+			return err
+		}
+		if err := t.audit("allocation.quarantine_expired", "allocation", p.Name+"/"+rows[i].Value, quarantineAudit(p.Name, &rows[i]), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lowestFree finds the lowest value of p's auto_assign ranges that is not
+// held, quarantined or declared. It walks the index of run ends: a taken
+// value's run ends at the lowest run end at or above it, and the value
+// after that is free, so each range costs a few index look-ups whatever
+// the number of allocations.
+func (t *tx) lowestFree(p *models.Pool) (u128, bool, error) {
+	sp := spaceOf(p)
+	var ranges []models.PoolRange
+	if err := t.Where("pool_id = ? AND auto_assign = ?", p.ID, true).Order("first_key").Find(&ranges).Error; err != nil {
+		return u128{}, false, err
+	}
+	for _, r := range ranges {
+		c, _ := parseKey(r.FirstKey)
+		last, _ := parseKey(r.LastKey)
+		for guard := 0; guard < 100000; guard++ {
+			taken, err := t.taken(p, c)
+			if err != nil {
+				return u128{}, false, err
+			}
+			if taken {
+				var end string
+				err := t.Raw(`SELECT value_key FROM allocations WHERE pool_id = ? AND run_end AND value_key >= ? ORDER BY value_key LIMIT 1`,
+					p.ID, c.key()).Scan(&end).Error
+				if err != nil {
+					return u128{}, false, err
+				}
+				if end == "" {
+					return u128{}, false, fmt.Errorf("pool %q: value %s is taken but no run end follows it", p.Name, sp.format(c))
+				}
+				e, _ := parseKey(end)
+				if e.cmp(last) >= 0 {
+					break
+				}
+				c, _ = sp.next(e)
+				continue
+			}
+			if _, declared, err := t.declaredFor(p, c); err != nil {
+				return u128{}, false, err
+			} else if declared {
+				if c.cmp(last) >= 0 {
+					break
+				}
+				c, _ = sp.next(c)
+				continue
+			}
+			return c, true, nil
+		}
+	}
+	return u128{}, false, nil
+}
+
+func (t *tx) taken(p *models.Pool, v u128) (bool, error) {
+	var n int64
+	err := t.Raw(`SELECT COUNT(*) FROM allocations WHERE pool_id = ? AND value_key = ?`, p.ID, v.key()).Scan(&n).Error
+	return n > 0, err
+}
+
+// insertAllocation stores a new allocation of v to owner and keeps the run
+// ends of the neighbours right.
+func (t *tx) insertAllocation(p *models.Pool, v u128, owner Owner) (*models.Allocation, error) {
+	sp := spaceOf(p)
+	runEnd := true
+	if n, ok := sp.next(v); ok {
+		nextTaken, err := t.taken(p, n)
+		if err != nil {
+			return nil, err
+		}
+		runEnd = !nextTaken
+	}
+	row := models.Allocation{PoolID: p.ID, ValueKey: v.key(), Value: sp.format(v), State: models.StateAllocated,
+		OwnerType: strp(owner.Type), OwnerID: strp(owner.ID), RunEnd: runEnd, AllocatedAt: t.now}
+	if err := t.Create(&row).Error; err != nil {
+		if models.IsUniqueViolation(err) {
+			return nil, Errf(CodeNotAvailable, "value", "%s was taken meanwhile in pool %q", row.Value, p.Name)
+		}
+		return nil, err
+	}
+	if pv, ok := sp.prev(v); ok {
+		if err := t.Exec(`UPDATE allocations SET run_end = ? WHERE pool_id = ? AND value_key = ?`, false, p.ID, pv.key()).Error; err != nil {
+			return nil, err
+		}
+	}
+	t.changed(p.Name, "allocate")
+	if err := t.audit("allocation.create", "allocation", p.Name+"/"+row.Value, nil, allocationOut(p.Name, &row)); err != nil {
+		return nil, err
+	}
+	return &row, nil
+}
+
+// deleteAllocation removes a row (release, unquarantine, expiry) and marks
+// the value before it as a run end.
+func (t *tx) deleteAllocation(p *models.Pool, row *models.Allocation) error {
+	if err := t.Delete(&models.Allocation{}, row.ID).Error; err != nil {
+		return err
+	}
+	v, err := parseKey(row.ValueKey)
+	if err != nil {
+		return err
+	}
+	if pv, ok := spaceOf(p).prev(v); ok {
+		return t.Exec(`UPDATE allocations SET run_end = ? WHERE pool_id = ? AND value_key = ?`, true, p.ID, pv.key()).Error
+	}
+	return nil
+}
+
+// reclaimRow turns a quarantine of owner's former value back into owner's
+// allocation (same hardware ingested again).
+func (t *tx) reclaimRow(p *models.Pool, row *models.Allocation, owner Owner) (*models.Allocation, error) {
+	before := quarantineAudit(p.Name, row)
+	res := t.Model(&models.Allocation{}).Where("id = ? AND state = ?", row.ID, models.StateQuarantined).Updates(map[string]any{
+		"state": models.StateAllocated, "owner_type": owner.Type, "owner_id": owner.ID, "allocated_at": t.now,
+		"quarantine_reason": nil, "former_owner_type": nil, "former_owner_id": nil, "quarantined_at": nil})
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if err := t.Where("id = ?", row.ID).Take(row).Error; err != nil {
+		return nil, err
+	}
+	t.changed(p.Name, "allocate")
+	if err := t.audit("allocation.reclaim", "allocation", p.Name+"/"+row.Value, before, allocationOut(p.Name, row)); err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+// quarantinedFor finds a value of p quarantined for owner and still held.
+func (t *tx) quarantinedFor(p *models.Pool, owner Owner) (*models.Allocation, error) {
+	q := t.Where("pool_id = ? AND state = ? AND former_owner_type = ? AND former_owner_id = ?",
+		p.ID, models.StateQuarantined, owner.Type, owner.ID)
+	if t.a.hold > 0 {
+		q = q.Where("quarantined_at > ?", t.now.Add(-t.a.hold))
+	}
+	var row models.Allocation
+	err := q.Order("quarantined_at DESC").Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, nil
+	}
+	return &row, err
+}
+
+// quarantine takes row away from its owner and holds it (force delete).
+func (t *tx) quarantine(p *models.Pool, row *models.Allocation, reason string) error {
+	before := allocationOut(p.Name, row)
+	res := t.Model(&models.Allocation{}).Where("id = ? AND state = ?", row.ID, models.StateAllocated).Updates(map[string]any{
+		"state": models.StateQuarantined, "owner_type": nil, "owner_id": nil, "quarantine_reason": reason,
+		"former_owner_type": deref(row.OwnerType), "former_owner_id": deref(row.OwnerID), "quarantined_at": t.now})
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected != 1 {
+		return Errf(CodeConflict, "", "%s of pool %q changed meanwhile", row.Value, p.Name)
+	}
+	if err := t.Where("id = ?", row.ID).Take(row).Error; err != nil {
+		return err
+	}
+	t.changed(p.Name, "quarantine")
+	return t.audit("allocation.quarantine", "allocation", p.Name+"/"+row.Value, before, quarantineAudit(p.Name, row))
+}
+
+func quarantineAudit(pool string, r *models.Allocation) Allocation { return allocationOut(pool, r) }
+
+// Release frees value of pool held by owner (DESIGN.md §3). A value held by
+// another owner, or quarantined, is 409 not_owner and nothing changes; a
+// value that is already free is a no-op success.
+func (a *Allocator) Release(ctx context.Context, pool, value string, owner Owner) error {
+	if err := owner.Validate(); err != nil {
+		return err
+	}
+	return a.write(ctx, func(t *tx) error {
+		p, err := t.lockPool(pool)
+		if err != nil {
+			return err
+		}
+		v, err := spaceOf(p).parse(value)
+		if err != nil {
+			return Errf(CodeInvalid, "value", "%v", err)
+		}
+		if err := t.purgeExpired(p); err != nil {
+			return err
+		}
+		return t.release(p, v, owner)
+	})
+}
+
+func (t *tx) release(p *models.Pool, v u128, owner Owner) error {
+	var row models.Allocation
+	err := t.Where("pool_id = ? AND value_key = ?", p.ID, v.key()).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if row.State == models.StateQuarantined {
+		return Errf(CodeNotOwner, "value", "%s is quarantined (former owner %s/%s); an admin unquarantines it",
+			row.Value, deref(row.FormerOwnerType), deref(row.FormerOwnerID))
+	}
+	if deref(row.OwnerType) != owner.Type || deref(row.OwnerID) != owner.ID {
+		return Errf(CodeNotOwner, "owner_id", "%s is held by %s/%s, not %s", row.Value, deref(row.OwnerType), deref(row.OwnerID), owner)
+	}
+	if err := t.deleteAllocation(p, &row); err != nil {
+		return err
+	}
+	t.changed(p.Name, "release")
+	return t.audit("allocation.release", "allocation", p.Name+"/"+row.Value, allocationOut(p.Name, &row), nil)
+}
+
+// Unquarantine returns a quarantined value to free (admin). A value that is
+// not quarantined is 404 not_found (free) or 409 conflict (allocated).
+func (a *Allocator) Unquarantine(ctx context.Context, pool, value string) error {
+	return a.write(ctx, func(t *tx) error {
+		p, err := t.lockPool(pool)
+		if err != nil {
+			return err
+		}
+		v, err := spaceOf(p).parse(value)
+		if err != nil {
+			return Errf(CodeInvalid, "value", "%v", err)
+		}
+		var row models.Allocation
+		err = t.Where("pool_id = ? AND value_key = ?", p.ID, v.key()).Take(&row).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return Errf(CodeNotFound, "", "%s is not quarantined in pool %q", spaceOf(p).format(v), pool)
+		}
+		if err != nil {
+			return err
+		}
+		if row.State != models.StateQuarantined {
+			return Errf(CodeConflict, "value", "%s is allocated to %s/%s, not quarantined", row.Value, deref(row.OwnerType), deref(row.OwnerID))
+		}
+		if err := t.deleteAllocation(p, &row); err != nil {
+			return err
+		}
+		t.changed(pool, "unquarantine")
+		return t.audit("allocation.unquarantine", "allocation", pool+"/"+row.Value, quarantineAudit(pool, &row), nil)
+	})
+}
+
+// AllocationFilter selects allocations of one pool.
+type AllocationFilter struct {
+	OwnerType string
+	OwnerID   string
+	// State is "", "allocated" or "quarantined".
+	State string
+	// Limit defaults to 100 and is capped at 1000.
+	Limit int
+	// Cursor is the next_cursor of the previous page.
+	Cursor string
+}
+
+// AllocationPage is one keyset page, ordered by value.
+type AllocationPage struct {
+	Items      []Allocation `json:"items"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+// ListAllocations returns one page of a pool's allocations and quarantines,
+// in value order, keyset-paginated so that a page costs the same at any
+// depth. An unknown state is 422 invalid.
+func (a *Allocator) ListAllocations(ctx context.Context, pool string, f AllocationFilter) (*AllocationPage, error) {
+	switch f.State {
+	case "", models.StateAllocated, models.StateQuarantined:
+	default:
+		return nil, Errf(CodeInvalid, "state", "unknown state %q: want allocated or quarantined", f.State)
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	if f.Limit > 1000 {
+		f.Limit = 1000
+	}
+	if f.Cursor != "" {
+		if _, err := parseKey(f.Cursor); err != nil {
+			return nil, Errf(CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
+		}
+	}
+	var p models.Pool
+	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", pool).Take(&p).Error })
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, Errf(CodeNotFound, "", "pool %q does not exist", pool)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rows []models.Allocation
+	err = a.read(ctx, func(db *gorm.DB) error {
+		q := db.Where("pool_id = ?", p.ID)
+		if f.OwnerType != "" {
+			q = q.Where("owner_type = ?", f.OwnerType)
+		}
+		if f.OwnerID != "" {
+			q = q.Where("owner_id = ?", f.OwnerID)
+		}
+		if f.State != "" {
+			q = q.Where("state = ?", f.State)
+		}
+		if a.hold > 0 {
+			q = q.Where("(state <> ? OR quarantined_at > ?)", models.StateQuarantined, a.now().Add(-a.hold))
+		}
+		if f.Cursor != "" {
+			q = q.Where("value_key > ?", f.Cursor)
+		}
+		return q.Order("value_key").Limit(f.Limit + 1).Find(&rows).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	page := &AllocationPage{Items: []Allocation{}}
+	for i := range rows {
+		if i == f.Limit {
+			page.NextCursor = rows[i-1].ValueKey
+			break
+		}
+		page.Items = append(page.Items, allocationOut(pool, &rows[i]))
+	}
+	return page, nil
+}
+
+// GetAllocation returns the allocation or quarantine of one value, or 404.
+func (a *Allocator) GetAllocation(ctx context.Context, pool, value string) (*Allocation, error) {
+	var p models.Pool
+	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", pool).Take(&p).Error })
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, Errf(CodeNotFound, "", "pool %q does not exist", pool)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, err := spaceOf(&p).parse(value)
+	if err != nil {
+		return nil, Errf(CodeInvalid, "value", "%v", err)
+	}
+	var row models.Allocation
+	err = a.read(ctx, func(db *gorm.DB) error {
+		q := db.Where("pool_id = ? AND value_key = ?", p.ID, v.key())
+		if a.hold > 0 {
+			q = q.Where("(state <> ? OR quarantined_at > ?)", models.StateQuarantined, a.now().Add(-a.hold))
+		}
+		return q.Take(&row).Error
+	})
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, Errf(CodeNotFound, "", "%s is not allocated in pool %q", spaceOf(&p).format(v), pool)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := allocationOut(pool, &row)
+	return &out, nil
+}

@@ -1,0 +1,259 @@
+// Package allocator is ipledger's domain: resource pools, ranges, address
+// math, allocate/release, quarantine, reservations, ingestion, lifecycle and
+// reconciliation. It is the only writer of pool state: every door (console,
+// REST, CLI, startup) calls it, and every write runs in one database
+// transaction holding the row lock of each pool it touches (never one
+// global lock). Errors that callers should show are *Error values with the
+// codes of DESIGN.md §5.
+package allocator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// Options configure an Allocator.
+type Options struct {
+	// QuarantineHold is how long a quarantined value is held before it is
+	// free again by itself; 0 holds it until an admin releases it
+	// (DESIGN.md §9 --quarantine-hold).
+	QuarantineHold time.Duration
+	// Now is the clock (tests); defaults to time.Now in UTC.
+	Now func() time.Time
+	// Logger receives operational messages; defaults to slog.Default().
+	Logger *slog.Logger
+	// OnAllocate, when set, is called after each committed allocation
+	// change ("allocate", "release", "quarantine", "unquarantine") per pool,
+	// e.g. to count it in metrics.
+	OnChange func(pool, action string)
+}
+
+// Allocator is the one path for every write to pool state.
+type Allocator struct {
+	db       *gorm.DB
+	dialect  models.Dialect
+	hold     time.Duration
+	now      func() time.Time
+	log      *slog.Logger
+	onChange func(pool, action string)
+}
+
+// New returns an Allocator over a migrated database.
+func New(db *gorm.DB, opts Options) *Allocator {
+	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange}
+	if a.now == nil {
+		a.now = func() time.Time { return time.Now().UTC() }
+	}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	return a
+}
+
+// SetOnChange sets the hook called after each committed allocation change
+// (metrics); set it before serving.
+func (a *Allocator) SetOnChange(fn func(pool, action string)) { a.onChange = fn }
+
+// DB exposes the handle for read-only use by other packages (health checks).
+func (a *Allocator) DB() *gorm.DB { return a.db }
+
+// Dialect tells which database is behind the allocator.
+func (a *Allocator) Dialect() models.Dialect { return a.dialect }
+
+// QuarantineHold returns the configured hold (0: until released).
+func (a *Allocator) QuarantineHold() time.Duration { return a.hold }
+
+// Actor identifies who makes a change, for audit events.
+type Actor struct {
+	Name      string
+	RequestID string
+}
+
+type actorKey struct{}
+
+// WithActor attaches the acting identity and request id to ctx.
+func WithActor(ctx context.Context, name, requestID string) context.Context {
+	return context.WithValue(ctx, actorKey{}, Actor{Name: name, RequestID: requestID})
+}
+
+// ActorFrom returns the actor of ctx ("system" when none).
+func ActorFrom(ctx context.Context) Actor {
+	if a, ok := ctx.Value(actorKey{}).(Actor); ok && a.Name != "" {
+		return a
+	}
+	return Actor{Name: "system"}
+}
+
+// tx is one write transaction of the allocator with its context and the
+// changes to report after commit.
+type tx struct {
+	*gorm.DB
+	a       *Allocator
+	ctx     context.Context
+	now     time.Time
+	locked  map[string]*models.Pool
+	changes []change
+}
+
+type change struct{ pool, action string }
+
+// write runs fn in one transaction, retrying a few times when the database
+// reports a lost race (deadlock, serialization failure, SQLite busy), and
+// maps database errors: constraint violations become 409 conflict, lost
+// connections 503 unavailable.
+func (a *Allocator) write(ctx context.Context, fn func(t *tx) error) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		t := &tx{a: a, ctx: ctx, now: a.now(), locked: map[string]*models.Pool{}}
+		err = a.db.WithContext(ctx).Transaction(func(g *gorm.DB) error {
+			t.DB = g
+			return fn(t)
+		})
+		if err == nil {
+			if a.onChange != nil {
+				for _, c := range t.changes {
+					a.onChange(c.pool, c.action)
+				}
+			}
+			return nil
+		}
+		if !models.IsRetryable(err) {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 15 * time.Millisecond)
+	}
+	return mapDBError(err)
+}
+
+// read runs fn with a read-only handle, mapping database errors.
+func (a *Allocator) read(ctx context.Context, fn func(db *gorm.DB) error) error {
+	return mapDBError(fn(a.db.WithContext(ctx)))
+}
+
+func mapDBError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := AsError(err); ok {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Errf(CodeUnavailable, "", "request cancelled or timed out: %v", err)
+	}
+	if models.IsConstraintViolation(err) {
+		return Errf(CodeConflict, "", "the change collides with stored state (%s)", constraintText(err))
+	}
+	if models.IsUnavailable(err) {
+		return Errf(CodeUnavailable, "", "database unavailable: %v", err)
+	}
+	return err
+}
+
+func constraintText(err error) string {
+	m := err.Error()
+	if i := strings.Index(m, "\nstatement:"); i > 0 {
+		m = m[:i]
+	}
+	return m
+}
+
+// lockPools takes the row lock of each named pool, in name order so that
+// two writers touching the same pools never deadlock, and returns them.
+// Unknown names are absent from the result. On SQLite the transaction
+// already holds the database's single write lock (BEGIN IMMEDIATE).
+func (t *tx) lockPools(names ...string) (map[string]*models.Pool, error) {
+	sorted := append([]string(nil), names...)
+	sort.Strings(sorted)
+	out := map[string]*models.Pool{}
+	for _, n := range sorted {
+		if p, ok := t.locked[n]; ok {
+			out[n] = p
+			continue
+		}
+		var p models.Pool
+		q := t.DB
+		if t.a.dialect == models.Postgres {
+			q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+		}
+		err := q.Where("name = ?", n).Take(&p).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		t.locked[n] = &p
+		out[n] = &p
+	}
+	return out, nil
+}
+
+// lockPool locks one pool or answers 404.
+func (t *tx) lockPool(name string) (*models.Pool, error) {
+	m, err := t.lockPools(name)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := m[name]
+	if !ok {
+		return nil, Errf(CodeNotFound, "", "pool %q does not exist", name)
+	}
+	return p, nil
+}
+
+// audit records one change in the same transaction. before/after are
+// marshalled to JSON; callers pass values with secrets already removed.
+func (t *tx) audit(action, objectType, objectID string, before, after any) error {
+	act := ActorFrom(t.ctx)
+	ev := models.AuditEvent{At: t.now, Actor: act.Name, Action: action, ObjectType: objectType,
+		ObjectID: objectID, RequestID: act.RequestID}
+	if before != nil {
+		b, err := json.Marshal(before)
+		if err != nil {
+			return err
+		}
+		s := string(b)
+		ev.BeforeJSON = &s
+	}
+	if after != nil {
+		b, err := json.Marshal(after)
+		if err != nil {
+			return err
+		}
+		s := string(b)
+		ev.AfterJSON = &s
+	}
+	return t.Create(&ev).Error
+}
+
+func (t *tx) changed(pool, action string) { t.changes = append(t.changes, change{pool, action}) }
+
+func strp(s string) *string { return &s }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func wrapf(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := AsError(err); ok {
+		return err
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+type clientFlags struct {
+	server string
+	token  string
+	output string
+}
+
+// client talks to the REST API for the CLI commands.
+type client struct {
+	base  string
+	token string
+	http  *http.Client
+	json  bool
+}
+
+func (cf *clientFlags) client() (*client, error) {
+	if cf.output != "table" && cf.output != "json" {
+		return nil, fmt.Errorf("--output %q: want table or json", cf.output)
+	}
+	u, err := url.Parse(cf.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--server %q is not an http(s) URL", cf.server)
+	}
+	return &client{base: strings.TrimRight(cf.server, "/"), token: cf.token, http: &http.Client{Timeout: 60 * time.Second}, json: cf.output == "json"}, nil
+}
+
+// apiError is the API's error body, printed by the CLI as is.
+type apiError struct {
+	Status int
+	Code   string `json:"code"`
+	Msg    string `json:"message"`
+	Field  string `json:"field"`
+}
+
+func (e *apiError) Error() string {
+	s := fmt.Sprintf("%s (%d): %s", e.Code, e.Status, e.Msg)
+	if e.Field != "" {
+		s += " [field " + e.Field + "]"
+	}
+	return s
+}
+
+// call sends a request; body may be nil, []byte (sent as is with ctype) or
+// a value marshalled to JSON. A non-2xx answer becomes *apiError.
+func (c *client) call(method, path string, body any, ctype string, headers map[string]string, out any) (http.Header, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(buf)
+		if ctype == "" {
+			ctype = "application/json"
+		}
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach ipledger at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		var eb struct {
+			Error *apiError `json:"error"`
+		}
+		if json.Unmarshal(data, &eb) == nil && eb.Error != nil {
+			eb.Error.Status = resp.StatusCode
+			return resp.Header, eb.Error
+		}
+		return resp.Header, &apiError{Status: resp.StatusCode, Code: "http_error", Msg: strings.TrimSpace(string(data))}
+	}
+	if out != nil && len(data) > 0 {
+		if raw, ok := out.(*json.RawMessage); ok {
+			*raw = append((*raw)[:0], data...)
+		} else if err := json.Unmarshal(data, out); err != nil {
+			return resp.Header, fmt.Errorf("unexpected answer from %s %s: %w", method, path, err)
+		}
+	}
+	return resp.Header, nil
+}
+
+// printJSON writes raw JSON indented.
+func printJSON(raw []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		_, err = os.Stdout.Write(raw)
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err := os.Stdout.Write(buf.Bytes())
+	return err
+}
+
+// table prints rows aligned for people.
+func table(header []string, rows [][]string) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(w, strings.Join(r, "\t"))
+	}
+	w.Flush()
+}
+
+func esc(s string) string { return url.PathEscape(s) }
+
+func orDash(s *string) string {
+	if s == nil || *s == "" {
+		return "-"
+	}
+	return *s
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+// demoPools is the NICo site configuration of the demo site (the sample
+// operators already have: end is exclusive).
+const demoPools = `
+[pools.lo-ip]
+type = "ipv4"
+ranges = [
+  { start = "10.180.62.1", end = "10.180.62.200" },
+  { start = "10.180.62.200", end = "10.180.63.0", auto_assign = false },
+]
+
+[pools.lo-ip-v6]
+type = "ipv6"
+ranges = [
+  { start = "fd00:180:62::1", end = "fd00:180:62::1:0" },
+  { start = "fd00:180:62:1::", end = "fd00:180:62:1::100", auto_assign = false },
+]
+
+[pools.vlan-id]
+type = "integer"
+ranges = [{ start = "100", end = "501" }]
+
+[pools.vni]
+type = "integer"
+ranges = [{ start = "0xFA000", end = "0xFA400" }]
+
+[pools.endpoint-v6]
+type = "ipv6prefix"
+prefix = "fd00:10:ff01::/64"
+delegate_prefix_len = 96
+`
+
+// demoSteps add the rest of the demo site (expected machines, ingested
+// DPUs) once those parts exist; each runs after the pools are loaded.
+var demoSteps []func(ctx context.Context, a *allocator.Allocator) error
+
+// seedDemo loads the demo site when the database holds no pool yet.
+func seedDemo(ctx context.Context, a *allocator.Allocator, log *slog.Logger) error {
+	pools, err := a.ListPools(ctx)
+	if err != nil {
+		return err
+	}
+	if len(pools) > 0 {
+		log.Info("demo not loaded: the database already holds pools")
+		return nil
+	}
+	ctx = allocator.WithActor(ctx, "system:demo", "")
+	if _, err := a.LoadPoolFile(ctx, []byte(demoPools)); err != nil {
+		return err
+	}
+	for i := 0; i < 12; i++ {
+		if _, _, err := a.Allocate(ctx, "vlan-id", allocator.Owner{Type: "network", ID: "tenant-" + string(rune('a'+i))}, ""); err != nil {
+			return err
+		}
+	}
+	for _, ep := range []string{"pod-web-1", "pod-web-2", "pod-db-1"} {
+		if _, _, err := a.Allocate(ctx, "endpoint-v6", allocator.Owner{Type: "endpoint", ID: ep}, ""); err != nil {
+			return err
+		}
+	}
+	for _, step := range demoSteps {
+		if err := step(ctx, a); err != nil {
+			return err
+		}
+	}
+	log.Info("demo site loaded")
+	return nil
+}

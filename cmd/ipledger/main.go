@@ -1,0 +1,54 @@
+// Command ipledger is the address authority of a bare-metal site: `ipledger
+// serve` runs the REST API and operator console; the other commands are a
+// CLI client of that API (DESIGN.md §9).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		os.Exit(1)
+	}
+}
+
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ipledger",
+		Short:         "Address authority of a bare-metal site: resource pools, DPU loopback reservations, allocations",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	cf := &clientFlags{}
+	root.PersistentFlags().StringVar(&cf.server, "server", envOr("IPLEDGER_URL", "http://127.0.0.1:8080"), "ipledger API base URL (env IPLEDGER_URL)")
+	root.PersistentFlags().StringVar(&cf.token, "token", os.Getenv("IPLEDGER_TOKEN"), "API bearer token (env IPLEDGER_TOKEN)")
+	root.PersistentFlags().StringVarP(&cf.output, "output", "o", "table", "output format: table or json")
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newTokenCmd(), newPoolCmd(cf), newEventsCmd(cf), newAddressCmd(cf))
+	for _, extra := range extraCommands {
+		root.AddCommand(extra(cf))
+	}
+	return root
+}
+
+// extraCommands lets other files of this package add client commands.
+var extraCommands []func(cf *clientFlags) *cobra.Command

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/web"
+)
+
+func newLogger() *slog.Logger {
+	lvl := slog.LevelInfo
+	if os.Getenv("IPLEDGER_LOG_LEVEL") == "debug" {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+func openDatabase(url string) (*allocator.Allocator, func(), error) {
+	db, _, err := models.Open(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := models.Migrate(db); err != nil {
+		return nil, nil, err
+	}
+	closeFn := func() {
+		if s, err := db.DB(); err == nil {
+			s.Close()
+		}
+	}
+	hold, err := quarantineHold()
+	if err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	return allocator.New(db, allocator.Options{QuarantineHold: hold, Logger: slog.Default()}), closeFn, nil
+}
+
+var holdFlag string
+
+func quarantineHold() (time.Duration, error) {
+	if holdFlag == "" || holdFlag == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(holdFlag)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("--quarantine-hold %q: want a duration such as 720h, or 0 to hold until released", holdFlag)
+	}
+	return d, nil
+}
+
+func newServeCmd() *cobra.Command {
+	var (
+		listen, dbURL, pools string
+		demo                 bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the REST API and the operator console",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := newLogger()
+			slog.SetDefault(log)
+			a, closeDB, err := openDatabase(dbURL)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			ctx = allocator.WithActor(ctx, "system:startup", "")
+			if err := bootstrapAdmin(ctx, a, cmd); err != nil {
+				return err
+			}
+			if pools != "" {
+				data, err := os.ReadFile(pools)
+				if err != nil {
+					return fmt.Errorf("--pools: %w", err)
+				}
+				res, err := a.LoadPoolFile(ctx, data)
+				if err != nil {
+					return fmt.Errorf("--pools %s: %w", pools, err)
+				}
+				log.Info("pool file loaded", "file", pools, "created_ranges", len(res.Created), "drift", len(res.Drift))
+				for _, d := range res.Drift {
+					log.Warn("pool file drift", "pool", d.Pool, "message", d.Message)
+				}
+			}
+			if demo {
+				if err := seedDemo(ctx, a, log); err != nil {
+					return fmt.Errorf("--demo: %w", err)
+				}
+			}
+			for _, hook := range startupHooks {
+				if err := hook(ctx, a, log); err != nil {
+					log.Error("startup step failed", "error", err)
+				}
+			}
+			srv := web.New(web.Config{Allocator: a, Logger: log, SecureCookies: os.Getenv("IPLEDGER_SECURE_COOKIES") == "true"})
+			err = srv.Serve(ctx, listen, func(addr string) {
+				log.Info("ipledger listening", "addr", addr, "console", "http://"+addr+"/", "database", redactURL(dbURL))
+			})
+			log.Info("ipledger stopped")
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", envOr("IPLEDGER_LISTEN", "127.0.0.1:8080"), "address to listen on (env IPLEDGER_LISTEN)")
+	cmd.Flags().StringVar(&dbURL, "database", envOr("IPLEDGER_DATABASE_URL", models.DefaultURL), "database URL: sqlite:PATH or postgres://… (env IPLEDGER_DATABASE_URL)")
+	cmd.Flags().StringVar(&pools, "pools", os.Getenv("IPLEDGER_POOLS"), "NICo pool file loaded additively at start (env IPLEDGER_POOLS)")
+	cmd.Flags().BoolVar(&demo, "demo", false, "load a small demo site when the database is empty")
+	cmd.Flags().StringVar(&holdFlag, "quarantine-hold", envOr("IPLEDGER_QUARANTINE_HOLD", "0"), "how long a quarantined value is held before it is free again (0: until an admin releases it)")
+	return cmd
+}
+
+// startupHooks run after pools and demo are loaded, before serving (e.g.
+// reconciliation of DPUs missing a loopback).
+var startupHooks []func(ctx context.Context, a *allocator.Allocator, log *slog.Logger) error
+
+func bootstrapAdmin(ctx context.Context, a *allocator.Allocator, cmd *cobra.Command) error {
+	if tok := os.Getenv("IPLEDGER_ADMIN_TOKEN"); tok != "" {
+		_, err := a.EnsureAdminToken(ctx, tok)
+		return err
+	}
+	has, err := a.HasAdminToken(ctx)
+	if err != nil || has {
+		return err
+	}
+	tok, err := a.CreateToken(ctx, "first-admin", allocator.RoleAdmin, "")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "First admin token (shown once; log in to the console or use with --token):\n%s\n", tok)
+	return nil
+}
+
+func redactURL(u string) string {
+	t, err := models.ParseURL(u)
+	if err != nil || t.Dialect == models.SQLite {
+		return u
+	}
+	return "postgres://…"
+}
+
+func newMigrateCmd() *cobra.Command {
+	var dbURL string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply database migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			db, _, err := models.Open(dbURL)
+			if err != nil {
+				return err
+			}
+			if err := models.Migrate(db); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "schema at version %d\n", models.SchemaVersion())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dbURL, "database", envOr("IPLEDGER_DATABASE_URL", models.DefaultURL), "database URL (env IPLEDGER_DATABASE_URL)")
+	return cmd
+}
+
+func newTokenCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Manage API tokens (talks to the database directly)"}
+	var dbURL, name, role string
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create a token and print it alone on the first line of stdout",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, ok := allocator.ParseRole(role)
+			if !ok {
+				return fmt.Errorf("--role %q: want viewer, operator or admin", role)
+			}
+			a, closeDB, err := openDatabase(dbURL)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			tok, err := a.CreateToken(allocator.WithActor(context.Background(), "cli:token-create", ""), name, r, "")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), tok)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&dbURL, "database", envOr("IPLEDGER_DATABASE_URL", models.DefaultURL), "database URL (env IPLEDGER_DATABASE_URL)")
+	create.Flags().StringVar(&name, "name", "", "token name (required)")
+	create.Flags().StringVar(&role, "role", "viewer", "viewer, operator or admin")
+	_ = create.MarkFlagRequired("name")
+	cmd.AddCommand(create)
+	return cmd
+}

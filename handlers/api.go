@@ -1,0 +1,167 @@
+// Package handlers holds ipledger's echo handlers: the JSON API and the
+// console's pages and fragments. Handlers are thin: they parse the request,
+// call one allocator operation and render; every rule lives in allocator.
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+// API serves /api/v1.
+type API struct {
+	A *allocator.Allocator
+}
+
+// Identity is who a request acts as: an API token or a console session.
+type Identity struct {
+	Name    string
+	Role    allocator.Role
+	Session bool
+}
+
+const identityKey = "ipledger.identity"
+
+// SetIdentity stores the authenticated identity on the request context.
+func SetIdentity(c echo.Context, id *Identity) { c.Set(identityKey, id) }
+
+// IdentityOf returns the request's identity, or nil when anonymous.
+func IdentityOf(c echo.Context) *Identity {
+	id, _ := c.Get(identityKey).(*Identity)
+	return id
+}
+
+// MaxBodyBytes bounds every request body the API reads (10 MiB: a NICo
+// expected-machines file of several thousand records fits).
+const MaxBodyBytes = 10 << 20
+
+// ReadBody reads the request body up to MaxBodyBytes.
+func ReadBody(c echo.Context) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, allocator.Errf(allocator.CodeBadRequest, "", "cannot read request body: %v", err)
+	}
+	if len(b) > MaxBodyBytes {
+		return nil, allocator.Errf(allocator.CodeBadRequest, "", "request body larger than %d bytes", MaxBodyBytes)
+	}
+	return b, nil
+}
+
+// DecodeJSON reads a JSON body into v: unparseable JSON is 400
+// bad_request, a field of the wrong JSON type is 422 invalid naming it.
+func DecodeJSON(c echo.Context, v any) error {
+	b, err := ReadBody(c)
+	if err != nil {
+		return err
+	}
+	return UnmarshalJSON(b, v)
+}
+
+// UnmarshalJSON maps json errors to the API's error codes.
+func UnmarshalJSON(b []byte, v any) error {
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return allocator.Errf(allocator.CodeBadRequest, "", "request body is empty; a JSON object is expected")
+	}
+	err := json.Unmarshal(b, v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			return allocator.Errf(allocator.CodeBadRequest, "", "request body must be a JSON %s, not %s", "object", te.Value)
+		}
+		return allocator.Errf(allocator.CodeInvalid, field, "%s must be a JSON %s, not %s", field, te.Type.String(), te.Value)
+	}
+	return allocator.Errf(allocator.CodeBadRequest, "", "request body is not valid JSON: %v", err)
+}
+
+// ErrorBody is the error shape of DESIGN.md §5.
+type ErrorBody struct {
+	Error *allocator.Error `json:"error"`
+}
+
+// ToAPIError turns any error into the contract's error and status: an
+// *allocator.Error keeps its code; echo's routing errors map to not_found /
+// bad_request; anything else is a 500 whose details stay in the log.
+func ToAPIError(err error) (*allocator.Error, int) {
+	if e, ok := allocator.AsError(err); ok {
+		return e, e.Code.Status()
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		msg := fmt.Sprint(he.Message)
+		switch he.Code {
+		case http.StatusNotFound:
+			return &allocator.Error{Code: allocator.CodeNotFound, Message: "no such resource"}, http.StatusNotFound
+		case http.StatusMethodNotAllowed:
+			return &allocator.Error{Code: allocator.CodeNotFound, Message: "method not allowed on this resource"}, http.StatusMethodNotAllowed
+		case http.StatusUnauthorized:
+			return &allocator.Error{Code: allocator.CodeUnauthorized, Message: msg}, he.Code
+		case http.StatusForbidden:
+			return &allocator.Error{Code: allocator.CodeForbidden, Message: msg}, he.Code
+		case http.StatusRequestEntityTooLarge:
+			return &allocator.Error{Code: allocator.CodeBadRequest, Message: msg}, he.Code
+		case http.StatusServiceUnavailable:
+			return &allocator.Error{Code: allocator.CodeUnavailable, Message: msg}, he.Code
+		}
+		if he.Code >= 400 && he.Code < 500 {
+			return &allocator.Error{Code: allocator.CodeBadRequest, Message: msg}, he.Code
+		}
+	}
+	return &allocator.Error{Code: allocator.CodeInternal, Message: "internal error; see the server log for the request id"}, http.StatusInternalServerError
+}
+
+// WriteError renders err as the JSON error shape.
+func WriteError(c echo.Context, err error) error {
+	e, status := ToAPIError(err)
+	if status >= 500 && e.Code == allocator.CodeInternal {
+		slog.Error("internal error", "request_id", c.Response().Header().Get(echo.HeaderXRequestID),
+			"method", c.Request().Method, "path", c.Request().URL.Path, "error", err)
+	}
+	return c.JSON(status, ErrorBody{Error: e})
+}
+
+// Param returns a path parameter, percent-decoded.
+func Param(c echo.Context, name string) string {
+	v := c.Param(name)
+	if strings.Contains(v, "%") {
+		if u, err := url.PathUnescape(v); err == nil {
+			return u
+		}
+	}
+	return v
+}
+
+// Limit reads ?limit= (default 100, above 1000 treated as 1000); a
+// non-number is 422 invalid.
+func Limit(c echo.Context) (int, error) {
+	s := c.QueryParam("limit")
+	if s == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, allocator.Errf(allocator.CodeInvalid, "limit", "limit %q must be a positive integer", s)
+	}
+	if n > 1000 {
+		n = 1000
+	}
+	return n, nil
+}
+
+// Ctx is the request's context carrying the actor for audit events.
+func Ctx(c echo.Context) context.Context { return c.Request().Context() }

@@ -1,0 +1,189 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+// ListPools: GET /api/v1/pools → {"items": [pool…]}.
+func (h *API) ListPools(c echo.Context) error {
+	pools, err := h.A.ListPools(Ctx(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": pools})
+}
+
+// CreatePool: POST /api/v1/pools → 201 with Location.
+func (h *API) CreatePool(c echo.Context) error {
+	var spec allocator.PoolSpec
+	if err := DecodeJSON(c, &spec); err != nil {
+		return err
+	}
+	p, err := h.A.CreatePool(Ctx(c), spec)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/api/v1/pools/"+url.PathEscape(p.Name))
+	return c.JSON(http.StatusCreated, p)
+}
+
+// GetPool: GET /api/v1/pools/{name}.
+func (h *API) GetPool(c echo.Context) error {
+	p, err := h.A.GetPool(Ctx(c), Param(c, "name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+// AddRange: POST /api/v1/pools/{name}/ranges → 201 with Location.
+func (h *API) AddRange(c echo.Context) error {
+	var spec allocator.RangeSpec
+	if err := DecodeJSON(c, &spec); err != nil {
+		return err
+	}
+	name := Param(c, "name")
+	r, err := h.A.AddRange(Ctx(c), name, spec)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/api/v1/pools/"+url.PathEscape(name)+"/ranges/"+r.ID)
+	return c.JSON(http.StatusCreated, r)
+}
+
+// GetRange: GET /api/v1/pools/{name}/ranges/{id}.
+func (h *API) GetRange(c echo.Context) error {
+	r, err := h.A.GetRange(Ctx(c), Param(c, "name"), Param(c, "id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+// UpdateRange: PATCH /api/v1/pools/{name}/ranges/{id} — flip auto_assign,
+// shrink or move bounds.
+func (h *API) UpdateRange(c echo.Context) error {
+	var u allocator.RangeUpdate
+	if err := DecodeJSON(c, &u); err != nil {
+		return err
+	}
+	r, err := h.A.UpdateRange(Ctx(c), Param(c, "name"), Param(c, "id"), u)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+// RemoveRange: DELETE /api/v1/pools/{name}/ranges/{id} → 204.
+func (h *API) RemoveRange(c echo.Context) error {
+	if err := h.A.RemoveRange(Ctx(c), Param(c, "name"), Param(c, "id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// LoadPools: POST /api/v1/pools:load with a TOML pool file body
+// (application/toml or text/plain).
+func (h *API) LoadPools(c echo.Context) error {
+	ct := strings.ToLower(c.Request().Header.Get(echo.HeaderContentType))
+	if ct != "" && !strings.HasPrefix(ct, "application/toml") && !strings.HasPrefix(ct, "text/plain") {
+		return allocator.Errf(allocator.CodeBadRequest, "", "Content-Type %q: pools:load takes application/toml or text/plain", ct)
+	}
+	body, err := ReadBody(c)
+	if err != nil {
+		return err
+	}
+	res, err := h.A.LoadPoolFile(Ctx(c), body)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+// ListAllocations: GET /api/v1/pools/{name}/allocations.
+func (h *API) ListAllocations(c echo.Context) error {
+	limit, err := Limit(c)
+	if err != nil {
+		return err
+	}
+	page, err := h.A.ListAllocations(Ctx(c), Param(c, "name"), allocator.AllocationFilter{
+		OwnerType: c.QueryParam("owner_type"), OwnerID: c.QueryParam("owner_id"), State: c.QueryParam("state"),
+		Limit: limit, Cursor: c.QueryParam("cursor")})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+type allocateBody struct {
+	OwnerType string `json:"owner_type"`
+	OwnerID   string `json:"owner_id"`
+	Value     string `json:"value,omitempty"`
+}
+
+// Allocate: POST /api/v1/pools/{name}/allocations → 201 (new) or 200 (the
+// owner already held it).
+func (h *API) Allocate(c echo.Context) error {
+	var b allocateBody
+	if err := DecodeJSON(c, &b); err != nil {
+		return err
+	}
+	name := Param(c, "name")
+	al, created, err := h.A.Allocate(Ctx(c), name, allocator.Owner{Type: b.OwnerType, ID: b.OwnerID}, b.Value)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/api/v1/pools/"+url.PathEscape(name)+"/allocations/"+url.PathEscape(al.Value))
+	if created {
+		return c.JSON(http.StatusCreated, al)
+	}
+	return c.JSON(http.StatusOK, al)
+}
+
+// GetAllocation: GET /api/v1/pools/{name}/allocations/{value}.
+func (h *API) GetAllocation(c echo.Context) error {
+	al, err := h.A.GetAllocation(Ctx(c), Param(c, "name"), Param(c, "value"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, al)
+}
+
+// Release: DELETE /api/v1/pools/{name}/allocations/{value}?owner_type=&owner_id= → 204.
+func (h *API) Release(c echo.Context) error {
+	owner := allocator.Owner{Type: c.QueryParam("owner_type"), ID: c.QueryParam("owner_id")}
+	if err := h.A.Release(Ctx(c), Param(c, "name"), Param(c, "value"), owner); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// Unquarantine: POST /api/v1/pools/{name}/allocations/{value}:unquarantine
+// (admin). The route is the allocation's path with the action suffix, so
+// the value parameter carries ":unquarantine".
+func (h *API) Unquarantine(c echo.Context) error {
+	v, ok := strings.CutSuffix(Param(c, "value"), ":unquarantine")
+	if !ok {
+		return allocator.Errf(allocator.CodeNotFound, "", "unknown action on allocation %q", Param(c, "value"))
+	}
+	name := Param(c, "name")
+	if err := h.A.Unquarantine(Ctx(c), name, v); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"pool": name, "value": v, "state": "free"})
+}
+
+// LookupAddress: GET /api/v1/addresses/{value}.
+func (h *API) LookupAddress(c echo.Context) error {
+	info, err := h.A.LookupAddress(Ctx(c), Param(c, "value"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, info)
+}

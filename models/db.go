@@ -1,0 +1,146 @@
+// Package models holds ipledger's gorm models, its versioned schema
+// migrations, and opening the embedded SQLite file or PostgreSQL from a
+// database URL (DESIGN.md §8, §9). Only the allocator writes pool state
+// through these models.
+package models
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Dialect names the database behind a *gorm.DB.
+type Dialect string
+
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// DefaultURL is the zero-setup default: an SQLite file in the working
+// directory (DESIGN.md §9).
+const DefaultURL = "sqlite:ipledger.db"
+
+// Target is a parsed database URL.
+type Target struct {
+	Dialect Dialect
+	// DSN is what the driver receives: a libpq URL for PostgreSQL, a file
+	// path with pragmas for SQLite.
+	DSN string
+	// Path is the SQLite file path (empty for PostgreSQL).
+	Path string
+}
+
+// ParseURL reads a database URL: `postgres://…` or `postgresql://…` selects
+// PostgreSQL; `sqlite:PATH` or a bare path ending in `.db` selects the
+// embedded SQLite file. Anything else is an error naming the value.
+func ParseURL(raw string) (Target, error) {
+	s := strings.TrimSpace(raw)
+	switch {
+	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
+		if _, err := url.Parse(s); err != nil {
+			return Target{}, fmt.Errorf("database URL %q: %v", raw, err)
+		}
+		return Target{Dialect: Postgres, DSN: s}, nil
+	case strings.HasPrefix(s, "sqlite:"):
+		p := strings.TrimPrefix(s, "sqlite:")
+		p = strings.TrimPrefix(p, "//")
+		if p == "" {
+			return Target{}, fmt.Errorf("database URL %q: missing file path after sqlite:", raw)
+		}
+		return sqliteTarget(p), nil
+	case strings.HasSuffix(s, ".db") && !strings.Contains(s, "://"):
+		return sqliteTarget(s), nil
+	}
+	return Target{}, fmt.Errorf("database URL %q: want postgres://…, postgresql://…, sqlite:PATH or a path ending in .db", raw)
+}
+
+func sqliteTarget(path string) Target {
+	q := url.Values{}
+	// WAL lets readers run beside the writer; busy_timeout and BEGIN
+	// IMMEDIATE make several processes on one file queue for the write lock
+	// instead of failing; foreign keys are off by default in SQLite.
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	return Target{Dialect: SQLite, DSN: "file:" + path + "?" + q.Encode(), Path: path}
+}
+
+// Open connects to the database named by rawURL and pings it. It does not
+// migrate; call Migrate.
+func Open(rawURL string) (*gorm.DB, Dialect, error) {
+	t, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, "", err
+	}
+	return OpenTarget(t)
+}
+
+// OpenTarget connects to a parsed Target.
+func OpenTarget(t Target) (*gorm.DB, Dialect, error) {
+	cfg := &gorm.Config{
+		Logger:                                   logger.Discard,
+		SkipDefaultTransaction:                   true,
+		DisableForeignKeyConstraintWhenMigrating: true,
+		NowFunc:                                  func() time.Time { return time.Now().UTC() },
+	}
+	var (
+		db  *gorm.DB
+		err error
+	)
+	switch t.Dialect {
+	case Postgres:
+		db, err = gorm.Open(postgres.New(postgres.Config{DSN: t.DSN}), cfg)
+	case SQLite:
+		if dir := filepath.Dir(t.Path); dir != "" && dir != "." {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, "", fmt.Errorf("database directory %q: %w", dir, err)
+			}
+		}
+		db, err = gorm.Open(sqlite.Open(t.DSN), cfg)
+	default:
+		return nil, "", fmt.Errorf("unknown database dialect %q", t.Dialect)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("open %s database: %w", t.Dialect, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, "", err
+	}
+	if t.Dialect == SQLite {
+		// One writer at a time anyway; a small pool keeps readers going
+		// beside it without piling up BUSY waits.
+		sqlDB.SetMaxOpenConns(4)
+	} else {
+		sqlDB.SetMaxOpenConns(32)
+		sqlDB.SetMaxIdleConns(32)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return nil, "", fmt.Errorf("connect to %s database: %w", t.Dialect, err)
+	}
+	return db, t.Dialect, nil
+}
+
+// DialectOf tells which database a handle talks to.
+func DialectOf(db *gorm.DB) Dialect {
+	if db.Dialector.Name() == "postgres" {
+		return Postgres
+	}
+	return SQLite
+}

@@ -1,0 +1,334 @@
+package models
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Migration is one versioned schema change. Migrations are plain SQL written
+// for both dialects (placeholders below), applied in order, each in its own
+// transaction, and recorded in schema_migrations. A released migration never
+// changes; a new schema change is a new migration at the end of the list.
+type Migration struct {
+	Version int
+	Name    string
+	// SQL statements, separated by lines holding only "--;". Placeholders:
+	// {{ID}} auto-increment primary key, {{KEY}} a numeric sort key column
+	// (fixed-width hex compared bytewise), {{TS}} a timestamp.
+	SQL string
+	// Postgres and SQLite hold statements for one dialect only.
+	Postgres string
+	SQLite   string
+}
+
+// Migrations is the ordered list of schema changes.
+var Migrations = []Migration{
+	{Version: 1, Name: "core schema", SQL: schemaV1, Postgres: schemaV1Postgres, SQLite: schemaV1SQLite},
+}
+
+const schemaV1 = `
+CREATE TABLE pools (
+  id {{ID}},
+  name TEXT NOT NULL,
+  type TEXT NOT NULL CHECK (type IN ('ipv4','ipv6','ipv6prefix','integer')),
+  delegate_prefix_len INTEGER NOT NULL DEFAULT 0 CHECK (delegate_prefix_len BETWEEN 0 AND 128),
+  gateway TEXT NOT NULL DEFAULT '',
+  version BIGINT NOT NULL DEFAULT 1,
+  created_at {{TS}} NOT NULL,
+  updated_at {{TS}} NOT NULL,
+  CONSTRAINT pools_name_key UNIQUE (name)
+)
+--;
+CREATE TABLE pool_ranges (
+  id {{ID}},
+  pool_id BIGINT NOT NULL REFERENCES pools(id) ON DELETE CASCADE,
+  first_key {{KEY}} NOT NULL,
+  last_key {{KEY}} NOT NULL,
+  first_value TEXT NOT NULL,
+  last_value TEXT NOT NULL,
+  auto_assign BOOLEAN NOT NULL,
+  version BIGINT NOT NULL DEFAULT 1,
+  created_at {{TS}} NOT NULL,
+  CONSTRAINT pool_ranges_order CHECK (first_key <= last_key)
+)
+--;
+CREATE INDEX pool_ranges_pool_first ON pool_ranges (pool_id, first_key)
+--;
+CREATE TABLE allocations (
+  id {{ID}},
+  pool_id BIGINT NOT NULL REFERENCES pools(id) ON DELETE CASCADE,
+  value_key {{KEY}} NOT NULL,
+  value TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('allocated','quarantined')),
+  owner_type TEXT,
+  owner_id TEXT,
+  run_end BOOLEAN NOT NULL DEFAULT TRUE,
+  allocated_at {{TS}} NOT NULL,
+  quarantine_reason TEXT,
+  former_owner_type TEXT,
+  former_owner_id TEXT,
+  quarantined_at {{TS}},
+  CONSTRAINT allocations_owner_state CHECK (
+    (state = 'allocated' AND owner_type IS NOT NULL AND owner_id IS NOT NULL AND quarantined_at IS NULL)
+    OR (state = 'quarantined' AND owner_type IS NULL AND owner_id IS NULL AND quarantined_at IS NOT NULL)),
+  CONSTRAINT allocations_pool_value_key UNIQUE (pool_id, value_key),
+  CONSTRAINT allocations_pool_owner_key UNIQUE (pool_id, owner_type, owner_id)
+)
+--;
+CREATE INDEX allocations_run_end ON allocations (pool_id, value_key) WHERE run_end
+--;
+CREATE INDEX allocations_owner ON allocations (owner_type, owner_id)
+--;
+CREATE INDEX allocations_former_owner ON allocations (former_owner_type, former_owner_id)
+--;
+CREATE INDEX allocations_value ON allocations (value)
+--;
+CREATE TABLE audit_events (
+  id {{ID}},
+  at {{TS}} NOT NULL,
+  actor TEXT NOT NULL,
+  action TEXT NOT NULL,
+  object_type TEXT NOT NULL,
+  object_id TEXT NOT NULL,
+  request_id TEXT NOT NULL DEFAULT '',
+  before_json TEXT,
+  after_json TEXT
+)
+--;
+CREATE INDEX audit_events_at ON audit_events (at)
+--;
+CREATE INDEX audit_events_object ON audit_events (object_type, object_id)
+--;
+CREATE TABLE api_tokens (
+  id {{ID}},
+  name TEXT NOT NULL,
+  role TEXT NOT NULL CHECK (role IN ('viewer','operator','admin')),
+  token_hash TEXT NOT NULL,
+  created_at {{TS}} NOT NULL,
+  CONSTRAINT api_tokens_hash_key UNIQUE (token_hash)
+)
+--;
+CREATE TABLE settings (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+)
+--;
+CREATE TABLE expected_machines (
+  id TEXT PRIMARY KEY,
+  bmc_mac_address TEXT NOT NULL,
+  bmc_username TEXT NOT NULL DEFAULT '',
+  bmc_password TEXT NOT NULL DEFAULT '',
+  chassis_serial_number TEXT NOT NULL DEFAULT '',
+  fallback_dpu_serial_numbers TEXT NOT NULL DEFAULT '[]',
+  metadata_name TEXT NOT NULL DEFAULT '',
+  metadata_description TEXT NOT NULL DEFAULT '',
+  metadata_labels TEXT NOT NULL DEFAULT '[]',
+  sku_id TEXT,
+  version BIGINT NOT NULL DEFAULT 1,
+  created_at {{TS}} NOT NULL,
+  updated_at {{TS}} NOT NULL,
+  CONSTRAINT expected_machines_bmc_mac_key UNIQUE (bmc_mac_address)
+)
+--;
+CREATE TABLE expected_dpus (
+  id {{ID}},
+  expected_machine_id TEXT NOT NULL REFERENCES expected_machines(id) ON DELETE CASCADE,
+  position INTEGER NOT NULL,
+  serial_number TEXT NOT NULL,
+  loopback_ip TEXT,
+  loopback_ip_key {{KEY}},
+  loopback_ip_v6 TEXT,
+  loopback_ip_v6_key {{KEY}},
+  CONSTRAINT expected_dpus_serial_key UNIQUE (serial_number),
+  CONSTRAINT expected_dpus_loopback_ip_key UNIQUE (loopback_ip),
+  CONSTRAINT expected_dpus_loopback_ip_v6_key UNIQUE (loopback_ip_v6),
+  CONSTRAINT expected_dpus_v4_key_unique UNIQUE (loopback_ip_key),
+  CONSTRAINT expected_dpus_v6_key_unique UNIQUE (loopback_ip_v6_key)
+)
+--;
+CREATE INDEX expected_dpus_machine ON expected_dpus (expected_machine_id, position)
+--;
+CREATE TABLE machines (
+  machine_id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('host','dpu')),
+  host_machine_id TEXT REFERENCES machines(machine_id) ON DELETE CASCADE,
+  state TEXT NOT NULL CHECK (state IN ('ready','decommissioned')),
+  bmc_mac_address TEXT,
+  chassis_serial_number TEXT NOT NULL DEFAULT '',
+  serial_number TEXT,
+  expected_machine_id TEXT,
+  version BIGINT NOT NULL DEFAULT 1,
+  created_at {{TS}} NOT NULL,
+  updated_at {{TS}} NOT NULL,
+  CONSTRAINT machines_serial_key UNIQUE (serial_number),
+  CONSTRAINT machines_bmc_mac_key UNIQUE (bmc_mac_address)
+)
+--;
+CREATE INDEX machines_host ON machines (host_machine_id)
+--;
+CREATE TABLE network_configs (
+  machine_id TEXT PRIMARY KEY REFERENCES machines(machine_id) ON DELETE CASCADE,
+  loopback_ip TEXT,
+  loopback_ip_v6 TEXT,
+  version BIGINT NOT NULL DEFAULT 1,
+  updated_at {{TS}} NOT NULL
+)
+--;
+CREATE INDEX network_configs_v4 ON network_configs (loopback_ip)
+--;
+CREATE INDEX network_configs_v6 ON network_configs (loopback_ip_v6)
+`
+
+// schemaV1Postgres backs the range rules with PostgreSQL-native constraints:
+// an exclusion constraint so that two ranges of one pool never overlap,
+// and triggers so that an allocation always lies inside a range of its pool
+// and no range is removed or shrunk from under an allocation.
+const schemaV1Postgres = `
+CREATE TYPE keyrange AS RANGE (subtype = text, collation = "C")
+--;
+ALTER TABLE pool_ranges ADD CONSTRAINT pool_ranges_no_overlap EXCLUDE USING gist (
+  keyrange(lpad(pool_id::text, 20, '0') || first_key, lpad(pool_id::text, 20, '0') || last_key, '[]') WITH &&)
+--;
+CREATE FUNCTION ipledger_allocation_in_range() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = NEW.pool_id
+                 AND r.first_key <= NEW.value_key AND NEW.value_key <= r.last_key) THEN
+    RAISE EXCEPTION 'value_outside_pool: value % lies in no range of its pool', NEW.value USING ERRCODE = '23514';
+  END IF;
+  RETURN NEW;
+END $$
+--;
+CREATE TRIGGER allocations_in_range BEFORE INSERT OR UPDATE OF value_key, pool_id ON allocations
+  FOR EACH ROW EXECUTE FUNCTION ipledger_allocation_in_range()
+--;
+CREATE FUNCTION ipledger_range_keeps_allocations() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    IF EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = OLD.pool_id
+               AND a.value_key BETWEEN OLD.first_key AND OLD.last_key) THEN
+      RAISE EXCEPTION 'range_in_use: range % .. % still holds allocations', OLD.first_value, OLD.last_value USING ERRCODE = '23514';
+    END IF;
+    RETURN OLD;
+  END IF;
+  IF EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = OLD.pool_id
+             AND a.value_key BETWEEN OLD.first_key AND OLD.last_key
+             AND NOT (a.value_key BETWEEN NEW.first_key AND NEW.last_key)) THEN
+    RAISE EXCEPTION 'range_in_use: shrinking range % .. % would leave allocations outside it', OLD.first_value, OLD.last_value USING ERRCODE = '23514';
+  END IF;
+  RETURN NEW;
+END $$
+--;
+CREATE TRIGGER pool_ranges_keep_allocations BEFORE DELETE OR UPDATE OF first_key, last_key ON pool_ranges
+  FOR EACH ROW EXECUTE FUNCTION ipledger_range_keeps_allocations()
+`
+
+// schemaV1SQLite holds the same rules as triggers (SQLite has no exclusion
+// constraints); SQLite has one writer at a time, so a trigger check cannot
+// race another writer.
+const schemaV1SQLite = `
+CREATE TRIGGER pool_ranges_no_overlap_insert BEFORE INSERT ON pool_ranges
+WHEN EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = NEW.pool_id
+             AND r.first_key <= NEW.last_key AND NEW.first_key <= r.last_key)
+BEGIN SELECT RAISE(ABORT, 'range_overlap: ranges of one pool never overlap'); END
+--;
+CREATE TRIGGER pool_ranges_no_overlap_update BEFORE UPDATE OF first_key, last_key ON pool_ranges
+WHEN EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = NEW.pool_id AND r.id <> NEW.id
+             AND r.first_key <= NEW.last_key AND NEW.first_key <= r.last_key)
+BEGIN SELECT RAISE(ABORT, 'range_overlap: ranges of one pool never overlap'); END
+--;
+CREATE TRIGGER allocations_in_range BEFORE INSERT ON allocations
+WHEN NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = NEW.pool_id
+                 AND r.first_key <= NEW.value_key AND NEW.value_key <= r.last_key)
+BEGIN SELECT RAISE(ABORT, 'value_outside_pool: value lies in no range of its pool'); END
+--;
+CREATE TRIGGER pool_ranges_keep_allocations_delete BEFORE DELETE ON pool_ranges
+WHEN EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = OLD.pool_id
+             AND a.value_key BETWEEN OLD.first_key AND OLD.last_key)
+BEGIN SELECT RAISE(ABORT, 'range_in_use: range still holds allocations'); END
+--;
+CREATE TRIGGER pool_ranges_keep_allocations_update BEFORE UPDATE OF first_key, last_key ON pool_ranges
+WHEN EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = OLD.pool_id
+             AND a.value_key BETWEEN OLD.first_key AND OLD.last_key
+             AND NOT (a.value_key BETWEEN NEW.first_key AND NEW.last_key))
+BEGIN SELECT RAISE(ABORT, 'range_in_use: shrinking the range would leave allocations outside it'); END
+`
+
+func expand(sql string, d Dialect) string {
+	r := strings.NewReplacer(
+		"{{ID}}", map[Dialect]string{Postgres: "BIGSERIAL PRIMARY KEY", SQLite: "INTEGER PRIMARY KEY AUTOINCREMENT"}[d],
+		"{{KEY}}", map[Dialect]string{Postgres: `TEXT COLLATE "C"`, SQLite: "TEXT"}[d],
+		"{{TS}}", map[Dialect]string{Postgres: "TIMESTAMPTZ", SQLite: "TIMESTAMP"}[d],
+	)
+	return r.Replace(sql)
+}
+
+func statements(sql string) []string {
+	var out []string
+	for _, s := range strings.Split(sql, "\n--;\n") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// SchemaVersion is the highest migration version this build knows.
+func SchemaVersion() int { return Migrations[len(Migrations)-1].Version }
+
+// Migrate applies every migration not yet recorded, in order, each in its
+// own transaction. On PostgreSQL a transaction-scoped advisory lock makes
+// several processes starting at once apply each migration exactly once.
+// It refuses to run against a schema newer than this build.
+func Migrate(db *gorm.DB) error {
+	d := DialectOf(db)
+	if err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at ` + expand("{{TS}}", d) + ` NOT NULL)`).Error; err != nil {
+		// Two processes may race to create the bookkeeping table itself.
+		if !IsUniqueViolation(err) {
+			return fmt.Errorf("create schema_migrations: %w", err)
+		}
+	}
+	var newest int
+	if err := db.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest).Error; err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if newest > SchemaVersion() {
+		return fmt.Errorf("database schema version %d is newer than this build knows (%d): upgrade ipledger", newest, SchemaVersion())
+	}
+	for _, m := range Migrations {
+		err := db.Transaction(func(tx *gorm.DB) error {
+			if d == Postgres {
+				if err := tx.Exec(`SELECT pg_advisory_xact_lock(7243518190)`).Error; err != nil {
+					return err
+				}
+			}
+			var n int64
+			if err := tx.Raw(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n).Error; err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			all := statements(expand(m.SQL, d))
+			if d == Postgres {
+				all = append(all, statements(m.Postgres)...)
+			} else {
+				all = append(all, statements(m.SQLite)...)
+			}
+			for _, s := range all {
+				if err := tx.Exec(s).Error; err != nil {
+					return fmt.Errorf("%w\nstatement: %s", err, s)
+				}
+			}
+			return tx.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.Version, m.Name, time.Now().UTC()).Error
+		})
+		if err != nil {
+			return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+		}
+	}
+	return nil
+}

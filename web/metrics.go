@@ -1,0 +1,89 @@
+package web
+
+import (
+	"context"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+type metrics struct {
+	reg      *prometheus.Registry
+	duration *prometheus.HistogramVec
+	changes  *prometheus.CounterVec
+}
+
+func newMetrics(reg *prometheus.Registry, a *allocator.Allocator) *metrics {
+	m := &metrics{
+		reg: reg,
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ipledger_http_request_duration_seconds",
+			Help:    "HTTP request latency by method, route and status code.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method", "route", "code"}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ipledger_allocation_changes_total",
+			Help: "Committed allocation changes by pool and action (allocate, release, quarantine, unquarantine, grow).",
+		}, []string{"pool", "action"}),
+	}
+	reg.MustRegister(m.duration, m.changes, &poolCollector{a: a},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Count is the allocator's OnChange hook.
+func (m *metrics) Count(pool, action string) { m.changes.WithLabelValues(pool, action).Inc() }
+
+func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		m.duration.WithLabelValues(c.Request().Method, route, strconv.Itoa(c.Response().Status)).Observe(time.Since(start).Seconds())
+		return nil
+	}
+}
+
+// poolCollector reads pool stats at scrape time.
+type poolCollector struct{ a *allocator.Allocator }
+
+var poolDesc = prometheus.NewDesc("ipledger_pool_values",
+	"Values of a pool by range kind (auto, explicit) and state (size, allocated, free, quarantined, reserved).",
+	[]string{"pool", "kind", "state"}, nil)
+
+func (p *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- poolDesc }
+
+func (p *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	if p.a == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pools, err := p.a.ListPools(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(poolDesc, err)
+		return
+	}
+	for _, pool := range pools {
+		for kind, c := range map[string]allocator.Counts{"auto": pool.Stats.Auto, "explicit": pool.Stats.Explicit} {
+			for state, v := range map[string]string{"size": c.Size, "allocated": c.Allocated, "free": c.Free,
+				"quarantined": c.Quarantined, "reserved": c.Reserved} {
+				f, _ := new(big.Float).SetString(v)
+				x, _ := f.Float64()
+				ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, x, pool.Name, kind, state)
+			}
+		}
+	}
+}

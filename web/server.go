@@ -1,0 +1,239 @@
+// Package web assembles ipledger's HTTP server: routes, middleware (request
+// id, structured logging, metrics, authentication, roles, CSRF for console
+// sessions), the error handler, and embedded static files.
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/handlers"
+)
+
+// Config is what the server is built from.
+type Config struct {
+	Allocator *allocator.Allocator
+	Logger    *slog.Logger
+	// Registry receives the server's metrics; nil makes a fresh one.
+	Registry *prometheus.Registry
+	// SecureCookies marks console cookies Secure (set behind TLS).
+	SecureCookies bool
+	// RequestTimeout bounds each request's work (default 30s), so a stuck
+	// database answers 503 instead of hanging.
+	RequestTimeout time.Duration
+}
+
+// Server is the assembled echo application.
+type Server struct {
+	e       *echo.Echo
+	a       *allocator.Allocator
+	log     *slog.Logger
+	api     *handlers.API
+	metrics *metrics
+	cfg     Config
+	// sessions authenticates console sessions; nil until the console is
+	// mounted.
+	sessions SessionAuth
+	// htmlError renders errors of console pages; nil renders JSON.
+	htmlError func(err error, c echo.Context)
+}
+
+// SessionAuth lets the console's session cookie authenticate requests.
+type SessionAuth interface {
+	// Identify returns the identity of a valid session cookie, or nil.
+	Identify(c echo.Context) *handlers.Identity
+	// CheckCSRF verifies the CSRF token of a state-changing request made
+	// with a session (form field or X-CSRF-Token header).
+	CheckCSRF(c echo.Context) error
+}
+
+// New builds the server with every route registered.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	s := &Server{e: e, a: cfg.Allocator, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator}, cfg: cfg}
+	s.metrics = newMetrics(cfg.Registry, cfg.Allocator)
+	cfg.Allocator.SetOnChange(s.metrics.Count)
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
+		Generator: func() string { return allocator.NewTokenValue()[4:26] },
+	}))
+	e.Use(s.recoverer)
+	e.Use(s.logRequests)
+	e.Use(s.metrics.middleware)
+	e.Use(s.timeout)
+	s.routes()
+	return s
+}
+
+// Echo returns the underlying echo instance (tests, route enumeration).
+func (s *Server) Echo() *echo.Echo { return s.e }
+
+// Handler is the server as an http.Handler.
+func (s *Server) Handler() http.Handler { return s.e }
+
+// Serve listens on addr until ctx ends, then shuts down gracefully: the
+// listener closes, in-flight requests get up to 20 seconds to finish.
+func (s *Server) Serve(ctx context.Context, addr string, ready func(addr string)) error {
+	srv := &http.Server{Addr: addr, Handler: s.e, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := listen(addr)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func (s *Server) timeout(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if strings.HasPrefix(c.Request().URL.Path, "/api/") {
+			ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.RequestTimeout)
+			defer cancel()
+			c.SetRequest(c.Request().WithContext(ctx))
+		}
+		return next(c)
+	}
+}
+
+func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				s.log.Error("panic in handler", "request_id", requestID(c), "path", c.Request().URL.Path, "panic", r)
+				err = errors.New("panic in handler")
+			}
+		}()
+		return next(c)
+	}
+}
+
+func requestID(c echo.Context) string { return c.Response().Header().Get(echo.HeaderXRequestID) }
+
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		actor := ""
+		if id := handlers.IdentityOf(c); id != nil {
+			actor = id.Name
+		}
+		lvl := slog.LevelInfo
+		if c.Response().Status >= 500 {
+			lvl = slog.LevelError
+		}
+		s.log.Log(c.Request().Context(), lvl, "request",
+			"request_id", requestID(c), "method", c.Request().Method, "path", c.Request().URL.Path,
+			"route", c.Path(), "status", c.Response().Status, "bytes", c.Response().Size,
+			"duration_ms", float64(time.Since(start).Microseconds())/1000, "actor", actor, "remote", c.RealIP())
+		return nil
+	}
+}
+
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	if s.htmlError != nil && !strings.HasPrefix(c.Request().URL.Path, "/api/") &&
+		!strings.HasPrefix(c.Request().URL.Path, "/healthz") && !strings.HasPrefix(c.Request().URL.Path, "/readyz") {
+		s.htmlError(err, c)
+		return
+	}
+	if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeInternal {
+		s.log.Error("internal error", "request_id", requestID(c), "error", err)
+	}
+	_ = handlers.WriteError(c, err)
+}
+
+// authenticate resolves the caller from a bearer token or, failing that, a
+// console session; anonymous callers are 401. It puts the actor on the
+// request context for audit events.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var id *handlers.Identity
+		if h := c.Request().Header.Get(echo.HeaderAuthorization); h != "" {
+			tok, ok := strings.CutPrefix(h, "Bearer ")
+			if !ok {
+				return allocator.Errf(allocator.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
+			}
+			t, err := s.a.Authenticate(c.Request().Context(), strings.TrimSpace(tok))
+			if err != nil {
+				return err
+			}
+			id = &handlers.Identity{Name: "token:" + t.Name, Role: t.Role}
+		} else if s.sessions != nil {
+			id = s.sessions.Identify(c)
+		}
+		if id == nil {
+			return allocator.Errf(allocator.CodeUnauthorized, "", "authentication required: send Authorization: Bearer <token>")
+		}
+		handlers.SetIdentity(c, id)
+		c.SetRequest(c.Request().WithContext(allocator.WithActor(c.Request().Context(), id.Name, requestID(c))))
+		return next(c)
+	}
+}
+
+// require wraps a handler with a role check; session callers of a
+// state-changing method must also pass the CSRF check.
+func (s *Server) require(role allocator.Role, h echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := handlers.IdentityOf(c)
+		if id == nil {
+			return allocator.Errf(allocator.CodeUnauthorized, "", "authentication required")
+		}
+		if !id.Role.Allows(role) {
+			return allocator.Errf(allocator.CodeForbidden, "", "role %s may not do this; it needs %s", id.Role, role)
+		}
+		if id.Session && s.sessions != nil && isUnsafe(c.Request().Method) {
+			if err := s.sessions.CheckCSRF(c); err != nil {
+				return err
+			}
+		}
+		return h(c)
+	}
+}
+
+func isUnsafe(m string) bool {
+	return m != http.MethodGet && m != http.MethodHead && m != http.MethodOptions
+}
