@@ -153,7 +153,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	switch {
 	case present(ipam.Addresses):
 		if len(legacyPresent) > 0 {
-			return nil, invalid("ipam.addresses cannot be combined with %s: the legacy keys are neither a fallback nor overridden; remove them",
+			return nil, invalid("ipam.addresses cannot be combined with %s: remove the legacy keys, ipam.addresses alone carries every address with its prefix length",
 				strings.Join(legacyPresent, ", "))
 		}
 		addrs, err := decodeAddresses(ipam.Addresses)
