@@ -44,8 +44,8 @@ func TestCHECK(t *testing.T) {
 				entry("172.20.1.7/32", ""), entry("fd00:99::1/64", "")),
 		},
 		{
-			name: "a gateway filled in by the main plugin where none is configured passes",
-			ipam: configured,
+			name:     "a gateway filled in by the main plugin where none is configured passes",
+			ipam:     configured,
 			prevIPAM: addressesIPAM(entry("fd00:10:ff01:0:1::1/96", "fe80::1"), entry("172.20.1.7/32", "172.20.0.1")),
 		},
 		{
