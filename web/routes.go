@@ -42,6 +42,7 @@ func (s *Server) APIRoutes() []Route {
 		{http.MethodPost, "/pools/:name/allocations/:value", A, h.Unquarantine},
 		{http.MethodGet, "/addresses/:value", V, h.LookupAddress},
 		{http.MethodGet, "/events", V, h.ListEvents},
+		{http.MethodGet, "/owners/:owner_type/:owner_id/cni-ipam", V, h.OwnerCNIIPAM},
 	}
 }
 
