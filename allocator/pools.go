@@ -374,11 +374,13 @@ func (a *Allocator) poolOut(ctx context.Context, p *models.Pool) (*Pool, error) 
 	resv := map[int64]int64{}
 	if col := reservationColumn(p.Name); col != "" {
 		var rr []row
+		// An expired quarantine no longer holds its value: the value counts
+		// as reserved again at once (DESIGN.md §10).
 		err := a.read(ctx, func(db *gorm.DB) error {
 			return db.Raw(`SELECT r.id AS range_id, 'reserved' AS state, COUNT(*) AS n
 				FROM pool_ranges r JOIN expected_dpus d ON d.`+col+` BETWEEN r.first_key AND r.last_key
-				WHERE r.pool_id = ? AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key = d.`+col+`)
-				GROUP BY r.id`, p.ID).Scan(&rr).Error
+				WHERE r.pool_id = ? AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key = d.`+col+` AND `+cond+`)
+				GROUP BY r.id`, append([]any{p.ID}, args...)...).Scan(&rr).Error
 		})
 		if err != nil {
 			return nil, err
@@ -541,6 +543,11 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 		if err != nil {
 			return err
 		}
+		// An expired quarantine must not block the change (nor trip the
+		// database trigger that guards allocations).
+		if err := t.purgeExpired(p); err != nil {
+			return err
+		}
 		if u.Version != nil && *u.Version != row.Version {
 			return Errf(CodeStaleVersion, "version", "range %s is at version %d, not %d", id, row.Version, *u.Version)
 		}
@@ -621,6 +628,9 @@ func (a *Allocator) RemoveRange(ctx context.Context, pool, id string) error {
 		}
 		row, err := t.rangeByID(p, id)
 		if err != nil {
+			return err
+		}
+		if err := t.purgeExpired(p); err != nil {
 			return err
 		}
 		if b, err := t.blockers(p, row.FirstKey, row.LastKey, nil); err != nil {
