@@ -645,7 +645,9 @@ func TestAllocateRandomizedAgainstModel(t *testing.T) {
 		for v := range held {
 			want = append(want, fmt.Sprint(v))
 		}
-		sort.Slice(want, func(i, j int) bool { return len(want[i]) < len(want[j]) || len(want[i]) == len(want[j]) && want[i] < want[j] })
+		sort.Slice(want, func(i, j int) bool {
+			return len(want[i]) < len(want[j]) || len(want[i]) == len(want[j]) && want[i] < want[j]
+		})
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("stored %v, model %v", got, want)
 		}
@@ -662,4 +664,3 @@ func hasEntry(info *AddressInfo, kind, pool, value string) bool {
 	}
 	return false
 }
-
