@@ -42,6 +42,13 @@ func (s *Server) APIRoutes() []Route {
 		{http.MethodPost, "/pools/:name/allocations/:value", A, h.Unquarantine},
 		{http.MethodGet, "/addresses/:value", V, h.LookupAddress},
 		{http.MethodGet, "/events", V, h.ListEvents},
+		{http.MethodGet, "/expected-machines", V, h.ListExpectedMachines},
+		{http.MethodPost, "/expected-machines", O, h.CreateExpectedMachine},
+		{http.MethodPut, "/expected-machines", O, h.ReplaceAllExpectedMachines},
+		{http.MethodGet, "/expected-machines/:id", V, h.GetExpectedMachine},
+		{http.MethodPut, "/expected-machines/:id", O, h.ReplaceExpectedMachine},
+		{http.MethodPatch, "/expected-machines/:id", O, h.PatchExpectedMachine},
+		{http.MethodDelete, "/expected-machines/:id", O, h.DeleteExpectedMachine},
 		{http.MethodGet, "/owners/:owner_type/:owner_id/cni-ipam", V, h.OwnerCNIIPAM},
 	}
 }
@@ -52,6 +59,7 @@ func (s *Server) routes() {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
 	e.GET("/readyz", s.readyz)
+	s.consoleRoutes()
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	g := e.Group("/api/v1", s.authenticate)
 	for _, r := range s.APIRoutes() {

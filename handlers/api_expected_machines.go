@@ -1,0 +1,163 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+// ExpectedMachines REST API (DESIGN.md §4, §5, §10). The handlers parse,
+// call one allocator function and render; every rule (validation,
+// compatibility with older clients, optimistic concurrency) lives in
+// allocator/expected_machines.go.
+
+func setETag(c echo.Context, version int64) {
+	c.Response().Header().Set("ETag", strconv.Quote(strconv.FormatInt(version, 10)))
+}
+
+// IfMatchOf reads the If-Match header: absent or "*" is no precondition;
+// each entity tag ("3", W/"3") is a version. A tag that is not a version
+// can never match, so it becomes -1 (412 stale_version).
+func IfMatchOf(c echo.Context) allocator.IfMatch {
+	h := strings.TrimSpace(c.Request().Header.Get("If-Match"))
+	if h == "" {
+		return nil
+	}
+	var m allocator.IfMatch
+	for _, tag := range strings.Split(h, ",") {
+		tag = strings.TrimSpace(tag)
+		if tag == "*" {
+			return nil
+		}
+		tag = strings.TrimPrefix(tag, "W/")
+		tag = strings.Trim(tag, `"`)
+		n, err := strconv.ParseInt(tag, 10, 64)
+		if err != nil || n < 1 {
+			n = -1
+		}
+		m = append(m, n)
+	}
+	return m
+}
+
+func expectedMachineLocation(id string) string {
+	return "/api/v1/expected-machines/" + url.PathEscape(id)
+}
+
+// ListExpectedMachines: GET /api/v1/expected-machines
+// ?bmc_mac_address=&serial_number=&label=key[=value]&q=&limit=&cursor=
+// → {"items": [...], "next_cursor": "..."}.
+func (h *API) ListExpectedMachines(c echo.Context) error {
+	limit, err := Limit(c)
+	if err != nil {
+		return err
+	}
+	page, err := h.A.ListExpectedMachines(Ctx(c), allocator.ExpectedMachineFilter{
+		BmcMacAddress: c.QueryParam("bmc_mac_address"), SerialNumber: c.QueryParam("serial_number"),
+		Label: c.QueryParam("label"), Search: c.QueryParam("q"), Limit: limit, Cursor: c.QueryParam("cursor")})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// CreateExpectedMachine: POST /api/v1/expected-machines → 201 with
+// Location and ETag.
+func (h *API) CreateExpectedMachine(c echo.Context) error {
+	body, err := ReadBody(c)
+	if err != nil {
+		return err
+	}
+	spec, err := allocator.DecodeExpectedMachineSpec(body)
+	if err != nil {
+		return err
+	}
+	em, err := h.A.CreateExpectedMachine(Ctx(c), spec)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, expectedMachineLocation(em.ID))
+	setETag(c, em.Version)
+	return c.JSON(http.StatusCreated, em)
+}
+
+// GetExpectedMachine: GET /api/v1/expected-machines/{id}, {id} a UUID or a
+// BMC MAC address.
+func (h *API) GetExpectedMachine(c echo.Context) error {
+	em, err := h.A.GetExpectedMachine(Ctx(c), Param(c, "id"))
+	if err != nil {
+		return err
+	}
+	setETag(c, em.Version)
+	return c.JSON(http.StatusOK, em)
+}
+
+// ReplaceExpectedMachine: PUT /api/v1/expected-machines/{id} (If-Match
+// honoured) → 200 with ETag.
+func (h *API) ReplaceExpectedMachine(c echo.Context) error {
+	body, err := ReadBody(c)
+	if err != nil {
+		return err
+	}
+	spec, err := allocator.DecodeExpectedMachineSpec(body)
+	if err != nil {
+		return err
+	}
+	em, err := h.A.ReplaceExpectedMachine(Ctx(c), Param(c, "id"), spec, IfMatchOf(c))
+	if err != nil {
+		return err
+	}
+	setETag(c, em.Version)
+	return c.JSON(http.StatusOK, em)
+}
+
+// PatchExpectedMachine: PATCH /api/v1/expected-machines/{id}, a JSON merge
+// patch (application/json or application/merge-patch+json) → 200 with ETag.
+func (h *API) PatchExpectedMachine(c echo.Context) error {
+	ct := strings.ToLower(strings.TrimSpace(c.Request().Header.Get(echo.HeaderContentType)))
+	if ct != "" && !strings.HasPrefix(ct, "application/json") && !strings.HasPrefix(ct, "application/merge-patch+json") {
+		return allocator.Errf(allocator.CodeBadRequest, "", "Content-Type %q: PATCH takes application/json or application/merge-patch+json", ct)
+	}
+	body, err := ReadBody(c)
+	if err != nil {
+		return err
+	}
+	em, err := h.A.PatchExpectedMachine(Ctx(c), Param(c, "id"), body, IfMatchOf(c))
+	if err != nil {
+		return err
+	}
+	setETag(c, em.Version)
+	return c.JSON(http.StatusOK, em)
+}
+
+// DeleteExpectedMachine: DELETE /api/v1/expected-machines/{id} (If-Match
+// honoured) → 204.
+func (h *API) DeleteExpectedMachine(c echo.Context) error {
+	if err := h.A.DeleteExpectedMachine(Ctx(c), Param(c, "id"), IfMatchOf(c)); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// ReplaceAllExpectedMachines: PUT /api/v1/expected-machines with the NICo
+// file {"expected_machines": [...]} → 200 {"items": [...]}, atomically.
+func (h *API) ReplaceAllExpectedMachines(c echo.Context) error {
+	body, err := ReadBody(c)
+	if err != nil {
+		return err
+	}
+	specs, err := allocator.ParseExpectedMachinesFile(body)
+	if err != nil {
+		return err
+	}
+	items, err := h.A.ReplaceAllExpectedMachines(Ctx(c), specs)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": items})
+}
