@@ -1,0 +1,170 @@
+package allocator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"math/big"
+	"sort"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// This file holds the read models and small stores the operator console
+// needs beyond the REST operations: the console's session key, token
+// look-up by id (a session re-checks its token on every request), and a
+// pool's usage over time rebuilt from the audit log.
+
+const sessionKeySetting = "console_session_key"
+
+// SessionKey returns the key that signs console session cookies: 32 random
+// bytes, created once in the settings table and shared by every server
+// process on the same database (first writer wins; the others read it).
+// The key is never audited or logged.
+func (a *Allocator) SessionKey(ctx context.Context) ([]byte, error) {
+	read := func() (string, error) {
+		var rows []models.Setting
+		err := a.read(ctx, func(db *gorm.DB) error {
+			return db.Where("key = ?", sessionKeySetting).Limit(1).Find(&rows).Error
+		})
+		if err != nil || len(rows) == 0 {
+			return "", err
+		}
+		return rows[0].Value, nil
+	}
+	v, err := read()
+	if err != nil {
+		return nil, err
+	}
+	if v == "" {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		err := a.write(ctx, func(t *tx) error {
+			return t.Exec(`INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
+				sessionKeySetting, hex.EncodeToString(b[:])).Error
+		})
+		if err != nil {
+			return nil, err
+		}
+		if v, err = read(); err != nil {
+			return nil, err
+		}
+	}
+	key, err := hex.DecodeString(v)
+	if err != nil || len(key) < 32 {
+		return nil, Errf(CodeInternal, "", "settings row %s is not a 32-byte hex key", sessionKeySetting)
+	}
+	return key, nil
+}
+
+// TokenByID returns the token with this id (its current name and role), or
+// 401 unauthorized when it no longer exists: a console session carries the
+// id of the token it was opened with and is re-checked on every request.
+func (a *Allocator) TokenByID(ctx context.Context, id int64) (*Token, error) {
+	var row models.APIToken
+	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("id = ?", id).Take(&row).Error })
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, Errf(CodeUnauthorized, "", "the token of this session no longer exists")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Token{ID: row.ID, Name: row.Name, Role: Role(row.Role)}, nil
+}
+
+// UsagePoint is the number of values of a pool held at the end of one UTC
+// day: Allocated (owned) and Quarantined.
+type UsagePoint struct {
+	Day         time.Time `json:"day"`
+	Allocated   int64     `json:"allocated"`
+	Quarantined int64     `json:"quarantined"`
+}
+
+// PoolUsage returns one point per UTC day for the last `days` days (today
+// last) of how many values of the pool were allocated and quarantined. It
+// starts from today's counts and walks the audit events of the pool's
+// allocations backwards (allocation.create +1 allocated, .release −1,
+// .quarantine moves one to quarantined, .reclaim moves one back,
+// .unquarantine and .quarantine_expired −1 quarantined), one grouped query
+// over the audit_events time index, so its cost follows the number of
+// distinct days and actions, not the pool size. Days before the pool's
+// first event show the earliest known counts.
+func (a *Allocator) PoolUsage(ctx context.Context, pool string, days int) ([]UsagePoint, error) {
+	if days < 1 || days > 366 {
+		return nil, Errf(CodeInvalid, "days", "days must be 1 to 366, got %d", days)
+	}
+	p, err := a.GetPool(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	sum := func(xs ...string) int64 {
+		t := new(big.Int)
+		for _, x := range xs {
+			if n, ok := new(big.Int).SetString(x, 10); ok {
+				t.Add(t, n)
+			}
+		}
+		return t.Int64()
+	}
+	alloc := sum(p.Stats.Auto.Allocated, p.Stats.Explicit.Allocated)
+	quar := sum(p.Stats.Auto.Quarantined, p.Stats.Explicit.Quarantined)
+
+	now := a.now().UTC()
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	since := today.AddDate(0, 0, -(days - 1))
+	dayExpr := "substr(at, 1, 10)"
+	if a.dialect == models.Postgres {
+		dayExpr = "to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	}
+	type row struct {
+		Day    string
+		Action string
+		N      int64
+	}
+	var rows []row
+	prefix := pool + "/"
+	err = a.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT `+dayExpr+` AS day, action, COUNT(*) AS n FROM audit_events
+			WHERE at >= ? AND object_type = 'allocation' AND substr(object_id, 1, ?) = ?
+			GROUP BY `+dayExpr+`, action`, since, len(prefix), prefix).Scan(&rows).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	type delta struct{ alloc, quar int64 }
+	per := map[string]delta{}
+	for _, r := range rows {
+		d := per[r.Day]
+		switch r.Action {
+		case "allocation.create":
+			d.alloc += r.N
+		case "allocation.release":
+			d.alloc -= r.N
+		case "allocation.quarantine":
+			d.alloc -= r.N
+			d.quar += r.N
+		case "allocation.reclaim":
+			d.alloc += r.N
+			d.quar -= r.N
+		case "allocation.unquarantine", "allocation.quarantine_expired":
+			d.quar -= r.N
+		}
+		per[r.Day] = d
+	}
+	out := make([]UsagePoint, days)
+	for i := days - 1; i >= 0; i-- {
+		day := since.AddDate(0, 0, i)
+		out[i] = UsagePoint{Day: day, Allocated: max(alloc, 0), Quarantined: max(quar, 0)}
+		d := per[day.Format("2006-01-02")]
+		alloc -= d.alloc
+		quar -= d.quar
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Day.Before(out[j].Day) })
+	return out, nil
+}

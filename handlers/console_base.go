@@ -1,0 +1,152 @@
+package handlers
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/views"
+)
+
+// Console serves the operator console's pages and fragments (DESIGN.md §6).
+// One small file per page or action (console_*.go); each handler parses the
+// form, calls the allocator operation the REST API calls, and renders: a
+// full page, or the fragment an htmx request (HX-Request) swaps in.
+// Validation errors come back as 422 with the allocator's message next to
+// its field; without JavaScript every form posts and redirects (303).
+type Console struct {
+	A *allocator.Allocator
+	// SecureCookies marks the flash cookie Secure (behind TLS).
+	SecureCookies bool
+}
+
+const csrfKey = "ipledger.csrf"
+
+// SetCSRF stores the session's CSRF token for the templates.
+func SetCSRF(c echo.Context, tok string) { c.Set(csrfKey, tok) }
+
+// CSRFOf returns the session's CSRF token ("" without a session).
+func CSRFOf(c echo.Context) string {
+	s, _ := c.Get(csrfKey).(string)
+	return s
+}
+
+// IsHTMX reports an htmx request (fragment wanted).
+func IsHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }
+
+const flashCookie = "ipledger_flash"
+
+// page builds the frame data of a full page, consuming the flash message.
+func (h *Console) page(c echo.Context, title, nav string) views.Page {
+	p := views.Page{Title: title, Nav: nav, CSRF: CSRFOf(c)}
+	if id := IdentityOf(c); id != nil {
+		p.User, p.Role = id.Name, id.Role
+	}
+	if ck, err := c.Cookie(flashCookie); err == nil && ck.Value != "" {
+		if v, err := url.QueryUnescape(ck.Value); err == nil {
+			kind, msg, ok := strings.Cut(v, "|")
+			if ok && (kind == "ok" || kind == "warn" || kind == "bad" || kind == "info") {
+				p.Flash, p.FlashKind = msg, kind
+			}
+		}
+		c.SetCookie(&http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+			SameSite: http.SameSiteLaxMode, Secure: h.SecureCookies})
+	}
+	return p
+}
+
+// redirect answers a successful form post: 303 to target with a one-time
+// flash message (post-redirect-get), or for htmx an HX-Redirect so the
+// browser loads the same page.
+func (h *Console) redirect(c echo.Context, target, kind, msg string) error {
+	if msg != "" {
+		c.SetCookie(&http.Cookie{Name: flashCookie, Value: url.QueryEscape(kind + "|" + msg), Path: "/",
+			MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.SecureCookies, Expires: time.Now().Add(time.Minute)})
+	}
+	if IsHTMX(c) {
+		c.Response().Header().Set("HX-Redirect", target)
+		return c.NoContent(http.StatusOK)
+	}
+	return c.Redirect(http.StatusSeeOther, target)
+}
+
+// render writes a component into a buffer first, so a late error still
+// becomes a clean error page instead of half a page.
+func render(c echo.Context, status int, comp templ.Component) error {
+	var buf bytes.Buffer
+	if err := comp.Render(c.Request().Context(), &buf); err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// formStatus is the status of a form re-rendered with errors: the
+// allocator error's status (422 invalid, 409 conflict…), 422 otherwise.
+func formStatus(err error) int {
+	if e, ok := allocator.AsError(err); ok {
+		return e.Code.Status()
+	}
+	return http.StatusUnprocessableEntity
+}
+
+// isFormError reports an error that belongs next to a form field (the
+// input was refused) rather than on an error page: invalid, conflict and
+// the other 409s, stale_version, bad_request.
+func isFormError(err error) bool {
+	e, ok := allocator.AsError(err)
+	if !ok {
+		return false
+	}
+	switch e.Code {
+	case allocator.CodeInvalid, allocator.CodeConflict, allocator.CodeNotAvailable, allocator.CodePoolExhausted,
+		allocator.CodeNotOwner, allocator.CodeStaleVersion, allocator.CodeBadRequest:
+		return true
+	}
+	return false
+}
+
+// ConsoleError renders err for a console path: a full HTML error page, or
+// for htmx a message retargeted to #toast.
+func ConsoleError(err error, c echo.Context) {
+	e, status := ToAPIError(err)
+	if status == http.StatusUnauthorized {
+		if IsHTMX(c) {
+			c.Response().Header().Set("HX-Redirect", "/login")
+			_ = c.NoContent(http.StatusUnauthorized)
+			return
+		}
+		_ = c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
+		return
+	}
+	msg := e.Message
+	if IsHTMX(c) {
+		c.Response().Header().Set("HX-Retarget", "#toast")
+		c.Response().Header().Set("HX-Reswap", "innerHTML")
+		_ = render(c, status, views.Toast("bad", msg))
+		return
+	}
+	title := http.StatusText(status)
+	switch e.Code {
+	case allocator.CodeForbidden:
+		title = "Not allowed"
+	case allocator.CodeNotFound:
+		title = "Not found"
+	}
+	_ = render(c, status, views.ErrorPage(status, title, msg, IdentityOf(c) != nil))
+}
+
+// formValue is a trimmed form field.
+func formValue(c echo.Context, name string) string { return strings.TrimSpace(c.FormValue(name)) }
+
+// checked reads a checkbox.
+func checked(c echo.Context, name string) bool {
+	v := c.FormValue(name)
+	return v == "true" || v == "on" || v == "1"
+}

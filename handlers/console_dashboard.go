@@ -1,0 +1,56 @@
+package handlers
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/views"
+)
+
+// dashboard gathers what the dashboard and the NOC wallboard show: pool
+// bars, pool-file drift, DPU bindings in pending/conflict, recent events.
+func (h *Console) dashboard(c echo.Context, title, nav string, events int) (views.Dashboard, error) {
+	d := views.Dashboard{Page: h.page(c, title, nav)}
+	pools, err := h.A.ListPools(Ctx(c))
+	if err != nil {
+		return d, err
+	}
+	for _, p := range pools {
+		d.Pools = append(d.Pools, views.NewPoolBar(p))
+	}
+	if d.Drift, err = h.A.PoolFileDrift(Ctx(c)); err != nil {
+		return d, err
+	}
+	if d.Bindings, err = h.bindingAlerts(c); err != nil {
+		return d, err
+	}
+	if events > 0 {
+		page, err := h.A.ListEvents(Ctx(c), allocator.EventFilter{Limit: events})
+		if err != nil {
+			return d, err
+		}
+		d.Events = page.Items
+	}
+	return d, nil
+}
+
+// Dashboard: GET /.
+func (h *Console) Dashboard(c echo.Context) error {
+	d, err := h.dashboard(c, "Dashboard", "dashboard", 15)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.DashboardPage(d))
+}
+
+// NOC: GET /noc — the read-only wallboard (viewer); htmx polls it.
+func (h *Console) NOC(c echo.Context) error {
+	d, err := h.dashboard(c, "NOC", "noc", 0)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.NOCPage(views.NOCView{Dashboard: d, Refreshed: time.Now().UTC().Format("15:04:05Z")}))
+}

@@ -1,0 +1,61 @@
+package handlers
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/views"
+)
+
+// SessionStore opens and closes console sessions (the signed cookie lives
+// in package web).
+type SessionStore interface {
+	// Open starts a session for the token (sets the cookie).
+	Open(c echo.Context, tok *allocator.Token) error
+	// Close ends the session (clears the cookie).
+	Close(c echo.Context)
+}
+
+// safeNext keeps a post-login redirect on this site: a local absolute path,
+// never "//host" or a scheme.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
+		strings.HasPrefix(next, "/login") {
+		return "/"
+	}
+	return next
+}
+
+// LoginForm: GET /login.
+func (h *Console) LoginForm(c echo.Context) error {
+	if IdentityOf(c) != nil {
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+	return render(c, http.StatusOK, views.LoginPage("", safeNext(c.QueryParam("next"))))
+}
+
+// Login: POST /login with the form field token → session cookie and 303 to
+// next; an unknown token re-renders the form with 401.
+func (h *Console) Login(c echo.Context, store SessionStore) error {
+	next := safeNext(c.FormValue("next"))
+	tok, err := h.A.Authenticate(Ctx(c), strings.TrimSpace(c.FormValue("token")))
+	if err != nil {
+		if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeUnauthorized {
+			return render(c, http.StatusUnauthorized, views.LoginPage("This token is not known to ipledger.", next))
+		}
+		return err
+	}
+	if err := store.Open(c, tok); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// Logout: POST /logout (CSRF checked) → cookie cleared, 303 to /login.
+func (h *Console) Logout(c echo.Context, store SessionStore) error {
+	store.Close(c)
+	return c.Redirect(http.StatusSeeOther, "/login")
+}

@@ -1,0 +1,81 @@
+// ipledger console helpers. Everything here is an enhancement: every page
+// and form works without JavaScript.
+(function () {
+  "use strict";
+
+  // Copy buttons: <button class="copy" data-copy="10.0.0.1">.
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest && ev.target.closest("button.copy");
+    if (!b) return;
+    ev.preventDefault();
+    var text = b.getAttribute("data-copy") || "";
+    var done = function () {
+      b.classList.add("done");
+      var old = b.textContent;
+      b.textContent = "copied";
+      setTimeout(function () { b.classList.remove("done"); b.textContent = old; }, 1200);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () { fallbackCopy(text); done(); });
+    } else {
+      fallbackCopy(text);
+      done();
+    }
+  });
+
+  function fallbackCopy(text) {
+    var ta = document.createElement("textarea");
+    ta.value = text;
+    ta.setAttribute("readonly", "");
+    ta.style.position = "fixed";
+    ta.style.opacity = "0";
+    document.body.appendChild(ta);
+    ta.select();
+    try { document.execCommand("copy"); } catch (e) { /* nothing more to do */ }
+    document.body.removeChild(ta);
+  }
+
+  // Dialogs loaded by htmx into #dialog open themselves; "Cancel" closes
+  // them and clears the content, so nothing is left to submit.
+  document.addEventListener("htmx:afterSwap", function (ev) {
+    var d = ev.target && ev.target.querySelector && ev.target.querySelector("dialog[data-autoopen]");
+    if (d && !d.open) d.showModal();
+  });
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest && ev.target.closest("[data-close-dialog]");
+    if (!b) return;
+    var d = b.closest("dialog");
+    if (!d) return;
+    ev.preventDefault();
+    d.close();
+  });
+  document.addEventListener("close", function (ev) {
+    if (ev.target.tagName === "DIALOG" && ev.target.hasAttribute("data-autoopen")) {
+      var host = ev.target.parentElement;
+      ev.target.remove();
+      if (host && host.id === "dialog") host.innerHTML = "";
+    }
+  }, true);
+
+  // Force delete: the confirm button stays disabled until the machine id is
+  // typed exactly (the server checks it again).
+  document.addEventListener("input", function (ev) {
+    var i = ev.target;
+    if (!i.matches || !i.matches("input[data-confirm-id]")) return;
+    var form = i.closest("form");
+    var btn = form && form.querySelector("button[type=submit]");
+    if (btn) btn.disabled = i.value.trim() !== i.getAttribute("data-confirm-id");
+  });
+
+  // Errors of htmx requests that the server retargets to #toast disappear
+  // after a while; network failures get a message too.
+  document.addEventListener("htmx:sendError", function () {
+    var t = document.getElementById("toast");
+    if (t) t.innerHTML = '<div class="alert bad">The server could not be reached. Nothing was changed by this click; try again.</div>';
+  });
+  document.addEventListener("htmx:afterSwap", function (ev) {
+    if (ev.target && ev.target.id === "toast") {
+      setTimeout(function () { ev.target.innerHTML = ""; }, 8000);
+    }
+  });
+})();

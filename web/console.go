@@ -1,0 +1,92 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/handlers"
+	"github.com/ipledger/ipledger/static"
+)
+
+// ConsoleRoutes lists every signed-in route of the operator console with
+// the least role it needs; state-changing ones (POST) also need the
+// session's CSRF token. Like APIRoutes, it is the single list: the security
+// test walks it. Public console routes (login, static files) are not here.
+func (s *Server) ConsoleRoutes() []Route {
+	h := &handlers.Console{A: s.a, SecureCookies: s.cfg.SecureCookies}
+	store, _ := s.sessions.(*sessions)
+	V, A := allocator.RoleViewer, allocator.RoleAdmin
+	routes := []Route{
+		{http.MethodGet, "/", V, h.Dashboard},
+		{http.MethodGet, "/noc", V, h.NOC},
+		{http.MethodPost, "/logout", V, func(c echo.Context) error { return h.Logout(c, store) }},
+		{http.MethodGet, "/pools", V, h.Pools},
+		{http.MethodPost, "/pools", A, h.CreatePool},
+		{http.MethodGet, "/pools/:name", V, h.Pool},
+		{http.MethodPost, "/pools/:name/ranges", A, h.AddRange},
+		{http.MethodPost, "/pools/:name/ranges/:id/remove", A, h.RemoveRange},
+		{http.MethodPost, "/pools/:name/unquarantine", A, h.Unquarantine},
+		{http.MethodGet, "/events", V, h.Events},
+	}
+	return append(routes, s.consoleExtraRoutes()...)
+}
+
+// consoleSecurityHeaders keeps console pages out of frames and limits
+// scripts to the site's own files.
+func consoleSecurityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		hd := c.Response().Header()
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "same-origin")
+		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		return next(c)
+	}
+}
+
+// consoleAuth resolves the session of a console request; without one the
+// error handler sends the browser to /login (HX-Redirect for htmx).
+func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := s.sessions.Identify(c)
+		if id == nil {
+			return allocator.Errf(allocator.CodeUnauthorized, "", "sign in to use the console")
+		}
+		handlers.SetIdentity(c, id)
+		c.SetRequest(c.Request().WithContext(allocator.WithActor(c.Request().Context(), id.Name, requestID(c))))
+		return next(c)
+	}
+}
+
+// optionalSession identifies a session when there is one (login page).
+func (s *Server) optionalSession(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if id := s.sessions.Identify(c); id != nil {
+			handlers.SetIdentity(c, id)
+		}
+		return next(c)
+	}
+}
+
+// consoleRoutes mounts the console: static files and login (public), then
+// every ConsoleRoutes entry behind the session, role and CSRF checks.
+func (s *Server) consoleRoutes() {
+	store := newSessions(s.a, s.cfg.SecureCookies, s.log)
+	s.sessions = store
+	h := &handlers.Console{A: s.a, SecureCookies: s.cfg.SecureCookies}
+	s.htmlError = handlers.ConsoleError
+
+	files := http.StripPrefix("/static/", http.FileServer(http.FS(static.FS)))
+	s.e.GET("/static/*", func(c echo.Context) error {
+		c.Response().Header().Set("Cache-Control", "public, max-age=3600")
+		files.ServeHTTP(c.Response(), c.Request())
+		return nil
+	})
+	s.e.GET("/login", h.LoginForm, consoleSecurityHeaders, s.optionalSession)
+	s.e.POST("/login", func(c echo.Context) error { return h.Login(c, store) }, consoleSecurityHeaders)
+	for _, r := range s.ConsoleRoutes() {
+		s.e.Add(r.Method, r.Path, s.require(r.Role, r.Handler), consoleSecurityHeaders, s.consoleAuth)
+	}
+}
