@@ -1,0 +1,321 @@
+package allocator
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// NICo pool-file semantics (DESIGN.md §2): `end` is exclusive, a prefix is
+// auto_assign, host bits are ignored, an IPv4 prefix keeps its network
+// address and drops its broadcast address, integers may be 0x hex.
+func TestParsePoolFileSemantics(t *testing.T) {
+	cases := []struct {
+		name, toml  string
+		first, last string
+		size        string
+		auto        bool
+	}{
+		{"integer end is exclusive", `[pools.p]
+type = "integer"
+ranges = [{ start = "100", end = "110" }]`, "100", "109", "10", true},
+		{"unquoted integers", `[pools.p]
+type = "integer"
+ranges = [{ start = 100, end = 110, auto_assign = false }]`, "100", "109", "10", false},
+		{"hex bounds", `[pools.p]
+type = "integer"
+ranges = [{ start = "0xFA000", end = "0xfa400" }]`, "1024000", "1025023", "1024", true},
+		{"IPv4 /24 keeps .0, drops .255", `[pools.p]
+type = "ipv4"
+prefix = "10.180.62.0/24"`, "10.180.62.0", "10.180.62.254", "255", true},
+		{"host bits ignored", `[pools.p]
+type = "ipv4"
+prefix = "10.180.62.1/26"`, "10.180.62.0", "10.180.62.62", "63", true},
+		{"IPv4 /31 keeps both", `[pools.p]
+type = "ipv4"
+prefix = "10.0.0.4/31"`, "10.0.0.4", "10.0.0.5", "2", true},
+		{"IPv4 /32 is one address", `[pools.p]
+type = "ipv4"
+prefix = "10.0.0.4/32"`, "10.0.0.4", "10.0.0.4", "1", true},
+		{"IPv6 prefix keeps every address", `[pools.p]
+type = "ipv6"
+prefix = "fd00::5/126"`, "fd00::4", "fd00::7", "4", true},
+		{"IPv6 range end exclusive", `[pools.p]
+type = "ipv6"
+ranges = [{ start = "fd00:180:62::1", end = "fd00:180:62::1:0" }]`, "fd00:180:62::1", "fd00:180:62::ffff", "65535", true},
+		{"IPv4 range end exclusive across an octet", `[pools.p]
+type = "ipv4"
+ranges = [{ start = "10.180.62.200", end = "10.180.63.0", auto_assign = false }]`, "10.180.62.200", "10.180.62.255", "56", false},
+		{"ipv6prefix from a /64", `[pools.p]
+type = "ipv6prefix"
+prefix = "fd00:10:ff01::/64"
+delegate_prefix_len = 96`, "fd00:10:ff01::/96", "fd00:10:ff01:0:ffff:ffff::/96", "4294967296", true},
+		{"ipv6prefix ranges", `[pools.p]
+type = "ipv6prefix"
+delegate_prefix_len = 96
+ranges = [{ start = "fd00::/96", end = "fd00::4:0:0/96" }]`, "fd00::/96", "fd00::3:0:0/96", "4", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pools, err := ParsePoolFile([]byte(c.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pools) != 1 || len(pools[0].Spec.Ranges) != 1 {
+				t.Fatalf("parsed %+v", pools)
+			}
+			r := pools[0].Spec.Ranges[0]
+			pr := pools[0].ranges[0]
+			size := pools[0].space.count(pr.first, pr.last).String()
+			if r.First != c.first || r.Last != c.last || size != c.size || *r.AutoAssign != c.auto {
+				t.Fatalf("got %s..%s size %s auto %t, want %s..%s size %s auto %t", r.First, r.Last, size, *r.AutoAssign,
+					c.first, c.last, c.size, c.auto)
+			}
+		})
+	}
+}
+
+// The sample site configuration loads with exactly its five pools and
+// their ranges; [networks.*] and top-level keys are ignored; a second
+// load is a no-op.
+func TestLoadSampleSiteConfig(t *testing.T) {
+	data, err := os.ReadFile("/work/shared/samples/site-config.toml")
+	if err != nil {
+		t.Skipf("sample site configuration not available: %v", err)
+	}
+	fndEach(t, func(t *testing.T, f *fnd) {
+		res, err := f.a.LoadPoolFile(f.ctx, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Drift) != 0 {
+			t.Fatalf("drift on a fresh database: %+v", res.Drift)
+		}
+		pools, err := f.a.ListPools(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range pools {
+			s := p.Name + " " + string(p.Type)
+			if p.DelegatePrefixLen != 0 {
+				s += "/" + itoa(int64(p.DelegatePrefixLen))
+			}
+			for _, r := range p.Ranges {
+				s += " [" + r.First + ".." + r.Last + " auto=" + map[bool]string{true: "t", false: "f"}[r.AutoAssign] + " n=" + r.Size + "]"
+			}
+			got = append(got, s)
+		}
+		want := []string{
+			"endpoint-v6 ipv6prefix/96 [fd00:10:ff01::/96..fd00:10:ff01:0:ffff:ffff::/96 auto=t n=4294967296]",
+			"lo-ip ipv4 [10.180.62.1..10.180.62.199 auto=t n=199] [10.180.62.200..10.180.62.255 auto=f n=56]",
+			"lo-ip-v6 ipv6 [fd00:180:62::1..fd00:180:62::ffff auto=t n=65535] [fd00:180:62:1::..fd00:180:62:1::ff auto=f n=256]",
+			"vlan-id integer [100..500 auto=t n=401]",
+			"vni integer [1024000..1025023 auto=t n=1024]",
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("pools\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if len(res.Created) != 7 {
+			t.Fatalf("created %d ranges, want 7: %+v", len(res.Created), res.Created)
+		}
+		before := f.snap()
+		res, err = f.a.LoadPoolFile(f.ctx, data)
+		if err != nil || len(res.Created) != 0 || len(res.Drift) != 0 || res.Created == nil || res.Drift == nil {
+			t.Fatalf("second load: %+v %v", res, err)
+		}
+		f.unchanged(before, "loading the same file twice")
+	})
+}
+
+// The NICo grow format: pools are top-level tables, recognised by a pool
+// type; other tables are ignored.
+func TestLoadGrowFormat(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.mkPool("lo-ip-v6", "ipv6", 0, rng("fd00:180:62::1", "fd00:180:62::ffff", true))
+		res, err := f.a.LoadPoolFile(f.ctx, []byte(`
+[lo-ip-v6]
+type = "ipv6"
+ranges = [
+  { start = "fd00:180:62::1", end = "fd00:180:62::1:0" },
+  { start = "fd00:180:62:1::", end = "fd00:180:62:1::100", auto_assign = false },
+]
+
+[vlan-id]
+type = "integer"
+ranges = [{ start = "100", end = "0x1f5" }]
+
+[admin]
+type = "admin"
+prefix = "172.20.0.0/24"
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Drift) != 0 || len(res.Created) != 2 ||
+			res.Created[0] != (CreatedRange{"lo-ip-v6", "fd00:180:62:1::", "fd00:180:62:1::ff"}) ||
+			res.Created[1] != (CreatedRange{"vlan-id", "100", "500"}) {
+			t.Fatalf("grow: %+v", res)
+		}
+		if _, err := f.a.GetPool(f.ctx, "admin"); err == nil {
+			t.Fatal("a table whose type is not a pool type became a pool")
+		}
+	})
+}
+
+// Loading is additive: a range that overlaps a stored one differently is
+// drift — reported, never applied, never fatal — while the rest of the
+// file is applied.
+func TestLoadDrift(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.99", true), rng("10.0.0.100", "10.0.0.199", false))
+		f.mkPool("vni", "integer", 0, rng("1", "9", true))
+		f.alloc("lo-ip", "a", "")
+		beforeRanges := f.countRows(&models.PoolRange{}, "1=1")
+		res, err := f.a.LoadPoolFile(f.ctx, []byte(`
+[pools.lo-ip]
+type = "ipv4"
+ranges = [
+  { start = "10.0.0.1", end = "10.0.0.50" },                       # overlaps differently: drift
+  { start = "10.0.0.100", end = "10.0.0.200" },                    # same bounds, other auto_assign: drift
+  { start = "10.0.1.0", end = "10.0.1.10", auto_assign = false },  # disjoint: created
+]
+[pools.vni]
+type = "ipv6"                                                      # other type: drift
+prefix = "fd00::/64"
+[pools.new]
+type = "integer"
+ranges = [{ start = "5", end = "6" }]
+`))
+		if err != nil {
+			t.Fatalf("drift must not be fatal: %v", err)
+		}
+		if len(res.Drift) != 3 {
+			t.Fatalf("drift %+v", res.Drift)
+		}
+		for i, want := range []string{"overlaps stored range 10.0.0.1..10.0.0.99", "auto_assign=true) overlaps stored range 10.0.0.100..10.0.0.199 (auto_assign=false)", "stored pool is integer"} {
+			if !strings.Contains(res.Drift[i].Message, want) {
+				t.Fatalf("drift[%d] %q does not say %q", i, res.Drift[i].Message, want)
+			}
+		}
+		if len(res.Created) != 2 || res.Created[0] != (CreatedRange{"lo-ip", "10.0.1.0", "10.0.1.9"}) || res.Created[1] != (CreatedRange{"new", "5", "5"}) {
+			t.Fatalf("created %+v", res.Created)
+		}
+		if n := f.countRows(&models.PoolRange{}, "1=1"); n != beforeRanges+2 {
+			t.Fatalf("%d ranges, want %d", n, beforeRanges+2)
+		}
+		p, _ := f.a.GetPool(f.ctx, "lo-ip")
+		if p.Ranges[0].Last != "10.0.0.99" || p.Ranges[1].AutoAssign {
+			t.Fatalf("drift was applied: %+v", p.Ranges)
+		}
+		d, err := f.a.PoolFileDrift(f.ctx)
+		if err != nil || len(d) != 3 {
+			t.Fatalf("stored drift %+v %v", d, err)
+		}
+		// A clean load clears the banner.
+		if _, err := f.a.LoadPoolFile(f.ctx, []byte("[pools.new]\ntype = \"integer\"\nranges = [{ start = \"5\", end = \"6\" }]\n")); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := f.a.PoolFileDrift(f.ctx); len(d) != 0 {
+			t.Fatalf("drift after a clean load: %+v", d)
+		}
+	})
+}
+
+// Garbage is 400 bad_request; a wrong field is 422 naming it by its path
+// in the file; either way nothing is written, not even the valid pools
+// before the bad one.
+func TestLoadPoolFileRefusals(t *testing.T) {
+	cases := []struct {
+		name, toml string
+		code       Code
+		field      string
+	}{
+		{"garbage", "this is [not toml", CodeBadRequest, ""},
+		{"binary", "\x00\x01\x02", CodeBadRequest, ""},
+		{"end below start", `[pools.lo-ip]
+type = "ipv4"
+ranges = [{ start = "10.0.0.1", end = "10.0.0.9" }, { start = "10.0.1.9", end = "10.0.1.1" }]`, CodeInvalid, "pools.lo-ip.ranges[1].end"},
+		{"empty range", `[pools.lo-ip]
+type = "ipv4"
+ranges = [{ start = "10.0.0.1", end = "10.0.0.1" }]`, CodeInvalid, "pools.lo-ip.ranges[0].end"},
+		{"malformed start", `[pools.lo-ip]
+type = "ipv4"
+ranges = [{ start = "10.0.0", end = "10.0.0.9" }]`, CodeInvalid, "pools.lo-ip.ranges[0].start"},
+		{"wrong family", `[pools.lo-ip]
+type = "ipv4"
+ranges = [{ start = "10.0.0.1", end = "fd00::9" }]`, CodeInvalid, "pools.lo-ip.ranges[0].end"},
+		{"zoned", `[pools.v6]
+type = "ipv6"
+ranges = [{ start = "fe80::1%eth0", end = "fe80::9" }]`, CodeInvalid, "pools.v6.ranges[0].start"},
+		{"IPv4-mapped", `[pools.v6]
+type = "ipv6"
+ranges = [{ start = "::ffff:10.0.0.1", end = "::ffff:10.0.0.9" }]`, CodeInvalid, "pools.v6.ranges[0].start"},
+		{"auto_assign not a boolean", `[pools.lo-ip]
+type = "ipv4"
+ranges = [{ start = "10.0.0.1", end = "10.0.0.9", auto_assign = "yes" }]`, CodeInvalid, "pools.lo-ip.ranges[0].auto_assign"},
+		{"start missing", `[pools.lo-ip]
+type = "ipv4"
+ranges = [{ end = "10.0.0.9" }]`, CodeInvalid, "pools.lo-ip.ranges[0].start"},
+		{"negative integer", `[pools.vlan]
+type = "integer"
+ranges = [{ start = -1, end = 9 }]`, CodeInvalid, "pools.vlan.ranges[0].start"},
+		{"overlap inside the file", `[pools.vlan]
+type = "integer"
+ranges = [{ start = 1, end = 10 }, { start = 9, end = 20 }]`, CodeInvalid, "pools.vlan.ranges[1]"},
+		{"unknown type", `[pools.vlan]
+type = "vlan"
+ranges = [{ start = 1, end = 10 }]`, CodeInvalid, "pools.vlan.type"},
+		{"both prefix and ranges", `[pools.lo-ip]
+type = "ipv4"
+prefix = "10.0.0.0/24"
+ranges = [{ start = "10.0.0.1", end = "10.0.0.9" }]`, CodeInvalid, "pools.lo-ip"},
+		{"neither prefix nor ranges", `[pools.lo-ip]
+type = "ipv4"`, CodeInvalid, "pools.lo-ip"},
+		{"malformed prefix", `[pools.lo-ip]
+type = "ipv4"
+prefix = "10.0.0.0/33"`, CodeInvalid, "pools.lo-ip.prefix"},
+		{"prefix of the wrong family", `[pools.lo-ip]
+type = "ipv4"
+prefix = "fd00::/64"`, CodeInvalid, "pools.lo-ip.prefix"},
+		{"prefix on an integer pool", `[pools.vlan]
+type = "integer"
+prefix = "10.0.0.0/24"`, CodeInvalid, "pools.vlan.prefix"},
+		{"ipv6prefix without delegate_prefix_len", `[pools.ep]
+type = "ipv6prefix"
+prefix = "fd00::/64"`, CodeInvalid, "pools.ep.delegate_prefix_len"},
+		{"prefix smaller than a block", `[pools.ep]
+type = "ipv6prefix"
+prefix = "fd00::/112"
+delegate_prefix_len = 96`, CodeInvalid, "pools.ep.prefix"},
+		{"ranges not a list of tables", `[pools.vlan]
+type = "integer"
+ranges = ["1-10"]`, CodeInvalid, "pools.vlan.ranges"},
+		{"pools not a table", `pools = 3`, CodeInvalid, "pools"},
+		{"bad pool name", `[pools."lo ip"]
+type = "ipv4"
+prefix = "10.0.0.0/24"`, CodeInvalid, "pools.lo ip.name"},
+	}
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.mkPool("stored", "integer", 0, rng("1", "2", true))
+		for _, c := range cases {
+			// A valid pool before the bad one must not be created either.
+			data := "[pools.aaa-valid]\ntype = \"integer\"\nranges = [{ start = 1, end = 5 }]\n\n" + c.toml
+			if strings.HasPrefix(c.toml, "pools =") {
+				data = c.toml // a top-level key must come before any table
+			}
+			before := f.snap()
+			_, err := f.a.LoadPoolFile(f.ctx, []byte(data))
+			if err == nil {
+				t.Fatalf("%s: loaded", c.name)
+			}
+			e := wantCode(t, err, c.code)
+			if e.Field != c.field {
+				t.Fatalf("%s: field %q, want %q (%s)", c.name, e.Field, c.field, e.Message)
+			}
+			f.unchanged(before, c.name)
+		}
+	})
+}
