@@ -249,6 +249,9 @@ func (a *Allocator) CreatePool(ctx context.Context, spec PoolSpec) (*Pool, error
 		}
 		return nil, err
 	}
+	// A new pool counts as growth (DESIGN.md §10: creating lo-ip-v6
+	// completes the DPUs ingested before it).
+	a.afterGrowth(ctx, spec.Name)
 	return a.GetPool(ctx, spec.Name)
 }
 

@@ -1,0 +1,251 @@
+package allocator
+
+import (
+	"context"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// Binding statuses per family (DESIGN.md §10 "Binding status per family").
+const (
+	// BindingReserved: the active value is the declared one.
+	BindingReserved = "reserved"
+	// BindingAutomatic: active value, nothing declared.
+	BindingAutomatic = "automatic"
+	// BindingPending: active value differs from the declared one (the
+	// reservation was edited while the DPU was active); the DPU keeps its
+	// value until it is deleted and ingested again.
+	BindingPending = "pending"
+	// BindingConflict: a value is declared but could not be assigned (held,
+	// quarantined, or the DPU is declared by another ExpectedMachine than
+	// its host's).
+	BindingConflict = "conflict"
+	// BindingMissing: the family's pool exists, nothing is declared and the
+	// DPU has no value yet (e.g. the pool was exhausted).
+	BindingMissing = "missing"
+	// BindingNone: the family's pool does not exist and nothing is declared.
+	BindingNone = "none"
+)
+
+// Binding is one ingested DPU's loopbacks against its reservations
+// (GET /api/v1/dpu-bindings). Absent values are null; expected_machine_id
+// is the ExpectedMachine that declares the DPU's serial, else the one of
+// its host, and null once that ExpectedMachine is gone.
+type Binding struct {
+	MachineID         string  `json:"machine_id"`
+	SerialNumber      string  `json:"serial_number"`
+	HostMachineID     *string `json:"host_machine_id"`
+	ExpectedMachineID *string `json:"expected_machine_id"`
+	LoopbackIP        *string `json:"loopback_ip"`
+	LoopbackIPv6      *string `json:"loopback_ip_v6"`
+	ReservedIP        *string `json:"reserved_ip"`
+	ReservedIPv6      *string `json:"reserved_ip_v6"`
+	StatusV4          string  `json:"status_v4"`
+	StatusV6          string  `json:"status_v6"`
+}
+
+// BindingFilter selects bindings.
+type BindingFilter struct {
+	// Status keeps bindings whose v4 or v6 status is this one ("" all).
+	Status string
+	// Limit defaults to 100 and is capped at 1000.
+	Limit int
+	// Cursor is the next_cursor of the previous page (a machine_id).
+	Cursor string
+}
+
+// BindingPage is one page of bindings ordered by machine_id.
+type BindingPage struct {
+	Items      []Binding `json:"items"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// ListBindings returns, per ingested DPU, its active and declared
+// loopbacks and a status per family, computed from the stored state so it
+// is always current. An unknown status filter is 422 invalid.
+func (a *Allocator) ListBindings(ctx context.Context, f BindingFilter) (*BindingPage, error) {
+	switch f.Status {
+	case "", BindingReserved, BindingAutomatic, BindingPending, BindingConflict, BindingMissing, BindingNone:
+	default:
+		return nil, Errf(CodeInvalid, "status", "unknown status %q: want reserved, automatic, pending, conflict, missing or none", f.Status)
+	}
+	f.Limit = clampLimit(f.Limit)
+	page := &BindingPage{Items: []Binding{}}
+	cursor := f.Cursor
+	err := a.read(ctx, func(db *gorm.DB) error {
+		for {
+			var dpus []models.Machine
+			q := db.Where("kind = ?", KindDPU)
+			if cursor != "" {
+				q = q.Where("machine_id > ?", cursor)
+			}
+			batch := f.Limit + 1
+			if err := q.Order("machine_id").Limit(batch).Find(&dpus).Error; err != nil {
+				return err
+			}
+			bs, err := bindingsOf(db, dpus)
+			if err != nil {
+				return err
+			}
+			for _, b := range bs {
+				if f.Status != "" && b.StatusV4 != f.Status && b.StatusV6 != f.Status {
+					continue
+				}
+				if len(page.Items) == f.Limit {
+					page.NextCursor = page.Items[len(page.Items)-1].MachineID
+					return nil
+				}
+				page.Items = append(page.Items, b)
+			}
+			if len(dpus) < batch {
+				return nil
+			}
+			cursor = dpus[len(dpus)-1].MachineID
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// GetBinding returns the binding of one DPU (machine_id or serial number).
+func (a *Allocator) GetBinding(ctx context.Context, id string) (*Binding, error) {
+	var out *Binding
+	err := a.read(ctx, func(db *gorm.DB) error {
+		row, err := findMachine(db, id)
+		if err != nil {
+			return err
+		}
+		if row.Kind != KindDPU {
+			return Errf(CodeNotFound, "", "machine %s is a host; bindings belong to DPUs", row.MachineID)
+		}
+		bs, err := bindingsOf(db, []models.Machine{*row})
+		if err != nil {
+			return err
+		}
+		out = &bs[0]
+		return nil
+	})
+	return out, err
+}
+
+// bindingsOf computes the bindings of DPU rows with a fixed number of
+// queries per batch.
+func bindingsOf(db *gorm.DB, dpus []models.Machine) ([]Binding, error) {
+	out := make([]Binding, 0, len(dpus))
+	if len(dpus) == 0 {
+		return out, nil
+	}
+	var poolNames []string
+	if err := db.Model(&models.Pool{}).Where("name IN ?", []string{PoolLoopbackV4, PoolLoopbackV6}).Pluck("name", &poolNames).Error; err != nil {
+		return nil, err
+	}
+	hasPool := map[string]bool{}
+	for _, n := range poolNames {
+		hasPool[n] = true
+	}
+	ids := make([]string, 0, len(dpus))
+	serials := make([]string, 0, len(dpus))
+	hostIDs := []string{}
+	for _, d := range dpus {
+		ids = append(ids, d.MachineID)
+		serials = append(serials, deref(d.SerialNumber))
+		if d.HostMachineID != nil {
+			hostIDs = append(hostIDs, *d.HostMachineID)
+		}
+	}
+	var ncRows []models.NetworkConfig
+	if err := db.Where("machine_id IN ?", ids).Find(&ncRows).Error; err != nil {
+		return nil, err
+	}
+	ncs := map[string]*models.NetworkConfig{}
+	for i := range ncRows {
+		ncs[ncRows[i].MachineID] = &ncRows[i]
+	}
+	var declRows []models.ExpectedDpu
+	if err := db.Where("serial_number IN ?", serials).Find(&declRows).Error; err != nil {
+		return nil, err
+	}
+	decls := map[string]*models.ExpectedDpu{}
+	for i := range declRows {
+		decls[declRows[i].SerialNumber] = &declRows[i]
+	}
+	hosts := map[string]*models.Machine{}
+	if len(hostIDs) > 0 {
+		var rows []models.Machine
+		if err := db.Where("machine_id IN ?", hostIDs).Find(&rows).Error; err != nil {
+			return nil, err
+		}
+		for i := range rows {
+			hosts[rows[i].MachineID] = &rows[i]
+		}
+	}
+	hostEMs := map[string]*models.ExpectedMachine{}
+	var macs []string
+	for _, h := range hosts {
+		if h.BmcMacAddress != nil {
+			macs = append(macs, *h.BmcMacAddress)
+		}
+	}
+	if len(macs) > 0 {
+		var rows []models.ExpectedMachine
+		if err := db.Where("bmc_mac_address IN ?", macs).Find(&rows).Error; err != nil {
+			return nil, err
+		}
+		for i := range rows {
+			hostEMs[strings.ToLower(rows[i].BmcMacAddress)] = &rows[i]
+		}
+	}
+	for _, d := range dpus {
+		serial := deref(d.SerialNumber)
+		nc := ncs[d.MachineID]
+		if nc == nil {
+			nc = &models.NetworkConfig{}
+		}
+		decl := decls[serial]
+		var hostEM *models.ExpectedMachine
+		if d.HostMachineID != nil {
+			if h := hosts[*d.HostMachineID]; h != nil {
+				hostEM = hostEMs[deref(h.BmcMacAddress)]
+			}
+		}
+		b := Binding{MachineID: d.MachineID, SerialNumber: serial, HostMachineID: d.HostMachineID,
+			LoopbackIP: nc.LoopbackIP, LoopbackIPv6: nc.LoopbackIPv6}
+		switch {
+		case decl != nil:
+			b.ExpectedMachineID = strp(decl.ExpectedMachineID)
+			b.ReservedIP, b.ReservedIPv6 = decl.LoopbackIP, decl.LoopbackIPv6
+		case hostEM != nil:
+			b.ExpectedMachineID = strp(hostEM.ID)
+		}
+		b.StatusV4 = bindingStatus(b.LoopbackIP, b.ReservedIP, hasPool[PoolLoopbackV4])
+		b.StatusV6 = bindingStatus(b.LoopbackIPv6, b.ReservedIPv6, hasPool[PoolLoopbackV6])
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// bindingStatus is the status of one family (DESIGN.md §10). A declared
+// value that the DPU does not hold is `conflict`: ingestion never falls
+// back to an automatic value for a reserved family, so the only ways to
+// get there are an unavailable reserved value or a DPU declared by another
+// ExpectedMachine than its host's.
+func bindingStatus(active, reserved *string, poolExists bool) string {
+	switch {
+	case active != nil && reserved == nil:
+		return BindingAutomatic
+	case active != nil && *active == *reserved:
+		return BindingReserved
+	case active != nil:
+		return BindingPending
+	case reserved != nil:
+		return BindingConflict
+	case poolExists:
+		return BindingMissing
+	}
+	return BindingNone
+}
