@@ -1,0 +1,489 @@
+// Command loadgen is ipledger's load generator for the benchmarks of
+// docs/benchmarks.md and the reliability scripts of docs/reliability.md. It
+// drives the REST API of one or more `ipledger serve` processes with a
+// fixed number of concurrent clients and prints one JSON summary line:
+// requests, answers by status and error code, throughput (requests per
+// second of wall time) and latency percentiles in milliseconds.
+//
+// Modes:
+//
+//	allocate  POST /api/v1/pools/{pool}/allocations with a fresh owner per
+//	          request (owner_type "bench", owner_id "<run>-<client>-<n>");
+//	          the pool is -pool, or one of -pools chosen per request.
+//	get       GET each of -paths in turn (read latency of pool pages,
+//	          allocation pages, …).
+//	walk      page through GET /api/v1/pools/{pool}/allocations following
+//	          next_cursor until the last page, -clients walkers at once.
+//	ingest    POST /api/v1/site-explorer/reports for a fresh host with
+//	          -dpus DPUs per request (serials "<run>-<client>-<n>-<d>").
+//
+// With -retry, a request that got no answer, a 503 or a transport error is
+// sent again for the same owner until it gets a definite answer (allocation
+// is idempotent by owner, so a retry after a lost answer returns the value
+// the first attempt committed). Every acknowledged (2xx) allocation is
+// appended to -acked as "pool<TAB>value<TAB>owner_type<TAB>owner_id"; an
+// owner acknowledged twice with two different values is a violation.
+//
+// Exit status: 0 when the run had no violation, 1 otherwise. Violations:
+// any 5xx other than 503, a request without an answer within -timeout (a
+// hang), a transport error or 503 when -allow-unavailable is not set, a 4xx
+// when -allow-4xx is not set, an owner acknowledged with two values.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	servers          []string
+	token            string
+	mode             string
+	clients          int
+	duration         time.Duration
+	requests         int64
+	pools            []string
+	paths            []string
+	run              string
+	timeout          time.Duration
+	retry            bool
+	allowUnavailable bool
+	allow4xx         bool
+	acked            string
+	dpus             int
+	label            string
+	pageLimit        int
+}
+
+// result is one finished request.
+type result struct {
+	d      time.Duration
+	status int // 0: transport error or timeout
+	code   string
+	hang   bool
+}
+
+// Summary is the JSON line loadgen prints.
+type Summary struct {
+	Label        string           `json:"label,omitempty"`
+	Mode         string           `json:"mode"`
+	Servers      int              `json:"servers"`
+	Clients      int              `json:"clients"`
+	Pools        int              `json:"pools,omitempty"`
+	Requests     int64            `json:"requests"`
+	OK           int64            `json:"ok"`
+	Seconds      float64          `json:"seconds"`
+	PerSecond    float64          `json:"per_second"`
+	P50ms        float64          `json:"p50_ms"`
+	P90ms        float64          `json:"p90_ms"`
+	P99ms        float64          `json:"p99_ms"`
+	Maxms        float64          `json:"max_ms"`
+	Status       map[string]int64 `json:"status"`
+	Codes        map[string]int64 `json:"codes,omitempty"`
+	Transport    int64            `json:"transport_errors"`
+	Hangs        int64            `json:"hangs"`
+	Retries      int64            `json:"retries"`
+	Violations   []string         `json:"violations,omitempty"`
+	FirstErrors  []string         `json:"first_errors,omitempty"`
+	PagesWalked  int64            `json:"pages_walked,omitempty"`
+	ItemsWalked  int64            `json:"items_walked,omitempty"`
+	Acknowledged int64            `json:"acknowledged,omitempty"`
+}
+
+func main() {
+	var c config
+	var servers, pools, paths string
+	flag.StringVar(&servers, "servers", "http://127.0.0.1:8080", "comma-separated base URLs; client i uses server i mod n")
+	flag.StringVar(&c.token, "token", os.Getenv("IPLEDGER_TOKEN"), "bearer token (env IPLEDGER_TOKEN)")
+	flag.StringVar(&c.mode, "mode", "allocate", "allocate, get, walk or ingest")
+	flag.IntVar(&c.clients, "clients", 8, "concurrent clients")
+	flag.DurationVar(&c.duration, "duration", 10*time.Second, "how long to run (0: until -requests)")
+	flag.Int64Var(&c.requests, "requests", 0, "stop after this many requests in total (0: no limit)")
+	flag.StringVar(&pools, "pools", "bench", "comma-separated pools; a NAME%N entry expands to NAME-0 … NAME-(N-1)")
+	flag.StringVar(&paths, "paths", "", "get mode: comma-separated paths, requested in turn")
+	flag.StringVar(&c.run, "run", "", "run id used in owner ids and serials (default: time based)")
+	flag.DurationVar(&c.timeout, "timeout", 10*time.Second, "a request without an answer after this long is a hang")
+	flag.BoolVar(&c.retry, "retry", false, "retry a request that got no definite answer (transport error, 503)")
+	flag.BoolVar(&c.allowUnavailable, "allow-unavailable", false, "transport errors and 503 are expected (kill / restart tests)")
+	flag.BoolVar(&c.allow4xx, "allow-4xx", false, "4xx answers are not violations (e.g. pool_exhausted)")
+	flag.StringVar(&c.acked, "acked", "", "append every acknowledged allocation to this file")
+	flag.IntVar(&c.dpus, "dpus", 2, "ingest mode: DPUs per host")
+	flag.StringVar(&c.label, "label", "", "label copied into the summary")
+	flag.IntVar(&c.pageLimit, "limit", 1000, "walk mode: page size")
+	flag.Parse()
+	c.servers = splitList(servers)
+	c.pools = expandPools(splitList(pools))
+	c.paths = splitList(paths)
+	if c.run == "" {
+		c.run = fmt.Sprintf("r%x", time.Now().UnixNano()&0xffffffffff)
+	}
+	if c.clients < 1 || len(c.servers) == 0 || (c.duration <= 0 && c.requests <= 0) {
+		fmt.Fprintln(os.Stderr, "loadgen: need -clients ≥ 1, -servers, and -duration or -requests")
+		os.Exit(2)
+	}
+	if c.mode == "get" && len(c.paths) == 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: get mode needs -paths")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	s, err := run(ctx, c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(2)
+	}
+	out, _ := json.Marshal(s)
+	fmt.Println(string(out))
+	if len(s.Violations) > 0 {
+		os.Exit(1)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func expandPools(in []string) []string {
+	var out []string
+	for _, p := range in {
+		name, n, ok := strings.Cut(p, "%")
+		if !ok {
+			out = append(out, p)
+			continue
+		}
+		var k int
+		fmt.Sscanf(n, "%d", &k)
+		for i := 0; i < k; i++ {
+			out = append(out, fmt.Sprintf("%s-%d", name, i))
+		}
+	}
+	return out
+}
+
+type runner struct {
+	c       config
+	client  *http.Client
+	issued  atomic.Int64
+	retries atomic.Int64
+	pages   atomic.Int64
+	items   atomic.Int64
+	ackMu   sync.Mutex
+	ackW    *bufio.Writer
+	ackN    int64
+	owners  map[string]string
+	errMu   sync.Mutex
+	errs    []string
+	deadline time.Time
+}
+
+func run(ctx context.Context, c config) (*Summary, error) {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 3 * time.Second}).DialContext,
+		MaxIdleConns:        c.clients * 2,
+		MaxIdleConnsPerHost: c.clients * 2,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	r := &runner{c: c, client: &http.Client{Transport: tr, Timeout: c.timeout}, owners: map[string]string{}}
+	if c.acked != "" {
+		f, err := os.OpenFile(c.acked, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r.ackW = bufio.NewWriter(f)
+		defer r.ackW.Flush()
+	}
+	if c.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.duration)
+		defer cancel()
+	}
+	results := make([][]result, c.clients)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < c.clients; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = r.client_(ctx, i)
+		}(i)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	return r.summarize(results, elapsed), nil
+}
+
+// client_ is one client's loop.
+func (r *runner) client_(ctx context.Context, id int) []result {
+	base := r.c.servers[id%len(r.c.servers)]
+	rng := rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))
+	var out []result
+	for n := 0; ; n++ {
+		if ctx.Err() != nil {
+			return out
+		}
+		if r.c.requests > 0 && r.issued.Add(1) > r.c.requests {
+			return out
+		}
+		switch r.c.mode {
+		case "allocate":
+			pool := r.c.pools[rng.IntN(len(r.c.pools))]
+			owner := fmt.Sprintf("%s-%d-%d", r.c.run, id, n)
+			body, _ := json.Marshal(map[string]string{"owner_type": "bench", "owner_id": owner})
+			path := "/api/v1/pools/" + url.PathEscape(pool) + "/allocations"
+			res, respBody := r.send(ctx, base, http.MethodPost, path, body, &out)
+			if res.status == http.StatusOK || res.status == http.StatusCreated {
+				r.ack(pool, owner, respBody)
+			}
+		case "ingest":
+			mac := fmt.Sprintf("02:%02x:%02x:%02x:%02x:%02x", id&0xff, (n>>24)&0xff, (n>>16)&0xff, (n>>8)&0xff, n&0xff)
+			var dpus []map[string]string
+			for d := 0; d < r.c.dpus; d++ {
+				dpus = append(dpus, map[string]string{"serial_number": fmt.Sprintf("%s-%d-%d-%d", r.c.run, id, n, d)})
+			}
+			body, _ := json.Marshal(map[string]any{"bmc_mac_address": mac, "chassis_serial_number": fmt.Sprintf("%s-%d-%d", r.c.run, id, n), "dpus": dpus})
+			r.send(ctx, base, http.MethodPost, "/api/v1/site-explorer/reports", body, &out)
+		case "get":
+			p := r.c.paths[(id+n)%len(r.c.paths)]
+			r.send(ctx, base, http.MethodGet, p, nil, &out)
+		case "walk":
+			pool := r.c.pools[id%len(r.c.pools)]
+			cursor := ""
+			for ctx.Err() == nil {
+				q := url.Values{"limit": {fmt.Sprint(r.c.pageLimit)}}
+				if cursor != "" {
+					q.Set("cursor", cursor)
+				}
+				res, b := r.send(ctx, base, http.MethodGet, "/api/v1/pools/"+url.PathEscape(pool)+"/allocations?"+q.Encode(), nil, &out)
+				if res.status != http.StatusOK {
+					break
+				}
+				var page struct {
+					Items      []json.RawMessage `json:"items"`
+					NextCursor string            `json:"next_cursor"`
+				}
+				if err := json.Unmarshal(b, &page); err != nil {
+					r.note("walk: bad page: %v", err)
+					break
+				}
+				r.pages.Add(1)
+				r.items.Add(int64(len(page.Items)))
+				if page.NextCursor == "" {
+					break
+				}
+				cursor = page.NextCursor
+			}
+			return out
+		}
+	}
+}
+
+// send performs one logical request, retrying it with -retry while it gets
+// no definite answer, and records each attempt.
+func (r *runner) send(ctx context.Context, base, method, path string, body []byte, out *[]result) (result, []byte) {
+	for {
+		res, b := r.once(ctx, base, method, path, body)
+		if ctx.Err() != nil && res.status == 0 {
+			// The run ended while this request was in flight: not a result.
+			return res, nil
+		}
+		*out = append(*out, res)
+		definite := res.status != 0 && res.status != http.StatusServiceUnavailable
+		if definite || !r.c.retry {
+			return res, b
+		}
+		r.retries.Add(1)
+		select {
+		case <-ctx.Done():
+			return res, nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (r *runner) once(ctx context.Context, base, method, path string, body []byte) (result, []byte) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	// The run's own deadline must not cut a request short: a request in
+	// flight at the end is awaited up to -timeout.
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), method, base+path, rd)
+	if err != nil {
+		return result{}, nil
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.c.token)
+	}
+	t0 := time.Now()
+	resp, err := r.client.Do(req)
+	if err != nil {
+		d := time.Since(t0)
+		var ne net.Error
+		hang := errors.As(err, &ne) && ne.Timeout() && d >= r.c.timeout-50*time.Millisecond
+		r.note("%s %s: %v", method, path, err)
+		return result{d: d, hang: hang}, nil
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t0)
+	if err != nil {
+		r.note("%s %s: reading answer: %v", method, path, err)
+		return result{d: d}, nil
+	}
+	res := result{d: d, status: resp.StatusCode}
+	if resp.StatusCode >= 400 {
+		var e struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(b, &e)
+		res.code = e.Error.Code
+		if resp.StatusCode != http.StatusServiceUnavailable || !r.c.allowUnavailable {
+			r.note("%s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))
+		}
+	}
+	return res, b
+}
+
+func (r *runner) ack(pool, owner string, body []byte) {
+	var a struct {
+		Pool      string `json:"pool"`
+		Value     string `json:"value"`
+		OwnerType string `json:"owner_type"`
+		OwnerID   string `json:"owner_id"`
+	}
+	if err := json.Unmarshal(body, &a); err != nil || a.Value == "" {
+		r.note("acknowledged allocation for %s/%s has no value: %s", pool, owner, body)
+		return
+	}
+	r.ackMu.Lock()
+	defer r.ackMu.Unlock()
+	key := pool + "\t" + a.OwnerType + "\t" + a.OwnerID
+	if prev, ok := r.owners[key]; ok && prev != a.Value {
+		r.errs = append(r.errs, fmt.Sprintf("VIOLATION owner %s/%s of pool %s acknowledged with %s and then %s", a.OwnerType, a.OwnerID, pool, prev, a.Value))
+	}
+	r.owners[key] = a.Value
+	r.ackN++
+	if r.ackW != nil {
+		fmt.Fprintf(r.ackW, "%s\t%s\t%s\t%s\n", pool, a.Value, a.OwnerType, a.OwnerID)
+	}
+}
+
+func (r *runner) note(format string, args ...any) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	if len(r.errs) < 5 {
+		r.errs = append(r.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *runner) summarize(results [][]result, elapsed time.Duration) *Summary {
+	s := &Summary{Label: r.c.label, Mode: r.c.mode, Servers: len(r.c.servers), Clients: r.c.clients,
+		Status: map[string]int64{}, Codes: map[string]int64{}, Seconds: elapsed.Seconds(),
+		Retries: r.retries.Load(), PagesWalked: r.pages.Load(), ItemsWalked: r.items.Load(), Acknowledged: r.ackN}
+	if r.c.mode == "allocate" {
+		s.Pools = len(r.c.pools)
+	}
+	var lat []time.Duration
+	for _, rs := range results {
+		for _, x := range rs {
+			s.Requests++
+			if x.status == 0 {
+				s.Transport++
+				if x.hang {
+					s.Hangs++
+				}
+				continue
+			}
+			s.Status[fmt.Sprint(x.status)]++
+			if x.code != "" {
+				s.Codes[x.code]++
+			}
+			if x.status < 300 {
+				s.OK++
+				lat = append(lat, x.d)
+			}
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		i := int(float64(len(lat))*p+0.999999) - 1
+		if i < 0 {
+			i = 0
+		}
+		if i >= len(lat) {
+			i = len(lat) - 1
+		}
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	s.P50ms, s.P90ms, s.P99ms = pct(0.50), pct(0.90), pct(0.99)
+	if len(lat) > 0 {
+		s.Maxms = float64(lat[len(lat)-1].Microseconds()) / 1000
+	}
+	if elapsed > 0 {
+		s.PerSecond = float64(s.OK) / elapsed.Seconds()
+	}
+	// Violations.
+	for st, n := range s.Status {
+		switch {
+		case st == "503":
+			if !r.c.allowUnavailable {
+				s.Violations = append(s.Violations, fmt.Sprintf("%d answers 503 unavailable", n))
+			}
+		case st >= "500":
+			s.Violations = append(s.Violations, fmt.Sprintf("%d answers %s (only 503 unavailable is acceptable)", n, st))
+		case st >= "400" && !r.c.allow4xx:
+			s.Violations = append(s.Violations, fmt.Sprintf("%d answers %s", n, st))
+		}
+	}
+	if s.Hangs > 0 {
+		s.Violations = append(s.Violations, fmt.Sprintf("%d requests got no answer within %s (hang)", s.Hangs, r.c.timeout))
+	}
+	if s.Transport-s.Hangs > 0 && !r.c.allowUnavailable {
+		s.Violations = append(s.Violations, fmt.Sprintf("%d transport errors", s.Transport-s.Hangs))
+	}
+	r.errMu.Lock()
+	for _, e := range r.errs {
+		if strings.HasPrefix(e, "VIOLATION") {
+			s.Violations = append(s.Violations, e)
+		} else {
+			s.FirstErrors = append(s.FirstErrors, e)
+		}
+	}
+	r.errMu.Unlock()
+	sort.Strings(s.Violations)
+	return s
+}

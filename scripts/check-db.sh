@@ -1,0 +1,81 @@
+# shellcheck shell=bash
+# Consistency checks of the reliability scripts, run against the throwaway
+# cluster after a load (source after lib.sh). Each prints what it found and
+# counts violations in $VIOLATIONS.
+VIOLATIONS=0
+
+violation() {
+	log "VIOLATION: $*"
+	VIOLATIONS=$((VIOLATIONS + 1))
+}
+
+# check_acked FILE: every allocation a client saw acknowledged (pool, value,
+# owner) is in the database, held by that owner.
+check_acked() {
+	local file=$1 n missing
+	n=$(wc -l <"$file")
+	psql_q -c "CREATE TEMP TABLE acked (pool text, value text, owner_type text, owner_id text)" \
+		-c "\\copy acked FROM '$file'" \
+		-c "SELECT count(*) FROM acked k WHERE NOT EXISTS (
+		      SELECT 1 FROM allocations a JOIN pools p ON p.id = a.pool_id
+		      WHERE p.name = k.pool AND a.value = k.value AND a.state = 'allocated'
+		        AND a.owner_type = k.owner_type AND a.owner_id = k.owner_id)" >"$H7_TMP/missing.txt"
+	missing=$(tail -1 "$H7_TMP/missing.txt")
+	log "acknowledged allocations: $n; missing from the database: $missing"
+	[ "$n" -gt 0 ] || violation "no allocation was acknowledged at all"
+	[ "$missing" = 0 ] || violation "$missing acknowledged allocations are not in the database"
+}
+
+# check_unique: no value held twice, no owner holding two values of a pool
+# (the unique constraints must make these impossible; checked anyway).
+check_unique() {
+	local d o
+	d=$(psql_q -c "SELECT count(*) FROM (SELECT pool_id, value_key FROM allocations GROUP BY 1, 2 HAVING count(*) > 1) x")
+	o=$(psql_q -c "SELECT count(*) FROM (SELECT pool_id, owner_type, owner_id FROM allocations WHERE owner_id IS NOT NULL GROUP BY 1, 2, 3 HAVING count(*) > 1) x")
+	log "values held twice: $d; owners holding two values of one pool: $o"
+	[ "$d" = 0 ] || violation "$d values are held twice"
+	[ "$o" = 0 ] || violation "$o owners hold two values of one pool"
+}
+
+# check_run_ends POOL: in an ipv4 pool, an allocation's run_end flag is
+# true exactly when the next address is not held (the gap search relies on
+# it), and every allocation has its audit event (same transaction).
+check_run_ends() {
+	local pool=$1 bad noaudit
+	bad=$(psql_q -c "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = '$pool'
+	      AND a.run_end = EXISTS (SELECT 1 FROM allocations b WHERE b.pool_id = a.pool_id AND b.value = host(a.value::inet + 1))")
+	noaudit=$(psql_q -c "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = '$pool'
+	      AND NOT EXISTS (SELECT 1 FROM audit_events e WHERE e.object_type = 'allocation' AND e.object_id = p.name || '/' || a.value
+	                      AND e.action IN ('allocation.create', 'allocation.reclaim'))")
+	log "pool $pool: wrong run_end flags: $bad; allocations without their audit event: $noaudit"
+	[ "$bad" = 0 ] || violation "$bad allocations of $pool carry a wrong run_end flag"
+	[ "$noaudit" = 0 ] || violation "$noaudit allocations of $pool have no audit event"
+}
+
+# check_ingestion: no half-written ingestion — every DPU machine has its
+# network config, with an IPv4 loopback while lo-ip had space, and that
+# loopback is allocated to the DPU.
+check_ingestion() {
+	local dpus nocfg noip mism
+	dpus=$(psql_q -c "SELECT count(*) FROM machines WHERE kind = 'dpu'")
+	nocfg=$(psql_q -c "SELECT count(*) FROM machines m WHERE m.kind = 'dpu' AND NOT EXISTS (SELECT 1 FROM network_configs n WHERE n.machine_id = m.machine_id)")
+	noip=$(psql_q -c "SELECT count(*) FROM machines m JOIN network_configs n ON n.machine_id = m.machine_id WHERE m.kind = 'dpu' AND n.loopback_ip IS NULL")
+	mism=$(psql_q -c "SELECT count(*) FROM network_configs n JOIN machines m ON m.machine_id = n.machine_id
+	      WHERE m.kind = 'dpu' AND n.loopback_ip IS NOT NULL AND NOT EXISTS (
+	        SELECT 1 FROM allocations a JOIN pools p ON p.id = a.pool_id
+	        WHERE p.name = 'lo-ip' AND a.value = n.loopback_ip AND a.owner_type = 'machine' AND a.owner_id = n.machine_id)")
+	log "DPUs: $dpus; without network config: $nocfg; without IPv4 loopback (lo-ip had space): $noip; loopback not allocated to the DPU: $mism"
+	[ "$nocfg" = 0 ] || violation "$nocfg DPUs have a machine row but no network config"
+	[ "$noip" = 0 ] || violation "$noip DPUs have no IPv4 loopback although lo-ip had space"
+	[ "$mism" = 0 ] || violation "$mism DPU loopbacks are not allocated to their DPU"
+}
+
+# check_loadgen JSONLINE: the load generator saw no 5xx other than 503 and
+# no hang.
+check_loadgen() {
+	local line=$1 v
+	v=$(echo "$line" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("\n".join(d.get("violations") or []))')
+	if [ -n "$v" ]; then
+		while IFS= read -r x; do violation "loadgen: $x"; done <<<"$v"
+	fi
+}
