@@ -185,18 +185,18 @@ func expandPools(in []string) []string {
 }
 
 type runner struct {
-	c       config
-	client  *http.Client
-	issued  atomic.Int64
-	retries atomic.Int64
-	pages   atomic.Int64
-	items   atomic.Int64
-	ackMu   sync.Mutex
-	ackW    *bufio.Writer
-	ackN    int64
-	owners  map[string]string
-	errMu   sync.Mutex
-	errs    []string
+	c        config
+	client   *http.Client
+	issued   atomic.Int64
+	retries  atomic.Int64
+	pages    atomic.Int64
+	items    atomic.Int64
+	ackMu    sync.Mutex
+	ackW     *bufio.Writer
+	ackN     int64
+	owners   map[string]string
+	errMu    sync.Mutex
+	errs     []string
 	deadline time.Time
 }
 
