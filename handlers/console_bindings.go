@@ -1,13 +1,58 @@
 package handlers
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/views"
 )
 
+// maxBindingAlerts bounds the alerts the dashboard lists.
+const maxBindingAlerts = 50
+
 // bindingAlerts lists DPU bindings in pending or conflict for the
-// dashboard and the NOC wallboard.
+// dashboard and the NOC wallboard (allocator.ListBindings, one filtered
+// read per status).
 func (h *Console) bindingAlerts(c echo.Context) ([]views.BindingAlert, error) {
-	return nil, nil
+	var out []views.BindingAlert
+	for _, status := range []string{allocator.BindingConflict, allocator.BindingPending} {
+		page, err := h.A.ListBindings(Ctx(c), allocator.BindingFilter{Status: status, Limit: maxBindingAlerts})
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range page.Items {
+			if b.StatusV4 == status {
+				out = append(out, views.BindingAlert{MachineID: b.MachineID, Serial: b.SerialNumber, Family: "IPv4",
+					Status: status, Reserved: views.Str(b.ReservedIP), Active: views.Str(b.LoopbackIP)})
+			}
+			if b.StatusV6 == status {
+				out = append(out, views.BindingAlert{MachineID: b.MachineID, Serial: b.SerialNumber, Family: "IPv6",
+					Status: status, Reserved: views.Str(b.ReservedIPv6), Active: views.Str(b.LoopbackIPv6)})
+			}
+		}
+	}
+	if len(out) > maxBindingAlerts {
+		out = out[:maxBindingAlerts]
+	}
+	return out, nil
+}
+
+// Bindings: GET /bindings?status=&cursor= — DPU bindings with status
+// badges (allocator.ListBindings).
+func (h *Console) Bindings(c echo.Context) error {
+	v := views.BindingsView{Page: h.page(c, "DPU bindings", "bindings"), Status: c.QueryParam("status")}
+	page, err := h.A.ListBindings(Ctx(c), allocator.BindingFilter{Status: v.Status, Limit: 100, Cursor: c.QueryParam("cursor")})
+	status := http.StatusOK
+	if err != nil {
+		if !isFormError(err) {
+			return err
+		}
+		e, _ := allocator.AsError(err)
+		v.Err, status = e.Message, formStatus(err)
+	} else {
+		v.Items, v.Next = page.Items, page.NextCursor
+	}
+	return render(c, status, views.BindingsPage(v))
 }

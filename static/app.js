@@ -67,6 +67,29 @@
     if (btn) btn.disabled = i.value.trim() !== i.getAttribute("data-confirm-id");
   });
 
+  // ExpectedDpu rows are removed in place; the form is validated again.
+  // Without JavaScript the same button posts the form, which the server
+  // re-renders without the row.
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest && ev.target.closest("[data-remove-row]");
+    if (!b) return;
+    var row = document.getElementById(b.getAttribute("data-remove-row"));
+    if (!row) return;
+    ev.preventDefault();
+    var form = row.closest("form");
+    row.remove();
+    var v = form && form.querySelector("[hx-post$='/validate']");
+    if (v && window.htmx) window.htmx.trigger(v, "change");
+  });
+
+  // Upload progress of the import form.
+  document.addEventListener("htmx:xhr:progress", function (ev) {
+    var p = document.getElementById("import-progress");
+    if (p && ev.detail && ev.detail.lengthComputable) {
+      p.value = Math.round(ev.detail.loaded / ev.detail.total * 100);
+    }
+  });
+
   // Errors of htmx requests that the server retargets to #toast disappear
   // after a while; network failures get a message too.
   document.addEventListener("htmx:sendError", function () {

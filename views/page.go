@@ -251,3 +251,12 @@ func prettyJSON(raw json.RawMessage) string {
 	_ = enc.Encode(v)
 	return strings.TrimSpace(b.String())
 }
+
+// ShortID abbreviates a 66-character machine_id for tables ("fm100ds…x7k2q");
+// the full id is in the title and the copy button.
+func ShortID(id string) string {
+	if len(id) <= 20 {
+		return id
+	}
+	return id[:12] + "…" + id[len(id)-6:]
+}

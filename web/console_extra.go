@@ -1,5 +1,33 @@
 package web
 
+import (
+	"net/http"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/handlers"
+)
+
 // consoleExtraRoutes are the console routes of ExpectedMachines, machines
-// and DPU bindings.
-func (s *Server) consoleExtraRoutes() []Route { return nil }
+// and DPU bindings (part of ConsoleRoutes).
+func (s *Server) consoleExtraRoutes() []Route {
+	h := &handlers.Console{A: s.a, SecureCookies: s.cfg.SecureCookies}
+	V, O, A := allocator.RoleViewer, allocator.RoleOperator, allocator.RoleAdmin
+	return []Route{
+		{http.MethodGet, "/expected-machines", V, h.ExpectedMachines},
+		{http.MethodGet, "/expected-machines/new", O, h.NewExpectedMachine},
+		{http.MethodGet, "/expected-machines/dpu-row", O, h.DpuRow},
+		{http.MethodGet, "/expected-machines/import", O, h.ImportForm},
+		{http.MethodPost, "/expected-machines/import", O, h.Import},
+		{http.MethodPost, "/expected-machines/validate", O, h.ValidateExpectedMachine},
+		{http.MethodPost, "/expected-machines", O, h.SaveExpectedMachine},
+		{http.MethodGet, "/expected-machines/:id/edit", O, h.EditExpectedMachine},
+		{http.MethodPost, "/expected-machines/:id", O, h.SaveExpectedMachine},
+		{http.MethodPost, "/expected-machines/:id/delete", O, h.DeleteExpectedMachine},
+		{http.MethodGet, "/machines", V, h.Machines},
+		{http.MethodGet, "/machines/:id/impact", O, h.MachineImpact},
+		{http.MethodPost, "/machines/:id/decommission", O, h.Decommission},
+		{http.MethodPost, "/machines/:id/delete", O, h.DeleteMachine},
+		{http.MethodPost, "/machines/:id/force-delete", A, h.ForceDeleteMachine},
+		{http.MethodGet, "/bindings", V, h.Bindings},
+	}
+}

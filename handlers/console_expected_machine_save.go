@@ -1,0 +1,95 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/views"
+)
+
+// SaveExpectedMachine: POST /expected-machines (create) and POST
+// /expected-machines/:id (replace, with the form's version as If-Match so a
+// concurrent edit is 412 instead of lost) — allocator.CreateExpectedMachine
+// / ReplaceExpectedMachine, the REST POST/PUT operations. The form always
+// carries the DPU list; an empty password keeps the stored one.
+//
+// Without JavaScript, "Add DPU" and "remove" post the form too: it is
+// re-rendered with the row added or removed and nothing is saved.
+func (h *Console) SaveExpectedMachine(c echo.Context) error {
+	f, pw, err := emForm(c)
+	if err != nil {
+		return err
+	}
+	id := Param(c, "id")
+	if id != "" {
+		f.ID = id
+	}
+	title := "New ExpectedMachine"
+	if f.ID != "" {
+		title = "ExpectedMachine " + f.MAC
+	}
+	v := views.EMFormView{Page: h.page(c, title, "expected"), Form: f}
+	if c.FormValue("add_dpu") != "" {
+		v.Form.Dpus = append(v.Form.Dpus, views.NewDpuRow())
+		return render(c, http.StatusOK, views.EMFormPage(v))
+	}
+	if key := c.FormValue("remove_dpu"); key != "" {
+		var kept []views.DpuRow
+		for _, d := range f.Dpus {
+			if d.Key != key {
+				kept = append(kept, d)
+			}
+		}
+		v.Form.Dpus = kept
+		return render(c, http.StatusOK, views.EMFormPage(v))
+	}
+	var em *allocator.ExpectedMachine
+	if f.ID == "" {
+		em, err = h.A.CreateExpectedMachine(Ctx(c), f.Spec(pw))
+	} else {
+		var ifMatch allocator.IfMatch
+		if f.Version > 0 {
+			ifMatch = allocator.IfMatch{f.Version}
+		}
+		em, err = h.A.ReplaceExpectedMachine(Ctx(c), f.ID, f.Spec(pw), ifMatch)
+	}
+	if err == nil {
+		return h.redirect(c, "/expected-machines?q="+em.BmcMacAddress, "ok", "ExpectedMachine "+em.BmcMacAddress+" saved.")
+	}
+	if !isFormError(err) {
+		return err
+	}
+	// Show every problem beside its field, not just the first.
+	e, _ := allocator.AsError(err)
+	problems := []*allocator.Error{e}
+	if e.Code != allocator.CodeStaleVersion {
+		if ps, perr := h.A.ExpectedMachineProblems(Ctx(c), f.ID, f.Spec(pw)); perr == nil && len(ps) > 0 {
+			problems = ps
+		}
+	}
+	v.Msgs = f.Messages(problems)
+	if IsHTMX(c) {
+		return render(c, formStatus(err), views.EMFormFragment(v))
+	}
+	return render(c, formStatus(err), views.EMFormPage(v))
+}
+
+// DeleteExpectedMachine: POST /expected-machines/:id/delete (operator) —
+// allocator.DeleteExpectedMachine with the form's version.
+func (h *Console) DeleteExpectedMachine(c echo.Context) error {
+	id := Param(c, "id")
+	var ifMatch allocator.IfMatch
+	if f, _, err := emForm(c); err == nil && f.Version > 0 {
+		ifMatch = allocator.IfMatch{f.Version}
+	}
+	if err := h.A.DeleteExpectedMachine(Ctx(c), id, ifMatch); err != nil {
+		if isFormError(err) {
+			e, _ := allocator.AsError(err)
+			return h.redirect(c, "/expected-machines/"+id+"/edit", "bad", e.Message)
+		}
+		return err
+	}
+	return h.redirect(c, "/expected-machines", "ok", "ExpectedMachine deleted. Ingested DPUs keep their loopbacks.")
+}

@@ -1,0 +1,96 @@
+package handlers
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/views"
+)
+
+// ExpectedMachines: GET /expected-machines?q=&cursor= — list with search.
+func (h *Console) ExpectedMachines(c echo.Context) error {
+	v := views.EMListView{Page: h.page(c, "Expected machines", "expected"), Query: strings.TrimSpace(c.QueryParam("q"))}
+	page, err := h.A.ListExpectedMachines(Ctx(c), allocator.ExpectedMachineFilter{Search: v.Query, Limit: 100, Cursor: c.QueryParam("cursor")})
+	status := http.StatusOK
+	if err != nil {
+		if !isFormError(err) {
+			return err
+		}
+		e, _ := allocator.AsError(err)
+		v.Err, status = e.Message, formStatus(err)
+	} else {
+		v.Items, v.Next = page.Items, page.NextCursor
+	}
+	return render(c, status, views.EMListPage(v))
+}
+
+// NewExpectedMachine: GET /expected-machines/new (operator).
+func (h *Console) NewExpectedMachine(c echo.Context) error {
+	v := views.EMFormView{Page: h.page(c, "New ExpectedMachine", "expected"), Form: views.EMForm{Dpus: []views.DpuRow{views.NewDpuRow()}}}
+	return render(c, http.StatusOK, views.EMFormPage(v))
+}
+
+// EditExpectedMachine: GET /expected-machines/:id/edit (operator). The
+// password is never put into the page.
+func (h *Console) EditExpectedMachine(c echo.Context) error {
+	em, err := h.A.GetExpectedMachine(Ctx(c), Param(c, "id"))
+	if err != nil {
+		return err
+	}
+	v := views.EMFormView{Page: h.page(c, "ExpectedMachine "+em.BmcMacAddress, "expected"), Form: views.EMFormFrom(em)}
+	return render(c, http.StatusOK, views.EMFormPage(v))
+}
+
+// DpuRow: GET /expected-machines/dpu-row — an empty ExpectedDpu row that
+// "Add DPU" appends in place.
+func (h *Console) DpuRow(c echo.Context) error {
+	return render(c, http.StatusOK, views.DpuRowFragment(views.NewDpuRow(), nil))
+}
+
+// emForm reads the ExpectedMachine form (rows in order) and the password.
+func emForm(c echo.Context) (views.EMForm, string, error) {
+	vals, err := c.FormParams()
+	if err != nil {
+		return views.EMForm{}, "", allocator.Errf(allocator.CodeBadRequest, "", "cannot read the form: %v", err)
+	}
+	get := func(k string) string { return strings.TrimSpace(vals.Get(k)) }
+	f := views.EMForm{ID: get("id"), MAC: get("mac"), Username: get("username"), Chassis: get("chassis"),
+		Name: get("name"), Description: get("description"), Labels: vals.Get("labels"), Fallback: vals.Get("fallback"), SkuID: get("sku_id")}
+	if s := get("version"); s != "" {
+		if f.Version, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return f, "", allocator.Errf(allocator.CodeBadRequest, "version", "version %q is not a number", s)
+		}
+	}
+	keys, serials, ips, ip6s := vals["dpu_key"], vals["dpu_serial"], vals["dpu_ip"], vals["dpu_ip6"]
+	n := min(len(keys), len(serials), len(ips), len(ip6s))
+	for i := 0; i < n; i++ {
+		f.Dpus = append(f.Dpus, views.DpuRow{Key: keys[i], Serial: strings.TrimSpace(serials[i]),
+			IP: strings.TrimSpace(ips[i]), IPv6: strings.TrimSpace(ip6s[i])})
+	}
+	return f, vals.Get("password"), nil
+}
+
+// ValidateExpectedMachine: POST /expected-machines/validate (operator) —
+// as-you-type validation by allocator.ExpectedMachineProblems, the same
+// rules every write applies. It answers every error element of the form
+// out-of-band: 422 when there is a problem, 200 when the record would be
+// accepted now. Nothing is written.
+func (h *Console) ValidateExpectedMachine(c echo.Context) error {
+	f, pw, err := emForm(c)
+	if err != nil {
+		return err
+	}
+	problems, err := h.A.ExpectedMachineProblems(Ctx(c), f.ID, f.Spec(pw))
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if len(problems) > 0 {
+		status = http.StatusUnprocessableEntity
+	}
+	return render(c, status, views.EMValidation(f, f.Messages(problems)))
+}

@@ -1,0 +1,127 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/views"
+)
+
+// impactView loads the machine and its delete-impact for action
+// (decommission and delete: without force; force-delete: with force).
+func (h *Console) impactView(c echo.Context, action string) (views.ImpactView, error) {
+	v := views.ImpactView{Page: h.page(c, "Confirm", "machines"), Action: action}
+	switch action {
+	case "decommission", "delete", "force-delete":
+	default:
+		return v, allocator.Errf(allocator.CodeInvalid, "action", "unknown action %q: want decommission, delete or force-delete", action)
+	}
+	m, err := h.A.GetMachine(Ctx(c), Param(c, "id"))
+	if err != nil {
+		return v, err
+	}
+	imp, err := h.A.DeleteImpact(Ctx(c), m.MachineID, action == "force-delete")
+	if err != nil {
+		return v, err
+	}
+	v.Machine, v.Impact = *m, *imp
+	return v, nil
+}
+
+// MachineImpact: GET /machines/:id/impact?action=decommission|delete|force-delete
+// — the confirmation with allocator.DeleteImpact: a dialog for htmx, a page
+// without JavaScript. Viewing it changes nothing. The route needs operator;
+// force-delete needs admin (checked here, as the POST route checks it).
+func (h *Console) MachineImpact(c echo.Context) error {
+	action := c.QueryParam("action")
+	if action == "force-delete" {
+		if id := IdentityOf(c); id == nil || !id.Role.Allows(allocator.RoleAdmin) {
+			return allocator.Errf(allocator.CodeForbidden, "", "force delete needs the admin role")
+		}
+	}
+	v, err := h.impactView(c, action)
+	if err != nil {
+		return err
+	}
+	if IsHTMX(c) {
+		return render(c, http.StatusOK, views.ImpactDialog(v))
+	}
+	return render(c, http.StatusOK, views.ImpactPage(v))
+}
+
+// impactRefused re-renders the confirmation with the refusal (409 when the
+// machine is not in the state the action needs, 422 for a wrong id).
+func (h *Console) impactRefused(c echo.Context, action string, err error, confirm string) error {
+	v, lerr := h.impactView(c, action)
+	if lerr != nil {
+		return lerr
+	}
+	v.Errors, v.Confirm = views.FromError(err), confirm
+	if IsHTMX(c) {
+		return render(c, formStatus(err), views.ImpactDialogForm(v))
+	}
+	return render(c, formStatus(err), views.ImpactPage(v))
+}
+
+// Decommission: POST /machines/:id/decommission (operator) —
+// allocator.Decommission.
+func (h *Console) Decommission(c echo.Context) error {
+	m, err := h.A.Decommission(Ctx(c), Param(c, "id"))
+	if err != nil {
+		if isFormError(err) {
+			return h.impactRefused(c, "decommission", err, "")
+		}
+		return err
+	}
+	return h.redirect(c, "/machines", "ok", "Machine "+views.ShortID(m.MachineID)+" decommissioned.")
+}
+
+// DeleteMachine: POST /machines/:id/delete (operator) —
+// allocator.DeleteMachine without force (the machine must be
+// decommissioned; otherwise 409, shown in the dialog).
+func (h *Console) DeleteMachine(c echo.Context) error {
+	id := Param(c, "id")
+	if _, err := h.A.DeleteMachine(Ctx(c), id, false); err != nil {
+		if isFormError(err) {
+			return h.impactRefused(c, "delete", err, "")
+		}
+		return err
+	}
+	return h.redirect(c, "/machines", "ok", "Machine "+views.ShortID(id)+" deleted; its values are released.")
+}
+
+// ForceDeleteMachine: POST /machines/:id/force-delete (admin) —
+// allocator.DeleteMachine with force, only when the form's confirm_id is
+// exactly the machine id (otherwise 422 beside the field, nothing done).
+func (h *Console) ForceDeleteMachine(c echo.Context) error {
+	id := Param(c, "id")
+	confirm := formValue(c, "confirm_id")
+	m, err := h.A.GetMachine(Ctx(c), id)
+	if err != nil {
+		return err
+	}
+	if confirm != m.MachineID {
+		return h.impactRefused(c, "force-delete", allocator.Errf(allocator.CodeInvalid, "confirm_id",
+			"type the machine id exactly to confirm the force delete; nothing was deleted"), confirm)
+	}
+	imp, err := h.A.DeleteMachine(Ctx(c), m.MachineID, true)
+	if err != nil {
+		if isFormError(err) {
+			return h.impactRefused(c, "force-delete", err, confirm)
+		}
+		return err
+	}
+	q := 0
+	for _, x := range imp.Values {
+		if x.Action == allocator.ActionQuarantine {
+			q++
+		}
+	}
+	msg := "Machine " + views.ShortID(m.MachineID) + " force-deleted."
+	if q > 0 {
+		msg += " Values quarantined: see the pools' quarantined allocations."
+	}
+	return h.redirect(c, "/machines", "warn", msg)
+}

@@ -1,0 +1,260 @@
+package views
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+// DpuRow is one ExpectedDpu row of the form. Key is a random id that ties
+// the row's error messages to it while rows are added and removed in place.
+type DpuRow struct {
+	Key, Serial, IP, IPv6 string
+}
+
+// NewDpuRow returns an empty row with a fresh key.
+func NewDpuRow() DpuRow { return DpuRow{Key: RowKey()} }
+
+// RowKey is a fresh random row key.
+func RowKey() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// EMForm is the ExpectedMachine form as typed. The BMC password field is
+// write-only: it is never filled from the stored record (an empty field
+// keeps the stored password).
+type EMForm struct {
+	ID          string
+	Version     int64
+	MAC         string
+	Username    string
+	PasswordSet bool
+	Chassis     string
+	Name        string
+	Description string
+	Labels      string // one key=value per line
+	Fallback    string // comma or space separated serials
+	SkuID       string
+	Dpus        []DpuRow
+}
+
+// EMFormFrom fills the form from a stored record (never the password).
+func EMFormFrom(em *allocator.ExpectedMachine) EMForm {
+	f := EMForm{ID: em.ID, Version: em.Version, MAC: em.BmcMacAddress, Username: em.BmcUsername,
+		PasswordSet: em.BmcPasswordSet, Chassis: em.ChassisSerialNumber, Name: em.Metadata.Name,
+		Description: em.Metadata.Description, Fallback: strings.Join(em.FallbackDpuSerialNumbers, ", ")}
+	if em.SkuID != nil {
+		f.SkuID = *em.SkuID
+	}
+	var ls []string
+	for _, l := range em.Metadata.Labels {
+		if l.Value == "" {
+			ls = append(ls, l.Key)
+		} else {
+			ls = append(ls, l.Key+"="+l.Value)
+		}
+	}
+	f.Labels = strings.Join(ls, "\n")
+	for _, d := range em.ExpectedDpus {
+		f.Dpus = append(f.Dpus, DpuRow{Key: RowKey(), Serial: d.SerialNumber, IP: Str(d.LoopbackIP), IPv6: Str(d.LoopbackIPv6)})
+	}
+	return f
+}
+
+// Spec turns the form into the allocator's ExpectedMachineSpec (the same
+// shape a REST PUT carries): the DPU list is always given (an empty form
+// list clears it), an empty password keeps the stored one.
+func (f EMForm) Spec(password string) allocator.ExpectedMachineSpec {
+	s := allocator.ExpectedMachineSpec{BmcMacAddress: f.MAC, BmcUsername: f.Username, ChassisSerialNumber: f.Chassis,
+		FallbackDpuSerialNumbers: []string{}, Metadata: &allocator.Metadata{Name: f.Name, Description: f.Description, Labels: []allocator.Label{}}}
+	if password != "" {
+		s.BmcPassword = &password
+	}
+	if f.SkuID != "" {
+		sku := f.SkuID
+		s.SkuID = &sku
+	}
+	for _, x := range strings.FieldsFunc(f.Fallback, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
+		s.FallbackDpuSerialNumbers = append(s.FallbackDpuSerialNumbers, x)
+	}
+	for _, line := range strings.Split(f.Labels, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		s.Metadata.Labels = append(s.Metadata.Labels, allocator.Label{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
+	}
+	dpus := []allocator.ExpectedDpu{}
+	for _, d := range f.Dpus {
+		e := allocator.ExpectedDpu{SerialNumber: d.Serial}
+		if d.IP != "" {
+			ip := d.IP
+			e.LoopbackIP = &ip
+		}
+		if d.IPv6 != "" {
+			ip := d.IPv6
+			e.LoopbackIPv6 = &ip
+		}
+		dpus = append(dpus, e)
+	}
+	s.ExpectedDpus = &dpus
+	return s
+}
+
+// The form's top-level fields, by the JSON path the allocator names in
+// its errors.
+var emFields = []string{"bmc_mac_address", "bmc_username", "bmc_password", "chassis_serial_number",
+	"metadata.name", "metadata.description", "metadata.labels", "fallback_dpu_serial_numbers", "sku_id"}
+
+var dpuField = regexp.MustCompile(`^expected_dpus\[(\d+)\](?:\.(serial_number|loopback_ip|loopback_ip_v6))?$`)
+var indexed = regexp.MustCompile(`^(metadata\.labels|fallback_dpu_serial_numbers)\[\d+\].*$`)
+
+// EMErrorID is the id of the element that shows the error of a field:
+// "err-bmc_mac_address", or for a DPU row "err-dpu-<key>-loopback_ip".
+// Errors inside labels or fallback serials go to their textarea.
+func (f EMForm) EMErrorID(field string) string {
+	if m := dpuField.FindStringSubmatch(field); m != nil {
+		var i int
+		fmt.Sscan(m[1], &i)
+		if i < len(f.Dpus) {
+			part := m[2]
+			if part == "" {
+				part = "serial_number"
+			}
+			return "err-dpu-" + f.Dpus[i].Key + "-" + part
+		}
+		return "err-form"
+	}
+	if m := indexed.FindStringSubmatch(field); m != nil {
+		field = m[1]
+	}
+	for _, k := range emFields {
+		if k == field {
+			return "err-" + strings.ReplaceAll(k, ".", "-")
+		}
+	}
+	return "err-form"
+}
+
+// FieldMessages maps each error element id to its message(s).
+type FieldMessages map[string]string
+
+// Messages places allocator problems next to their fields.
+func (f EMForm) Messages(problems []*allocator.Error) FieldMessages {
+	out := FieldMessages{}
+	for _, p := range problems {
+		id := f.EMErrorID(p.Field)
+		msg := p.Message
+		if id == "err-form" && p.Field != "" {
+			msg = p.Field + ": " + msg
+		}
+		if out[id] != "" {
+			out[id] += " · " + msg
+		} else {
+			out[id] = msg
+		}
+	}
+	return out
+}
+
+// AllErrorIDs lists every error element of the form (each gets emptied or
+// filled by as-you-type validation).
+func (f EMForm) AllErrorIDs() []string {
+	ids := []string{"err-form"}
+	for _, k := range emFields {
+		ids = append(ids, "err-"+strings.ReplaceAll(k, ".", "-"))
+	}
+	for _, d := range f.Dpus {
+		for _, p := range []string{"serial_number", "loopback_ip", "loopback_ip_v6"} {
+			ids = append(ids, "err-dpu-"+d.Key+"-"+p)
+		}
+	}
+	return ids
+}
+
+// EMFormView is the create/edit page.
+type EMFormView struct {
+	Page
+	Form EMForm
+	Msgs FieldMessages
+}
+
+// IsNew reports the create form.
+func (v EMFormView) IsNew() bool { return v.Form.ID == "" }
+
+// Action is the form's target.
+func (v EMFormView) Action() string {
+	if v.IsNew() {
+		return "/expected-machines"
+	}
+	return "/expected-machines/" + v.Form.ID
+}
+
+// EMListView is the ExpectedMachines list with search.
+type EMListView struct {
+	Page
+	Query string
+	Items []allocator.ExpectedMachine
+	Next  string
+	Err   string
+}
+
+// NextURL keeps the search on the next page.
+func (v EMListView) NextURL() string { return Query("/expected-machines", "q", v.Query, "cursor", v.Next) }
+
+// ImportResult is the outcome of one record of an imported file.
+type ImportResult struct {
+	Index   int
+	MAC     string
+	Outcome string // created, updated, failed
+	Message string
+}
+
+// ImportView is the import page and its result.
+type ImportView struct {
+	Page
+	Mode    string // merge or replace
+	Err     string
+	Results []ImportResult
+	Done    bool
+}
+
+// Counts sums the outcomes.
+func (v ImportView) Counts() (created, updated, failed int) {
+	for _, r := range v.Results {
+		switch r.Outcome {
+		case "created":
+			created++
+		case "updated":
+			updated++
+		default:
+			failed++
+		}
+	}
+	return
+}
+
+// Summary is one line about the import.
+func (v ImportView) Summary() string {
+	c, u, f := v.Counts()
+	return fmt.Sprintf("%d created, %d updated, %d failed of %d records", c, u, f, len(v.Results))
+}
+
+func i64(n int64) string { return fmt.Sprint(n) }
+
+func dashed(field string) string { return strings.ReplaceAll(field, ".", "-") }
+
+func importBadge(outcome string) string {
+	switch outcome {
+	case "created", "updated":
+		return "ready"
+	}
+	return "conflict"
+}
