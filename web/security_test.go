@@ -159,7 +159,9 @@ func concrete(prefix, pattern string, params map[string]string) string {
 
 var sampleParams = map[string]string{"name": "lo-ip", "id": "1", "value": "10.180.62.5", "owner_type": "endpoint", "owner_id": "pod-1"}
 
-func isMutating(m string) bool { return m != http.MethodGet && m != http.MethodHead && m != http.MethodOptions }
+func isMutating(m string) bool {
+	return m != http.MethodGet && m != http.MethodHead && m != http.MethodOptions
+}
 
 // Every route echo serves is either in one of the two route tables or on
 // the short public list; a route registered outside the tables would
@@ -439,4 +441,3 @@ func TestSecurityBMCPasswordNeverShown(t *testing.T) {
 		}
 	})
 }
-
