@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -27,7 +28,18 @@ type Migration struct {
 // Migrations is the ordered list of schema changes.
 var Migrations = []Migration{
 	{Version: 1, Name: "core schema", SQL: schemaV1, Postgres: schemaV1Postgres, SQLite: schemaV1SQLite},
+	// Version 5 (2–4 are reserved for ExpectedMachines, lifecycle and the
+	// console): SQLite's twin of the PostgreSQL trigger that also checks
+	// UPDATEs, so that an allocation can never be moved outside every range.
+	{Version: 5, Name: "sqlite: allocations stay in a range on update", SQLite: schemaV5SQLite},
 }
+
+const schemaV5SQLite = `
+CREATE TRIGGER allocations_in_range_update BEFORE UPDATE OF value_key, pool_id ON allocations
+WHEN NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = NEW.pool_id
+                 AND r.first_key <= NEW.value_key AND NEW.value_key <= r.last_key)
+BEGIN SELECT RAISE(ABORT, 'value_outside_pool: value lies in no range of its pool'); END
+`
 
 const schemaV1 = `
 CREATE TABLE pools (
@@ -276,7 +288,23 @@ func statements(sql string) []string {
 }
 
 // SchemaVersion is the highest migration version this build knows.
-func SchemaVersion() int { return Migrations[len(Migrations)-1].Version }
+func SchemaVersion() int {
+	v := 0
+	for _, m := range Migrations {
+		if m.Version > v {
+			v = m.Version
+		}
+	}
+	return v
+}
+
+// ordered returns the migrations by version, whatever order engineers
+// appended them in.
+func ordered() []Migration {
+	out := append([]Migration(nil), Migrations...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out
+}
 
 // Migrate applies every migration not yet recorded, in order, each in its
 // own transaction. On PostgreSQL a transaction-scoped advisory lock makes
@@ -298,7 +326,7 @@ func Migrate(db *gorm.DB) error {
 	if newest > SchemaVersion() {
 		return fmt.Errorf("database schema version %d is newer than this build knows (%d): upgrade ipledger", newest, SchemaVersion())
 	}
-	for _, m := range Migrations {
+	for _, m := range ordered() {
 		err := db.Transaction(func(tx *gorm.DB) error {
 			if d == Postgres {
 				if err := tx.Exec(`SELECT pg_advisory_xact_lock(7243518190)`).Error; err != nil {
