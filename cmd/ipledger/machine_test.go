@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/web"
+)
+
+// TestDemoMachines: --demo builds a site whose DPU bindings show each
+// status a healthy site can show, a host-less DPU, a decommissioned host
+// and quarantined values of a force-deleted host.
+func TestDemoMachines(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		a := allocator.New(db, allocator.Options{})
+		ctx := context.Background()
+		if err := seedDemo(ctx, a, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+			t.Fatalf("demo: %v", err)
+		}
+		page, err := a.ListBindings(ctx, allocator.BindingFilter{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := map[string]string{}
+		seen := map[string]bool{}
+		for _, b := range page.Items {
+			status[b.SerialNumber] = b.StatusV4 + "/" + b.StatusV6
+			seen[b.StatusV4], seen[b.StatusV6] = true, true
+		}
+		want := map[string]string{
+			"MT2302X00011": "reserved/reserved",
+			"MT2302X00012": "reserved/automatic",
+			"MT2302X00021": "automatic/automatic",
+			"MT2302X00031": "pending/automatic",
+			"MT2302X00041": "conflict/automatic",
+			"MT2302X00061": "automatic/automatic",
+		}
+		for s, w := range want {
+			if status[s] != w {
+				t.Errorf("%s binding %q; want %q (all: %v)", s, status[s], w, status)
+			}
+		}
+		for _, st := range []string{"reserved", "automatic", "pending", "conflict"} {
+			if !seen[st] {
+				t.Errorf("no binding in status %s", st)
+			}
+		}
+		m, err := a.GetMachine(ctx, "0a:00:00:00:02:15")
+		if err != nil || m.State != allocator.StateDecommissioned {
+			t.Fatalf("r02-u15 = %+v, %v", m, err)
+		}
+		lone, err := a.GetMachine(ctx, "MT2302X00061")
+		if err != nil || lone.Kind != allocator.KindDPU || lone.HostMachineID != nil {
+			t.Fatalf("host-less DPU = %+v, %v", lone, err)
+		}
+		q, err := a.ListAllocations(ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{State: "quarantined"})
+		if err != nil || len(q.Items) != 1 || machTestDeref(q.Items[0].FormerOwnerID) != allocator.DPUMachineID("MT2302X00081") {
+			t.Fatalf("quarantine = %+v, %v", q, err)
+		}
+		// Startup reconciliation leaves the demo as it is (conflicts stay).
+		res, err := a.ReconcileLoopbacks(ctx)
+		if err != nil || res.Completed != 0 || len(res.Incomplete) != 1 || res.Incomplete[0].Code != allocator.CodeConflict {
+			t.Fatalf("reconcile after demo = %+v, %v", res, err)
+		}
+	})
+}
+
+func machTestDeref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// runCLI runs the ipledger command with args against srv, feeding stdin,
+// and returns what it printed on stdout.
+func runCLI(t *testing.T, srvURL, token, stdin string, args ...string) (string, error) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	cmd := newRootCmd()
+	cmd.SetArgs(append([]string{"--server", srvURL, "--token", token}, args...))
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetErr(io.Discard)
+	err = cmd.Execute()
+	w.Close()
+	os.Stdout = old
+	return <-done, err
+}
+
+func TestMachineCLI(t *testing.T) {
+	db := dbtest.Open(t, models.SQLite)
+	a := allocator.New(db, allocator.Options{})
+	ctx := context.Background()
+	const tok = "cli-machine-admin"
+	if _, err := a.EnsureAdminToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "lo-ip", Type: "ipv4", Ranges: []allocator.RangeSpec{{First: "10.1.0.1", Last: "10.1.0.50"}}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
+	defer srv.Close()
+
+	out, err := runCLI(t, srv.URL, tok, "", "machine", "report", "--bmc-mac", "0A-00-00-00-09-01", "--dpu", "SN1,SN2")
+	if err != nil || !strings.Contains(out, "10.1.0.1") || !strings.Contains(out, "10.1.0.2") {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, srv.URL, tok, "", "machine", "discover", "SN3")
+	if err != nil || !strings.Contains(out, "10.1.0.3") {
+		t.Fatalf("discover: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, srv.URL, tok, "", "-o", "json", "binding", "list")
+	var bl struct{ Items []allocator.Binding }
+	if err != nil || json.Unmarshal([]byte(out), &bl) != nil || len(bl.Items) != 3 || bl.Items[0].StatusV6 != "none" {
+		t.Fatalf("binding list: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, srv.URL, tok, "", "machine", "list")
+	if err != nil || strings.Count(out, "dpu") != 3 || !strings.Contains(out, "0a:00:00:00:09:01") {
+		t.Fatalf("machine list: %v\n%s", err, out)
+	}
+	if _, err := runCLI(t, srv.URL, tok, "", "machine", "show", "SN1"); err != nil {
+		t.Fatalf("machine show: %v", err)
+	}
+	// Delete without decommission: the API's 409 reaches the user.
+	if _, err := runCLI(t, srv.URL, tok, "", "machine", "delete", "0a:00:00:00:09:01", "--yes"); err == nil || !strings.Contains(err.Error(), "conflict") {
+		t.Fatalf("delete of a ready host: %v", err)
+	}
+	// Force delete asks for the machine id; a wrong answer deletes nothing.
+	if _, err := runCLI(t, srv.URL, tok, "nope\n", "machine", "delete", "0a:00:00:00:09:01", "--force"); err == nil || !strings.Contains(err.Error(), "not confirmed") {
+		t.Fatalf("unconfirmed force delete: %v", err)
+	}
+	if _, err := a.GetMachine(ctx, "0a:00:00:00:09:01"); err != nil {
+		t.Fatalf("unconfirmed delete deleted: %v", err)
+	}
+	host := allocator.HostMachineID("0a:00:00:00:09:01")
+	if _, err := runCLI(t, srv.URL, tok, host+"\n", "machine", "delete", "0a:00:00:00:09:01", "--force"); err != nil {
+		t.Fatalf("confirmed force delete: %v", err)
+	}
+	q, _ := a.ListAllocations(ctx, "lo-ip", allocator.AllocationFilter{State: "quarantined"})
+	if len(q.Items) != 2 {
+		t.Fatalf("quarantined after force delete: %+v", q.Items)
+	}
+	// Decommission then delete with y.
+	if _, err := runCLI(t, srv.URL, tok, "", "machine", "decommission", "SN3"); err != nil {
+		t.Fatalf("decommission: %v", err)
+	}
+	if _, err := runCLI(t, srv.URL, tok, "y\n", "machine", "delete", "SN3"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := a.GetMachine(ctx, "SN3"); err == nil {
+		t.Fatal("SN3 still there")
+	}
+}
