@@ -1,0 +1,492 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+// `ipledger expected-machine list|show|add|patch|update|delete|replace-all`:
+// a client of /api/v1/expected-machines (DESIGN.md §4, §5, §9). Omitting
+// --expected-dpu keeps the stored reservations (the REST compatibility
+// rule); --clear-expected-dpus removes them.
+
+func init() {
+	extraCommands = append(extraCommands, newExpectedMachineCmd)
+}
+
+// parseExpectedDpuFlag reads SERIAL[,ipv4=A][,ipv6=B] (also loopback_ip= and
+// loopback_ip_v6=). The values are checked by the server.
+func parseExpectedDpuFlag(s string) (allocator.ExpectedDpu, error) {
+	parts := strings.Split(s, ",")
+	d := allocator.ExpectedDpu{SerialNumber: strings.TrimSpace(parts[0])}
+	if d.SerialNumber == "" || strings.Contains(d.SerialNumber, "=") {
+		return d, fmt.Errorf("--expected-dpu %q: want SERIAL[,ipv4=A][,ipv6=B]", s)
+	}
+	for _, p := range parts[1:] {
+		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+		v = strings.TrimSpace(v)
+		if !ok || v == "" {
+			return d, fmt.Errorf("--expected-dpu %q: %q is not KEY=VALUE (ipv4=A or ipv6=B)", s, p)
+		}
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "ipv4", "loopback_ip":
+			if d.LoopbackIP != nil {
+				return d, fmt.Errorf("--expected-dpu %q: ipv4 given twice", s)
+			}
+			d.LoopbackIP = &v
+		case "ipv6", "loopback_ip_v6":
+			if d.LoopbackIPv6 != nil {
+				return d, fmt.Errorf("--expected-dpu %q: ipv6 given twice", s)
+			}
+			d.LoopbackIPv6 = &v
+		default:
+			return d, fmt.Errorf("--expected-dpu %q: unknown key %q (want ipv4 or ipv6)", s, k)
+		}
+	}
+	return d, nil
+}
+
+// emFlags are the record fields add and patch take.
+type emFlags struct {
+	mac, username, password, passwordFile, chassis, name, description, sku string
+	fallback, labels, dpus                                                 []string
+	clearDpus                                                              bool
+	ifMatch                                                                int64
+}
+
+func (f *emFlags) register(cmd *cobra.Command, patch bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.mac, "bmc-mac", "", "BMC MAC address")
+	fl.StringVar(&f.username, "bmc-username", "", "BMC user name")
+	fl.StringVar(&f.password, "bmc-password", "", "BMC password (write-only; prefer --bmc-password-file)")
+	fl.StringVar(&f.passwordFile, "bmc-password-file", "", "file holding the BMC password (- for stdin)")
+	fl.StringVar(&f.chassis, "chassis-serial", "", "chassis serial number")
+	fl.StringArrayVar(&f.fallback, "fallback-dpu-serial", nil, "fallback DPU serial number (repeatable)")
+	fl.StringVar(&f.name, "name", "", "metadata name")
+	fl.StringVar(&f.description, "description", "", "metadata description")
+	fl.StringArrayVar(&f.labels, "label", nil, "metadata label KEY=VALUE (repeatable)")
+	fl.StringVar(&f.sku, "sku", "", "SKU id")
+	fl.StringArrayVar(&f.dpus, "expected-dpu", nil, "SERIAL[,ipv4=A][,ipv6=B] (repeatable); omitted keeps the stored reservations")
+	if patch {
+		fl.BoolVar(&f.clearDpus, "clear-expected-dpus", false, "remove every expected DPU and its reservations")
+		fl.Int64Var(&f.ifMatch, "if-match", 0, "only change the record if it is still at this version (412 otherwise)")
+	}
+}
+
+func (f *emFlags) passwordValue() (string, bool, error) {
+	if f.passwordFile != "" {
+		var data []byte
+		var err error
+		if f.passwordFile == "-" {
+			data, err = io.ReadAll(os.Stdin)
+		} else {
+			data, err = os.ReadFile(f.passwordFile)
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("--bmc-password-file: %w", err)
+		}
+		return strings.TrimRight(string(data), "\r\n"), true, nil
+	}
+	return f.password, f.password != "", nil
+}
+
+func (f *emFlags) expectedDpus() ([]allocator.ExpectedDpu, error) {
+	out := []allocator.ExpectedDpu{}
+	for _, s := range f.dpus {
+		d, err := parseExpectedDpuFlag(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func (f *emFlags) labelList() ([]allocator.Label, error) {
+	out := []allocator.Label{}
+	for _, l := range f.labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--label %q: want KEY=VALUE", l)
+		}
+		out = append(out, allocator.Label{Key: strings.TrimSpace(k), Value: v})
+	}
+	return out, nil
+}
+
+// patchBody builds a JSON merge patch from the flags the user gave.
+func (f *emFlags) patchBody(cmd *cobra.Command) (map[string]any, error) {
+	ch := cmd.Flags().Changed
+	p := map[string]any{}
+	if ch("bmc-mac") {
+		p["bmc_mac_address"] = f.mac
+	}
+	if ch("bmc-username") {
+		p["bmc_username"] = f.username
+	}
+	if ch("bmc-password") || ch("bmc-password-file") {
+		pw, _, err := f.passwordValue()
+		if err != nil {
+			return nil, err
+		}
+		p["bmc_password"] = pw
+	}
+	if ch("chassis-serial") {
+		p["chassis_serial_number"] = f.chassis
+	}
+	if ch("fallback-dpu-serial") {
+		p["fallback_dpu_serial_numbers"] = f.fallback
+	}
+	if ch("sku") {
+		if f.sku == "" {
+			p["sku_id"] = nil
+		} else {
+			p["sku_id"] = f.sku
+		}
+	}
+	meta := map[string]any{}
+	if ch("name") {
+		meta["name"] = f.name
+	}
+	if ch("description") {
+		meta["description"] = f.description
+	}
+	if ch("label") {
+		l, err := f.labelList()
+		if err != nil {
+			return nil, err
+		}
+		meta["labels"] = l
+	}
+	if len(meta) > 0 {
+		p["metadata"] = meta
+	}
+	if f.clearDpus && ch("expected-dpu") {
+		return nil, fmt.Errorf("--clear-expected-dpus and --expected-dpu contradict each other")
+	}
+	if f.clearDpus {
+		p["expected_dpus"] = []any{}
+	} else if ch("expected-dpu") {
+		d, err := f.expectedDpus()
+		if err != nil {
+			return nil, err
+		}
+		p["expected_dpus"] = d
+	}
+	return p, nil
+}
+
+// readFileArg reads -f FILE (or - for stdin).
+func readFileArg(name string) ([]byte, error) {
+	if name == "" {
+		return nil, fmt.Errorf("-f FILE is required")
+	}
+	if name == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(name)
+}
+
+func emDpuText(d allocator.ExpectedDpu) string {
+	s := d.SerialNumber
+	if d.LoopbackIP != nil {
+		s += " v4=" + *d.LoopbackIP
+	}
+	if d.LoopbackIPv6 != nil {
+		s += " v6=" + *d.LoopbackIPv6
+	}
+	return s
+}
+
+func printExpectedMachines(items []allocator.ExpectedMachine) {
+	var rows [][]string
+	for _, em := range items {
+		var dpus []string
+		for _, d := range em.ExpectedDpus {
+			dpus = append(dpus, emDpuText(d))
+		}
+		rows = append(rows, []string{em.BmcMacAddress, em.ID, strconv.FormatInt(em.Version, 10), orDash(&em.ChassisSerialNumber),
+			orDash(&em.Metadata.Name), orDash(emStrp(strings.Join(dpus, "; ")))})
+	}
+	table([]string{"BMC MAC", "ID", "VERSION", "CHASSIS SERIAL", "NAME", "EXPECTED DPUS"}, rows)
+}
+
+func emStrp(s string) *string { return &s }
+
+func printExpectedMachine(em allocator.ExpectedMachine) {
+	var labels []string
+	for _, l := range em.Metadata.Labels {
+		labels = append(labels, l.Key+"="+l.Value)
+	}
+	table([]string{"FIELD", "VALUE"}, [][]string{
+		{"id", em.ID},
+		{"version", strconv.FormatInt(em.Version, 10)},
+		{"bmc_mac_address", em.BmcMacAddress},
+		{"bmc_username", orDash(&em.BmcUsername)},
+		{"bmc_password_set", strconv.FormatBool(em.BmcPasswordSet)},
+		{"chassis_serial_number", orDash(&em.ChassisSerialNumber)},
+		{"fallback_dpu_serial_numbers", orDash(emStrp(strings.Join(em.FallbackDpuSerialNumbers, ", ")))},
+		{"metadata.name", orDash(&em.Metadata.Name)},
+		{"metadata.description", orDash(&em.Metadata.Description)},
+		{"metadata.labels", orDash(emStrp(strings.Join(labels, ", ")))},
+		{"sku_id", orDash(em.SkuID)},
+	})
+	fmt.Println()
+	var rows [][]string
+	for _, d := range em.ExpectedDpus {
+		rows = append(rows, []string{d.SerialNumber, orDash(d.LoopbackIP), orDash(d.LoopbackIPv6)})
+	}
+	if len(rows) == 0 {
+		fmt.Println("no expected DPUs")
+		return
+	}
+	table([]string{"DPU SERIAL", "LOOPBACK_IP", "LOOPBACK_IP_V6"}, rows)
+}
+
+// emOut prints one record answer: raw JSON for scripts, a table for people.
+func emOut(c *client, raw json.RawMessage) error {
+	if c.json {
+		return printJSON(raw)
+	}
+	var em allocator.ExpectedMachine
+	if err := json.Unmarshal(raw, &em); err != nil {
+		return err
+	}
+	printExpectedMachine(em)
+	return nil
+}
+
+func ifMatchHeader(v int64) map[string]string {
+	if v <= 0 {
+		return nil
+	}
+	return map[string]string{"If-Match": strconv.Quote(strconv.FormatInt(v, 10))}
+}
+
+func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "expected-machine", Aliases: []string{"expected-machines", "em"},
+		Short: "ExpectedMachines and their DPU loopback reservations"}
+	base := "/api/v1/expected-machines"
+
+	var lMAC, lSerial, lLabel, lSearch string
+	var lLimit int
+	list := &cobra.Command{
+		Use: "list", Short: "List ExpectedMachines (every page unless --limit is given)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			for k, v := range map[string]string{"bmc_mac_address": lMAC, "serial_number": lSerial, "label": lLabel, "q": lSearch} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			if lLimit > 0 {
+				q.Set("limit", strconv.Itoa(lLimit))
+			}
+			all := allocator.ExpectedMachinePage{Items: []allocator.ExpectedMachine{}}
+			for {
+				var page allocator.ExpectedMachinePage
+				if _, err := c.call("GET", base+"?"+q.Encode(), nil, "", nil, &page); err != nil {
+					return err
+				}
+				all.Items = append(all.Items, page.Items...)
+				all.NextCursor = page.NextCursor
+				if page.NextCursor == "" || lLimit > 0 {
+					break
+				}
+				q.Set("cursor", page.NextCursor)
+			}
+			if c.json {
+				b, err := json.Marshal(all)
+				if err != nil {
+					return err
+				}
+				return printJSON(b)
+			}
+			printExpectedMachines(all.Items)
+			if all.NextCursor != "" {
+				fmt.Printf("more: --limit %d with cursor %s\n", lLimit, all.NextCursor)
+			}
+			return nil
+		},
+	}
+	list.Flags().StringVar(&lMAC, "mac", "", "only this BMC MAC address")
+	list.Flags().StringVar(&lSerial, "serial", "", "chassis, expected DPU or fallback DPU serial number")
+	list.Flags().StringVar(&lLabel, "label", "", "metadata label KEY or KEY=VALUE")
+	list.Flags().StringVar(&lSearch, "search", "", "case-insensitive text in MAC, chassis serial, name or DPU serial")
+	list.Flags().IntVar(&lLimit, "limit", 0, "one page of at most this many records")
+	cmd.AddCommand(list)
+
+	cmd.AddCommand(&cobra.Command{
+		Use: "show ID|BMC_MAC", Short: "Show one ExpectedMachine", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if _, err := c.call("GET", base+"/"+esc(args[0]), nil, "", nil, &raw); err != nil {
+				return err
+			}
+			return emOut(c, raw)
+		},
+	})
+
+	addF := &emFlags{}
+	add := &cobra.Command{
+		Use:   "add --bmc-mac MAC [--expected-dpu SERIAL[,ipv4=A][,ipv6=B]]… [flags]",
+		Short: "Create an ExpectedMachine (operator)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			if addF.mac == "" {
+				return fmt.Errorf("--bmc-mac is required")
+			}
+			pw, set, err := addF.passwordValue()
+			if err != nil {
+				return err
+			}
+			labels, err := addF.labelList()
+			if err != nil {
+				return err
+			}
+			dpus, err := addF.expectedDpus()
+			if err != nil {
+				return err
+			}
+			spec := allocator.ExpectedMachineSpec{BmcMacAddress: addF.mac, BmcUsername: addF.username, ChassisSerialNumber: addF.chassis,
+				FallbackDpuSerialNumbers: append([]string{}, addF.fallback...), ExpectedDpus: &dpus,
+				Metadata: &allocator.Metadata{Name: addF.name, Description: addF.description, Labels: labels}}
+			if set {
+				spec.BmcPassword = &pw
+			}
+			if addF.sku != "" {
+				spec.SkuID = &addF.sku
+			}
+			var raw json.RawMessage
+			if _, err := c.call("POST", base, spec, "", nil, &raw); err != nil {
+				return err
+			}
+			return emOut(c, raw)
+		},
+	}
+	addF.register(add, false)
+	cmd.AddCommand(add)
+
+	patchF := &emFlags{}
+	patch := &cobra.Command{
+		Use:   "patch ID|BMC_MAC [flags]",
+		Short: "Change the given fields of an ExpectedMachine (operator); omitted flags keep their value", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			body, err := patchF.patchBody(cmd)
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if _, err := c.call("PATCH", base+"/"+esc(args[0]), body, "application/merge-patch+json", ifMatchHeader(patchF.ifMatch), &raw); err != nil {
+				return err
+			}
+			return emOut(c, raw)
+		},
+	}
+	patchF.register(patch, true)
+	cmd.AddCommand(patch)
+
+	var uFile string
+	var uIfMatch int64
+	update := &cobra.Command{
+		Use:   "update ID|BMC_MAC -f FILE",
+		Short: "Replace an ExpectedMachine with a JSON record (PUT; absent expected_dpus and bmc_password keep the stored ones)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			data, err := readFileArg(uFile)
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if _, err := c.call("PUT", base+"/"+esc(args[0]), data, "application/json", ifMatchHeader(uIfMatch), &raw); err != nil {
+				return err
+			}
+			return emOut(c, raw)
+		},
+	}
+	update.Flags().StringVarP(&uFile, "file", "f", "", "JSON record (- for stdin)")
+	update.Flags().Int64Var(&uIfMatch, "if-match", 0, "only replace the record if it is still at this version (412 otherwise)")
+	cmd.AddCommand(update)
+
+	var dIfMatch int64
+	del := &cobra.Command{
+		Use: "delete ID|BMC_MAC", Short: "Delete an ExpectedMachine and its reservations (operator)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			if _, err := c.call("DELETE", base+"/"+esc(args[0]), nil, "", ifMatchHeader(dIfMatch), nil); err != nil {
+				return err
+			}
+			if !c.json {
+				fmt.Printf("deleted %s\n", args[0])
+			}
+			return nil
+		},
+	}
+	del.Flags().Int64Var(&dIfMatch, "if-match", 0, "only delete the record if it is still at this version (412 otherwise)")
+	cmd.AddCommand(del)
+
+	var rFile string
+	replaceAll := &cobra.Command{
+		Use:   "replace-all -f FILE",
+		Short: `Make the ExpectedMachines exactly those of a NICo file {"expected_machines":[...]}, atomically (operator)`, Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			data, err := readFileArg(rFile)
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if _, err := c.call("PUT", base, data, "application/json", nil, &raw); err != nil {
+				return err
+			}
+			if c.json {
+				return printJSON(raw)
+			}
+			var res struct {
+				Items []allocator.ExpectedMachine `json:"items"`
+			}
+			if err := json.Unmarshal(raw, &res); err != nil {
+				return err
+			}
+			printExpectedMachines(res.Items)
+			fmt.Printf("%d ExpectedMachines stored\n", len(res.Items))
+			return nil
+		},
+	}
+	replaceAll.Flags().StringVarP(&rFile, "file", "f", "", "NICo expected-machines JSON file (- for stdin)")
+	cmd.AddCommand(replaceAll)
+	return cmd
+}
