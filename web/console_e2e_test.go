@@ -1,0 +1,247 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+)
+
+// chromiumPath is the browser the end-to-end tests drive (Debian package
+// chromium, installed by .ci/run); IPLEDGER_CHROMIUM overrides it.
+func chromiumPath() string {
+	if p := os.Getenv("IPLEDGER_CHROMIUM"); p != "" {
+		return p
+	}
+	return "/usr/bin/chromium"
+}
+
+// newBrowser starts headless Chromium with a fresh profile and the flags
+// that keep it off the network, sized w×h. Without Chromium the test skips
+// (fails under CI=true).
+func newBrowser(t *testing.T, w, h int) context.Context {
+	t.Helper()
+	path := chromiumPath()
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Chromium is required under CI=true but %s is missing: %v", path, err)
+		}
+		t.Skipf("Chromium not found at %s (apt-get install chromium, or set IPLEDGER_CHROMIUM): skipping the browser test", path)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(w, h),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return ctx
+}
+
+// run runs browser actions, failing the test with the step's name.
+func run(t *testing.T, ctx context.Context, step string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		t.Fatalf("%s: %v\npage text:\n%s", step, err, clip(body))
+	}
+}
+
+// poll waits until the JavaScript expression is truthy.
+// A navigation (a form posted, a redirect followed) ends a running poll;
+// it then starts again on the new page until the step's deadline.
+func poll(expr string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		for {
+			p := chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(15*time.Second))
+			v, err := p(ctx, tg)
+			if err == nil || ctx.Err() != nil {
+				return v, err
+			}
+			m := err.Error()
+			if !strings.Contains(m, "navigated") && !strings.Contains(m, "context was destroyed") &&
+				!strings.Contains(m, "Cannot find context") && !strings.Contains(m, "null") {
+				return v, err
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// setInput sets an input's value and fires the input event, as typing
+// does (htmx's as-you-type validation listens to it).
+func setInput(sel, value string) chromedp.Action[chromedp.Void] {
+	js, _ := json.Marshal(value)
+	q, _ := json.Marshal(sel)
+	return chromedp.Evaluate[chromedp.Void](`(() => { const e = document.querySelector(`+string(q)+`); e.value = `+string(js)+
+		`; e.dispatchEvent(new Event("input", {bubbles: true})); return true })()`)
+}
+
+// screenshot saves a PNG of the page to $IPLEDGER_SCREENSHOTS/name.png
+// when that directory is set (scripted in docs/console.md).
+func screenshot(t *testing.T, ctx context.Context, name string, full bool) {
+	t.Helper()
+	dir := os.Getenv("IPLEDGER_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	act := chromedp.CaptureScreenshot()
+	if full {
+		act = chromedp.FullScreenshot(100)
+	}
+	buf, err := chromedp.Run(ctx, act)
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644); err != nil {
+		t.Fatalf("write screenshot: %v", err)
+	}
+}
+
+// TestConsoleEndToEnd drives the console in headless Chromium: sign in,
+// create pool lo-ip and an explicit range, create an ExpectedMachine whose
+// loopback_ip is first in an auto_assign range (inline error from the
+// allocator), fix it, report the DPU, see the reserved binding, open the
+// force-delete dialog, see the quarantine warning, cancel — and check that
+// nothing was deleted.
+func TestConsoleEndToEnd(t *testing.T) {
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			if d == models.Postgres {
+				dbtest.RequirePostgres(t)
+			}
+			site := newConsoleSite(t, dbtest.Open(t, d))
+			consoleEndToEnd(t, site)
+		})
+	}
+}
+
+func consoleEndToEnd(t *testing.T, site *consoleSite) {
+	ctx := newBrowser(t, 1280, 900)
+	base := site.srv.URL
+	const mac = "1a:1b:1c:1d:1e:1f"
+
+	run(t, ctx, "sign in",
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleAdmin]),
+		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
+		poll(`location.pathname === "/" && document.querySelector("h1").innerText === "Dashboard"`),
+	)
+
+	run(t, ctx, "create pool lo-ip",
+		chromedp.Navigate(base+"/pools"),
+		chromedp.WaitVisible(chromedp.CSS(`#create-pool`)),
+		chromedp.SendKeys(chromedp.CSS(`#p-name`), "lo-ip"),
+		chromedp.SetValue(chromedp.CSS(`#p-type`), "ipv4"),
+		chromedp.SendKeys(chromedp.CSS(`#p-first`), "10.180.62.1"),
+		chromedp.SendKeys(chromedp.CSS(`#p-last`), "10.180.62.199"),
+		chromedp.Click(chromedp.CSS(`#create-pool button[type=submit]`)),
+		poll(`location.pathname === "/pools/lo-ip" && document.querySelector("h1").innerText.includes("Pool lo-ip")`),
+	)
+
+	run(t, ctx, "add an explicit range",
+		chromedp.SendKeys(chromedp.CSS(`#r-first`), "10.180.62.200"),
+		chromedp.SendKeys(chromedp.CSS(`#r-last`), "10.180.62.255"),
+		chromedp.Click(chromedp.CSS(`#add-range input[name=auto_assign]`)),
+		chromedp.Click(chromedp.CSS(`#add-range button[type=submit]`)),
+		poll(`document.querySelector("#ranges") && document.querySelector("#ranges").innerText.includes("10.180.62.255") && document.querySelector("#ranges .badge.explicit") !== null`),
+	)
+
+	errSel := `.dpu-row .error[id$="-loopback_ip"]`
+	run(t, ctx, "ExpectedMachine with a loopback_ip in an auto_assign range shows the allocator's error inline",
+		chromedp.Navigate(base+"/expected-machines/new"),
+		chromedp.WaitVisible(chromedp.CSS(`#em-form`)),
+		chromedp.SendKeys(chromedp.CSS(`#f-mac`), mac),
+		chromedp.SendKeys(chromedp.CSS(`#f-chassis`), "SN-E2E-1"),
+		chromedp.SendKeys(chromedp.CSS(`.dpu-row input[name=dpu_serial]`), "MT0001"),
+		setInput(`.dpu-row input[name=dpu_ip]`, "10.180.62.10"),
+		poll(`document.querySelector('`+errSel+`').innerText.includes("auto-assign range")`),
+	)
+	screenshot(t, ctx, "expected-machine-inline-error", true)
+
+	run(t, ctx, "fixing the value clears the error",
+		setInput(`.dpu-row input[name=dpu_ip]`, "10.180.62.201"),
+		poll(`document.querySelector('`+errSel+`').innerText.trim() === ""`),
+	)
+	run(t, ctx, "save the ExpectedMachine",
+		chromedp.Click(chromedp.CSS(`#em-form button.save`)),
+		poll(`location.pathname === "/expected-machines" && document.body.innerText.includes("`+mac+`") && document.body.innerText.includes("10.180.62.201")`),
+	)
+
+	// The DPU is reported as site-explorer does, through the REST API,
+	// with a second DPU that has no reservation (automatic value).
+	report := map[string]any{"bmc_mac_address": mac, "chassis_serial_number": "SN-E2E-1",
+		"dpus": []map[string]string{{"serial_number": "MT0001"}, {"serial_number": "MT0002"}}}
+	b, _ := json.Marshal(report)
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/site-explorer/reports", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+site.tokens[allocator.RoleOperator])
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, res, http.StatusOK)
+
+	run(t, ctx, "the DPU's binding is reserved",
+		chromedp.Navigate(base+"/bindings"),
+		poll(`[...document.querySelectorAll("tbody tr")].some(r => r.innerText.includes("MT0001") && r.querySelector(".badge.reserved") && r.innerText.includes("10.180.62.201"))`),
+	)
+
+	run(t, ctx, "force delete opens the impact dialog with the quarantine warning",
+		chromedp.Navigate(base+"/machines"),
+		chromedp.WaitVisible(chromedp.CSS(`a.button.danger`)),
+		chromedp.Click(chromedp.CSS(`a.button.danger`)),
+		poll(`document.querySelector("dialog[open]") !== null`),
+		poll(`document.querySelector("dialog[open]").innerText.includes("quarantine") && document.querySelector("dialog[open] .alert.bad") !== null`),
+		poll(`document.querySelector("dialog[open]").innerText.includes("return_to_reservation")`),
+		poll(`document.querySelector("dialog[open] input[name=confirm_id]") !== null`),
+	)
+	screenshot(t, ctx, "force-delete-dialog", false)
+
+	run(t, ctx, "cancel closes the dialog",
+		chromedp.Click(chromedp.CSS(`dialog[open] [data-close-dialog]`)),
+		poll(`document.querySelector("dialog[open]") === null`),
+	)
+
+	// Nothing was deleted: the host and both DPUs still hold their values.
+	m, err := site.a.GetMachine(context.Background(), allocator.HostMachineID(mac))
+	if err != nil {
+		t.Fatalf("host after cancel: %v", err)
+	}
+	if m.State != allocator.StateReady || len(m.DPUs) != 2 {
+		t.Fatalf("host after cancel: state %s, %d DPUs; want ready with 2", m.State, len(m.DPUs))
+	}
+	page, err := site.a.ListAllocations(context.Background(), "lo-ip", allocator.AllocationFilter{State: "quarantined"})
+	if err != nil || len(page.Items) != 0 {
+		t.Fatalf("quarantined after cancel: %v %v", page, err)
+	}
+	if !strings.HasPrefix(m.MachineID, "fm100ht") {
+		t.Fatalf("unexpected host id %s", m.MachineID)
+	}
+}
