@@ -71,6 +71,7 @@ type config struct {
 	dpus             int
 	label            string
 	pageLimit        int
+	cookie           string
 }
 
 // result is one finished request.
@@ -128,6 +129,7 @@ func main() {
 	flag.IntVar(&c.dpus, "dpus", 2, "ingest mode: DPUs per host")
 	flag.StringVar(&c.label, "label", "", "label copied into the summary")
 	flag.IntVar(&c.pageLimit, "limit", 1000, "walk mode: page size")
+	flag.StringVar(&c.cookie, "cookie", "", "Cookie header to send (console pages: the session cookie from POST /login)")
 	flag.Parse()
 	c.servers = splitList(servers)
 	c.pools = expandPools(splitList(pools))
@@ -341,6 +343,9 @@ func (r *runner) once(ctx context.Context, base, method, path string, body []byt
 	}
 	if r.c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.c.token)
+	}
+	if r.c.cookie != "" {
+		req.Header.Set("Cookie", r.c.cookie)
 	}
 	t0 := time.Now()
 	resp, err := r.client.Do(req)
