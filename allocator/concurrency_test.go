@@ -265,3 +265,37 @@ func checkStoredAllocations(t *testing.T, db *gorm.DB, pool string, want int) {
 	f := &fnd{t: t, db: db}
 	f.checkRunEnds(pool)
 }
+
+// Server replicas started at once with the same --pools file load it
+// concurrently on a fresh database: every load succeeds (the losers of the
+// race to create a pool find it stored and have nothing to do), and the
+// pools and ranges exist once.
+func TestConcurrentPoolFileLoads(t *testing.T) {
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			as := allocators(t, concurrencyURL(t, d), 6)
+			file := []byte("[pools.x]\ntype = \"integer\"\nranges = [{ start = 1, end = 5 }]\n[pools.y]\ntype = \"ipv4\"\nprefix = \"10.0.0.0/24\"\n")
+			var wg sync.WaitGroup
+			errs := make([]error, len(as))
+			for i := range as {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					_, errs[i] = as[i].LoadPoolFile(WithActor(t.Context(), "system:startup", ""), file)
+				}(i)
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("load %d: %v", i, err)
+				}
+			}
+			var pools, ranges int64
+			as[0].DB().Model(&models.Pool{}).Count(&pools)
+			as[0].DB().Model(&models.PoolRange{}).Count(&ranges)
+			if pools != 2 || ranges != 2 {
+				t.Fatalf("%d pools and %d ranges, want 2 and 2", pools, ranges)
+			}
+		})
+	}
+}

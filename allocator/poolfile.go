@@ -283,7 +283,30 @@ func (a *Allocator) LoadPoolFile(ctx context.Context, data []byte) (*LoadResult,
 	}
 	res := &LoadResult{Created: []CreatedRange{}, Drift: []Drift{}}
 	var grown []string
-	err = a.write(ctx, func(t *tx) error {
+	// Several server processes started with the same --pools file load it
+	// at the same moment: the loser of a race to create a pool sees a
+	// unique-name conflict. Loading is additive and idempotent, so the load
+	// simply runs again and now finds the pool stored (identical ranges are
+	// nothing to do).
+	for attempt := 0; ; attempt++ {
+		err = a.loadOnce(ctx, pools, res, &grown)
+		if e, ok := AsError(err); ok && e.Code == CodeConflict && attempt < 3 {
+			continue
+		}
+		break
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range grown {
+		a.afterGrowth(ctx, p)
+	}
+	return res, nil
+}
+
+func (a *Allocator) loadOnce(ctx context.Context, pools []FilePool, res *LoadResult, grownOut *[]string) error {
+	var grown []string
+	err := a.write(ctx, func(t *tx) error {
 		res.Created, res.Drift, grown = []CreatedRange{}, []Drift{}, nil
 		names := make([]string, len(pools))
 		for i, fp := range pools {
@@ -351,13 +374,8 @@ func (a *Allocator) LoadPoolFile(ctx context.Context, data []byte) (*LoadResult,
 		}
 		return t.Create(&models.Setting{Key: driftSetting, Value: string(b)}).Error
 	})
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range grown {
-		a.afterGrowth(ctx, p)
-	}
-	return res, nil
+	*grownOut = grown
+	return err
 }
 
 // PoolFileDrift returns the drift reported by the last pool file load.
