@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/ipledger/ipledger/models"
 )
@@ -738,6 +739,18 @@ func (a *Allocator) ExpectedMachineProblems(ctx context.Context, id string, spec
 // ---------------------------------------------------------------------------
 // Reading
 
+// lockExpectedMachine finds a record inside a write transaction and, on
+// PostgreSQL, takes its row lock, so that two writers of one record queue
+// instead of the later one failing its version check (a write without
+// If-Match must not answer 412).
+func (t *tx) lockExpectedMachine(idOrMAC string) (*models.ExpectedMachine, error) {
+	db := t.DB
+	if t.a.dialect == models.Postgres {
+		db = db.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	return findExpectedMachine(db, idOrMAC)
+}
+
 func findExpectedMachine(db *gorm.DB, idOrMAC string) (*models.ExpectedMachine, error) {
 	var em models.ExpectedMachine
 	var err error
@@ -1128,7 +1141,7 @@ func (a *Allocator) ReplaceExpectedMachine(ctx context.Context, idOrMAC string, 
 		if err := t.prepareEM(); err != nil {
 			return err
 		}
-		cur, err := findExpectedMachine(t.DB, idOrMAC)
+		cur, err := t.lockExpectedMachine(idOrMAC)
 		if err != nil {
 			return err
 		}
@@ -1198,7 +1211,7 @@ func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, pa
 		if err := t.prepareEM(); err != nil {
 			return err
 		}
-		cur, err := findExpectedMachine(t.DB, idOrMAC)
+		cur, err := t.lockExpectedMachine(idOrMAC)
 		if err != nil {
 			return err
 		}
@@ -1259,7 +1272,7 @@ func (a *Allocator) DeleteExpectedMachine(ctx context.Context, idOrMAC string, i
 		if err := t.prepareEM(); err != nil {
 			return err
 		}
-		cur, err := findExpectedMachine(t.DB, idOrMAC)
+		cur, err := t.lockExpectedMachine(idOrMAC)
 		if err != nil {
 			return err
 		}
@@ -1303,7 +1316,11 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 			return err
 		}
 		var stored []models.ExpectedMachine
-		if err := t.Order("bmc_mac_address").Find(&stored).Error; err != nil {
+		q := t.DB
+		if t.a.dialect == models.Postgres {
+			q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+		}
+		if err := q.Order("bmc_mac_address").Find(&stored).Error; err != nil {
 			return err
 		}
 		byMAC := map[string]*models.ExpectedMachine{}

@@ -681,3 +681,45 @@ func TestExpectedMachineProblemsForForms(t *testing.T) {
 		}
 	})
 }
+
+// Writers of one record without If-Match queue on the record's row lock:
+// every one succeeds (none answers 412), each moves the version once, even
+// without the loopback pools whose locks would otherwise serialize them.
+func TestExpectedMachineConcurrentUnconditionalWrites(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		em := f.emCreate(emSpec("0a:00:00:00:06:01"))
+		var wg sync.WaitGroup
+		errs := make([]error, 10)
+		for i := 0; i < 10; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				if i%2 == 0 {
+					_, errs[i] = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(fmt.Sprintf(`{"chassis_serial_number":"C-%d"}`, i)), nil)
+				} else {
+					s := emSpec("0a:00:00:00:06:01")
+					s.ChassisSerialNumber = fmt.Sprintf("C-%d", i)
+					_, errs[i] = f.a.ReplaceExpectedMachine(f.ctx, em.ID, s, nil)
+				}
+			}(i)
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("writer %d: %v", i, err)
+			}
+		}
+		got, err := f.a.GetExpectedMachine(f.ctx, em.ID)
+		if err != nil || got.Version != 11 {
+			t.Fatalf("after 10 writes: %+v %v", got, err)
+		}
+		// Moving the record to a BMC MAC another record uses is 409.
+		f.emCreate(emSpec("0a:00:00:00:06:02"))
+		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"bmc_mac_address":"0A:00:00:00:06:02"}`), nil)
+		wantField(t, err, CodeConflict, "bmc_mac_address")
+		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"bmc_mac_address":"0A:00:00:00:06:03"}`), nil)
+		if err != nil || got.ID != em.ID || got.BmcMacAddress != "0a:00:00:00:06:03" {
+			t.Fatalf("MAC change: %+v %v", got, err)
+		}
+	})
+}
