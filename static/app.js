@@ -11,9 +11,8 @@
     var text = b.getAttribute("data-copy") || "";
     var done = function () {
       b.classList.add("done");
-      var old = b.textContent;
-      b.textContent = "copied";
-      setTimeout(function () { b.classList.remove("done"); b.textContent = old; }, 1200);
+      b.setAttribute("title", "copied");
+      setTimeout(function () { b.classList.remove("done"); b.setAttribute("title", "Copy " + text); }, 1200);
     };
     if (navigator.clipboard && window.isSecureContext) {
       navigator.clipboard.writeText(text).then(done, function () { fallbackCopy(text); done(); });

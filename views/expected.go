@@ -207,7 +207,9 @@ type EMListView struct {
 }
 
 // NextURL keeps the search on the next page.
-func (v EMListView) NextURL() string { return Query("/expected-machines", "q", v.Query, "cursor", v.Next) }
+func (v EMListView) NextURL() string {
+	return Query("/expected-machines", "q", v.Query, "cursor", v.Next)
+}
 
 // ImportResult is the outcome of one record of an imported file.
 type ImportResult struct {

@@ -886,7 +886,7 @@ func PoolDetailPage(v PoolDetail) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 69, "</span></div><div class=\"grid\"><div class=\"panel\"><div class=\"spread\"><strong>Utilization</strong>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 69, "</span></div><div class=\"grid wide\"><div class=\"panel\"><div class=\"spread\"><strong>Utilization</strong>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -951,7 +951,7 @@ func PoolDetailPage(v PoolDetail) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "<table class=\"small\"><thead><tr><th></th><th class=\"num\">size</th><th class=\"num\">allocated</th><th class=\"num\">reserved</th><th class=\"num\">quarantined</th><th class=\"num\">free</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "<table class=\"small stats\"><thead><tr><th></th><th class=\"num\">size</th><th class=\"num\">allocated</th><th class=\"num\">reserved</th><th class=\"num\">quarantined</th><th class=\"num\">free</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -98,7 +98,7 @@ func poll(expr string) chromedp.Action[chromedp.Void] {
 func setInput(sel, value string) chromedp.Action[chromedp.Void] {
 	js, _ := json.Marshal(value)
 	q, _ := json.Marshal(sel)
-	return chromedp.Evaluate[chromedp.Void](`(() => { const e = document.querySelector(`+string(q)+`); e.value = `+string(js)+
+	return chromedp.Evaluate[chromedp.Void](`(() => { const e = document.querySelector(` + string(q) + `); e.value = ` + string(js) +
 		`; e.dispatchEvent(new Event("input", {bubbles: true})); return true })()`)
 }
 

@@ -1,0 +1,162 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+)
+
+// seedBelievableSite builds a small site for screenshots: pools with 30
+// days of allocation history, ExpectedMachines with reservations, ingested
+// hosts with DPUs in several binding states, and a force-deleted host whose
+// automatic loopback sits in quarantine.
+func seedBelievableSite(t *testing.T, site *consoleSite) {
+	t.Helper()
+	a := site.a
+	seedSite(t, a)
+	ctx := allocator.WithActor(context.Background(), "console:alice", "")
+
+	// 30 days of vlan-id and lo-ip history through an allocator whose clock
+	// walks forward one day at a time (the usage chart reads the audit log).
+	now := time.Now().UTC()
+	day := now.AddDate(0, 0, -29)
+	clocked := allocator.New(a.DB(), allocator.Options{Now: func() time.Time { return day }})
+	for d := 0; d < 30; d++ {
+		day = now.AddDate(0, 0, -29+d)
+		for i := 0; i < 1+d%3; i++ {
+			owner := allocator.Owner{Type: "tenant", ID: fmt.Sprintf("net-%02d-%d", d, i)}
+			if d%7 == 6 && i == 0 {
+				continue
+			}
+			if _, _, err := clocked.Allocate(ctx, "lo-ip", owner, ""); err != nil {
+				t.Fatalf("history allocate: %v", err)
+			}
+		}
+		if d%3 == 0 && d < 27 {
+			if _, _, err := clocked.Allocate(ctx, "vlan-id", allocator.Owner{Type: "network", ID: fmt.Sprintf("vpc-%d", d)}, ""); err != nil {
+				t.Fatalf("vlan allocate: %v", err)
+			}
+		}
+	}
+
+	str := func(s string) *string { return &s }
+	ems := []allocator.ExpectedMachineSpec{
+		{BmcMacAddress: "1a:1b:1c:1d:1e:1f", BmcUsername: "root", BmcPassword: str("never-shown"), ChassisSerialNumber: "SN-R7-U12",
+			Metadata: &allocator.Metadata{Name: "rack7-u12", Labels: []allocator.Label{{Key: "env", Value: "prod"}}},
+			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT2242X00001", LoopbackIP: str("10.180.62.200"), LoopbackIPv6: str("fd00:180:62:1::c8")}}},
+		{BmcMacAddress: "1a:1b:1c:1d:1e:20", BmcUsername: "root", ChassisSerialNumber: "SN-R7-U14",
+			Metadata: &allocator.Metadata{Name: "rack7-u14", Labels: []allocator.Label{{Key: "env", Value: "prod"}}},
+			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT2242X00002", LoopbackIP: str("10.180.62.201")}, {SerialNumber: "MT2242X00003"}}},
+		{BmcMacAddress: "2a:00:00:00:00:31", BmcUsername: "admin", ChassisSerialNumber: "SN-R8-U01",
+			Metadata:     &allocator.Metadata{Name: "rack8-u01"},
+			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT2242X00010", LoopbackIP: str("10.180.62.210")}}},
+		{BmcMacAddress: "2a:00:00:00:00:32", ChassisSerialNumber: "SN-R8-U03", Metadata: &allocator.Metadata{Name: "rack8-u03"},
+			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT2242X00020", LoopbackIP: str("10.180.62.220")}}},
+	}
+	for _, s := range ems {
+		if _, err := a.CreateExpectedMachine(ctx, s); err != nil {
+			t.Fatalf("create ExpectedMachine %s: %v", s.BmcMacAddress, err)
+		}
+	}
+	report := func(mac, chassis string, serials ...string) {
+		spec := allocator.ReportSpec{BmcMacAddress: mac, ChassisSerialNumber: chassis}
+		for _, s := range serials {
+			spec.DPUs = append(spec.DPUs, allocator.ReportDPU{SerialNumber: s})
+		}
+		if _, err := a.Report(ctx, spec); err != nil {
+			t.Fatalf("report %s: %v", mac, err)
+		}
+	}
+	report("1a:1b:1c:1d:1e:1f", "SN-R7-U12", "MT2242X00001")
+	report("1a:1b:1c:1d:1e:20", "SN-R7-U14", "MT2242X00002", "MT2242X00003")
+	report("2a:00:00:00:00:31", "SN-R8-U01", "MT2242X00010")
+	// rack8-u01's reservation is edited after ingestion: binding pending.
+	if _, err := a.PatchExpectedMachine(ctx, "2a:00:00:00:00:31",
+		[]byte(`{"expected_dpus":[{"serial_number":"MT2242X00010","loopback_ip":"10.180.62.211"}]}`), nil); err != nil {
+		t.Fatalf("patch: %v", err)
+	}
+	// MT2242X00020 is declared by rack8-u03 but shows up under another
+	// host: its binding is conflict until the ExpectedMachines are fixed.
+	report("3a:00:00:00:00:42", "SN-LAB-2", "MT2242X00098", "MT2242X00020")
+	// A host without an ExpectedMachine, force-deleted: its automatic
+	// loopbacks go to quarantine.
+	report("3a:00:00:00:00:41", "SN-LAB-1", "MT2242X00099")
+	if _, err := a.DeleteMachine(ctx, allocator.HostMachineID("3a:00:00:00:00:41"), true); err != nil {
+		t.Fatalf("force delete: %v", err)
+	}
+}
+
+// TestConsoleScreenshots writes docs/screenshots/*.png of the main pages
+// at 1280 px and a phone width. It runs only when IPLEDGER_SCREENSHOTS
+// names the output directory:
+//
+//	IPLEDGER_SCREENSHOTS=$PWD/docs/screenshots go test ./web -run TestConsoleScreenshots
+func TestConsoleScreenshots(t *testing.T) {
+	if os.Getenv("IPLEDGER_SCREENSHOTS") == "" {
+		t.Skip("set IPLEDGER_SCREENSHOTS=DIR to write the console screenshots")
+	}
+	site := newConsoleSite(t, dbtest.Open(t, models.SQLite))
+	seedBelievableSite(t, site)
+	base := site.srv.URL
+
+	shoot := func(w, h int, pages []struct{ name, path, ready string }) {
+		ctx := newBrowser(t, w, h)
+		run(t, ctx, "sign in",
+			chromedp.Navigate(base+"/login"),
+			chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleAdmin]),
+			chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
+			poll(`location.pathname === "/"`),
+		)
+		for _, p := range pages {
+			run(t, ctx, p.name, chromedp.Navigate(base+p.path), poll(p.ready))
+			screenshot(t, ctx, p.name, true)
+		}
+	}
+	shoot(1280, 860, []struct{ name, path, ready string }{
+		{"dashboard", "/", `document.querySelector(".bar") !== null`},
+		{"pools", "/pools", `document.querySelector("table") !== null`},
+		{"pool-detail", "/pools/lo-ip", `document.querySelector("svg.usage") !== null`},
+		{"expected-machines", "/expected-machines", `document.querySelector("#em-table") !== null`},
+		{"machines", "/machines", `document.querySelector("table") !== null`},
+		{"bindings", "/bindings", `document.querySelector(".badge.pending") !== null`},
+		{"audit-log", "/events", `document.querySelector("table") !== null`},
+		{"noc", "/noc", `document.querySelector("#board") !== null`},
+	})
+
+	// Inline error and force-delete dialog.
+	ctx := newBrowser(t, 1280, 860)
+	run(t, ctx, "sign in",
+		chromedp.Navigate(base+"/login"),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleAdmin]),
+		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
+		poll(`location.pathname === "/"`),
+	)
+	run(t, ctx, "edit with an auto_assign value",
+		chromedp.Navigate(base+"/expected-machines/new"),
+		chromedp.SendKeys(chromedp.CSS(`#f-mac`), "1a:1b:1c:1d:1e:99"),
+		chromedp.SendKeys(chromedp.CSS(`#f-name`), "rack9-u02"),
+		chromedp.SendKeys(chromedp.CSS(`.dpu-row input[name=dpu_serial]`), "MT2242X00001"),
+		setInput(`.dpu-row input[name=dpu_ip]`, "10.180.62.17"),
+		poll(`document.querySelector('.dpu-row .error[id$="-loopback_ip"]').innerText.includes("auto-assign")`),
+	)
+	screenshot(t, ctx, "expected-machine-form-inline-error", true)
+	run(t, ctx, "force delete dialog",
+		chromedp.Navigate(base+"/machines"),
+		chromedp.Click(chromedp.CSS(`a.button.danger`)),
+		poll(`document.querySelector("dialog[open]") !== null`),
+	)
+	screenshot(t, ctx, "force-delete-dialog", false)
+
+	shoot(390, 844, []struct{ name, path, ready string }{
+		{"phone-dashboard", "/", `document.querySelector(".bar") !== null`},
+		{"phone-bindings", "/bindings", `document.querySelector("table") !== null`},
+	})
+}
