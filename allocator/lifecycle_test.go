@@ -153,8 +153,10 @@ func (s *lcSite) wantLoopbacks(serial, v4, v6 string) {
 func (s *lcSite) heldBy(pool, owner string) string {
 	s.t.Helper()
 	var vals []string
-	s.db.Raw(`SELECT a.value FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = ? AND a.state = 'allocated' AND a.owner_type = 'machine' AND a.owner_id = ?`,
-		pool, owner).Scan(&vals)
+	if err := s.db.Raw(`SELECT a.value FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = ? AND a.state = 'allocated' AND a.owner_type = 'machine' AND a.owner_id = ?`,
+		pool, owner).Scan(&vals).Error; err != nil {
+		s.t.Fatal(err)
+	}
 	if len(vals) > 1 {
 		s.t.Fatalf("%s holds %d values in %s", owner, len(vals), pool)
 	}
@@ -167,7 +169,9 @@ func (s *lcSite) heldBy(pool, owner string) string {
 func (s *lcSite) allocationRow(pool, value string) *models.Allocation {
 	s.t.Helper()
 	var rows []models.Allocation
-	s.db.Raw(`SELECT a.* FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = ? AND a.value = ?`, pool, value).Scan(&rows)
+	if err := s.db.Raw(`SELECT a.* FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = ? AND a.value = ?`, pool, value).Scan(&rows).Error; err != nil {
+		s.t.Fatal(err)
+	}
 	if len(rows) == 0 {
 		return nil
 	}
@@ -556,6 +560,18 @@ func TestReportOrderIndependence(t *testing.T) {
 	serials := []string{"S1", "S2", "S3", "S4"}
 	results := map[string][2]string{}
 	for _, reversed := range []bool{false, true} {
+		// Distinct subtest names: a '#' that Go adds to repeated names would
+		// end up in the SQLite file path, where it starts a URI fragment.
+		name := "in-order"
+		if reversed {
+			name = "reversed"
+		}
+		t.Run(name, func(t *testing.T) { lcOrderRun(t, reversed, serials, results) })
+	}
+}
+
+func lcOrderRun(t *testing.T, reversed bool, serials []string, results map[string][2]string) {
+	{
 		dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 			s := newLC(t, db, lcOpts{})
 			s.em(macA, lcDpu{"S2", "10.0.0.150", ""}, lcDpu{"S4", "", "fd00:1::4"}, lcDpu{serial: "S1"}, lcDpu{serial: "S3"})
@@ -771,4 +787,108 @@ func TestListMachinesAndBindings(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestConcurrentReportsManyProcesses: reports racing through three
+// database handles (as three server processes sharing one database) for
+// one DPU, and for 30 distinct hosts, still allocate once per family and
+// never share a loopback. A force delete racing the reports leaves either
+// the machine with its values or its values quarantined, never both.
+func TestConcurrentReportsManyProcesses(t *testing.T) {
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			var u string
+			if d == models.Postgres {
+				u = dbtest.NewPostgresURL(t)
+			} else {
+				u = dbtest.NewSQLiteURL(t)
+			}
+			var sites []*lcSite
+			for i := 0; i < 3; i++ {
+				db := dbtest.OpenURL(t, u)
+				s := &lcSite{t: t, db: db, a: New(db, Options{}), ctx: WithActor(context.Background(), fmt.Sprintf("proc-%d", i), "")}
+				sites = append(sites, s)
+			}
+			s0 := sites[0]
+			s0.pool(PoolLoopbackV4, "ipv4", rng("10.0.0.1", "10.0.0.99", true), rng("10.0.0.100", "10.0.0.199", false))
+			s0.pool(PoolLoopbackV6, "ipv6", rng("fd00::1", "fd00::ff", true))
+			s0.em(macA, lcDpu{"S1", "10.0.0.150", ""})
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for i := 0; i < 30; i++ {
+				wg.Add(2)
+				go func(i int) {
+					defer wg.Done()
+					_, err := sites[i%3].a.Report(sites[i%3].ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{"S1"}}})
+					errs <- err
+				}(i)
+				go func(i int) {
+					defer wg.Done()
+					_, err := sites[i%3].a.Report(sites[i%3].ctx, ReportSpec{BmcMacAddress: fmt.Sprintf("0a:00:00:00:03:%02x", i),
+						DPUs: []ReportDPU{{fmt.Sprintf("P%02d", i)}}})
+					errs <- err
+				}(i)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatalf("report: %v", err)
+				}
+			}
+			s0.wantLoopbacks("S1", "10.0.0.150", s0.heldBy(PoolLoopbackV6, DPUMachineID("S1")))
+			var dup int64
+			for _, col := range []string{"loopback_ip", "loopback_ip_v6"} {
+				if err := s0.db.Raw(`SELECT COUNT(*) FROM (SELECT ` + col + ` FROM network_configs WHERE ` + col + ` IS NOT NULL GROUP BY ` + col + ` HAVING COUNT(*) > 1) x`).Scan(&dup).Error; err != nil {
+					t.Fatal(err)
+				}
+				if dup != 0 {
+					t.Fatalf("%d %s values shared by several DPUs", dup, col)
+				}
+			}
+			var complete int64
+			s0.db.Model(&models.NetworkConfig{}).Where("loopback_ip IS NOT NULL AND loopback_ip_v6 IS NOT NULL").Count(&complete)
+			if complete != 31 {
+				t.Fatalf("%d complete network configs; want 31", complete)
+			}
+			var n int64
+			s0.db.Model(&models.Allocation{}).Count(&n)
+			if n != 62 {
+				t.Fatalf("%d allocations; want 31 DPUs x 2 families", n)
+			}
+			// Force delete racing reports of the same host.
+			wg = sync.WaitGroup{}
+			errs = make(chan error, 16)
+			for i := 0; i < 6; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					s := sites[i%3]
+					var err error
+					if i == 3 {
+						_, err = s.a.DeleteMachine(s.ctx, HostMachineID(macA), true)
+					} else {
+						_, err = s.a.Report(s.ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{"S1"}}})
+					}
+					errs <- err
+				}(i)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatalf("race with force delete: %v", err)
+				}
+			}
+			v6 := s0.heldBy(PoolLoopbackV6, DPUMachineID("S1"))
+			var q int64
+			s0.db.Model(&models.Allocation{}).Where("state = ? AND former_owner_id = ?", models.StateQuarantined, DPUMachineID("S1")).Count(&q)
+			if (v6 == "") == (q == 0) {
+				t.Fatalf("after the race: S1 holds %q and has %d quarantined values", v6, q)
+			}
+			if v6 != "" {
+				s0.wantLoopbacks("S1", "10.0.0.150", v6)
+			}
+		})
+	}
 }
