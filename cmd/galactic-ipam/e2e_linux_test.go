@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,11 +49,14 @@ func requireNetns(t *testing.T) {
 	_ = exec.Command("ip", "netns", "del", probe).Run()
 }
 
+// netnsSeq keeps namespace names unique within one test process.
+var netnsSeq atomic.Int64
+
 // newNetns creates a named network namespace, deleted when the test ends,
 // and returns its name and path.
 func newNetns(t *testing.T, prefix string) (name, path string) {
 	t.Helper()
-	name = fmt.Sprintf("%s-%d", prefix, os.Getpid())
+	name = fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), netnsSeq.Add(1))
 	_ = exec.Command("ip", "netns", "del", name).Run() // a leftover of a killed run
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
