@@ -50,10 +50,10 @@ func seedBelievableSite(t *testing.T, site *consoleSite) {
 	str := func(s string) *string { return &s }
 	ems := []allocator.ExpectedMachineSpec{
 		{BmcMacAddress: "1a:1b:1c:1d:1e:1f", BmcUsername: "root", BmcPassword: str("never-shown"), ChassisSerialNumber: "SN-R7-U12",
-			Metadata: &allocator.Metadata{Name: "rack7-u12", Labels: []allocator.Label{{Key: "env", Value: "prod"}}},
+			Metadata:     &allocator.Metadata{Name: "rack7-u12", Labels: []allocator.Label{{Key: "env", Value: "prod"}}},
 			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT2242X00001", LoopbackIP: str("10.180.62.200"), LoopbackIPv6: str("fd00:180:62:1::c8")}}},
 		{BmcMacAddress: "1a:1b:1c:1d:1e:20", BmcUsername: "root", ChassisSerialNumber: "SN-R7-U14",
-			Metadata: &allocator.Metadata{Name: "rack7-u14", Labels: []allocator.Label{{Key: "env", Value: "prod"}}},
+			Metadata:     &allocator.Metadata{Name: "rack7-u14", Labels: []allocator.Label{{Key: "env", Value: "prod"}}},
 			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT2242X00002", LoopbackIP: str("10.180.62.201")}, {SerialNumber: "MT2242X00003"}}},
 		{BmcMacAddress: "2a:00:00:00:00:31", BmcUsername: "admin", ChassisSerialNumber: "SN-R8-U01",
 			Metadata:     &allocator.Metadata{Name: "rack8-u01"},
@@ -83,9 +83,11 @@ func seedBelievableSite(t *testing.T, site *consoleSite) {
 		[]byte(`{"expected_dpus":[{"serial_number":"MT2242X00010","loopback_ip":"10.180.62.211"}]}`), nil); err != nil {
 		t.Fatalf("patch: %v", err)
 	}
-	// MT2242X00020 is declared by rack8-u03 but shows up under another
-	// host: its binding is conflict until the ExpectedMachines are fixed.
-	report("3a:00:00:00:00:42", "SN-LAB-2", "MT2242X00098", "MT2242X00020")
+	// MT2242X00020 is declared by rack8-u03 but shows up under rack7-u14,
+	// whose ExpectedMachine does not list it: its binding is conflict
+	// until an operator fixes the ExpectedMachines.
+	report("1a:1b:1c:1d:1e:20", "SN-R7-U14", "MT2242X00002", "MT2242X00003", "MT2242X00020")
+	report("3a:00:00:00:00:42", "SN-LAB-2", "MT2242X00098")
 	// A host without an ExpectedMachine, force-deleted: its automatic
 	// loopbacks go to quarantine.
 	report("3a:00:00:00:00:41", "SN-LAB-1", "MT2242X00099")

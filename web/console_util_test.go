@@ -188,3 +188,16 @@ ranges = [{ start = "100", end = "110" }]
 		t.Fatalf("load pools: %v", err)
 	}
 }
+
+// noRedirect is a client that returns redirects instead of following them.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// newHTTPTest serves s until the test ends.
+func newHTTPTest(t *testing.T, s *web.Server) *httptest.Server {
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newServer serves s and returns its URL.
+func newServer(t *testing.T, s *web.Server) string { return newHTTPTest(t, s).URL }

@@ -1,0 +1,592 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/web"
+)
+
+// concrete fills a route pattern's parameters.
+func concrete(path string) string {
+	r := strings.NewReplacer(":name", "lo-ip", ":id", "no-such-id")
+	return r.Replace(path)
+}
+
+// TestConsoleRoutesNeedSession: every console route sends an anonymous
+// browser to /login (303), and an anonymous htmx request gets 401 with
+// HX-Redirect; nothing runs.
+func TestConsoleRoutesNeedSession(t *testing.T) {
+	site := newSQLiteSite(t)
+	seedSite(t, site.a)
+	s := web.New(web.Config{Allocator: site.a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	anon := site.anonymous()
+	for _, r := range s.ConsoleRoutes() {
+		p := concrete(r.Path)
+		req, _ := http.NewRequest(r.Method, site.srv.URL+p, nil)
+		res := anon.do(req)
+		res.Body.Close()
+		if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/login") {
+			t.Errorf("anonymous %s %s: status %d Location %q, want 303 to /login", r.Method, p, res.StatusCode, res.Header.Get("Location"))
+		}
+		req, _ = http.NewRequest(r.Method, site.srv.URL+p, nil)
+		req.Header.Set("HX-Request", "true")
+		res = anon.do(req)
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized || res.Header.Get("HX-Redirect") != "/login" {
+			t.Errorf("anonymous htmx %s %s: status %d HX-Redirect %q, want 401 /login", r.Method, p, res.StatusCode, res.Header.Get("HX-Redirect"))
+		}
+	}
+	pools, _ := site.a.ListPools(context.Background())
+	if len(pools) != 3 {
+		t.Fatalf("anonymous requests changed the pools: %d", len(pools))
+	}
+}
+
+// TestConsoleRolesAreEnforced walks the console route table: a role below
+// a route's least role gets 403 (with a valid CSRF token, so the role check
+// is what refuses), on both databases.
+func TestConsoleRolesAreEnforced(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedSite(t, site.a)
+		s := web.New(web.Config{Allocator: site.a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		for _, role := range []allocator.Role{allocator.RoleViewer, allocator.RoleOperator} {
+			b := site.login(role)
+			for _, r := range s.ConsoleRoutes() {
+				if role.Allows(r.Role) {
+					continue
+				}
+				p := concrete(r.Path)
+				res := b.htmx(r.Method, p, url.Values{"name": {"x"}, "first": {"10.0.0.1"}, "last": {"10.0.0.2"}})
+				body := readBody(t, res)
+				if res.StatusCode != http.StatusForbidden {
+					t.Errorf("%s %s %s: status %d, want 403\n%s", role, r.Method, p, res.StatusCode, clip(body))
+				}
+			}
+		}
+		pools, _ := site.a.ListPools(context.Background())
+		if len(pools) != 3 {
+			t.Fatalf("refused requests changed the pools: %d", len(pools))
+		}
+	})
+}
+
+// TestConsoleCSRF: a state-changing request with a session but without
+// the session's CSRF token (absent, wrong, or another session's) is 403
+// and changes nothing; the form field and the X-CSRF-Token header both
+// work.
+func TestConsoleCSRF(t *testing.T) {
+	site := newSQLiteSite(t)
+	seedSite(t, site.a)
+	admin := site.login(allocator.RoleAdmin)
+	other := site.login(allocator.RoleAdmin)
+	form := url.Values{"first": {"10.180.64.1"}, "last": {"10.180.64.9"}, "auto_assign": {"true"}}
+	for name, tok := range map[string]string{"absent": "", "wrong": "AAAA", "other session": other.csrf} {
+		f := url.Values{}
+		for k, v := range form {
+			f[k] = v
+		}
+		if tok != "" {
+			f.Set("csrf_token", tok)
+		}
+		expect(t, admin.post("/pools/lo-ip/ranges", f, false), http.StatusForbidden, "CSRF")
+		_ = name
+	}
+	p, _ := site.a.GetPool(context.Background(), "lo-ip")
+	if len(p.Ranges) != 2 {
+		t.Fatalf("refused CSRF requests added a range: %d ranges", len(p.Ranges))
+	}
+	// Logout is state-changing too.
+	expect(t, admin.post("/logout", nil, false), http.StatusForbidden)
+	// With the form field: accepted (303); with the header (htmx): accepted.
+	res := admin.post("/pools/lo-ip/ranges", form, true)
+	expect(t, res, http.StatusSeeOther)
+	res = admin.htmx(http.MethodPost, "/pools/lo-ip/ranges", url.Values{"first": {"10.180.65.1"}, "last": {"10.180.65.9"}})
+	expect(t, res, http.StatusOK)
+	if res.Header.Get("HX-Redirect") != "/pools/lo-ip" {
+		t.Fatalf("htmx add range: HX-Redirect %q", res.Header.Get("HX-Redirect"))
+	}
+	// The JSON API with a session cookie needs the token as well.
+	req, _ := http.NewRequest(http.MethodPost, site.srv.URL+"/api/v1/pools/lo-ip/ranges", strings.NewReader(`{"first":"10.180.66.1","last":"10.180.66.2"}`))
+	req.Header.Set("Content-Type", "application/json")
+	expect(t, admin.do(req), http.StatusForbidden)
+}
+
+// TestConsoleSession: login sets an HttpOnly, SameSite=Lax cookie (Secure
+// when configured); a bad token is 401; a tampered cookie or a deleted
+// token ends the session; post-login redirects stay on the site; logout
+// clears the cookie.
+func TestConsoleSession(t *testing.T) {
+	db := dbtest.Open(t, models.SQLite)
+	a := allocator.New(db, allocator.Options{})
+	tok, err := a.CreateToken(context.Background(), "alice", allocator.RoleOperator, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secure := range []bool{false, true} {
+		s := web.New(web.Config{Allocator: a, SecureCookies: secure, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		srv := newServer(t, s)
+		res, err := noRedirect.PostForm(srv+"/login", url.Values{"token": {tok}, "next": {"//evil.example/x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/" {
+			t.Fatalf("login: %d to %q, want 303 to / (never off-site)", res.StatusCode, res.Header.Get("Location"))
+		}
+		sc := res.Header.Get("Set-Cookie")
+		for _, want := range []string{"ipledger_session=", "HttpOnly", "SameSite=Lax"} {
+			if !strings.Contains(sc, want) {
+				t.Fatalf("session cookie %q lacks %s", sc, want)
+			}
+		}
+		if strings.Contains(sc, "Secure") != secure {
+			t.Fatalf("SecureCookies=%v but cookie is %q", secure, sc)
+		}
+		if strings.Contains(sc, tok) {
+			t.Fatalf("the session cookie carries the token itself")
+		}
+	}
+
+	site := &consoleSite{t: t, a: a, tokens: map[allocator.Role]string{allocator.RoleOperator: tok}}
+	site.srv = newHTTPTest(t, web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	expect(t, site.anonymous().post("/login", url.Values{"token": {"ipl_not-a-token-at-all"}}, false), http.StatusUnauthorized, "not known")
+	b := site.login(allocator.RoleOperator)
+	expect(t, b.get("/pools"), http.StatusOK, "console:alice", "operator")
+
+	// Tampered cookie: refused.
+	u, _ := url.Parse(site.srv.URL)
+	cks := b.c.Jar.Cookies(u)
+	var val string
+	for _, c := range cks {
+		if c.Name == web.SessionCookie {
+			val = c.Value
+		}
+	}
+	forged := site.anonymous()
+	forged.c.Jar.SetCookies(u, []*http.Cookie{{Name: web.SessionCookie, Value: strings.Replace(val, val[:4], "AAAA", 1), Path: "/"}})
+	expect(t, forged.get("/pools"), http.StatusSeeOther)
+
+	// The token is deleted: the session ends at once.
+	if err := db.Exec(`DELETE FROM api_tokens WHERE name = 'alice'`).Error; err != nil {
+		t.Fatal(err)
+	}
+	expect(t, b.get("/pools"), http.StatusSeeOther)
+
+	// Logout clears the cookie.
+	tok2, _ := a.CreateToken(context.Background(), "bob", allocator.RoleViewer, "")
+	site.tokens[allocator.RoleViewer] = tok2
+	v := site.login(allocator.RoleViewer)
+	res := v.post("/logout", nil, true)
+	expect(t, res, http.StatusSeeOther)
+	if !strings.Contains(res.Header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Fatalf("logout did not clear the cookie: %q", res.Header.Get("Set-Cookie"))
+	}
+	expect(t, v.get("/"), http.StatusSeeOther)
+}
+
+// TestConsolePages renders every page as admin and checks its key content,
+// on both databases.
+func TestConsolePages(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedBelievableSite(t, site)
+		b := site.login(allocator.RoleAdmin)
+		host := allocator.HostMachineID("1a:1b:1c:1d:1e:20")
+		em, err := site.a.GetExpectedMachine(context.Background(), "1a:1b:1c:1d:1e:1f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			path string
+			want []string
+		}{
+			{"/", []string{"Dashboard", "Pool utilization", `class="bar"`, "vlan-id", "is 90.0% used", "pending", "MT2242X00010", "conflict", "Recent audit events"}},
+			{"/pools", []string{"Resource pools", "lo-ip-v6", "Create a pool", `name="csrf_token"`}},
+			{"/pools/lo-ip", []string{"Pool lo-ip", "10.180.62.199", "explicit", "Add a range", `<svg class="usage"`, "In use, last 30 days", "unquarantine"}},
+			{"/pools/lo-ip?state=quarantined", []string{"quarantined", "was machine/"}},
+			{"/pools/lo-ip?owner_type=tenant&owner_id=net-00-0", []string{"10.180.62.1<", "tenant/net-00-0"}},
+			{"/expected-machines", []string{"Expected machines", "1a:1b:1c:1d:1e:1f", "rack7-u12", "10.180.62.200", "fd00:180:62:1::c8", "New ExpectedMachine", "(password set)"}},
+			{"/expected-machines?q=rack8", []string{"rack8-u01", "rack8-u03"}},
+			{"/expected-machines/new", []string{"New ExpectedMachine", `name="dpu_serial"`, "Add DPU", `hx-post="/expected-machines/validate"`}},
+			{"/expected-machines/" + em.ID + "/edit", []string{"ExpectedMachine 1a:1b:1c:1d:1e:1f", "MT2242X00001", "10.180.62.200", "A password is stored", "Delete ExpectedMachine"}},
+			{"/expected-machines/import", []string{"Import a NICo expected-machines file", `type="file"`, "<progress"}},
+			{"/machines", []string{"Machines", "MT2242X00001", "10.180.62.200", "Force delete", "Decommission"}},
+			{"/machines?state=ready", []string{"MT2242X00002"}},
+			{"/bindings", []string{"DPU bindings", "reserved", "pending", "conflict", "MT2242X00020"}},
+			{"/bindings?status=pending", []string{"MT2242X00010"}},
+			{"/events", []string{"Audit log", "allocation.create", "console:alice"}},
+			{"/events?action=machine.&object_type=machine", []string{"machine.force_delete"}},
+			{"/noc", []string{"site address pools", `hx-trigger="every 15s"`, "vlan-id", "90.0%"}},
+			{"/machines/" + host + "/impact?action=force-delete", []string{"Force delete", "return_to_reservation", "quarantine", "Type the machine id to confirm", host}},
+			{"/machines/" + host + "/impact?action=decommission", []string{"Decommission", "decommissioned", "release"}},
+		} {
+			body := expect(t, b.get(c.path), http.StatusOK, c.want...)
+			if strings.Contains(body, "never-shown") {
+				t.Fatalf("%s renders the BMC password", c.path)
+			}
+			checkFormsCarryCSRF(t, c.path, body)
+		}
+		// Fragments.
+		expect(t, b.htmx(http.MethodGet, "/expected-machines/dpu-row", nil), http.StatusOK, `class="dpu-row"`, `name="dpu_key"`)
+		res := b.htmx(http.MethodGet, "/machines/"+host+"/impact?action=force-delete", nil)
+		body := expect(t, res, http.StatusOK, "<dialog", "data-autoopen", "quarantine")
+		if strings.Contains(body, "<html") {
+			t.Fatal("the impact dialog fragment is a full page")
+		}
+		req, _ := http.NewRequest(http.MethodGet, site.srv.URL+"/pools/lo-ip?cursor=", nil)
+		req.Header.Set("HX-Request", "true")
+		req.Header.Set("HX-Target", "allocations")
+		body = expect(t, b.do(req), http.StatusOK, `id="allocations"`, "10.180.62.1<")
+		if strings.Contains(body, "<html") || strings.Contains(body, `svg class="usage"`) {
+			t.Fatal("the allocations fragment renders the whole page")
+		}
+		expect(t, b.get("/pools/nope"), http.StatusNotFound, "does not exist")
+		expect(t, b.get("/pools/lo-ip?state=bogus"), http.StatusUnprocessableEntity, "unknown state")
+		expect(t, b.get("/events?since=yesterday"), http.StatusUnprocessableEntity, "is not a date")
+		res = b.htmx(http.MethodGet, "/pools/nope", nil)
+		expect(t, res, http.StatusNotFound, "does not exist")
+		if res.Header.Get("HX-Retarget") != "#toast" {
+			t.Fatal("htmx errors go to the toast")
+		}
+	})
+}
+
+var formTag = regexp.MustCompile(`(?s)<form[^>]*>.*?</form>`)
+
+// checkFormsCarryCSRF: every POST form of a page carries the CSRF field.
+func checkFormsCarryCSRF(t *testing.T, path, body string) {
+	t.Helper()
+	for _, f := range formTag.FindAllString(body, -1) {
+		if strings.Contains(f, `method="post"`) && !strings.Contains(f, `name="csrf_token"`) {
+			t.Fatalf("%s: a POST form lacks the CSRF field:\n%s", path, clip(f))
+		}
+	}
+	if strings.Contains(body, "<body") && !strings.Contains(body, `hx-headers="{&#34;X-CSRF-Token&#34;`) && !strings.Contains(body, `class="noc"`) {
+		t.Fatalf("%s: <body> lacks hx-headers with the CSRF token", path)
+	}
+}
+
+// TestConsoleViewerSeesNoControls: a viewer's pages render no control it
+// may not use, and the NOC wallboard has no form at all.
+func TestConsoleViewerSeesNoControls(t *testing.T) {
+	site := newSQLiteSite(t)
+	seedBelievableSite(t, site)
+	v := site.login(allocator.RoleViewer)
+	for path, banned := range map[string][]string{
+		"/pools":             {"Create a pool", `action="/pools"`},
+		"/pools/lo-ip":       {"Add a range", "remove", "unquarantine"},
+		"/expected-machines": {"New ExpectedMachine", "Import NICo file", "/edit"},
+		"/machines":          {"Force delete", "Decommission", "/impact"},
+		"/noc":               {"<form", "csrf"},
+	} {
+		body := expect(t, v.get(path), http.StatusOK)
+		for _, b := range banned {
+			if strings.Contains(body, b) {
+				t.Errorf("viewer sees %q on %s", b, path)
+			}
+		}
+	}
+	o := site.login(allocator.RoleOperator)
+	body := expect(t, o.get("/machines"), http.StatusOK, "Decommission")
+	if strings.Contains(body, "Force delete") {
+		t.Error("operator sees Force delete (admin only)")
+	}
+	expect(t, o.get("/machines/"+allocator.HostMachineID("1a:1b:1c:1d:1e:1f")+"/impact?action=force-delete"), http.StatusForbidden)
+}
+
+// TestConsolePoolForms: create pool and add range, without JavaScript
+// (303) and with htmx (422/409 fragments with the message next to the
+// field), on both databases.
+func TestConsolePoolForms(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		b := site.login(allocator.RoleAdmin)
+		res := b.post("/pools", url.Values{"name": {"lo-ip"}, "type": {"ipv4"}, "first": {"10.180.62.1"}, "last": {"10.180.62.199"}, "auto_assign": {"true"}}, true)
+		expect(t, res, http.StatusSeeOther)
+		if res.Header.Get("Location") != "/pools/lo-ip" {
+			t.Fatalf("create pool redirects to %q", res.Header.Get("Location"))
+		}
+		expect(t, b.get("/pools/lo-ip"), http.StatusOK, "Pool lo-ip created.", "10.180.62.199")
+		// Flash is shown once.
+		body := expect(t, b.get("/pools/lo-ip"), http.StatusOK)
+		if strings.Contains(body, "Pool lo-ip created.") {
+			t.Fatal("flash shown twice")
+		}
+
+		res = b.htmx(http.MethodPost, "/pools", url.Values{"name": {"lo-ip-v6"}, "type": {"ipv6"}, "first": {"fd00::zz"}, "last": {"fd00::ff"}})
+		body = expect(t, res, http.StatusUnprocessableEntity, `id="create-pool"`, `data-field="ranges[0].first"`, "fd00::zz")
+		if strings.Contains(body, "<html") {
+			t.Fatal("422 fragment is a full page")
+		}
+		expect(t, b.htmx(http.MethodPost, "/pools", url.Values{"name": {"lo-ip"}, "type": {"ipv4"}, "first": {"10.0.0.1"}, "last": {"10.0.0.2"}}),
+			http.StatusConflict, `data-field="name"`, "already exists")
+		// Without JavaScript the refused form comes back as a page.
+		expect(t, b.post("/pools", url.Values{"name": {"bad name!"}, "type": {"ipv4"}, "first": {"10.0.0.1"}, "last": {"10.0.0.2"}}, true),
+			http.StatusUnprocessableEntity, "<html", `data-field="name"`)
+
+		expect(t, b.htmx(http.MethodPost, "/pools/lo-ip/ranges", url.Values{"first": {"10.180.62.100"}, "last": {"10.180.62.210"}}),
+			http.StatusConflict, `id="add-range"`, "overlaps")
+		expect(t, b.htmx(http.MethodPost, "/pools/lo-ip/ranges", url.Values{"first": {"10.180.62.250"}, "last": {"10.180.62.200"}}),
+			http.StatusUnprocessableEntity, `data-field="last"`, "reversed")
+		expect(t, b.post("/pools/lo-ip/ranges", url.Values{"first": {"10.180.62.200"}, "last": {"10.180.62.255"}}, true), http.StatusSeeOther)
+		p, err := site.a.GetPool(context.Background(), "lo-ip")
+		if err != nil || len(p.Ranges) != 2 || p.Ranges[1].AutoAssign {
+			t.Fatalf("after add range: %+v %v", p, err)
+		}
+		// Remove a range that holds a value: refused with a flash, kept.
+		if _, _, err := site.a.Allocate(context.Background(), "lo-ip", allocator.Owner{Type: "t", ID: "x"}, "10.180.62.201"); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, b.post("/pools/lo-ip/ranges/"+p.Ranges[1].ID+"/remove", nil, true), http.StatusSeeOther)
+		expect(t, b.get("/pools/lo-ip"), http.StatusOK, "still holds values", "10.180.62.201")
+	})
+}
+
+// TestConsoleAllocationsKeyset: 250 allocations page by 100 with a keyset
+// cursor; the filter is kept on the next page.
+func TestConsoleAllocationsKeyset(t *testing.T) {
+	site := newSQLiteSite(t)
+	seedSite(t, site.a)
+	ctx := context.Background()
+	for i := 0; i < 150; i++ {
+		if _, _, err := site.a.Allocate(ctx, "lo-ip-v6", allocator.Owner{Type: "endpoint", ID: fmt.Sprint(i)}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := site.login(allocator.RoleViewer)
+	body := expect(t, b.get("/pools/lo-ip-v6?owner_type=endpoint"), http.StatusOK, "fd00:180:62::1<", "fd00:180:62::64<", "Next page")
+	if strings.Contains(body, "fd00:180:62::65<") {
+		t.Fatal("first page holds more than 100 rows")
+	}
+	next := regexp.MustCompile(`href="(/pools/lo-ip-v6\?[^"]*cursor=[^"]+)"`).FindStringSubmatch(body)
+	if next == nil || !strings.Contains(next[1], "owner_type=endpoint") {
+		t.Fatalf("no next link keeping the filter: %v", next)
+	}
+	body = expect(t, b.get(strings.ReplaceAll(next[1], "&amp;", "&")), http.StatusOK, "fd00:180:62::65<", "fd00:180:62::96<", "First page")
+	if strings.Contains(body, "fd00:180:62::64<") || strings.Contains(body, "Next page") {
+		t.Fatal("second page repeats the first or claims a third")
+	}
+}
+
+// TestConsoleExpectedMachineForm: as-you-type validation answers the
+// allocator's messages out-of-band (422) and writes nothing; save without
+// JavaScript adds/removes DPU rows and redirects; a stale version is 412;
+// the password is write-only; on both databases.
+func TestConsoleExpectedMachineForm(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedSite(t, site.a)
+		b := site.login(allocator.RoleOperator)
+		form := func(kv ...string) url.Values {
+			v := url.Values{"mac": {"1A-1B-1C-1D-1E-1F"}, "username": {"root"}, "password": {"hunter2-secret"}, "chassis": {"SN-1"},
+				"name": {"rack7-u12"}, "labels": {"env=prod\nrow=7"}, "fallback": {""},
+				"dpu_key": {"k1", "k2"}, "dpu_serial": {"MT0001", "MT0002"}, "dpu_ip": {"10.180.62.10", ""}, "dpu_ip6": {"", "fd00:180:62:1::1"}}
+			for i := 0; i+1 < len(kv); i += 2 {
+				v.Set(kv[i], kv[i+1])
+			}
+			return v
+		}
+		res := b.htmx(http.MethodPost, "/expected-machines/validate", form())
+		body := expect(t, res, http.StatusUnprocessableEntity, `id="err-dpu-k1-loopback_ip" hx-swap-oob="true"`, "auto-assign range", `id="err-dpu-k2-loopback_ip_v6"`)
+		if !regexp.MustCompile(`id="err-bmc_mac_address" hx-swap-oob="true"[^>]*></div>`).MatchString(body) {
+			t.Fatalf("a valid field's error element is not emptied:\n%s", clip(body))
+		}
+		f := form()
+		f["dpu_ip"] = []string{"10.180.62.201", ""}
+		expect(t, b.htmx(http.MethodPost, "/expected-machines/validate", f), http.StatusOK)
+		if page, _ := site.a.ListExpectedMachines(context.Background(), allocator.ExpectedMachineFilter{}); len(page.Items) != 0 {
+			t.Fatal("validation wrote a record")
+		}
+
+		// No-JS add and remove of DPU rows: re-render, nothing saved.
+		body = expect(t, b.post("/expected-machines", withKV(f, "add_dpu", "1"), true), http.StatusOK, "MT0001", "MT0002")
+		if strings.Count(body, `name="dpu_serial"`) != 3 {
+			t.Fatalf("add_dpu: %d rows, want 3", strings.Count(body, `name="dpu_serial"`))
+		}
+		body = expect(t, b.post("/expected-machines", withKV(f, "remove_dpu", "k1"), true), http.StatusOK, "MT0002")
+		if strings.Contains(body, "MT0001") {
+			t.Fatal("remove_dpu kept the row")
+		}
+
+		// Save with a refused value: every problem beside its field.
+		body = expect(t, b.htmx(http.MethodPost, "/expected-machines", form()), http.StatusUnprocessableEntity, `id="em-form"`, `id="err-dpu-k1-loopback_ip"`, "auto-assign range")
+		if strings.Contains(body, "hunter2-secret") {
+			t.Fatal("the refused form renders the password back")
+		}
+		res = b.post("/expected-machines", f, true)
+		expect(t, res, http.StatusSeeOther)
+		em, err := site.a.GetExpectedMachine(context.Background(), "1a:1b:1c:1d:1e:1f")
+		if err != nil || len(em.ExpectedDpus) != 2 || *em.ExpectedDpus[0].LoopbackIP != "10.180.62.201" || !em.BmcPasswordSet || len(em.Metadata.Labels) != 2 {
+			t.Fatalf("saved record: %+v %v", em, err)
+		}
+		edit := expect(t, b.get("/expected-machines/"+em.ID+"/edit"), http.StatusOK, "10.180.62.201", "A password is stored")
+		if strings.Contains(edit, "hunter2-secret") {
+			t.Fatal("the edit form renders the password")
+		}
+		// Edit with an empty password keeps it; a stale version is 412.
+		g := withKV(f, "password", "", "id", em.ID, "version", fmt.Sprint(em.Version), "name", "rack7-u12b")
+		expect(t, b.post("/expected-machines/"+em.ID, g, true), http.StatusSeeOther)
+		em2, _ := site.a.GetExpectedMachine(context.Background(), em.ID)
+		if !em2.BmcPasswordSet || em2.Metadata.Name != "rack7-u12b" {
+			t.Fatalf("after edit: %+v", em2)
+		}
+		expect(t, b.htmx(http.MethodPost, "/expected-machines/"+em.ID, g), http.StatusPreconditionFailed, "changed since it was read")
+		// Another record may not take MT0001's value: 409 beside the field.
+		h := withKV(f, "mac", "2a:00:00:00:00:01", "dpu_serial", "MT0009")
+		h["dpu_key"], h["dpu_serial"], h["dpu_ip"], h["dpu_ip6"] = []string{"z"}, []string{"MT0009"}, []string{"10.180.62.201"}, []string{""}
+		expect(t, b.htmx(http.MethodPost, "/expected-machines", h), http.StatusConflict, `id="err-dpu-z-loopback_ip"`, "MT0001")
+		// Delete with the current version.
+		expect(t, b.post("/expected-machines/"+em.ID+"/delete", url.Values{"version": {fmt.Sprint(em2.Version)}}, true), http.StatusSeeOther)
+		if _, err := site.a.GetExpectedMachine(context.Background(), em.ID); err == nil {
+			t.Fatal("not deleted")
+		}
+	})
+}
+
+func withKV(v url.Values, kv ...string) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out.Set(kv[i], kv[i+1])
+	}
+	return out
+}
+
+// TestConsoleImport: merge gives a result per record (one bad record does
+// not stop the others); replace-all is atomic and a bad file changes
+// nothing.
+func TestConsoleImport(t *testing.T) {
+	site := newSQLiteSite(t)
+	seedSite(t, site.a)
+	b := site.login(allocator.RoleOperator)
+	upload := func(mode, content string) *http.Response {
+		var buf bytes.Buffer
+		w := multipart.NewWriter(&buf)
+		_ = w.WriteField("csrf_token", b.csrf)
+		_ = w.WriteField("mode", mode)
+		fw, _ := w.CreateFormFile("file", "expected-machines.json")
+		_, _ = fw.Write([]byte(content))
+		w.Close()
+		req, _ := http.NewRequest(http.MethodPost, site.srv.URL+"/expected-machines/import", &buf)
+		req.Header.Set("Content-Type", w.FormDataContentType())
+		return b.do(req)
+	}
+	file := `{"expected_machines":[
+	  {"bmc_mac_address":"1a:1b:1c:1d:1e:1f","bmc_username":"root","bmc_password":"pw-in-file","chassis_serial_number":"SN-1",
+	   "expected_dpus":[{"serial_number":"MT0001","loopback_ip":"10.180.62.200"}]},
+	  {"bmc_mac_address":"1a:1b:1c:1d:1e:20","chassis_serial_number":"SN-2",
+	   "expected_dpus":[{"serial_number":"MT0002","loopback_ip":"10.180.62.5"}]},
+	  {"bmc_mac_address":"1a:1b:1c:1d:1e:21","chassis_serial_number":"SN-3"}]}`
+	body := expect(t, upload("merge", file), http.StatusOK, "2 created, 0 updated, 1 failed of 3 records", "expected_machines[1].expected_dpus[0].loopback_ip")
+	if strings.Contains(body, "pw-in-file") {
+		t.Fatal("import renders a password")
+	}
+	body = expect(t, upload("merge", file), http.StatusOK, "0 created, 2 updated, 1 failed")
+	_ = body
+	// Replace-all with the bad record: nothing changes.
+	expect(t, upload("replace", file), http.StatusUnprocessableEntity, "Nothing was changed", "expected_machines[1]")
+	page, _ := site.a.ListExpectedMachines(context.Background(), allocator.ExpectedMachineFilter{})
+	if len(page.Items) != 2 {
+		t.Fatalf("after refused replace-all: %d records, want 2", len(page.Items))
+	}
+	expect(t, upload("replace", `{"expected_machines":[{"bmc_mac_address":"1a:1b:1c:1d:1e:1f"}]}`), http.StatusOK, "1 updated")
+	page, _ = site.a.ListExpectedMachines(context.Background(), allocator.ExpectedMachineFilter{})
+	if len(page.Items) != 1 {
+		t.Fatalf("after replace-all: %d records, want 1", len(page.Items))
+	}
+	expect(t, upload("merge", `not json`), http.StatusBadRequest, "not valid JSON")
+}
+
+// TestConsoleMachineLifecycle: decommission, delete and force delete go
+// through their confirmation; a force delete with a wrong machine id is
+// refused beside the field and deletes nothing; on both databases.
+func TestConsoleMachineLifecycle(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedBelievableSite(t, site)
+		ctx := context.Background()
+		admin := site.login(allocator.RoleAdmin)
+		op := site.login(allocator.RoleOperator)
+		host := allocator.HostMachineID("1a:1b:1c:1d:1e:20")
+
+		// Delete before decommission: 409 in the dialog.
+		expect(t, op.htmx(http.MethodPost, "/machines/"+host+"/delete", url.Values{}), http.StatusConflict, `id="impact-form"`, "decommission")
+		// Force delete: wrong id refused, nothing deleted.
+		expect(t, admin.htmx(http.MethodPost, "/machines/"+host+"/force-delete", url.Values{"confirm_id": {host[:10]}}),
+			http.StatusUnprocessableEntity, `data-field="confirm_id"`, "type the machine id exactly")
+		expect(t, admin.post("/machines/"+host+"/force-delete", url.Values{}, true), http.StatusUnprocessableEntity, "<html", "type the machine id")
+		if _, err := site.a.GetMachine(ctx, host); err != nil {
+			t.Fatalf("refused force delete deleted the host: %v", err)
+		}
+		// Operator may not force delete.
+		expect(t, op.post("/machines/"+host+"/force-delete", url.Values{"confirm_id": {host}}, true), http.StatusForbidden)
+
+		// Decommission then delete (operator).
+		other := allocator.HostMachineID("1a:1b:1c:1d:1e:1f")
+		expect(t, op.post("/machines/"+other+"/decommission", nil, true), http.StatusSeeOther)
+		m, _ := site.a.GetMachine(ctx, other)
+		if m.State != allocator.StateDecommissioned {
+			t.Fatalf("state %s after decommission", m.State)
+		}
+		expect(t, op.get("/machines/"+other+"/impact?action=delete"), http.StatusOK, "return_to_reservation", "10.180.62.200")
+		expect(t, op.post("/machines/"+other+"/delete", nil, true), http.StatusSeeOther)
+		if _, err := site.a.GetMachine(ctx, other); err == nil {
+			t.Fatal("delete kept the machine")
+		}
+
+		// Force delete with the id typed: the automatic value is quarantined.
+		res := admin.htmx(http.MethodPost, "/machines/"+host+"/force-delete", url.Values{"confirm_id": {host}})
+		expect(t, res, http.StatusOK)
+		if res.Header.Get("HX-Redirect") != "/machines" {
+			t.Fatalf("force delete: HX-Redirect %q", res.Header.Get("HX-Redirect"))
+		}
+		page, _ := site.a.ListAllocations(ctx, "lo-ip", allocator.AllocationFilter{State: "quarantined"})
+		found := false
+		for _, al := range page.Items {
+			if al.FormerOwnerID != nil && *al.FormerOwnerID == allocator.DPUMachineID("MT2242X00003") {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("MT2242X00003's automatic loopback is not quarantined: %+v", page.Items)
+		}
+		expect(t, admin.get("/machines"), http.StatusOK, "force-deleted")
+	})
+}
+
+// TestConsoleStatic: static files are public, with the right types.
+func TestConsoleStatic(t *testing.T) {
+	site := newSQLiteSite(t)
+	anon := site.anonymous()
+	for path, ct := range map[string]string{"/static/app.css": "text/css", "/static/app.js": "javascript", "/static/htmx.min.js": "javascript"} {
+		res := anon.get(path)
+		body := readBody(t, res)
+		if res.StatusCode != http.StatusOK || !strings.Contains(res.Header.Get("Content-Type"), ct) || len(body) < 100 {
+			t.Errorf("%s: %d %q (%d bytes)", path, res.StatusCode, res.Header.Get("Content-Type"), len(body))
+		}
+	}
+	expect(t, anon.get("/login"), http.StatusOK, `name="token"`)
+	res := anon.get("/login")
+	res.Body.Close()
+	if !strings.Contains(res.Header.Get("Content-Security-Policy"), "script-src 'self'") || res.Header.Get("X-Frame-Options") != "DENY" {
+		t.Fatalf("login page lacks security headers: %v", res.Header)
+	}
+}
