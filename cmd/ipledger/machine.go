@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -320,6 +321,7 @@ func confirm(in io.Reader, out io.Writer, machineID string, force bool) error {
 	}
 	line, err := bufio.NewReader(in).ReadString('\n')
 	if err != nil && line == "" {
+		fmt.Fprintln(out)
 		return fmt.Errorf("not confirmed (no answer on stdin; use --yes to skip the question)")
 	}
 	line = strings.TrimSpace(line)
@@ -369,6 +371,7 @@ func newBindingCmd(cf *clientFlags) *cobra.Command {
 				b, _ := json.Marshal(map[string]any{"items": all})
 				return printJSON(b)
 			}
+			sort.SliceStable(all, func(i, j int) bool { return all[i].SerialNumber < all[j].SerialNumber })
 			var rows [][]string
 			for _, b := range all {
 				rows = append(rows, []string{b.SerialNumber, b.MachineID, orDash(b.LoopbackIP), orDash(b.ReservedIP), b.StatusV4,
