@@ -1,0 +1,166 @@
+package allocator
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+)
+
+// TestConsoleSessionKeyIsSharedAndCreatedOnce: ten processes (allocators)
+// starting at once on one database all get the same 32-byte key.
+func TestConsoleSessionKeyIsSharedAndCreatedOnce(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		keys := make([][]byte, 10)
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				k, err := New(db, Options{}).SessionKey(context.Background())
+				if err != nil {
+					t.Errorf("SessionKey: %v", err)
+				}
+				keys[i] = k
+			}(i)
+		}
+		wg.Wait()
+		for i, k := range keys {
+			if len(k) != 32 || !bytes.Equal(k, keys[0]) {
+				t.Fatalf("key %d = %x, want the shared 32-byte key %x", i, k, keys[0])
+			}
+		}
+		var n int64
+		db.Model(&models.Setting{}).Where("key = ?", sessionKeySetting).Count(&n)
+		if n != 1 {
+			t.Fatalf("%d key rows, want 1", n)
+		}
+		var ev int64
+		db.Model(&models.AuditEvent{}).Where("after_json LIKE ? OR before_json LIKE ?",
+			"%"+hex.EncodeToString(keys[0])+"%", "%"+hex.EncodeToString(keys[0])+"%").Count(&ev)
+		if ev != 0 {
+			t.Fatal("the session key leaked into the audit log")
+		}
+	})
+}
+
+// TestConsoleTokenByID: a token is found by id with its current role; a
+// deleted one is 401.
+func TestConsoleTokenByID(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		a := New(db, Options{})
+		ctx := context.Background()
+		v, err := a.CreateToken(ctx, "alice", RoleOperator, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := a.Authenticate(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.TokenByID(ctx, tok.ID)
+		if err != nil || got.Name != "alice" || got.Role != RoleOperator {
+			t.Fatalf("TokenByID = %+v, %v", got, err)
+		}
+		db.Model(&models.APIToken{}).Where("id = ?", tok.ID).Update("role", string(RoleViewer))
+		if got, _ := a.TokenByID(ctx, tok.ID); got.Role != RoleViewer {
+			t.Fatalf("role change not seen: %+v", got)
+		}
+		db.Exec(`DELETE FROM api_tokens WHERE id = ?`, tok.ID)
+		if _, err := a.TokenByID(ctx, tok.ID); err == nil {
+			t.Fatal("deleted token still found")
+		} else if e, ok := AsError(err); !ok || e.Code != CodeUnauthorized {
+			t.Fatalf("deleted token: %v, want 401 unauthorized", err)
+		}
+	})
+}
+
+// TestConsolePoolUsage replays a known history: the counts per UTC day
+// match what was allocated, released, quarantined and unquarantined that
+// day, for this pool only.
+func TestConsolePoolUsage(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		clock := &fndClock{t: start}
+		a := New(db, Options{Now: clock.Now})
+		ctx := context.Background()
+		auto := true
+		for _, name := range []string{"p", "p2"} {
+			if _, err := a.CreatePool(ctx, PoolSpec{Name: name, Type: "integer",
+				Ranges: []RangeSpec{{First: "1", Last: "100", AutoAssign: &auto}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		own := func(i int) Owner { return Owner{Type: "t", ID: itoa(int64(i))} }
+		// Day 0: +3. Day 1: +2, −1. Day 2: quarantine one (no change in
+		// use). Day 3: unquarantine it (−1). Pool p2 moves too (ignored).
+		for i := 0; i < 3; i++ {
+			if _, _, err := a.Allocate(ctx, "p", own(i), ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := a.Allocate(ctx, "p2", own(i), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(24 * time.Hour)
+		for i := 3; i < 5; i++ {
+			if _, _, err := a.Allocate(ctx, "p", own(i), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Release(ctx, "p", "1", own(0)); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(24 * time.Hour)
+		err := a.write(ctx, func(tx *tx) error {
+			p, err := tx.lockPool("p")
+			if err != nil {
+				return err
+			}
+			var row models.Allocation
+			if err := tx.Where("pool_id = ? AND value = ?", p.ID, "2").Take(&row).Error; err != nil {
+				return err
+			}
+			return tx.quarantine(p, &row, "test")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(24 * time.Hour)
+		if err := a.Unquarantine(ctx, "p", "2"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(24 * time.Hour) // today: day 4, nothing happens
+
+		pts, err := a.PoolUsage(ctx, "p", 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []struct{ alloc, quar int64 }{{0, 0}, {3, 0}, {4, 0}, {3, 1}, {3, 0}, {3, 0}}
+		if len(pts) != len(want) {
+			t.Fatalf("%d points, want %d", len(pts), len(want))
+		}
+		for i, w := range want {
+			if pts[i].Allocated != w.alloc || pts[i].Quarantined != w.quar {
+				t.Errorf("day %d (%s): allocated %d quarantined %d, want %d %d", i, pts[i].Day.Format("Jan 2"),
+					pts[i].Allocated, pts[i].Quarantined, w.alloc, w.quar)
+			}
+		}
+		if !pts[5].Day.Equal(time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC)) {
+			t.Fatalf("last day %s, want today 2026-03-05", pts[5].Day)
+		}
+		if _, err := a.PoolUsage(ctx, "nope", 30); err == nil {
+			t.Fatal("unknown pool accepted")
+		}
+		if _, err := a.PoolUsage(ctx, "p", 0); err == nil {
+			t.Fatal("days=0 accepted")
+		}
+	})
+}
