@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -171,4 +172,63 @@ func TestMachineCLI(t *testing.T) {
 	if _, err := a.GetMachine(ctx, "SN3"); err == nil {
 		t.Fatal("SN3 still there")
 	}
+}
+
+// TestReconcileHook: the startup hook completes DPUs at once and, while
+// the server runs, completes a conflict soon after an operator resolves it.
+func TestReconcileHook(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		a := allocator.New(db, allocator.Options{})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "lo-ip", Type: "ipv4", Ranges: []allocator.RangeSpec{
+			{First: "10.2.0.1", Last: "10.2.0.9"}, {First: "10.2.0.100", Last: "10.2.0.109", AutoAssign: new(bool)}}}); err != nil {
+			t.Fatal(err)
+		}
+		v := "10.2.0.100"
+		if _, err := a.CreateExpectedMachine(ctx, allocator.ExpectedMachineSpec{BmcMacAddress: "0a:00:00:00:07:01",
+			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "RX1", LoopbackIP: &v}}}); err != nil {
+			t.Fatal(err)
+		}
+		// RX1 turns up in another ExpectedMachine's host: conflict.
+		if _, err := a.CreateExpectedMachine(ctx, allocator.ExpectedMachineSpec{BmcMacAddress: "0a:00:00:00:07:02",
+			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "RX2"}}}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Report(ctx, allocator.ReportSpec{BmcMacAddress: "0a:00:00:00:07:02", DPUs: []allocator.ReportDPU{{SerialNumber: "RX1"}}})
+		if err != nil || len(res.Incomplete) != 1 {
+			t.Fatalf("report = %+v, %v", res, err)
+		}
+		t.Setenv("IPLEDGER_RECONCILE_INTERVAL", "nonsense")
+		if err := reconcileAtStartup(ctx, a, log); err == nil {
+			t.Fatal("a malformed interval is accepted")
+		}
+		t.Setenv("IPLEDGER_RECONCILE_INTERVAL", "50ms")
+		if err := reconcileAtStartup(ctx, a, log); err != nil {
+			t.Fatal(err)
+		}
+		// The operator fixes the ExpectedMachines: RX1 belongs to the host it is in.
+		if err := a.DeleteExpectedMachine(ctx, "0a:00:00:00:07:01", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.PatchExpectedMachine(ctx, "0a:00:00:00:07:02",
+			[]byte(`{"expected_dpus":[{"serial_number":"RX2"},{"serial_number":"RX1","loopback_ip":"10.2.0.100"}]}`), nil); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, err := a.GetBinding(ctx, "RX1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.StatusV4 == allocator.BindingReserved && machTestDeref(b.LoopbackIP) == "10.2.0.100" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("conflict not completed by the periodic reconciliation: %+v", b)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 }
