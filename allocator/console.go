@@ -118,21 +118,18 @@ func (a *Allocator) PoolUsage(ctx context.Context, pool string, days int) ([]Usa
 	now := a.now().UTC()
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	since := today.AddDate(0, 0, -(days - 1))
-	dayExpr := "substr(at, 1, 10)"
-	if a.dialect == models.Postgres {
-		dayExpr = "to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
-	}
 	type row struct {
 		Day    string
 		Action string
 		N      int64
 	}
 	var rows []row
-	prefix := pool + "/"
+	// pool_usage_days is the per-day roll-up of the pool's allocation audit
+	// events, kept by a trigger in the same transaction (migration 6): at
+	// most days × actions rows, whatever the number of events.
 	err = a.read(ctx, func(db *gorm.DB) error {
-		return db.Raw(`SELECT `+dayExpr+` AS day, action, COUNT(*) AS n FROM audit_events
-			WHERE at >= ? AND object_type = 'allocation' AND substr(object_id, 1, ?) = ?
-			GROUP BY `+dayExpr+`, action`, since, len(prefix), prefix).Scan(&rows).Error
+		return db.Raw(`SELECT day, action, n FROM pool_usage_days WHERE pool = ? AND day >= ?`,
+			pool, since.Format("2006-01-02")).Scan(&rows).Error
 	})
 	if err != nil {
 		return nil, err

@@ -32,6 +32,9 @@ var Migrations = []Migration{
 	// console): SQLite's twin of the PostgreSQL trigger that also checks
 	// UPDATEs, so that an allocation can never be moved outside every range.
 	{Version: 5, Name: "sqlite: allocations stay in a range on update", SQLite: schemaV5SQLite},
+	// Version 6 (migration_v6.go): per-range allocation counts, a partial
+	// index of quarantines and per-day usage, so pool pages cost O(1).
+	{Version: 6, Name: "range counts, quarantine index, pool usage days", SQL: schemaV6, Postgres: schemaV6Postgres, SQLite: schemaV6SQLite},
 }
 
 const schemaV5SQLite = `
