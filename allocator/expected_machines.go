@@ -568,7 +568,13 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 	if len(*ps) > 0 {
 		return nil
 	}
-	// Pass 3: collisions with stored state (409), field order.
+	// Pass 3: collisions with stored state (409), field order. The
+	// allocations and quarantines of every requested value are read at
+	// once (a replace-all of thousands of records stays a few queries).
+	held, err := t.heldValues(lp, recs)
+	if err != nil {
+		return err
+	}
 	for _, r := range recs {
 		if !all && r.mac != "" {
 			var other models.ExpectedMachine
@@ -587,7 +593,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 			if d.kept {
 				continue
 			}
-			if err := t.checkDpuCollisions(r, d, lp, replaced, all, ps); err != nil {
+			if err := t.checkDpuCollisions(d, lp, held, replaced, all, ps); err != nil {
 				return err
 			}
 		}
@@ -619,7 +625,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 // conflict); value declared by another ExpectedDpu, allocated to an owner
 // other than this serial's DPU, or quarantined for another machine (409
 // not_available).
-func (t *tx) checkDpuCollisions(r *emRecord, d emDpu, lp *loopbackPools, replaced map[string]bool, all bool, ps *problems) error {
+func (t *tx) checkDpuCollisions(d emDpu, lp *loopbackPools, held map[string]*models.Allocation, replaced map[string]bool, all bool, ps *problems) error {
 	other := func(col, val string) (*models.ExpectedDpu, error) {
 		if all {
 			return nil, nil
@@ -663,13 +669,9 @@ func (t *tx) checkDpuCollisions(r *emRecord, d emDpu, lp *loopbackPools, replace
 			ps.add(Errf(CodeNotAvailable, fam.field, "%s is declared for DPU %s of ExpectedMachine %s", fam.a, o.SerialNumber, t.emLabel(o.ExpectedMachineID)))
 			continue
 		}
-		var al models.Allocation
-		err = t.Where("pool_id = ? AND value_key = ?", fam.p.ID, k).Take(&al).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
+		al := held[heldKey(fam.p.ID, k)]
+		if al == nil {
 			continue
-		}
-		if err != nil {
-			return err
 		}
 		if al.State == models.StateQuarantined {
 			if t.a.hold > 0 && al.QuarantinedAt != nil && !al.QuarantinedAt.After(t.now.Add(-t.a.hold)) {
@@ -685,6 +687,41 @@ func (t *tx) checkDpuCollisions(r *emRecord, d emDpu, lp *loopbackPools, replace
 		}
 	}
 	return nil
+}
+
+func heldKey(poolID int64, key string) string { return fmt.Sprintf("%d/%s", poolID, key) }
+
+// heldValues reads the allocation rows (allocated or quarantined) of the
+// values the records reserve, keyed by heldKey.
+func (t *tx) heldValues(lp *loopbackPools, recs []*emRecord) (map[string]*models.Allocation, error) {
+	out := map[string]*models.Allocation{}
+	keys := map[int64][]string{}
+	for _, r := range recs {
+		for _, d := range r.dpus {
+			if d.kept {
+				continue
+			}
+			if d.v4.IsValid() && lp.v4 != nil {
+				keys[lp.v4.ID] = append(keys[lp.v4.ID], fromAddr(d.v4).key())
+			}
+			if d.v6.IsValid() && lp.v6 != nil {
+				keys[lp.v6.ID] = append(keys[lp.v6.ID], fromAddr(d.v6).key())
+			}
+		}
+	}
+	for pid, ks := range keys {
+		for start := 0; start < len(ks); start += 500 {
+			end := min(start+500, len(ks))
+			var rows []models.Allocation
+			if err := t.Where("pool_id = ? AND value_key IN ?", pid, ks[start:end]).Find(&rows).Error; err != nil {
+				return nil, err
+			}
+			for i := range rows {
+				out[heldKey(pid, rows[i].ValueKey)] = &rows[i]
+			}
+		}
+	}
+	return out, nil
 }
 
 // emLabel names a stored ExpectedMachine for messages: "ID (MAC)".
@@ -779,8 +816,12 @@ func expectedMachinesOut(db *gorm.DB, rows []models.ExpectedMachine) ([]Expected
 		ids[i] = rows[i].ID
 	}
 	var dpus []models.ExpectedDpu
-	if err := db.Where("expected_machine_id IN ?", ids).Order("expected_machine_id, position").Find(&dpus).Error; err != nil {
-		return nil, err
+	for start := 0; start < len(ids); start += 500 {
+		var chunk []models.ExpectedDpu
+		if err := db.Where("expected_machine_id IN ?", ids[start:min(start+500, len(ids))]).Order("expected_machine_id, position").Find(&chunk).Error; err != nil {
+			return nil, err
+		}
+		dpus = append(dpus, chunk...)
 	}
 	by := map[string][]ExpectedDpu{}
 	for _, d := range dpus {
@@ -947,6 +988,7 @@ func (t *tx) prepareEM() error {
 // violation (a racing writer on a database without the loopback pools to
 // lock) to 409 with the field.
 func (t *tx) writeDpus(id string, r *emRecord) error {
+	rows := make([]models.ExpectedDpu, 0, len(r.dpus))
 	for i, d := range r.dpus {
 		row := models.ExpectedDpu{ExpectedMachineID: id, Position: i, SerialNumber: d.serial}
 		if d.v4.IsValid() {
@@ -955,8 +997,27 @@ func (t *tx) writeDpus(id string, r *emRecord) error {
 		if d.v6.IsValid() {
 			row.LoopbackIPv6, row.LoopbackIPv6Key = strp(d.v6.String()), strp(fromAddr(d.v6).key())
 		}
-		if err := t.Create(&row).Error; err != nil {
-			return emConstraintError(err, d.field, r.f("bmc_mac_address"))
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	if len(rows) == 1 || r.prefix != "" {
+		// One statement per record. A violation here means a writer raced
+		// this one without a pool lock to queue on; with several rows the
+		// field names the record's list.
+		if err := t.Create(&rows).Error; err != nil {
+			field := r.f("expected_dpus")
+			if len(rows) == 1 {
+				field = r.dpus[0].field
+			}
+			return emConstraintError(err, field, r.f("bmc_mac_address"))
+		}
+		return nil
+	}
+	for i := range rows {
+		if err := t.Create(&rows[i]).Error; err != nil {
+			return emConstraintError(err, r.dpus[i].field, r.f("bmc_mac_address"))
 		}
 	}
 	return nil
@@ -1005,6 +1066,22 @@ func (r *emRecord) rowValues() map[string]any {
 	}
 }
 
+// dpuList is the record's DPUs as the API shows them.
+func (r *emRecord) dpuList() []ExpectedDpu {
+	out := make([]ExpectedDpu, 0, len(r.dpus))
+	for _, d := range r.dpus {
+		ed := ExpectedDpu{SerialNumber: d.serial}
+		if d.v4.IsValid() {
+			ed.LoopbackIP = strp(d.v4.String())
+		}
+		if d.v6.IsValid() {
+			ed.LoopbackIPv6 = strp(d.v6.String())
+		}
+		out = append(out, ed)
+	}
+	return out
+}
+
 // insertEM stores a new ExpectedMachine from a validated record.
 func (t *tx) insertEM(r *emRecord, id string) (*ExpectedMachine, error) {
 	row := models.ExpectedMachine{ID: id, BmcMacAddress: r.mac, BmcUsername: r.username, ChassisSerialNumber: r.chassis,
@@ -1019,10 +1096,8 @@ func (t *tx) insertEM(r *emRecord, id string) (*ExpectedMachine, error) {
 	if err := t.writeDpus(id, r); err != nil {
 		return nil, err
 	}
-	out, err := expectedMachineOut(t.DB, &row)
-	if err != nil {
-		return nil, err
-	}
+	out := &ExpectedMachine{ID: id, Version: 1, BmcMacAddress: r.mac, BmcUsername: r.username, BmcPasswordSet: row.BmcPassword != "",
+		ChassisSerialNumber: r.chassis, FallbackDpuSerialNumbers: r.fallback, Metadata: r.meta, SkuID: r.sku, ExpectedDpus: r.dpuList()}
 	return out, t.audit("expected_machine.create", "expected_machine", id, nil, emAudit{ExpectedMachine: *out, BmcPasswordChanged: r.password != nil})
 }
 
@@ -1043,17 +1118,7 @@ func (t *tx) updateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *e
 	pwChanged := newPW != cur.BmcPassword
 	after.BmcPasswordSet = newPW != ""
 	if r.dpusGiven {
-		after.ExpectedDpus = make([]ExpectedDpu, 0, len(r.dpus))
-		for _, d := range r.dpus {
-			ed := ExpectedDpu{SerialNumber: d.serial}
-			if d.v4.IsValid() {
-				ed.LoopbackIP = strp(d.v4.String())
-			}
-			if d.v6.IsValid() {
-				ed.LoopbackIPv6 = strp(d.v6.String())
-			}
-			after.ExpectedDpus = append(after.ExpectedDpus, ed)
-		}
+		after.ExpectedDpus = r.dpuList()
 	}
 	if !pwChanged && marshalJSONText(after) == marshalJSONText(before) {
 		if dpusDeleted {
@@ -1086,19 +1151,13 @@ func (t *tx) updateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *e
 			return nil, false, err
 		}
 	}
-	var row models.ExpectedMachine
-	if err := t.Where("id = ?", cur.ID).Take(&row).Error; err != nil {
-		return nil, false, err
-	}
-	out, err := expectedMachineOut(t.DB, &row)
-	if err != nil {
-		return nil, false, err
-	}
+	out := after
+	out.Version = cur.Version + 1
 	if err := t.audit("expected_machine.update", "expected_machine", cur.ID, emAudit{ExpectedMachine: *before},
-		emAudit{ExpectedMachine: *out, BmcPasswordChanged: pwChanged}); err != nil {
+		emAudit{ExpectedMachine: out, BmcPasswordChanged: pwChanged}); err != nil {
 		return nil, false, err
 	}
-	return out, true, nil
+	return &out, true, nil
 }
 
 // CreateExpectedMachine validates and stores a new ExpectedMachine
@@ -1332,6 +1391,7 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 		for i, s := range specs {
 			recs[i] = normalize(fmt.Sprintf("expected_machines[%d]", i), s, &ps)
 		}
+		var storedDpus map[string][]models.ExpectedDpu // loaded when a record keeps its list
 		replaced := map[string]bool{}
 		for _, st := range stored {
 			replaced[st.ID] = true
@@ -1343,11 +1403,17 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 			}
 			r.selfID = cur.ID
 			if !r.dpusGiven {
-				var kept []models.ExpectedDpu
-				if err := t.Where("expected_machine_id = ?", cur.ID).Order("position").Find(&kept).Error; err != nil {
-					return err
+				if storedDpus == nil {
+					storedDpus = map[string][]models.ExpectedDpu{}
+					var all []models.ExpectedDpu
+					if err := t.Order("expected_machine_id, position").Find(&all).Error; err != nil {
+						return err
+					}
+					for _, d := range all {
+						storedDpus[d.ExpectedMachineID] = append(storedDpus[d.ExpectedMachineID], d)
+					}
 				}
-				for _, k := range kept {
+				for _, k := range storedDpus[cur.ID] {
 					d := emDpu{field: r.f("expected_dpus"), serial: k.SerialNumber, kept: true}
 					if k.LoopbackIP != nil {
 						d.v4, _ = netip.ParseAddr(*k.LoopbackIP)
@@ -1383,21 +1449,27 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 				deleted++
 			}
 		}
-		befores := map[string]*ExpectedMachine{}
+		var kept []models.ExpectedMachine
+		var rewrite []string
 		for _, r := range recs {
 			if cur := byMAC[r.mac]; cur != nil {
-				b, err := expectedMachineOut(t.DB, cur)
-				if err != nil {
-					return err
+				kept = append(kept, *cur)
+				if r.dpusGiven {
+					rewrite = append(rewrite, cur.ID)
 				}
-				befores[cur.ID] = b
 			}
 		}
-		for _, r := range recs {
-			if cur := byMAC[r.mac]; cur != nil && r.dpusGiven {
-				if err := t.Where("expected_machine_id = ?", cur.ID).Delete(&models.ExpectedDpu{}).Error; err != nil {
-					return err
-				}
+		outs, err := expectedMachinesOut(t.DB, kept)
+		if err != nil {
+			return err
+		}
+		befores := map[string]*ExpectedMachine{}
+		for i := range outs {
+			befores[outs[i].ID] = &outs[i]
+		}
+		for start := 0; start < len(rewrite); start += 500 {
+			if err := t.Where("expected_machine_id IN ?", rewrite[start:min(start+500, len(rewrite))]).Delete(&models.ExpectedDpu{}).Error; err != nil {
+				return err
 			}
 		}
 		created, updated := 0, 0
