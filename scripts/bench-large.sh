@@ -33,9 +33,9 @@ log "building"
 build
 log "starting PostgreSQL on :$PGPORT in $H7_TMP"
 pg_start
-API_PORT=18081
-server_start 18081
-S=http://127.0.0.1:18081
+API_PORT=$P1
+server_start $P1
+S=http://127.0.0.1:$P1
 api POST /api/v1/pools '{"name":"big6","type":"ipv6","ranges":[{"first":"fd00:64::","last":"fd00:64::ffff:ffff:ffff:ffff","auto_assign":true}]}' >/dev/null
 api POST /api/v1/pools '{"name":"big4","type":"ipv4","ranges":[{"first":"10.0.0.0","last":"10.255.255.255","auto_assign":true}]}' >/dev/null
 
@@ -96,7 +96,7 @@ for level in $LEVELS; do
 		l8=$("$BIN/loadgen" -mode allocate -servers $S -clients 8 -duration 5s -pools $pool -label "$pool at $n: 8 clients")
 		echo "$l1" >>"$OUT"
 		echo "$l8" >>"$OUT"
-		rss=$(server_rss_kb 18081)
+		rss=$(server_rss_kb $P1)
 		ROW[$pool,$level]="$n|$(field "$l1" p50_ms)|$(field "$l1" p99_ms)|$(printf '%.0f' "$(field "$l8" per_second)")|$(field "$l8" p99_ms)|$((rss / 1024))"
 		log "$pool with $n allocations: 1 client p50 $(field "$l1" p50_ms) ms p99 $(field "$l1" p99_ms) ms; 8 clients $(field "$l8" per_second)/s p99 $(field "$l8" p99_ms) ms; RSS $((rss / 1024)) MiB"
 	done
@@ -133,11 +133,11 @@ for r in "${reads[@]}"; do
 	log "$label: p50 $(field "$line" p50_ms) ms, p99 $(field "$line" p99_ms) ms"
 done
 
-rss_before_walk=$(server_rss_kb 18081)
+rss_before_walk=$(server_rss_kb $P1)
 walk=$("$BIN/loadgen" -mode walk -servers $S -clients 2 -pools big4,big6 -limit 1000 -duration 600s -label "full page walk")
 echo "$walk" >>"$OUT"
-rss_after=$(server_rss_kb 18081)
-hwm=$(server_hwm_kb 18081)
+rss_after=$(server_rss_kb $P1)
+hwm=$(server_hwm_kb $P1)
 log "walk: $walk"
 log "RSS before walk $((rss_before_walk / 1024)) MiB, after $((rss_after / 1024)) MiB, peak $((hwm / 1024)) MiB"
 

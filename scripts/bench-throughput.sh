@@ -48,8 +48,8 @@ done
 psql_q -c "DROP TABLE pgbench_single"
 
 # --- ipledger: pools ---
-API_PORT=18081
-server_start 18081
+API_PORT=$P1
+server_start $P1
 api POST /api/v1/pools '{"name":"bench","type":"ipv4","ranges":[{"first":"10.0.0.0","last":"10.255.255.255","auto_assign":true}]}' >/dev/null
 for i in $(seq 0 99); do
 	api POST /api/v1/pools "{\"name\":\"bench100-$i\",\"type\":\"ipv4\",\"ranges\":[{\"first\":\"10.$i.0.0\",\"last\":\"10.$i.255.255\",\"auto_assign\":true}]}" >/dev/null
@@ -65,10 +65,10 @@ run_load() { # label servers clients pools
 
 declare -A R
 for n in $SERVERS; do
-	urls=http://127.0.0.1:18081
+	urls=http://127.0.0.1:$P1
 	if [ "$n" = 2 ]; then
-		[ -n "${SERVER_PID_18082:-}" ] || server_start 18082
-		urls=$urls,http://127.0.0.1:18082
+		[ -n "$(server_pid $P2)" ] || server_start $P2
+		urls=$urls,http://127.0.0.1:$P2
 	fi
 	for c in $CLIENTS; do
 		for kind in one hundred; do

@@ -71,11 +71,11 @@ check_ingestion() {
 }
 
 # check_loadgen JSONLINE: the load generator saw no 5xx other than 503 and
-# no hang.
+# no hang (it lists those under "violations").
 check_loadgen() {
 	local line=$1 v
-	v=$(echo "$line" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("\n".join(d.get("violations") or []))')
+	v=$(printf '%s' "$line" | grep -o '"violations":\[[^]]*\]' || true)
 	if [ -n "$v" ]; then
-		while IFS= read -r x; do violation "loadgen: $x"; done <<<"$v"
+		violation "loadgen: $v"
 	fi
 }

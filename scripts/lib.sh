@@ -9,6 +9,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
 H7_TMP=${H7_TMP:-$(mktemp -d /tmp/ipledger-bench.XXXXXX)}
 PGPORT=${PGPORT:-55432}
+# Ports of the (up to two) ipledger servers a script starts.
+P1=${P1:-18081}
+P2=${P2:-18082}
 PGDATA_DIR="$H7_TMP/pg"
 BIN="$H7_TMP/bin"
 ADMIN_TOKEN=${ADMIN_TOKEN:-ipl_bench_admin_token_0123456789abcdef}
@@ -84,7 +87,7 @@ server_start() {
 	die "server on :$port not ready after 10 s"
 }
 
-server_pid() { eval "echo \${SERVER_PID_$1}"; }
+server_pid() { eval "echo \${SERVER_PID_$1:-}"; }
 
 # server_stop PORT [SIGNAL]
 server_stop() {
@@ -102,9 +105,9 @@ api() {
 	local m=$1 p=$2 body=${3:-}
 	if [ -n "$body" ]; then
 		curl -fsS -X "$m" -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
-			--data "$body" "http://127.0.0.1:${API_PORT:-18081}$p"
+			--data "$body" "http://127.0.0.1:${API_PORT:-$P1}$p"
 	else
-		curl -fsS -X "$m" -H "Authorization: Bearer $ADMIN_TOKEN" "http://127.0.0.1:${API_PORT:-18081}$p"
+		curl -fsS -X "$m" -H "Authorization: Bearer $ADMIN_TOKEN" "http://127.0.0.1:${API_PORT:-$P1}$p"
 	fi
 }
 

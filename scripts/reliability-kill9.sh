@@ -28,21 +28,21 @@ log "building"
 build
 log "starting PostgreSQL on :$PGPORT in $H7_TMP"
 pg_start
-API_PORT=18081
-server_start 18081
-server_start 18082
+API_PORT=$P1
+server_start $P1
+server_start $P2
 api POST /api/v1/pools '{"name":"rel","type":"ipv4","ranges":[{"first":"10.64.0.0","last":"10.95.255.255","auto_assign":true}]}' >/dev/null
 api POST /api/v1/pools '{"name":"lo-ip","type":"ipv4","ranges":[{"first":"10.180.0.0","last":"10.180.255.255","auto_assign":true}]}' >/dev/null
 
 ingest=0
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
-	--data '{}' http://127.0.0.1:18081/api/v1/site-explorer/reports)
+	--data '{}' http://127.0.0.1:$P1/api/v1/site-explorer/reports)
 if [ "$code" != 404 ] && [ "$code" != 405 ]; then
 	ingest=1
 fi
 log "site-explorer reports route: HTTP $code on an empty body → ingestion load $([ $ingest = 1 ] && echo on || echo 'off (route absent)')"
 
-urls=http://127.0.0.1:18081,http://127.0.0.1:18082
+urls=http://127.0.0.1:$P1,http://127.0.0.1:$P2
 "$BIN/loadgen" -mode allocate -servers "$urls" -clients "$CLIENTS" -duration "$LOAD" -pools rel -retry -allow-unavailable \
 	-timeout 15s -acked "$H7_TMP/acked.tsv" -label kill9-allocate >"$H7_TMP/load-alloc.json" &
 LG1=$!
@@ -53,14 +53,14 @@ if [ $ingest = 1 ]; then
 fi
 
 sleep "$KILL_AT"
-victim=$(server_pid 18081)
+victim=$(server_pid $P1)
 before=$(psql_q -c "SELECT count(*) FROM allocations")
-log "kill -9 server :18081 (pid $victim) with $before allocations stored"
+log "kill -9 server :$P1 (pid $victim) with $before allocations stored"
 kill -KILL "$victim"
 wait "$victim" 2>/dev/null || true
 sleep "$DOWN_FOR"
-log "restarting server :18081"
-server_start 18081
+log "restarting server :$P1"
+server_start $P1
 wait $LG1 || true
 [ $ingest = 1 ] && { wait "$LG2" || true; }
 
@@ -72,7 +72,7 @@ if [ $ingest = 1 ]; then
 	log "ingestion load: $ingest_line"
 	check_loadgen "$ingest_line"
 fi
-acked_after_restart=$(echo "$alloc_line" | python3 -c 'import json,sys; print(json.load(sys.stdin)["acknowledged"])')
+acked_after_restart=$(printf '%s' "$alloc_line" | grep -o '"acknowledged":[0-9]*' | cut -d: -f2)
 check_acked "$H7_TMP/acked.tsv"
 check_unique
 check_run_ends rel

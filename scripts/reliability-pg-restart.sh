@@ -32,12 +32,12 @@ log "building"
 build
 log "starting PostgreSQL on :$PGPORT in $H7_TMP"
 pg_start
-API_PORT=18081
-server_start 18081
-server_start 18082
+API_PORT=$P1
+server_start $P1
+server_start $P2
 api POST /api/v1/pools '{"name":"rel","type":"ipv4","ranges":[{"first":"10.64.0.0","last":"10.95.255.255","auto_assign":true}]}' >/dev/null
 
-urls=http://127.0.0.1:18081,http://127.0.0.1:18082
+urls=http://127.0.0.1:$P1,http://127.0.0.1:$P2
 # The load keeps going through the outage: each client retries its request
 # (same owner) until it gets a definite answer.
 "$BIN/loadgen" -mode allocate -servers "$urls" -clients "$CLIENTS" -duration "$LOAD" -pools rel -retry -allow-unavailable \
@@ -75,7 +75,7 @@ sleep 1
 n=0
 while [ $(($(date +%s) - down_at)) -lt "$DOWN_FOR" ]; do
 	n=$((n + 1))
-	for port in 18081 18082; do
+	for port in $P1 $P2; do
 		probe "round $n :$port POST allocation" POST "http://127.0.0.1:$port/api/v1/pools/rel/allocations" \
 			"{\"owner_type\":\"probe\",\"owner_id\":\"down-$n-$port\"}"
 		probe "round $n :$port GET pool" GET "http://127.0.0.1:$port/api/v1/pools/rel"
@@ -87,7 +87,7 @@ done
 log "starting PostgreSQL again after $(($(date +%s) - down_at)) s down"
 pg_start
 up_at=$(date +%s)
-for port in 18081 18082; do
+for port in $P1 $P2; do
 	ok=0
 	while [ $(($(date +%s) - up_at)) -le "$RECOVER_WITHIN" ]; do
 		if curl -fsS -m 5 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 &&
