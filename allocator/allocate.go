@@ -509,9 +509,11 @@ func (a *Allocator) ListAllocations(ctx context.Context, pool string, f Allocati
 		f.Limit = 1000
 	}
 	if f.Cursor != "" {
-		if _, err := parseKey(f.Cursor); err != nil {
+		k, err := parseKey(f.Cursor)
+		if err != nil {
 			return nil, Errf(CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
 		}
+		f.Cursor = k.key() // canonical lower-case: keys compare bytewise
 	}
 	var p models.Pool
 	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", pool).Take(&p).Error })

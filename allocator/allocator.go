@@ -54,6 +54,11 @@ func New(db *gorm.DB, opts Options) *Allocator {
 	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange}
 	if a.now == nil {
 		a.now = func() time.Time { return time.Now().UTC() }
+	} else {
+		// Stored times are compared as text on SQLite: keep them all in UTC
+		// whatever zone the caller's clock uses.
+		clock := a.now
+		a.now = func() time.Time { return clock().UTC() }
 	}
 	if a.log == nil {
 		a.log = slog.Default()
