@@ -559,16 +559,24 @@ func TestConsoleMachineLifecycle(t *testing.T) {
 			t.Fatalf("force delete: HX-Redirect %q", res.Header.Get("HX-Redirect"))
 		}
 		page, _ := site.a.ListAllocations(ctx, "lo-ip", allocator.AllocationFilter{State: "quarantined"})
-		found := false
+		quarantined := ""
 		for _, al := range page.Items {
 			if al.FormerOwnerID != nil && *al.FormerOwnerID == allocator.DPUMachineID("MT2242X00003") {
-				found = true
+				quarantined = al.Value
 			}
 		}
-		if !found {
+		if quarantined == "" {
 			t.Fatalf("MT2242X00003's automatic loopback is not quarantined: %+v", page.Items)
 		}
 		expect(t, admin.get("/machines"), http.StatusOK, "force-deleted")
+		expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, quarantined+"<", "unquarantine")
+
+		// Unquarantine (admin) returns it to free.
+		expect(t, admin.post("/pools/lo-ip/unquarantine", url.Values{"value": {quarantined}}, true), http.StatusSeeOther)
+		if _, err := site.a.GetAllocation(ctx, "lo-ip", quarantined); err == nil {
+			t.Fatalf("%s still held after unquarantine", quarantined)
+		}
+		expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, quarantined+" is free again.")
 	})
 }
 

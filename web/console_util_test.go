@@ -22,13 +22,13 @@ import (
 
 // consoleSite is a server under test with one token per role.
 type consoleSite struct {
-	t      *testing.T
+	t      testing.TB
 	a      *allocator.Allocator
 	srv    *httptest.Server
 	tokens map[allocator.Role]string
 }
 
-func newConsoleSite(t *testing.T, db *gorm.DB) *consoleSite {
+func newConsoleSite(t testing.TB, db *gorm.DB) *consoleSite {
 	t.Helper()
 	a := allocator.New(db, allocator.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	s := web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -52,7 +52,7 @@ func newSQLiteSite(t *testing.T) *consoleSite {
 // browser is a cookie-keeping HTTP client that does not follow redirects,
 // signed in as one role.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	site *consoleSite
 	c    *http.Client
 	csrf string
@@ -130,7 +130,7 @@ func (b *browser) post(path string, form url.Values, withCSRF bool) *http.Respon
 	return b.do(req)
 }
 
-func readBody(t *testing.T, res *http.Response) string {
+func readBody(t testing.TB, res *http.Response) string {
 	t.Helper()
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
@@ -164,7 +164,7 @@ func clip(s string) string {
 
 // seedSite loads pools lo-ip (auto 10.180.62.1-199, explicit .200-.255),
 // lo-ip-v6 and vlan-id through the allocator.
-func seedSite(t *testing.T, a *allocator.Allocator) {
+func seedSite(t testing.TB, a *allocator.Allocator) {
 	t.Helper()
 	const pools = `
 [pools.lo-ip]
@@ -193,7 +193,7 @@ ranges = [{ start = "100", end = "110" }]
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // newHTTPTest serves s until the test ends.
-func newHTTPTest(t *testing.T, s *web.Server) *httptest.Server {
+func newHTTPTest(t testing.TB, s *web.Server) *httptest.Server {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv
