@@ -1292,7 +1292,11 @@ func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, pa
 		pw, pwGiven := p["bmc_password"]
 		delete(p, "bmc_password")
 		merged := mergePatch(doc, p).(map[string]any)
-		if _, ok := merged["expected_dpus"]; !ok {
+		if v, ok := p["expected_dpus"]; !ok {
+			// Untouched reservations are kept as they are, not validated
+			// again: a patch of the name never fails on a reservation.
+			delete(merged, "expected_dpus")
+		} else if v == nil {
 			merged["expected_dpus"] = []any{} // "expected_dpus": null clears
 		}
 		spec, err := decodeSpec([]byte(marshalJSONText(merged)), "")

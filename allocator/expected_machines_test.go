@@ -723,3 +723,33 @@ func TestExpectedMachineConcurrentUnconditionalWrites(t *testing.T) {
 		}
 	})
 }
+
+// A PATCH that does not touch expected_dpus keeps them as they are, even
+// when a stored reservation has since become unavailable (§4 lifecycle:
+// "reserved value unexpectedly unavailable"); a write that does carry the
+// list is validated again and refused.
+func TestExpectedMachinePatchKeepsUntouchedReservations(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		emPools(f)
+		em := f.emCreate(emSpec("0a:00:00:00:08:01", emDpu4("MT-81", "10.180.62.205", "")))
+		var row models.ExpectedDpu
+		if err := f.db.Where("serial_number = ?", "MT-81").Take(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		f.db.Delete(&row)
+		f.alloc(PoolLoopbackV4, "someone-else", "10.180.62.205")
+		if err := f.db.Create(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"metadata":{"name":"renamed"}}`), nil)
+		if err != nil || got.Metadata.Name != "renamed" || *got.ExpectedDpus[0].LoopbackIP != "10.180.62.205" {
+			t.Fatalf("rename: %+v %v", got, err)
+		}
+		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-81","loopback_ip":"10.180.62.205"}]}`), nil)
+		wantField(t, err, CodeNotAvailable, "expected_dpus[0].loopback_ip")
+		// Clearing it is always possible.
+		if got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null}`), nil); err != nil || len(got.ExpectedDpus) != 0 {
+			t.Fatalf("clear: %+v %v", got, err)
+		}
+	})
+}
