@@ -15,7 +15,7 @@
 # Allocations between levels are bulk-inserted with SQL in exactly the rows
 # the allocator writes (contiguous from the bottom of the range, run_end
 # flags right, one allocation.create audit event each spread over the last
-# 30 days), because making 2M allocations through the API would take an
+# 30 days, per-range counts and usage roll-up recomputed), because making 2M allocations through the API would take an
 # hour here; each level's measured allocations go through the API. After a
 # bulk insert the script runs VACUUM ANALYZE, as autovacuum would on a live
 # site. Runs its own PostgreSQL on $PGPORT.
@@ -55,6 +55,10 @@ seed() {
 	esac
 	psql_q <<-SQL
 		BEGIN;
+		-- Bulk load: row triggers off for this transaction (replica role),
+		-- the per-range counts and the usage roll-up are recomputed below
+		-- exactly as migration 6 computes them.
+		SET LOCAL session_replication_role = replica;
 		SELECT id FROM pools WHERE name = '$pool' FOR UPDATE;
 		CREATE TEMP TABLE s ON COMMIT DROP AS
 		  SELECT (SELECT id FROM pools WHERE name = '$pool') AS pool_id, (SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = '$pool') AS c;
@@ -67,6 +71,14 @@ seed() {
 		  SELECT now() - (i % 30) * interval '1 day', 'bench:seed', 'allocation.create', 'allocation', '$pool/' || $valexpr, '',
 		         '{"pool":"$pool","owner_type":"seed","state":"allocated"}'
 		  FROM s, generate_series(s.c, s.c + $n - 1) AS i;
+		UPDATE range_counts c SET
+		  allocated = (SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'allocated'),
+		  quarantined = (SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'quarantined')
+		  FROM pool_ranges r WHERE r.id = c.range_id AND r.pool_id = (SELECT pool_id FROM s);
+		DELETE FROM pool_usage_days WHERE pool = '$pool';
+		INSERT INTO pool_usage_days (pool, day, action, n)
+		  SELECT split_part(object_id, '/', 1), to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), action, COUNT(*)
+		  FROM audit_events WHERE object_type = 'allocation' AND object_id LIKE '$pool/%' GROUP BY 1, 2, 3;
 		COMMIT;
 	SQL
 }
