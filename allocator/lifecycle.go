@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -646,6 +647,14 @@ func init() {
 	growthHook = func(a *Allocator, ctx context.Context, pool string) {
 		if _, ok := familyOfPool(pool); !ok {
 			return
+		}
+		// Leave the request that grew the pool time to answer: whatever
+		// does not fit is completed by the next (periodic or startup)
+		// reconciliation.
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(-3*time.Second))
+			defer cancel()
 		}
 		res, err := a.ReconcileLoopbacks(ctx, pool)
 		if err != nil {
