@@ -273,3 +273,42 @@ func TestExpectedMachinesReplaceAllREST(t *testing.T) {
 		}
 	})
 }
+
+// Ten clients POST ExpectedMachines reserving one loopback at the same
+// moment: exactly one gets 201, the others 409 not_available naming the
+// field.
+func TestExpectedMachinesConcurrentPOST(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		h := newEMHTTP(t, db)
+		var wg sync.WaitGroup
+		codes := make([]int, 10)
+		bodies := make([]string, 10)
+		for i := 0; i < 10; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				req := httptest.NewRequest("POST", "/api/v1/expected-machines", strings.NewReader(
+					`{"bmc_mac_address":"0a:00:00:00:0b:0`+string(rune('0'+i))+`","expected_dpus":[{"serial_number":"MT-B`+string(rune('0'+i))+`","loopback_ip":"10.180.62.222"}]}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+h.admin)
+				rec := httptest.NewRecorder()
+				h.srv.ServeHTTP(rec, req)
+				codes[i], bodies[i] = rec.Code, rec.Body.String()
+			}(i)
+		}
+		wg.Wait()
+		created := 0
+		for i, c := range codes {
+			switch {
+			case c == 201:
+				created++
+			case c == 409 && strings.Contains(bodies[i], `"code":"not_available"`) && strings.Contains(bodies[i], `"field":"expected_dpus[0].loopback_ip"`):
+			default:
+				t.Fatalf("client %d: %d %s", i, c, bodies[i])
+			}
+		}
+		if created != 1 {
+			t.Fatalf("%d clients got 201, want exactly 1", created)
+		}
+	})
+}
