@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/labstack/echo/v4"
 
@@ -56,7 +57,7 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 		em, err = h.A.ReplaceExpectedMachine(Ctx(c), f.ID, f.Spec(pw), ifMatch)
 	}
 	if err == nil {
-		return h.redirect(c, "/expected-machines?q="+em.BmcMacAddress, "ok", "ExpectedMachine "+em.BmcMacAddress+" saved.")
+		return h.redirect(c, "/expected-machines?q="+url.QueryEscape(em.BmcMacAddress), "ok", "ExpectedMachine "+em.BmcMacAddress+" saved.")
 	}
 	if !isFormError(err) {
 		return err
