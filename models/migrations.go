@@ -35,7 +35,20 @@ var Migrations = []Migration{
 	// Version 6 (migration_v6.go): per-range allocation counts, a partial
 	// index of quarantines and per-day usage, so pool pages cost O(1).
 	{Version: 6, Name: "range counts, quarantine index, pool usage days", SQL: schemaV6, Postgres: schemaV6Postgres, SQLite: schemaV6SQLite},
+	// Version 7: eager autovacuum of allocations on PostgreSQL (see
+	// schemaV7Postgres).
+	{Version: 7, Name: "postgres: eager autovacuum of allocations", Postgres: schemaV7Postgres},
 }
+
+// schemaV7Postgres: every allocation flips the run_end flag of the value
+// before it, which on PostgreSQL leaves a dead entry in the run-end index
+// right where the next gap search starts. Vacuuming allocations after 500
+// changes instead of 20 % of the table keeps that search short on large
+// pools (docs/benchmarks.md, "Allocation cost as allocations grow").
+const schemaV7Postgres = `
+ALTER TABLE allocations SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500,
+  autovacuum_analyze_scale_factor = 0.02)
+`
 
 const schemaV5SQLite = `
 CREATE TRIGGER allocations_in_range_update BEFORE UPDATE OF value_key, pool_id ON allocations
