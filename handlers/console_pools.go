@@ -19,7 +19,8 @@ func (h *Console) poolsView(c echo.Context) (views.PoolsView, error) {
 	for _, p := range pools {
 		v.Pools = append(v.Pools, views.NewPoolBar(p))
 	}
-	return v, nil
+	v.Drift, err = h.A.PoolFileDrift(Ctx(c))
+	return v, err
 }
 
 // Pools: GET /pools.

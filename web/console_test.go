@@ -323,6 +323,12 @@ func TestConsolePoolForms(t *testing.T) {
 			t.Fatalf("create pool redirects to %q", res.Header.Get("Location"))
 		}
 		expect(t, b.get("/pools/lo-ip"), http.StatusOK, "Pool lo-ip created.", "10.180.62.199")
+		// A pool file that disagrees with stored ranges: drift banner.
+		if _, err := site.a.LoadPoolFile(context.Background(), []byte("[pools.lo-ip]\ntype = \"ipv4\"\nranges = [{ start = \"10.180.62.100\", end = \"10.180.62.250\" }]\n")); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, b.get("/pools"), http.StatusOK, "Pool file drift in <strong>lo-ip</strong>", "overlaps stored range")
+		expect(t, b.get("/"), http.StatusOK, "Pool file drift in <strong>lo-ip</strong>")
 		// Flash is shown once.
 		body := expect(t, b.get("/pools/lo-ip"), http.StatusOK)
 		if strings.Contains(body, "Pool lo-ip created.") {
