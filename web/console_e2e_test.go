@@ -189,6 +189,12 @@ func consoleEndToEnd(t *testing.T, site *consoleSite) {
 		setInput(`.dpu-row input[name=dpu_ip]`, "10.180.62.201"),
 		poll(`document.querySelector('`+errSel+`').innerText.trim() === ""`),
 	)
+	run(t, ctx, "ExpectedDpu rows are added and removed in place",
+		chromedp.Click(chromedp.CSS(`#em-form button[name=add_dpu]`)),
+		poll(`document.querySelectorAll("#dpu-rows .dpu-row").length === 2 && location.pathname === "/expected-machines/new"`),
+		chromedp.Click(chromedp.CSS(`#dpu-rows .dpu-row:nth-child(2) button[data-remove-row]`)),
+		poll(`document.querySelectorAll("#dpu-rows .dpu-row").length === 1 && document.querySelector("#dpu-rows input[name=dpu_serial]").value === "MT0001"`),
+	)
 	run(t, ctx, "save the ExpectedMachine",
 		chromedp.Click(chromedp.CSS(`#em-form button.save`)),
 		poll(`location.pathname === "/expected-machines" && document.body.innerText.includes("`+mac+`") && document.body.innerText.includes("10.180.62.201")`),
