@@ -200,6 +200,9 @@ func fileRange(sp space, t map[string]any, field string) (parsedRange, error) {
 	if !ok {
 		return parsedRange{}, Errf(CodeInvalid, field+".end", "end %q leaves an empty range", end)
 	}
+	if sp.holdsMapped(first, last) {
+		return parsedRange{}, Errf(CodeInvalid, field, "range %s..%s (end exclusive) includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere", start, end)
+	}
 	return parsedRange{first: first, last: last, auto: auto}, nil
 }
 
@@ -244,6 +247,9 @@ func prefixRange(sp space, s, field string) (parsedRange, error) {
 		}
 		last, _ = last.sub(sp.step())
 		last, _ = last.add(u128{0, 1})
+	}
+	if sp.holdsMapped(first, last) {
+		return parsedRange{}, Errf(CodeInvalid, field, "prefix %s includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere", p)
 	}
 	return parsedRange{first: first, last: last, auto: true}, nil
 }

@@ -290,6 +290,12 @@ prefix = "fd00::/64"`, CodeInvalid, "pools.ep.delegate_prefix_len"},
 type = "ipv6prefix"
 prefix = "fd00::/112"
 delegate_prefix_len = 96`, CodeInvalid, "pools.ep.prefix"},
+		{"IPv6 prefix over the IPv4-mapped block", `[pools.v6]
+type = "ipv6"
+prefix = "::/80"`, CodeInvalid, "pools.v6.prefix"},
+		{"IPv6 range ending in the IPv4-mapped block", `[pools.v6]
+type = "ipv6"
+ranges = [{ start = "::fffe:0:0", end = "::1:0:0:0" }]`, CodeInvalid, "pools.v6.ranges[0]"},
 		{"ranges not a list of tables", `[pools.vlan]
 type = "integer"
 ranges = ["1-10"]`, CodeInvalid, "pools.vlan.ranges"},

@@ -164,6 +164,10 @@ func (s space) parseRange(r RangeSpec, field string) (parsedRange, error) {
 	if f.cmp(l) > 0 {
 		return parsedRange{}, Errf(CodeInvalid, field+".last", "range is reversed: last %s is below first %s", s.format(l), s.format(f))
 	}
+	if s.holdsMapped(f, l) {
+		return parsedRange{}, Errf(CodeInvalid, field, "range %s..%s includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere",
+			s.format(f), s.format(l))
+	}
 	auto := true
 	if r.AutoAssign != nil {
 		auto = *r.AutoAssign

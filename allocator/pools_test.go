@@ -48,6 +48,12 @@ func TestCreatePoolRefusals(t *testing.T) {
 				CodeInvalid, "ranges[0].last", "non-negative integer"},
 			{"unaligned ipv6prefix block", PoolSpec{Name: "p", Type: "ipv6prefix", DelegatePrefixLen: 96, Ranges: []RangeSpec{rng("fd00::1", "fd00::1:0:0", true)}},
 				CodeInvalid, "ranges[0].first", "host bits"},
+			{"IPv6 range over the IPv4-mapped block", PoolSpec{Name: "p", Type: "ipv6", Ranges: []RangeSpec{rng("::", "ffff::", true)}},
+				CodeInvalid, "ranges[0]", "IPv4-mapped"},
+			{"IPv6 range ending on the first IPv4-mapped address", PoolSpec{Name: "p", Type: "ipv6", Ranges: []RangeSpec{rng("::fffe:0:0", "::1:0:0:0", true)}},
+				CodeInvalid, "ranges[0]", "IPv4-mapped"},
+			{"/96 blocks over the IPv4-mapped block", PoolSpec{Name: "p", Type: "ipv6prefix", DelegatePrefixLen: 96, Ranges: []RangeSpec{rng("::fffe:0:0/96", "::1:0:0:0/96", true)}},
+				CodeInvalid, "ranges[0]", "IPv4-mapped"},
 			{"overlapping ranges in one request", PoolSpec{Name: "p", Type: "integer", Ranges: []RangeSpec{rng("1", "10", true), rng("10", "20", false)}},
 				CodeInvalid, "ranges[1]", "overlaps ranges[0]"},
 			{"duplicate name", PoolSpec{Name: "taken", Type: "integer"}, CodeConflict, "name", "already exists"},
@@ -237,10 +243,11 @@ func TestPoolStatsLargeSizes(t *testing.T) {
 			t.Fatalf("used share %g", u)
 		}
 
-		f.mkPool("everything", "ipv6", 0, rng("::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", true))
+		f.mkPool("everything", "ipv6", 0, rng("::", "::fffe:ffff:ffff", true), rng("::1:0:0:0", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", true))
 		f.alloc("everything", "x", "")
 		p, _ = f.a.GetPool(f.ctx, "everything")
-		if p.Stats.Auto.Size != "340282366920938463463374607431768211456" || p.Stats.Auto.Free != "340282366920938463463374607431768211455" {
+		// 2^128 values minus the 2^32 IPv4-mapped ones.
+		if p.Stats.Auto.Size != "340282366920938463463374607427473244160" || p.Stats.Auto.Free != "340282366920938463463374607427473244159" {
 			t.Fatalf("whole IPv6 space: %+v", p.Stats.Auto)
 		}
 		f.mkPool("asn", "integer", 0, rng("0", "18446744073709551615", true))

@@ -266,6 +266,23 @@ func (s space) parse(in string) (u128, error) {
 	return u128{}, fmt.Errorf("unknown pool type %q", s.typ)
 }
 
+// The IPv4-mapped IPv6 addresses, ::ffff:0:0/96, are rejected everywhere
+// (DESIGN.md §4, §10), so no IPv6 pool may hold one: such a value could be
+// handed out but never requested, released or looked up by its text.
+var mappedFirst, mappedLast = u128{0, 0xffff << 32}, u128{0, 0xffff<<32 | 0xffffffff}
+
+// holdsMapped reports whether first..last of s contains a value that is an
+// IPv4-mapped IPv6 address. For ipv6prefix pools the values are block
+// starts: with delegate_prefix_len below 96 no block starts inside
+// ::ffff:0:0/96; from 96 on, any overlap contains a block start.
+func (s space) holdsMapped(first, last u128) bool {
+	switch {
+	case s.typ == TypeIPv6, s.typ == TypeIPv6Prefix && s.plen >= 96:
+		return first.cmp(mappedLast) <= 0 && mappedFirst.cmp(last) <= 0
+	}
+	return false
+}
+
 // parseAddr parses an IP address and refuses zoned and IPv4-mapped IPv6
 // forms (DESIGN.md §4 and §10).
 func parseAddr(s string) (netip.Addr, error) {
