@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,10 +124,11 @@ func OpenTarget(t Target) (*gorm.DB, Dialect, error) {
 	if t.Dialect == SQLite {
 		// One writer at a time anyway; a small pool keeps readers going
 		// beside it without piling up BUSY waits.
-		sqlDB.SetMaxOpenConns(4)
+		sqlDB.SetMaxOpenConns(maxConns(4))
 	} else {
-		sqlDB.SetMaxOpenConns(32)
-		sqlDB.SetMaxIdleConns(32)
+		n := maxConns(32)
+		sqlDB.SetMaxOpenConns(n)
+		sqlDB.SetMaxIdleConns(n)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -135,6 +137,20 @@ func OpenTarget(t Target) (*gorm.DB, Dialect, error) {
 		return nil, "", fmt.Errorf("connect to %s database: %w", t.Dialect, err)
 	}
 	return db, t.Dialect, nil
+}
+
+// MaxConnsEnv overrides the size of the connection pool of one process
+// (default 32 for PostgreSQL, 4 for SQLite): several server processes share
+// the database's max_connections.
+const MaxConnsEnv = "IPLEDGER_DB_MAX_CONNS"
+
+func maxConns(def int) int {
+	if v := os.Getenv(MaxConnsEnv); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	return def
 }
 
 // DialectOf tells which database a handle talks to.

@@ -92,7 +92,7 @@ func mpStart(t *testing.T, u string, n int) []*mpServer {
 	for i := range servers {
 		cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--database", u, "--pools", pools)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "IPLEDGER_ADMIN_TOKEN="+mpAdminToken)
+		cmd.Env = append(os.Environ(), "IPLEDGER_ADMIN_TOKEN="+mpAdminToken, "IPLEDGER_DB_MAX_CONNS=8")
 		errPipe, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -31,9 +31,31 @@ func PostgresBase() string {
 }
 
 var (
-	pgOnce sync.Once
-	pgErr  error
+	pgOnce  sync.Once
+	pgErr   error
+	adminMu sync.Mutex
+	admin   *gorm.DB
 )
+
+// adminDB is one small shared handle for creating and dropping schemas, so
+// that parallel tests do not each hold connections of their own for it.
+func adminDB() (*gorm.DB, error) {
+	adminMu.Lock()
+	defer adminMu.Unlock()
+	if admin != nil {
+		return admin, nil
+	}
+	db, _, err := models.Open(PostgresBase())
+	if err != nil {
+		return nil, err
+	}
+	if s, e := db.DB(); e == nil {
+		s.SetMaxOpenConns(2)
+		s.SetMaxIdleConns(1)
+	}
+	admin = db
+	return admin, nil
+}
 
 // RequirePostgres skips (or, under CI=true, fails) when PostgreSQL is not
 // reachable.
@@ -62,7 +84,7 @@ func RequirePostgres(t testing.TB) {
 func NewPostgresURL(t testing.TB) string {
 	t.Helper()
 	RequirePostgres(t)
-	admin, _, err := models.Open(PostgresBase())
+	admin, err := adminDB()
 	if err != nil {
 		t.Fatalf("open PostgreSQL: %v", err)
 	}
@@ -74,9 +96,6 @@ func NewPostgresURL(t testing.TB) string {
 	}
 	t.Cleanup(func() {
 		admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`)
-		if s, e := admin.DB(); e == nil {
-			s.Close()
-		}
 	})
 	u, err := url.Parse(PostgresBase())
 	if err != nil {
