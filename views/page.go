@@ -47,12 +47,6 @@ func (p Page) HXHeaders() string {
 // CSRFField is the name of the hidden CSRF form field.
 const CSRFField = "csrf_token"
 
-// FormError is a validation error shown next to its field.
-type FormError struct {
-	Field   string
-	Message string
-}
-
 // Errors maps a field name of a form to its message; "" is the form-level
 // message.
 type Errors map[string]string
