@@ -719,6 +719,41 @@ func TestMachineConstraints(t *testing.T) {
 		if err := s.db.Create(&other).Error; !models.IsConstraintViolation(err) {
 			t.Fatalf("two DPUs with one loopback: %v", err)
 		}
+		// The network configs themselves never share a loopback (migration 3).
+		s.report(macB, "S2")
+		for _, col := range []string{"loopback_ip", "loopback_ip_v6"} {
+			v4, v6 := s.loopbacks("S1")
+			v := map[string]string{"loopback_ip": v4, "loopback_ip_v6": v6}[col]
+			err := s.db.Model(&models.NetworkConfig{}).Where("machine_id = ?", DPUMachineID("S2")).Update(col, v).Error
+			if !models.IsConstraintViolation(err) {
+				t.Fatalf("two network configs with %s %s: %v", col, v, err)
+			}
+		}
+		// Concurrent attempts: many writers set one value on distinct DPUs; at most one wins.
+		for i := 0; i < 8; i++ {
+			s.report(fmt.Sprintf("0a:00:00:00:04:%02x", i), fmt.Sprintf("K%d", i))
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				err := s.db.Model(&models.NetworkConfig{}).Where("machine_id = ?", DPUMachineID(fmt.Sprintf("K%d", i))).Update("loopback_ip", "10.0.0.250").Error
+				if err == nil {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				} else if !models.IsConstraintViolation(err) && !models.IsRetryable(err) {
+					t.Errorf("writer %d: %v", i, err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("%d writers set one loopback; want exactly 1", wins)
+		}
 	})
 }
 

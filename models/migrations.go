@@ -28,6 +28,8 @@ type Migration struct {
 // Migrations is the ordered list of schema changes.
 var Migrations = []Migration{
 	{Version: 1, Name: "core schema", SQL: schemaV1, Postgres: schemaV1Postgres, SQLite: schemaV1SQLite},
+	// Version 3 (migration_v3.go): one DPU per loopback in network_configs.
+	{Version: 3, Name: "network configs: one DPU per loopback", SQL: schemaV3},
 	// Version 5 (2–4 are reserved for ExpectedMachines, lifecycle and the
 	// console): SQLite's twin of the PostgreSQL trigger that also checks
 	// UPDATEs, so that an allocation can never be moved outside every range.
