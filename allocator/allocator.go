@@ -138,12 +138,27 @@ func (a *Allocator) write(ctx context.Context, fn func(t *tx) error) error {
 		}
 		time.Sleep(time.Duration(attempt+1) * 15 * time.Millisecond)
 	}
-	return mapDBError(err)
+	return mapCtxError(ctx, err)
 }
 
 // read runs fn with a read-only handle, mapping database errors.
 func (a *Allocator) read(ctx context.Context, fn func(db *gorm.DB) error) error {
-	return mapDBError(fn(a.db.WithContext(ctx)))
+	return mapCtxError(ctx, fn(a.db.WithContext(ctx)))
+}
+
+// mapCtxError is mapDBError, except that any database error while ctx is
+// done is 503 unavailable: when a request's deadline passes mid-query, the
+// drivers report it in many ways (statement cancelled, bad connection,
+// "interrupted", transaction already rolled back), and the transaction was
+// rolled back whichever it was.
+func mapCtxError(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := AsError(err); !ok && ctx.Err() != nil {
+		return Errf(CodeUnavailable, "", "request cancelled or timed out (%v) before the database confirmed it; retry (allocation is idempotent by owner)", ctx.Err())
+	}
+	return mapDBError(err)
 }
 
 func mapDBError(err error) error {

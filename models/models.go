@@ -2,6 +2,7 @@ package models
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"net"
 	"strings"
@@ -193,8 +194,16 @@ func IsUnavailable(err error) bool {
 	}
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
-		// 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now, 08xxx connection.
-		return strings.HasPrefix(pg.Code, "57P") || strings.HasPrefix(pg.Code, "08")
+		// 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect
+		// now, 08xxx connection, 57014 statement cancelled (the request's
+		// deadline passed while the query ran).
+		return strings.HasPrefix(pg.Code, "57P") || strings.HasPrefix(pg.Code, "08") || pg.Code == "57014"
+	}
+	// A connection that broke mid-transaction (the driver closes it when a
+	// request's deadline cancels a query, or the server went away): the
+	// change did not happen and a retry may succeed.
+	if errors.Is(err, driver.ErrBadConn) {
+		return true
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
@@ -209,7 +218,9 @@ func IsUnavailable(err error) bool {
 	}
 	m := err.Error()
 	for _, s := range []string{"connection refused", "broken pipe", "connection reset", "failed to connect",
-		"conn closed", "unexpected EOF", "server closed the connection", "the database system is"} {
+		"conn closed", "unexpected EOF", "server closed the connection", "the database system is",
+		// SQLite: a statement interrupted because the request's deadline passed.
+		"interrupted (9)", "SQLITE_INTERRUPT"} {
 		if strings.Contains(m, s) {
 			return true
 		}
