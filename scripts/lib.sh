@@ -46,6 +46,7 @@ pg_start() {
 			unix_socket_directories = '$H7_TMP'
 			logging_collector = off
 		EOF
+		[ -z "${PG_EXTRA_CONF:-}" ] || printf '%s\n' "$PG_EXTRA_CONF" >>"$PGDATA_DIR/postgresql.conf"
 	fi
 	as_pg "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -o "-p $PGPORT" -l "$H7_TMP/pg.log" -w start >/dev/null
 	as_pg "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -qAtc \
