@@ -258,7 +258,7 @@ func (t *tx) lowestFree(p *models.Pool) (u128, bool, error) {
 			}
 			if taken {
 				var end string
-				err := t.Raw(`SELECT value_key FROM allocations WHERE pool_id = ? AND run_end AND value_key >= ? ORDER BY value_key LIMIT 1`,
+				err := t.Raw(runEndQuery,
 					p.ID, c.key()).Scan(&end).Error
 				if err != nil {
 					return u128{}, false, err
@@ -287,6 +287,11 @@ func (t *tx) lowestFree(p *models.Pool) (u128, bool, error) {
 	}
 	return u128{}, false, nil
 }
+
+// runEndQuery finds the end of the run of held values that contains a
+// held value: the lowest run end at or above it, one seek in the partial
+// index allocations_run_end (pool_id, value_key) WHERE run_end.
+const runEndQuery = `SELECT value_key FROM allocations WHERE pool_id = ? AND run_end AND value_key >= ? ORDER BY value_key LIMIT 1`
 
 func (t *tx) taken(p *models.Pool, v u128) (bool, error) {
 	var n int64
