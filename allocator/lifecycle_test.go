@@ -27,9 +27,9 @@ type lcSite struct {
 }
 
 type lcOpts struct {
-	noV6     bool // lo-ip-v6 not defined
-	autoV4   [2]string
-	explicit bool
+	noV6   bool // lo-ip-v6 not defined
+	autoV4 [2]string
+	autoV6 [2]string
 }
 
 // newLC builds a site: lo-ip auto 10.0.0.1..10.0.0.9 (or opts.autoV4) and
@@ -44,7 +44,11 @@ func newLC(t *testing.T, db *gorm.DB, o lcOpts) *lcSite {
 	}
 	s.pool(PoolLoopbackV4, "ipv4", rng(auto[0], auto[1], true), rng("10.0.0.100", "10.0.0.199", false))
 	if !o.noV6 {
-		s.pool(PoolLoopbackV6, "ipv6", rng("fd00::1", "fd00::ff", true), rng("fd00:1::1", "fd00:1::ff", false))
+		auto6 := o.autoV6
+		if auto6[0] == "" {
+			auto6 = [2]string{"fd00::1", "fd00::ff"}
+		}
+		s.pool(PoolLoopbackV6, "ipv6", rng(auto6[0], auto6[1], true), rng("fd00:1::1", "fd00:1::ff", false))
 	}
 	return s
 }
@@ -479,6 +483,21 @@ func TestLifecycleTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.wantLoopbacks("S2", "10.0.0.2", "fd00::2")
+		}},
+		{"IPv4 and IPv6 independent: reserved v4 assigned while the v6 pool is exhausted, then v6 completed by growth", lcOpts{autoV6: [2]string{"fd00::1", "fd00::1"}}, func(t *testing.T, s *lcSite) {
+			s.em(macA, lcDpu{serial: "S1"}, lcDpu{"S2", "10.0.0.150", ""}, lcDpu{"S3", "", "fd00:1::1"})
+			res := s.report(macA, "S3", "S2", "S1")
+			wantIncomplete(t, res, DPUMachineID("S2")+"/ipv6/pool_exhausted")
+			s.wantLoopbacks("S1", "10.0.0.1", "fd00::1")
+			s.wantLoopbacks("S2", "10.0.0.150", "")
+			s.wantLoopbacks("S3", "10.0.0.2", "fd00:1::1") // reserved v6 needs no free auto value
+			s.wantStatus("S2", BindingReserved, BindingMissing)
+			s.wantStatus("S3", BindingAutomatic, BindingReserved)
+			if _, err := s.a.AddRange(s.ctx, PoolLoopbackV6, rng("fd00::2", "fd00::f", true)); err != nil {
+				t.Fatal(err)
+			}
+			s.wantLoopbacks("S2", "10.0.0.150", "fd00::2")
+			s.wantStatus("S2", BindingReserved, BindingAutomatic)
 		}},
 		{"decommission and delete refusals: not ready, not decommissioned, decommissioned host reported", lcOpts{}, func(t *testing.T, s *lcSite) {
 			s.report(macA, "S1")
