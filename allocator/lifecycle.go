@@ -221,9 +221,13 @@ func (a *Allocator) Discover(ctx context.Context, spec DiscoverSpec) (*IngestRes
 		res.Incomplete = inc
 		top := *dpu
 		if dpu.HostMachineID != nil {
-			if err := t.Where("machine_id = ?", *dpu.HostMachineID).Take(&top).Error; err != nil {
+			// A fresh struct: Take on one whose primary key is set would also
+			// filter on the DPU's machine_id and find nothing.
+			var host models.Machine
+			if err := t.Where("machine_id = ?", *dpu.HostMachineID).Take(&host).Error; err != nil {
 				return err
 			}
+			top = host
 		}
 		res.Machines, err = t.a.machinesOut(t.ctx, t.DB, []models.Machine{top})
 		return err
