@@ -123,6 +123,7 @@ func (a *Allocator) Report(ctx context.Context, spec ReportSpec) (*IngestResult,
 		return nil, Errf(CodeInvalid, "chassis_serial_number", "chassis_serial_number is %d characters long; at most 128", len(chassis))
 	}
 	serials := make([]string, 0, len(spec.DPUs))
+	index := map[string]int{} // serial → its position in the request, for error fields
 	seen := map[string]bool{}
 	for i, d := range spec.DPUs {
 		s := strings.TrimSpace(d.SerialNumber)
@@ -134,6 +135,7 @@ func (a *Allocator) Report(ctx context.Context, spec ReportSpec) (*IngestResult,
 			return nil, Errf(CodeInvalid, field, "serial_number %q appears twice in this report", s)
 		}
 		seen[s] = true
+		index[s] = i
 		serials = append(serials, s)
 	}
 	sort.Strings(serials)
@@ -155,6 +157,9 @@ func (a *Allocator) Report(ctx context.Context, spec ReportSpec) (*IngestResult,
 		for _, s := range serials {
 			dpu, err := t.upsertDPU(s, &host.MachineID)
 			if err != nil {
+				if e, ok := AsError(err); ok && e.Field == "serial_number" {
+					return WithFieldPrefix(&Error{Code: e.Code, Message: e.Message}, fmt.Sprintf("dpus[%d].serial_number", index[s]))
+				}
 				return err
 			}
 			_, inc, err := t.ensureLoopbacks(pools, dpu)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -120,7 +121,7 @@ func (h *API) ReplaceExpectedMachine(c echo.Context) error {
 // patch (application/json or application/merge-patch+json) → 200 with ETag.
 func (h *API) PatchExpectedMachine(c echo.Context) error {
 	ct := strings.ToLower(strings.TrimSpace(c.Request().Header.Get(echo.HeaderContentType)))
-	if ct != "" && !strings.HasPrefix(ct, "application/json") && !strings.HasPrefix(ct, "application/merge-patch+json") {
+	if mt, _, err := mime.ParseMediaType(ct); ct != "" && (err != nil || (mt != "application/json" && mt != "application/merge-patch+json")) {
 		return allocator.Errf(allocator.CodeBadRequest, "", "Content-Type %q: PATCH takes application/json or application/merge-patch+json", ct)
 	}
 	body, err := ReadBody(c)

@@ -76,7 +76,10 @@ func sqliteTarget(path string) Target {
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
-	return Target{Dialect: SQLite, DSN: "file:" + path + "?" + q.Encode(), Path: path}
+	// The path is a URI path: '%', '?' and '#' would otherwise be read as
+	// an escape, the start of the parameters or a fragment.
+	esc := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
+	return Target{Dialect: SQLite, DSN: "file:" + esc + "?" + q.Encode(), Path: path}
 }
 
 // Open connects to the database named by rawURL and pings it. It does not

@@ -1,0 +1,54 @@
+package models
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A SQLite path with URI-special characters ('#', '?', '%', spaces) opens
+// exactly that file, not a truncated name.
+func TestSQLitePathWithSpecialCharacters(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a#b.db", "c?d.db", "e%20f.db", "g h.db"} {
+		p := filepath.Join(dir, "sub#1", name)
+		db, d, err := Open("sqlite:" + p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if d != SQLite {
+			t.Fatalf("%s: dialect %s", name, d)
+		}
+		if err := Migrate(db); err != nil {
+			t.Fatalf("%s: migrate: %v", name, err)
+		}
+		if s, err := db.DB(); err == nil {
+			s.Close()
+		}
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s: the file %s was not created: %v", name, p, err)
+		}
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Dialect
+		ok   bool
+	}{
+		{"postgres://u@h/db", Postgres, true},
+		{"postgresql://u@h/db?sslmode=disable", Postgres, true},
+		{"sqlite:ipledger.db", SQLite, true},
+		{"sqlite:/var/lib/ipledger/x", SQLite, true},
+		{"data/site.db", SQLite, true},
+		{"sqlite:", "", false},
+		{"mysql://u@h/db", "", false},
+		{"ipledger", "", false},
+	} {
+		got, err := ParseURL(c.in)
+		if (err == nil) != c.ok || (c.ok && got.Dialect != c.want) {
+			t.Errorf("ParseURL(%q) = %+v, %v; want dialect %q ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
