@@ -40,7 +40,48 @@ var Migrations = []Migration{
 	// Version 7: eager autovacuum of allocations on PostgreSQL (see
 	// schemaV7Postgres).
 	{Version: 7, Name: "postgres: eager autovacuum of allocations", Postgres: schemaV7Postgres},
+	// Version 8: the PostgreSQL range triggers serialise on the pool row
+	// (see schemaV8Postgres).
+	{Version: 8, Name: "postgres: range triggers lock the pool row", Postgres: schemaV8Postgres},
 }
+
+// schemaV8Postgres closes a write-skew hole of migration 1's triggers when
+// writers bypass the allocator (and its pool lock): a transaction removing
+// or shrinking a range and one inserting an allocation into it each saw the
+// other's row as not yet changed, and both committed, leaving an allocation
+// outside every range. Now the range trigger takes the pool row FOR UPDATE
+// and the allocation trigger FOR SHARE before they look, so the later one
+// waits for the earlier and then sees its result. The allocator already
+// holds the pool row FOR UPDATE, so its writes take no new lock.
+const schemaV8Postgres = `
+CREATE OR REPLACE FUNCTION ipledger_allocation_in_range() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM 1 FROM pools WHERE id = NEW.pool_id FOR SHARE;
+  IF NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = NEW.pool_id
+                 AND r.first_key <= NEW.value_key AND NEW.value_key <= r.last_key) THEN
+    RAISE EXCEPTION 'value_outside_pool: value % lies in no range of its pool', NEW.value USING ERRCODE = '23514';
+  END IF;
+  RETURN NEW;
+END $$
+--;
+CREATE OR REPLACE FUNCTION ipledger_range_keeps_allocations() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM 1 FROM pools WHERE id = OLD.pool_id FOR UPDATE;
+  IF TG_OP = 'DELETE' THEN
+    IF EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = OLD.pool_id
+               AND a.value_key BETWEEN OLD.first_key AND OLD.last_key) THEN
+      RAISE EXCEPTION 'range_in_use: range % .. % still holds allocations', OLD.first_value, OLD.last_value USING ERRCODE = '23514';
+    END IF;
+    RETURN OLD;
+  END IF;
+  IF EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = OLD.pool_id
+             AND a.value_key BETWEEN OLD.first_key AND OLD.last_key
+             AND NOT (a.value_key BETWEEN NEW.first_key AND NEW.last_key)) THEN
+    RAISE EXCEPTION 'range_in_use: shrinking range % .. % would leave allocations outside it', OLD.first_value, OLD.last_value USING ERRCODE = '23514';
+  END IF;
+  RETURN NEW;
+END $$
+`
 
 // schemaV7Postgres: every allocation flips the run_end flag of the value
 // before it, which on PostgreSQL leaves a dead entry in the run-end index

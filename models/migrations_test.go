@@ -365,3 +365,86 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 }
+
+// The range rules hold against concurrent writers that bypass the
+// allocator (and its pool lock): removing a range while another
+// transaction inserts an allocation into it, in either order, never
+// leaves an allocation outside every range. On SQLite the second writer
+// waits at BEGIN; on PostgreSQL the triggers serialise on the pool row.
+func TestRangeRemovalRacesAllocationInsert(t *testing.T) {
+	for _, d := range dbtest.Dialects {
+		for _, deleteFirst := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/delete-first=%t", d, deleteFirst), func(t *testing.T) {
+				var u string
+				if d == models.Postgres {
+					u = dbtest.NewPostgresURL(t)
+				} else {
+					u = dbtest.NewSQLiteURL(t)
+				}
+				g1 := dbtest.OpenURL(t, u)
+				g2, _, err := models.Open(u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s2, _ := g2.DB()
+				defer s2.Close()
+				s1, _ := g1.DB()
+				p, _ := fixture(t, g1) // range 10..19 holding 15
+				must(t, g1.Where("value_key = ?", key(15)).Delete(&models.Allocation{}).Error)
+				var rangeID int64
+				g1.Raw(`SELECT id FROM pool_ranges WHERE pool_id = ?`, p.ID).Scan(&rangeID)
+
+				del := func(tx *sql.Tx) error {
+					_, err := tx.Exec(`DELETE FROM pool_ranges WHERE id = $1`, rangeID)
+					return err
+				}
+				ins := func(tx *sql.Tx) error {
+					_, err := tx.Exec(`INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
+						VALUES ($1, $2, '15', 'allocated', 'machine', 'racer', TRUE, $3)`, p.ID, key(15), t0)
+					return err
+				}
+				first, second := del, ins
+				if !deleteFirst {
+					first, second = ins, del
+				}
+				tx1, err := s1.Begin()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := first(tx1); err != nil {
+					t.Fatalf("first writer: %v", err)
+				}
+				done := make(chan error, 1)
+				go func() {
+					tx2, err := s2.Begin()
+					if err != nil {
+						done <- err
+						return
+					}
+					if err := second(tx2); err != nil {
+						tx2.Rollback()
+						done <- err
+						return
+					}
+					done <- tx2.Commit()
+				}()
+				select {
+				case err := <-done:
+					t.Fatalf("the second writer finished while the first was open (err=%v): nothing serialises them", err)
+				case <-time.After(300 * time.Millisecond):
+				}
+				must(t, tx1.Commit())
+				err = <-done
+				if err == nil || !models.IsConstraintViolation(err) {
+					t.Fatalf("second writer: %v, want a constraint violation", err)
+				}
+				var orphans int64
+				g1.Raw(`SELECT COUNT(*) FROM allocations a WHERE NOT EXISTS (SELECT 1 FROM pool_ranges r
+					WHERE r.pool_id = a.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key)`).Scan(&orphans)
+				if orphans != 0 {
+					t.Fatalf("%d allocations lie outside every range", orphans)
+				}
+			})
+		}
+	}
+}
