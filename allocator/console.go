@@ -88,13 +88,15 @@ type UsagePoint struct {
 
 // PoolUsage returns one point per UTC day for the last `days` days (today
 // last) of how many values of the pool were allocated and quarantined. It
-// starts from today's counts and walks the audit events of the pool's
-// allocations backwards (allocation.create +1 allocated, .release −1,
+// starts from today's counts and replays the pool's allocation audit
+// actions per day backwards (allocation.create +1 allocated, .release −1,
 // .quarantine moves one to quarantined, .reclaim moves one back,
-// .unquarantine and .quarantine_expired −1 quarantined), one grouped query
-// over the audit_events time index, so its cost follows the number of
-// distinct days and actions, not the pool size. Days before the pool's
-// first event show the earliest known counts.
+// .unquarantine and .quarantine_expired −1 quarantined). The per-day
+// counts come from pool_usage_days, the roll-up of those audit events that
+// a trigger keeps in each write's transaction (migration 6), so the cost is
+// days × actions rows, not the number of events or allocations. Days
+// before the pool's first event show the earliest known counts. days must
+// be 1 to 366 (422 invalid); an unknown pool is 404.
 func (a *Allocator) PoolUsage(ctx context.Context, pool string, days int) ([]UsagePoint, error) {
 	if days < 1 || days > 366 {
 		return nil, Errf(CodeInvalid, "days", "days must be 1 to 366, got %d", days)

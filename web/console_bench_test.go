@@ -49,16 +49,20 @@ func fillPool(b *testing.B, site *consoleSite, n int) {
 	const base = 10 << 24
 	var stmts []string
 	if models.DialectOf(db) == models.Postgres {
+		// Chunks of 20,000 rows, each its own transaction, so the count
+		// triggers' row versions are cleaned up as the load goes.
 		v := `((g>>24)::text || '.' || ((g>>16)&255)::text || '.' || ((g>>8)&255)::text || '.' || (g&255)::text)`
-		series := fmt.Sprintf(`generate_series(%d::bigint, %d::bigint) AS g`, base, base+n-1)
-		stmts = []string{
-			fmt.Sprintf(`INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
+		for lo := base; lo < base+n; lo += 20000 {
+			hi := min(lo+20000, base+n) - 1
+			series := fmt.Sprintf(`generate_series(%d::bigint, %d::bigint) AS g`, lo, hi)
+			stmts = append(stmts,
+				fmt.Sprintf(`INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
 				SELECT %d, lpad(to_hex(g), 32, '0'), %s, 'allocated', 'tenant', 't' || (g - %d)::text, g = %d, now() FROM %s`,
-				poolID, v, base, base+n-1, series),
-			fmt.Sprintf(`INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id)
-				SELECT now() - ((g %% 30) * interval '1 day'), 'bench', 'allocation.create', 'allocation', 'big/' || %s, '' FROM %s`, v, series),
-			`ANALYZE allocations`, `ANALYZE audit_events`,
+					poolID, v, base, base+n-1, series),
+				fmt.Sprintf(`INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id)
+				SELECT now() - ((g %% 30) * interval '1 day'), 'bench', 'allocation.create', 'allocation', 'big/' || %s, '' FROM %s`, v, series))
 		}
+		stmts = append(stmts, `ANALYZE allocations`, `ANALYZE audit_events`)
 	} else {
 		cte := fmt.Sprintf(`WITH RECURSIVE s(g) AS (SELECT %d UNION ALL SELECT g + 1 FROM s WHERE g < %d) `, base, base+n-1)
 		v := `printf('%d.%d.%d.%d', g >> 24, (g >> 16) & 255, (g >> 8) & 255, g & 255)`
@@ -130,6 +134,38 @@ func BenchmarkConsoleAllocations(b *testing.B) {
 					}
 				})
 			}
+		})
+	}
+}
+
+// BenchmarkConsolePoolParts times the allocator reads behind the whole pool
+// page on a pool of a million allocations with 30 days of audit events:
+// the pool with its stats, and the 30-day usage history.
+func BenchmarkConsolePoolParts(b *testing.B) {
+	n := benchAllocations()
+	for _, d := range dbtest.Dialects {
+		b.Run(string(d), func(b *testing.B) {
+			if d == models.Postgres {
+				dbtest.RequirePostgres(b)
+			}
+			site := newConsoleSite(b, dbtest.Open(b, d))
+			fillPool(b, site, n)
+			ctx := context.Background()
+			b.Run("GetPool", func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					if _, err := site.a.GetPool(ctx, "big"); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("PoolUsage-30d", func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					u, err := site.a.PoolUsage(ctx, "big", 30)
+					if err != nil || u[0].Allocated >= u[29].Allocated {
+						b.Fatalf("usage %v %v", u, err)
+					}
+				}
+			})
 		})
 	}
 }
