@@ -507,6 +507,12 @@ func (a *Allocator) ListAllocations(ctx context.Context, pool string, f Allocati
 	default:
 		return nil, Errf(CodeInvalid, "state", "unknown state %q: want allocated or quarantined", f.State)
 	}
+	if f.OwnerType != "" && !ownerTypeRE.MatchString(f.OwnerType) {
+		return nil, Errf(CodeInvalid, "owner_type", "owner_type %q must match ^[a-z][a-z0-9_-]{0,31}$", f.OwnerType)
+	}
+	if len(f.OwnerID) > 128 {
+		return nil, Errf(CodeInvalid, "owner_id", "owner_id is %d characters long; at most 128", len(f.OwnerID))
+	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}

@@ -72,6 +72,9 @@ func (a *Allocator) ListBindings(ctx context.Context, f BindingFilter) (*Binding
 	default:
 		return nil, Errf(CodeInvalid, "status", "unknown status %q: want reserved, automatic, pending, conflict, missing or none", f.Status)
 	}
+	if err := checkMachineCursor(f.Cursor); err != nil {
+		return nil, err
+	}
 	f.Limit = clampLimit(f.Limit)
 	page := &BindingPage{Items: []Binding{}}
 	cursor := f.Cursor

@@ -151,6 +151,9 @@ func (a *Allocator) ListMachines(ctx context.Context, f MachineFilter) (*Machine
 	default:
 		return nil, Errf(CodeInvalid, "state", "unknown state %q: want ready or decommissioned", f.State)
 	}
+	if err := checkMachineCursor(f.Cursor); err != nil {
+		return nil, err
+	}
 	f.Limit = clampLimit(f.Limit)
 	var top []models.Machine
 	err := a.read(ctx, func(db *gorm.DB) error {
@@ -380,4 +383,15 @@ func listsSerial(db *gorm.DB, em *models.ExpectedMachine, serial string) (bool, 
 		}
 	}
 	return false, nil
+}
+
+var machineIDRE = regexp.MustCompile(`^fm100(ds|ht)[a-z2-7]{52}$`)
+
+// checkMachineCursor refuses a cursor that no machine list returned (every
+// cursor is a machine_id) with 422 invalid.
+func checkMachineCursor(cursor string) error {
+	if cursor != "" && !machineIDRE.MatchString(cursor) {
+		return Errf(CodeInvalid, "cursor", "cursor %q is not one this API returned", cursor)
+	}
+	return nil
 }

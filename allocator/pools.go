@@ -48,6 +48,9 @@ type RangeUpdate struct {
 	Last       *string `json:"last,omitempty"`
 	AutoAssign *bool   `json:"auto_assign,omitempty"`
 	Version    *int64  `json:"version,omitempty"`
+	// IfMatch carries the request's If-Match versions (REST); empty is no
+	// precondition.
+	IfMatch IfMatch `json:"-"`
 }
 
 // Pool is a resource pool as the API shows it.
@@ -298,7 +301,7 @@ func (t *tx) insertRange(p *models.Pool, sp space, r parsedRange) (*models.PoolR
 	}
 	if len(others) > 0 {
 		o := others[0]
-		return nil, Errf(CodeConflict, "", "range %s..%s overlaps range %d (%s..%s) of pool %q",
+		return nil, Errf(CodeConflict, "first", "range %s..%s overlaps range %d (%s..%s) of pool %q",
 			sp.format(r.first), sp.format(r.last), o.ID, o.FirstValue, o.LastValue, p.Name)
 	}
 	row := models.PoolRange{PoolID: p.ID, FirstKey: r.first.key(), LastKey: r.last.key(),
@@ -586,6 +589,9 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 		if u.Version != nil && *u.Version != row.Version {
 			return Errf(CodeStaleVersion, "version", "range %s is at version %d, not %d", id, row.Version, *u.Version)
 		}
+		if err := u.IfMatch.check("range "+id, row.Version); err != nil {
+			return err
+		}
 		before := rangeOut(sp, row)
 		spec := RangeSpec{First: row.FirstValue, Last: row.LastValue, AutoAssign: &row.AutoAssign}
 		if u.First != nil {
@@ -604,10 +610,18 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 			return e
 		}
 		keep := [2]string{pr.first.key(), pr.last.key()}
+		if keep[0] == row.FirstKey && keep[1] == row.LastKey && pr.auto == row.AutoAssign {
+			out = before // nothing to change: no new version, no audit event
+			return nil
+		}
 		if b, err := t.blockers(p, row.FirstKey, row.LastKey, &keep); err != nil {
 			return err
 		} else if len(b) > 0 {
-			return Errf(CodeConflict, "", "shrinking range %s..%s to %s..%s would leave values outside it: %s",
+			field := "first"
+			if pr.first.key() == row.FirstKey {
+				field = "last"
+			}
+			return Errf(CodeConflict, field, "shrinking range %s..%s to %s..%s would leave values outside it: %s",
 				row.FirstValue, row.LastValue, sp.format(pr.first), sp.format(pr.last), strings.Join(b, ", "))
 		}
 		if !row.AutoAssign && pr.auto {
@@ -627,7 +641,7 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 			return err
 		}
 		if others > 0 {
-			return Errf(CodeConflict, "", "range %s..%s would overlap another range of pool %q", sp.format(pr.first), sp.format(pr.last), pool)
+			return Errf(CodeConflict, "first", "range %s..%s would overlap another range of pool %q", sp.format(pr.first), sp.format(pr.last), pool)
 		}
 		res := t.Model(&models.PoolRange{}).Where("id = ? AND version = ?", row.ID, row.Version).Updates(map[string]any{
 			"first_key": keep[0], "last_key": keep[1], "first_value": sp.format(pr.first), "last_value": sp.format(pr.last),
@@ -656,6 +670,12 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 // RemoveRange deletes a range that holds no allocation, quarantine or
 // declared reservation (admin); otherwise 409 conflict naming them.
 func (a *Allocator) RemoveRange(ctx context.Context, pool, id string) error {
+	return a.RemoveRangeIf(ctx, pool, id, nil)
+}
+
+// RemoveRangeIf is RemoveRange with an If-Match precondition on the range's
+// version (412 stale_version when it does not match).
+func (a *Allocator) RemoveRangeIf(ctx context.Context, pool, id string, m IfMatch) error {
 	return a.write(ctx, func(t *tx) error {
 		p, err := t.lockPool(pool)
 		if err != nil {
@@ -665,13 +685,16 @@ func (a *Allocator) RemoveRange(ctx context.Context, pool, id string) error {
 		if err != nil {
 			return err
 		}
+		if err := m.check("range "+id, row.Version); err != nil {
+			return err
+		}
 		if err := t.purgeExpired(p); err != nil {
 			return err
 		}
 		if b, err := t.blockers(p, row.FirstKey, row.LastKey, nil); err != nil {
 			return err
 		} else if len(b) > 0 {
-			return Errf(CodeConflict, "", "range %s..%s still holds values: %s", row.FirstValue, row.LastValue, strings.Join(b, ", "))
+			return Errf(CodeConflict, "id", "range %s..%s still holds values: %s", row.FirstValue, row.LastValue, strings.Join(b, ", "))
 		}
 		before := rangeOut(spaceOf(p), row)
 		if err := t.Delete(&models.PoolRange{}, row.ID).Error; err != nil {

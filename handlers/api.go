@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -76,15 +78,20 @@ func UnmarshalJSON(b []byte, v any) error {
 	}
 	err := json.Unmarshal(b, v)
 	if err == nil {
+		if hasNULEscape(b) {
+			if p, ok := findNUL(b); ok {
+				return allocator.Errf(allocator.CodeInvalid, p, "%s contains a NUL character", p)
+			}
+		}
 		return nil
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		field := te.Field
-		if field == "" {
-			return allocator.Errf(allocator.CodeBadRequest, "", "request body must be a JSON %s, not %s", "object", te.Value)
+		if te.Field == "" {
+			return allocator.Errf(allocator.CodeBadRequest, "", "request body must be a JSON %s, not %s", jsonKind(te.Type), te.Value)
 		}
-		return allocator.Errf(allocator.CodeInvalid, field, "%s must be a JSON %s, not %s", field, te.Type.String(), te.Value)
+		field := locateField(b, te.Field, strings.Fields(te.Value + " ")[0])
+		return allocator.Errf(allocator.CodeInvalid, field, "%s must be a JSON %s, not %s", field, jsonKind(te.Type), te.Value)
 	}
 	return allocator.Errf(allocator.CodeBadRequest, "", "request body is not valid JSON: %v", err)
 }
@@ -161,6 +168,24 @@ func Limit(c echo.Context) (int, error) {
 		n = 1000
 	}
 	return n, nil
+}
+
+// OnlyQuery refuses query parameters other than allowed with 422 invalid
+// naming the first unknown one (DESIGN.md §10: an unknown filter is 422):
+// a misspelt filter must not silently list everything.
+func OnlyQuery(c echo.Context, allowed ...string) error {
+	q := c.QueryParams()
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(allowed, k) {
+			return allocator.Errf(allocator.CodeInvalid, k, "unknown query parameter %q; this list takes %s", k, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
 }
 
 // Ctx is the request's context carrying the actor for audit events.

@@ -12,6 +12,9 @@ import (
 // ListEvents: GET /api/v1/events?actor=&action=&object_type=&object_id=&since=&until=&limit=&cursor=
 // (since/until RFC 3339), newest first.
 func (h *API) ListEvents(c echo.Context) error {
+	if err := OnlyQuery(c, "actor", "action", "object_type", "object_id", "since", "until", "limit", "cursor"); err != nil {
+		return err
+	}
 	limit, err := Limit(c)
 	if err != nil {
 		return err

@@ -54,6 +54,9 @@ func expectedMachineLocation(id string) string {
 // ?bmc_mac_address=&serial_number=&label=key[=value]&q=&limit=&cursor=
 // → {"items": [...], "next_cursor": "..."}.
 func (h *API) ListExpectedMachines(c echo.Context) error {
+	if err := OnlyQuery(c, "bmc_mac_address", "serial_number", "label", "q", "limit", "cursor"); err != nil {
+		return err
+	}
 	limit, err := Limit(c)
 	if err != nil {
 		return err

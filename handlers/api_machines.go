@@ -37,6 +37,9 @@ func (h *API) Discover(c echo.Context) error {
 
 // ListMachines: GET /api/v1/machines?state=&limit=&cursor=.
 func (h *API) ListMachines(c echo.Context) error {
+	if err := OnlyQuery(c, "state", "limit", "cursor"); err != nil {
+		return err
+	}
 	limit, err := Limit(c)
 	if err != nil {
 		return err
@@ -117,6 +120,9 @@ func (h *API) DeleteMachine(c echo.Context) error {
 
 // ListBindings: GET /api/v1/dpu-bindings?status=&limit=&cursor=.
 func (h *API) ListBindings(c echo.Context) error {
+	if err := OnlyQuery(c, "status", "limit", "cursor"); err != nil {
+		return err
+	}
 	limit, err := Limit(c)
 	if err != nil {
 		return err

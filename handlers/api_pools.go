@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -12,11 +13,34 @@ import (
 
 // ListPools: GET /api/v1/pools → {"items": [pool…]}.
 func (h *API) ListPools(c echo.Context) error {
+	if err := OnlyQuery(c, "limit", "cursor"); err != nil {
+		return err
+	}
+	limit, err := Limit(c)
+	if err != nil {
+		return err
+	}
 	pools, err := h.A.ListPools(Ctx(c))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"items": pools})
+	// Pools are few (tens); the page is cut from the list ordered by name,
+	// and the cursor is the last name of the previous page.
+	cursor := c.QueryParam("cursor")
+	start := 0
+	if cursor != "" {
+		start = sort.Search(len(pools), func(i int) bool { return pools[i].Name > cursor })
+		if start == 0 || pools[start-1].Name != cursor {
+			return allocator.Errf(allocator.CodeInvalid, "cursor", "cursor %q is not one this API returned", cursor)
+		}
+	}
+	page := map[string]any{}
+	end := min(start+limit, len(pools))
+	if end < len(pools) {
+		page["next_cursor"] = pools[end-1].Name
+	}
+	page["items"] = pools[start:end]
+	return c.JSON(http.StatusOK, page)
 }
 
 // CreatePool: POST /api/v1/pools → 201 with Location.
@@ -53,7 +77,11 @@ func (h *API) AddRange(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if full, err := h.A.GetRange(Ctx(c), name, r.ID); err == nil {
+		r = full // with its counts
+	}
 	c.Response().Header().Set(echo.HeaderLocation, "/api/v1/pools/"+url.PathEscape(name)+"/ranges/"+r.ID)
+	setETag(c, r.Version)
 	return c.JSON(http.StatusCreated, r)
 }
 
@@ -63,6 +91,7 @@ func (h *API) GetRange(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	setETag(c, r.Version)
 	return c.JSON(http.StatusOK, r)
 }
 
@@ -73,16 +102,22 @@ func (h *API) UpdateRange(c echo.Context) error {
 	if err := DecodeJSON(c, &u); err != nil {
 		return err
 	}
-	r, err := h.A.UpdateRange(Ctx(c), Param(c, "name"), Param(c, "id"), u)
+	u.IfMatch = IfMatchOf(c)
+	name := Param(c, "name")
+	r, err := h.A.UpdateRange(Ctx(c), name, Param(c, "id"), u)
 	if err != nil {
 		return err
 	}
+	if full, err := h.A.GetRange(Ctx(c), name, r.ID); err == nil {
+		r = full
+	}
+	setETag(c, r.Version)
 	return c.JSON(http.StatusOK, r)
 }
 
 // RemoveRange: DELETE /api/v1/pools/{name}/ranges/{id} → 204.
 func (h *API) RemoveRange(c echo.Context) error {
-	if err := h.A.RemoveRange(Ctx(c), Param(c, "name"), Param(c, "id")); err != nil {
+	if err := h.A.RemoveRangeIf(Ctx(c), Param(c, "name"), Param(c, "id"), IfMatchOf(c)); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -108,6 +143,9 @@ func (h *API) LoadPools(c echo.Context) error {
 
 // ListAllocations: GET /api/v1/pools/{name}/allocations.
 func (h *API) ListAllocations(c echo.Context) error {
+	if err := OnlyQuery(c, "owner_type", "owner_id", "state", "limit", "cursor"); err != nil {
+		return err
+	}
 	limit, err := Limit(c)
 	if err != nil {
 		return err

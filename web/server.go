@@ -81,6 +81,7 @@ func New(cfg Config) *Server {
 	e.Use(s.logRequests)
 	e.Use(s.metrics.middleware)
 	e.Use(s.timeout)
+	e.Use(rejectNUL)
 	s.routes()
 	return s
 }
@@ -193,8 +194,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var id *handlers.Identity
 		if h := c.Request().Header.Get(echo.HeaderAuthorization); h != "" {
-			tok, ok := strings.CutPrefix(h, "Bearer ")
-			if !ok {
+			scheme, tok, ok := strings.Cut(h, " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") { // the scheme is case-insensitive (RFC 7235)
 				return allocator.Errf(allocator.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
 			}
 			t, err := s.a.Authenticate(c.Request().Context(), strings.TrimSpace(tok))
@@ -236,4 +237,37 @@ func (s *Server) require(role allocator.Role, h echo.HandlerFunc) echo.HandlerFu
 
 func isUnsafe(m string) bool {
 	return m != http.MethodGet && m != http.MethodHead && m != http.MethodOptions
+}
+
+// rejectNUL refuses a NUL character in the path, the query or a form field
+// with 422 invalid naming where it is: PostgreSQL cannot store one (SQLite
+// would), and no name, address or identifier of ipledger needs it. JSON
+// bodies are checked where they are decoded (handlers.UnmarshalJSON).
+func rejectNUL(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if strings.ContainsRune(r.URL.Path, 0) {
+			return allocator.Errf(allocator.CodeInvalid, "path", "the request path contains a NUL character")
+		}
+		for k, vs := range r.URL.Query() {
+			for _, v := range vs {
+				if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
+					return allocator.Errf(allocator.CodeInvalid, k, "query parameter %q contains a NUL character", k)
+				}
+			}
+		}
+		ct := r.Header.Get(echo.HeaderContentType)
+		if isUnsafe(r.Method) && (strings.HasPrefix(ct, echo.MIMEApplicationForm) || strings.HasPrefix(ct, echo.MIMEMultipartForm)) {
+			if form, err := c.FormParams(); err == nil {
+				for k, vs := range form {
+					for _, v := range vs {
+						if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
+							return allocator.Errf(allocator.CodeInvalid, k, "form field %q contains a NUL character", k)
+						}
+					}
+				}
+			}
+		}
+		return next(c)
+	}
 }

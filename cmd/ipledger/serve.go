@@ -184,6 +184,11 @@ func newTokenCmd() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("--role %q: want viewer, operator or admin", role)
 			}
+			if t, err := models.ParseURL(dbURL); err == nil && t.Dialect == models.SQLite {
+				if _, err := os.Stat(t.Path); err != nil {
+					return fmt.Errorf("--database %s: no database file at %s (a typo? run the server or `ipledger migrate` there first)", dbURL, t.Path)
+				}
+			}
 			a, closeDB, err := openDatabase(dbURL)
 			if err != nil {
 				return err
