@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Called by .ci/run after the test suite: a short run of every fuzz target
+# (the long runs and their exec counts are in docs/reliability.md) and the
+# short reliability scripts (kill -9 and PostgreSQL restart under load).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZTIME="${FUZZTIME:-10s}"
+while read -r pkg target; do
+  echo "fuzz $pkg $target ($FUZZTIME)"
+  go test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" -parallel 2 >/tmp/ipledger-fuzz.log 2>&1 || {
+    cat /tmp/ipledger-fuzz.log >&2
+    exit 1
+  }
+  tail -n 2 /tmp/ipledger-fuzz.log
+done <<'TARGETS'
+./allocator FuzzParseValue
+./allocator FuzzRangeSpec
+./allocator FuzzParsePoolFile
+./web FuzzExpectedMachineBodies
+./cni FuzzParseConfig
+./cni FuzzAddressEntry
+TARGETS
+scripts/ci-reliability.sh
