@@ -254,17 +254,17 @@ func TestPoolsREST(t *testing.T) {
 		if got := p.want(200, "GET", loc, p.viewer, ""); got["size"] != "256" {
 			t.Fatalf("range %v", got)
 		}
-		wantAPIError(t, p.do("POST", "/api/v1/pools/lo-ip/ranges", p.admin, "", `{"first":"10.0.1.255","last":"10.0.2.0"}`), 409, "conflict", "")
+		wantAPIError(t, p.do("POST", "/api/v1/pools/lo-ip/ranges", p.admin, "", `{"first":"10.0.1.255","last":"10.0.2.0"}`), 409, "conflict", "first")
 		p.want(201, "POST", "/api/v1/pools/lo-ip/allocations", p.operator, `{"owner_type":"machine","owner_id":"x","value":"10.0.1.7"}`)
 		msg = wantAPIError(t, p.do("PATCH", loc, p.admin, "", `{"auto_assign":true}`), 409, "conflict", "auto_assign")
 		if !strings.Contains(msg, "10.0.1.7") {
 			t.Fatalf("flip refusal %q does not name the blocking value", msg)
 		}
-		msg = wantAPIError(t, p.do("PATCH", loc, p.admin, "", `{"first":"10.0.1.8"}`), 409, "conflict", "")
+		msg = wantAPIError(t, p.do("PATCH", loc, p.admin, "", `{"first":"10.0.1.8"}`), 409, "conflict", "first")
 		if !strings.Contains(msg, "10.0.1.7 (allocated to machine/x)") {
 			t.Fatalf("shrink refusal %q does not name the blocking value", msg)
 		}
-		wantAPIError(t, p.do("DELETE", loc, p.admin, "", ""), 409, "conflict", "")
+		wantAPIError(t, p.do("DELETE", loc, p.admin, "", ""), 409, "conflict", "id")
 		if got := p.want(200, "PATCH", loc, p.admin, `{"last":"10.0.1.127"}`); got["size"] != "128" {
 			t.Fatalf("shrink %v", got)
 		}
@@ -359,11 +359,11 @@ func TestPoolsRESTBadInput(t *testing.T) {
 			{"unknown pool type", "POST", "/api/v1/pools", "", `{"name":"p","type":"vlan"}`, 422, "invalid", "type", "vlan"},
 			{"name of the wrong JSON type", "POST", "/api/v1/pools", "", `{"name":5,"type":"ipv4"}`, 422, "invalid", "name", "number"},
 			{"ranges of the wrong JSON type", "POST", "/api/v1/pools", "", `{"name":"p","type":"ipv4","ranges":"10.0.0.0/24"}`, 422, "invalid", "ranges", "string"},
-			{"auto_assign of the wrong JSON type", "POST", "/api/v1/pools", "", `{"name":"p","type":"ipv4","ranges":[{"first":"10.0.0.1","last":"10.0.0.2","auto_assign":"yes"}]}`, 422, "invalid", "ranges.auto_assign", "string"},
+			{"auto_assign of the wrong JSON type", "POST", "/api/v1/pools", "", `{"name":"p","type":"ipv4","ranges":[{"first":"10.0.0.1","last":"10.0.0.2","auto_assign":"yes"}]}`, 422, "invalid", "ranges[0].auto_assign", "string"},
 			{"unparseable JSON", "POST", "/api/v1/pools", "", `{"name":"p",`, 400, "bad_request", "", "JSON"},
 			{"JSON array body", "POST", "/api/v1/pools", "", `[1,2]`, 400, "bad_request", "", "object"},
 			{"empty body", "POST", "/api/v1/pools", "application/json", ``, 400, "bad_request", "", "empty"},
-			{"overlapping range", "POST", "/api/v1/pools/lo-ip/ranges", "", `{"first":"10.0.0.5","last":"10.0.0.50"}`, 409, "conflict", "", "10.0.0.1..10.0.0.9"},
+			{"overlapping range", "POST", "/api/v1/pools/lo-ip/ranges", "", `{"first":"10.0.0.5","last":"10.0.0.50"}`, 409, "conflict", "first", "10.0.0.1..10.0.0.9"},
 			{"range of the wrong family", "POST", "/api/v1/pools/lo-ip/ranges", "", `{"first":"fd00::1","last":"fd00::2"}`, 422, "invalid", "first", "fd00::1"},
 			{"bad owner_type", "POST", "/api/v1/pools/lo-ip/allocations", "", `{"owner_type":"Machine!","owner_id":"b"}`, 422, "invalid", "owner_type", "Machine!"},
 			{"missing owner_id", "POST", "/api/v1/pools/lo-ip/allocations", "", `{"owner_type":"machine"}`, 422, "invalid", "owner_id", ""},
