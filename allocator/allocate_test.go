@@ -595,8 +595,13 @@ func TestAllocateRandomizedAgainstModel(t *testing.T) {
 			case op < 5:
 				o := fmt.Sprint("x", r.Intn(60))
 				v := 10 + r.Intn(10)
-				_, _, err := f.a.Allocate(f.ctx, "p", own(o), fmt.Sprint(v))
-				if _, taken := held[v]; taken || hasOwner(owners, o) {
+				al, created, err := f.a.Allocate(f.ctx, "p", own(o), fmt.Sprint(v))
+				if hasOwner(owners, o) && owners[o] == v {
+					// Asking again for the value one holds: idempotent.
+					if err != nil || created || al.Value != fmt.Sprint(v) {
+						t.Fatalf("step %d: %s asking again for %d: %+v %t %v", step, o, v, al, created, err)
+					}
+				} else if _, taken := held[v]; taken || hasOwner(owners, o) {
 					if err == nil {
 						t.Fatalf("step %d: requested %d for %s succeeded", step, v, o)
 					}
