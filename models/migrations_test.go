@@ -448,3 +448,72 @@ func TestRangeRemovalRacesAllocationInsert(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent writers that bypass the allocator still cannot create two
+// overlapping ranges in one pool, nor two rows for one (pool, value) or
+// one (pool, owner): exactly one of them wins, the others get a
+// constraint violation.
+func TestConstraintsUnderConcurrentWriters(t *testing.T) {
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			var u string
+			if d == models.Postgres {
+				u = dbtest.NewPostgresURL(t)
+			} else {
+				u = dbtest.NewSQLiteURL(t)
+			}
+			g := dbtest.OpenURL(t, u)
+			p, _ := fixture(t, g) // range 10..19, allocation 15 owned by "a"
+			const n = 8
+			handles := make([]*gorm.DB, n)
+			for i := range handles {
+				h, _, err := models.Open(u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, _ := h.DB()
+				t.Cleanup(func() { s.Close() })
+				handles[i] = h
+			}
+			race := func(name string, write func(i int, tx *gorm.DB) error) {
+				errs := make([]error, n)
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				for i := range handles {
+					wg.Add(1)
+					go func(i int) {
+						defer wg.Done()
+						<-start
+						errs[i] = handles[i].Transaction(func(tx *gorm.DB) error { return write(i, tx) })
+					}(i)
+				}
+				close(start)
+				wg.Wait()
+				wins := 0
+				for i, err := range errs {
+					switch {
+					case err == nil:
+						wins++
+					case models.IsConstraintViolation(err):
+					default:
+						t.Fatalf("%s: writer %d: %v", name, i, err)
+					}
+				}
+				if wins != 1 {
+					t.Fatalf("%s: %d writers won, want exactly 1", name, wins)
+				}
+			}
+			race("overlapping ranges", func(i int, tx *gorm.DB) error {
+				// 100+i .. 200+i: every pair overlaps.
+				return tx.Create(&models.PoolRange{PoolID: p.ID, FirstKey: key(uint64(100 + i)), LastKey: key(uint64(200 + i)),
+					FirstValue: fmt.Sprint(100 + i), LastValue: fmt.Sprint(200 + i), Version: 1, CreatedAt: t0}).Error
+			})
+			race("one value, many owners", func(i int, tx *gorm.DB) error {
+				return tx.Create(alloc(p.ID, 16, fmt.Sprint("owner-", i))).Error
+			})
+			race("one owner, many values", func(i int, tx *gorm.DB) error {
+				return tx.Create(alloc(p.ID, uint64(110+i), "same-owner")).Error
+			})
+		})
+	}
+}
