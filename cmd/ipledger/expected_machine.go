@@ -75,7 +75,11 @@ func (f *emFlags) register(cmd *cobra.Command, patch bool) {
 	fl.StringVar(&f.description, "description", "", "metadata description")
 	fl.StringArrayVar(&f.labels, "label", nil, "metadata label KEY=VALUE (repeatable)")
 	fl.StringVar(&f.sku, "sku", "", "SKU id")
-	fl.StringArrayVar(&f.dpus, "expected-dpu", nil, "SERIAL[,ipv4=A][,ipv6=B] (repeatable); omitted keeps the stored reservations")
+	dpuHelp := "SERIAL[,ipv4=A][,ipv6=B] (repeatable): an expected DPU with its optional loopback reservations"
+	if patch {
+		dpuHelp += "; given, it replaces the stored list; omitted keeps the stored reservations"
+	}
+	fl.StringArrayVar(&f.dpus, "expected-dpu", nil, dpuHelp)
 	if patch {
 		fl.BoolVar(&f.clearDpus, "clear-expected-dpus", false, "remove every expected DPU and its reservations")
 		fl.Int64Var(&f.ifMatch, "if-match", 0, "only change the record if it is still at this version (412 otherwise)")

@@ -119,7 +119,18 @@ func newPoolCmd(cf *clientFlags) *cobra.Command {
 			if _, err := c.call("POST", "/api/v1/pools", body, "application/json", nil, &raw); err != nil {
 				return err
 			}
-			return printJSON(raw)
+			if c.json {
+				return printJSON(raw)
+			}
+			var p allocator.Pool
+			if err := json.Unmarshal(raw, &p); err != nil {
+				return err
+			}
+			fmt.Printf("created pool %s (%s) with %d range(s)\n", p.Name, p.Type, len(p.Ranges))
+			for _, r := range p.Ranges {
+				fmt.Printf("  range %s: %s..%s auto_assign=%t, %s values\n", r.ID, r.First, r.Last, r.AutoAssign, r.Size)
+			}
+			return nil
 		},
 	}
 	create.Flags().StringVar(&ptype, "type", "", "ipv4, ipv6, ipv6prefix or integer")
@@ -177,7 +188,7 @@ func newPoolCmd(cf *clientFlags) *cobra.Command {
 			if _, err := c.call("POST", "/api/v1/pools/"+esc(args[0])+"/ranges", allocator.RangeSpec{First: args[1], Last: args[2], AutoAssign: &auto}, "", nil, &raw); err != nil {
 				return err
 			}
-			return printJSON(raw)
+			return printRange(c, raw, "added")
 		},
 	}
 	addRange.Flags().BoolVar(&explicit, "explicit", false, "auto_assign=false: only explicit requests may take values")
@@ -209,7 +220,7 @@ func newPoolCmd(cf *clientFlags) *cobra.Command {
 			if _, err := c.call("PATCH", "/api/v1/pools/"+esc(args[0])+"/ranges/"+esc(args[1]), u, "", nil, &raw); err != nil {
 				return err
 			}
-			return printJSON(raw)
+			return printRange(c, raw, "updated")
 		},
 	}
 	setRange.Flags().String("first", "", "new first value")
@@ -224,8 +235,13 @@ func newPoolCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = c.call("DELETE", "/api/v1/pools/"+esc(args[0])+"/ranges/"+esc(args[1]), nil, "", nil, nil)
-			return err
+			if _, err = c.call("DELETE", "/api/v1/pools/"+esc(args[0])+"/ranges/"+esc(args[1]), nil, "", nil, nil); err != nil {
+				return err
+			}
+			if !c.json {
+				fmt.Printf("removed range %s of pool %s\n", args[1], args[0])
+			}
+			return nil
 		},
 	})
 
@@ -285,8 +301,15 @@ func newPoolCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = c.call("POST", "/api/v1/pools/"+esc(args[0])+"/allocations/"+esc(args[1])+":unquarantine", nil, "", nil, nil)
-			return err
+			var raw json.RawMessage
+			if _, err = c.call("POST", "/api/v1/pools/"+esc(args[0])+"/allocations/"+esc(args[1])+":unquarantine", nil, "", nil, &raw); err != nil {
+				return err
+			}
+			if c.json {
+				return printJSON(raw)
+			}
+			fmt.Printf("%s of pool %s is free again\n", args[1], args[0])
+			return nil
 		},
 	})
 
@@ -338,6 +361,20 @@ func newPoolCmd(cf *clientFlags) *cobra.Command {
 	allocs.Flags().IntVar(&limit, "page-size", 1000, "page size")
 	cmd.AddCommand(allocs)
 	return cmd
+}
+
+// printRange prints a range answer: JSON for scripts, a line for people.
+func printRange(c *client, raw json.RawMessage, verb string) error {
+	if c.json {
+		return printJSON(raw)
+	}
+	var r allocator.Range
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return err
+	}
+	fmt.Printf("%s range %s: %s..%s auto_assign=%t, %s values (%s allocated, %s free)\n",
+		verb, r.ID, r.First, r.Last, r.AutoAssign, r.Size, r.Stats.Allocated, r.Stats.Free)
+	return nil
 }
 
 // parseRangeFlag reads FIRST-LAST[,auto_assign=false]. IPv6 values contain
