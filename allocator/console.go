@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"math/big"
@@ -166,4 +167,175 @@ func (a *Allocator) PoolUsage(ctx context.Context, pool string, days int) ([]Usa
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Day.Before(out[j].Day) })
 	return out, nil
+}
+
+// ConsoleSession is a server-side console session (migration 9).
+type ConsoleSession struct {
+	// Token is the session's API token, with its current name and role.
+	Token Token
+	// Expires is when the session ends unless it is used again.
+	Expires time.Time
+	// Renewed reports that this look-up moved Expires forward (the caller
+	// refreshes the cookie).
+	Renewed bool
+}
+
+func sessionHash(id string) string { return hashToken("session:" + id) }
+
+// CreateSession stores a console session for token tokenID that ends after
+// ttl without use, and returns its random id (32 bytes, base64url): the
+// cookie carries the id; the database keeps only its SHA-256. Expired
+// sessions are swept in the same transaction. An unknown token is 401.
+func (a *Allocator) CreateSession(ctx context.Context, tokenID int64, ttl time.Duration) (string, time.Time, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", time.Time{}, err
+	}
+	id := base64.RawURLEncoding.EncodeToString(b[:])
+	var exp time.Time
+	err := a.write(ctx, func(t *tx) error {
+		now := t.now
+		exp = now.Add(ttl)
+		var n int64
+		if err := t.Model(&models.APIToken{}).Where("id = ?", tokenID).Count(&n).Error; err != nil {
+			return err
+		}
+		if n == 0 {
+			return Errf(CodeUnauthorized, "", "the token of this session no longer exists")
+		}
+		if err := t.Exec(`DELETE FROM console_sessions WHERE expires_at <= ?`, now.Unix()).Error; err != nil {
+			return err
+		}
+		return t.Exec(`INSERT INTO console_sessions (id, token_id, created_at, expires_at) VALUES (?, ?, ?, ?)`,
+			sessionHash(id), tokenID, now.Unix(), exp.Unix()).Error
+	})
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return id, exp, nil
+}
+
+// Session returns the live session with this id and its token, or 401
+// unauthorized when it does not exist, has expired, was ended by
+// DeleteSession or its token was deleted. Sessions slide: when less than
+// ttl−renewEvery is left, Expires moves to now+ttl (one write at most per
+// renewEvery per session, not one per request).
+func (a *Allocator) Session(ctx context.Context, id string, ttl, renewEvery time.Duration) (*ConsoleSession, error) {
+	type row struct {
+		TokenID   int64
+		ExpiresAt int64
+		Name      string
+		Role      string
+	}
+	var rows []row
+	h := sessionHash(id)
+	err := a.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT s.token_id, s.expires_at, t.name, t.role FROM console_sessions s
+			JOIN api_tokens t ON t.id = s.token_id WHERE s.id = ?`, h).Scan(&rows).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	if len(rows) == 0 || now.Unix() >= rows[0].ExpiresAt {
+		return nil, Errf(CodeUnauthorized, "", "this console session has ended: sign in again")
+	}
+	r := rows[0]
+	s := &ConsoleSession{Token: Token{ID: r.TokenID, Name: r.Name, Role: Role(r.Role)}, Expires: time.Unix(r.ExpiresAt, 0)}
+	if s.Expires.Sub(now) < ttl-renewEvery {
+		exp := now.Add(ttl)
+		err := a.write(ctx, func(t *tx) error {
+			return t.Exec(`UPDATE console_sessions SET expires_at = ? WHERE id = ? AND expires_at < ?`,
+				exp.Unix(), h, exp.Unix()).Error
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.Expires, s.Renewed = time.Unix(exp.Unix(), 0), true
+	}
+	return s, nil
+}
+
+// DeleteSession ends a console session (sign out). Ending one that does
+// not exist is not an error.
+func (a *Allocator) DeleteSession(ctx context.Context, id string) error {
+	return a.write(ctx, func(t *tx) error {
+		return t.Exec(`DELETE FROM console_sessions WHERE id = ?`, sessionHash(id)).Error
+	})
+}
+
+// TokenInfo is a token as `ipledger token list` shows it: never the token
+// or its hash.
+type TokenInfo struct {
+	Token
+	CreatedAt time.Time `json:"created_at"`
+	// Sessions is the number of live console sessions opened with it.
+	Sessions int64 `json:"sessions"`
+}
+
+// ListTokens returns every API token by id, with its live console sessions.
+func (a *Allocator) ListTokens(ctx context.Context) ([]TokenInfo, error) {
+	var rows []models.APIToken
+	if err := a.read(ctx, func(db *gorm.DB) error { return db.Order("id").Find(&rows).Error }); err != nil {
+		return nil, err
+	}
+	type cnt struct {
+		TokenID int64
+		N       int64
+	}
+	var cs []cnt
+	if err := a.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT token_id, COUNT(*) AS n FROM console_sessions WHERE expires_at > ? GROUP BY token_id`, a.now().Unix()).Scan(&cs).Error
+	}); err != nil {
+		return nil, err
+	}
+	per := map[int64]int64{}
+	for _, c := range cs {
+		per[c.TokenID] = c.N
+	}
+	out := make([]TokenInfo, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, TokenInfo{Token: Token{ID: r.ID, Name: r.Name, Role: Role(r.Role)}, CreatedAt: r.CreatedAt, Sessions: per[r.ID]})
+	}
+	return out, nil
+}
+
+// DeleteToken deletes the token with this id, or with this name when id is
+// 0, and every console session opened with it, in one audited transaction
+// (token.delete): its REST calls and console sessions stop at once. An
+// unknown token is 404; a name held by several tokens is 409 (give the id).
+func (a *Allocator) DeleteToken(ctx context.Context, id int64, name string) (*Token, error) {
+	var out *Token
+	err := a.write(ctx, func(t *tx) error {
+		var rows []models.APIToken
+		q := t.Model(&models.APIToken{})
+		field := "id"
+		if id != 0 {
+			q = q.Where("id = ?", id)
+		} else {
+			field = "name"
+			q = q.Where("name = ?", name)
+		}
+		if err := q.Order("id").Find(&rows).Error; err != nil {
+			return err
+		}
+		switch {
+		case len(rows) == 0 && id != 0:
+			return Errf(CodeNotFound, field, "no token with id %d", id)
+		case len(rows) == 0:
+			return Errf(CodeNotFound, field, "no token named %q", name)
+		case len(rows) > 1:
+			return Errf(CodeConflict, field, "%d tokens are named %q: delete one by --id", len(rows), name)
+		}
+		r := rows[0]
+		if err := t.Exec(`DELETE FROM console_sessions WHERE token_id = ?`, r.ID).Error; err != nil {
+			return err
+		}
+		if err := t.Exec(`DELETE FROM api_tokens WHERE id = ?`, r.ID).Error; err != nil {
+			return err
+		}
+		out = &Token{ID: r.ID, Name: r.Name, Role: Role(r.Role)}
+		return t.audit("token.delete", "token", r.Name, map[string]any{"id": r.ID, "name": r.Name, "role": r.Role}, nil)
+	})
+	return out, err
 }

@@ -15,8 +15,8 @@ import (
 type SessionStore interface {
 	// Open starts a session for the token (sets the cookie).
 	Open(c echo.Context, tok *allocator.Token) error
-	// Close ends the session (clears the cookie).
-	Close(c echo.Context)
+	// Close ends the session on the server and clears the cookie.
+	Close(c echo.Context) error
 }
 
 // safeNext keeps a post-login redirect on this site: a local absolute path,
@@ -54,8 +54,15 @@ func (h *Console) Login(c echo.Context, store SessionStore) error {
 	return c.Redirect(http.StatusSeeOther, next)
 }
 
-// Logout: POST /logout (CSRF checked) → cookie cleared, 303 to /login.
+// Logout: POST /logout (CSRF checked) → session row deleted, cookie
+// cleared, 303 to /login (HX-Redirect for htmx).
 func (h *Console) Logout(c echo.Context, store SessionStore) error {
-	store.Close(c)
+	if err := store.Close(c); err != nil {
+		return err
+	}
+	if IsHTMX(c) {
+		c.Response().Header().Set("HX-Redirect", "/login")
+		return c.NoContent(http.StatusOK)
+	}
 	return c.Redirect(http.StatusSeeOther, "/login")
 }

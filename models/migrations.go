@@ -43,6 +43,8 @@ var Migrations = []Migration{
 	// Version 8: the PostgreSQL range triggers serialise on the pool row
 	// (see schemaV8Postgres).
 	{Version: 8, Name: "postgres: range triggers lock the pool row", Postgres: schemaV8Postgres},
+	// Version 9 (migration_v9.go): server-side console sessions.
+	{Version: 9, Name: "console sessions", SQL: schemaV9},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when

@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -603,4 +605,115 @@ func TestConsoleStatic(t *testing.T) {
 	if !strings.Contains(res.Header.Get("Content-Security-Policy"), "script-src 'self'") || res.Header.Get("X-Frame-Options") != "DENY" {
 		t.Fatalf("login page lacks security headers: %v", res.Header)
 	}
+}
+
+// sessionCookieOf returns the browser's session cookie value.
+func sessionCookieOf(t *testing.T, b *browser) string {
+	t.Helper()
+	u, _ := url.Parse(b.site.srv.URL)
+	for _, c := range b.c.Jar.Cookies(u) {
+		if c.Name == web.SessionCookie {
+			return c.Value
+		}
+	}
+	t.Fatal("no session cookie")
+	return ""
+}
+
+// withCookie is an anonymous browser that replays a session cookie value.
+func withCookie(site *consoleSite, val string) *browser {
+	b := site.anonymous()
+	u, _ := url.Parse(site.srv.URL)
+	b.c.Jar.SetCookies(u, []*http.Cookie{{Name: web.SessionCookie, Value: val, Path: "/"}})
+	return b
+}
+
+// TestConsoleSignOutEndsSession: signing out deletes the session on the
+// server, so a copy of the old cookie replayed afterwards is sent to
+// /login (401 for htmx); other sessions of the same token live on; deleting
+// the token (allocator.DeleteToken) ends all of its sessions at once.
+func TestConsoleSignOutEndsSession(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		b := site.login(allocator.RoleOperator)
+		other := site.login(allocator.RoleOperator)
+		old := sessionCookieOf(t, b)
+		expect(t, withCookie(site, old).get("/pools"), http.StatusOK, "console:test-operator")
+
+		res := b.post("/logout", nil, true)
+		expect(t, res, http.StatusSeeOther)
+		if res.Header.Get("Location") != "/login" {
+			t.Fatalf("logout redirects to %q", res.Header.Get("Location"))
+		}
+		replay := withCookie(site, old)
+		res = replay.get("/pools")
+		expect(t, res, http.StatusSeeOther)
+		if !strings.HasPrefix(res.Header.Get("Location"), "/login") {
+			t.Fatalf("replayed cookie after logout: Location %q, want /login", res.Header.Get("Location"))
+		}
+		expect(t, replay.htmx(http.MethodGet, "/pools", nil), http.StatusUnauthorized)
+		expect(t, replay.post("/logout", nil, false), http.StatusSeeOther)
+		expect(t, other.get("/pools"), http.StatusOK, "console:test-operator")
+
+		var n int64
+		if err := db.Raw(`SELECT COUNT(*) FROM console_sessions`).Scan(&n).Error; err != nil || n != 1 {
+			t.Fatalf("sessions left after one sign-out: %d (%v), want 1", n, err)
+		}
+		// Deleting the token ends its other session at once.
+		toks, err := site.a.ListTokens(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id int64
+		for _, tk := range toks {
+			if tk.Name == "test-operator" {
+				id = tk.ID
+				if tk.Sessions != 1 {
+					t.Fatalf("token list shows %d sessions, want 1", tk.Sessions)
+				}
+			}
+		}
+		if _, err := site.a.DeleteToken(context.Background(), id, ""); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, other.get("/pools"), http.StatusSeeOther)
+		if err := db.Raw(`SELECT COUNT(*) FROM console_sessions`).Scan(&n).Error; err != nil || n != 0 {
+			t.Fatalf("sessions left after the token was deleted: %d (%v)", n, err)
+		}
+		// A session row cannot point at a missing token (foreign key).
+		if err := db.Exec(`INSERT INTO console_sessions (id, token_id, created_at, expires_at) VALUES (?, 999999, 1, 2)`,
+			strings.Repeat("a", 64)).Error; err == nil {
+			t.Fatal("a session row for a missing token was accepted")
+		}
+	})
+}
+
+// TestConsoleSessionSlides: a session used at least every 12 hours (the NOC
+// wallboard refreshing itself) never expires; one left alone for 12 hours
+// does; the renewed expiry reaches the cookie too.
+func TestConsoleSessionSlides(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		now := time.Now().UTC()
+		var mu sync.Mutex
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+		a := allocator.New(db, allocator.Options{Now: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		srv := newHTTPTest(t, web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+		tok, err := a.CreateToken(context.Background(), "noc", allocator.RoleViewer, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		site := &consoleSite{t: t, a: a, srv: srv, tokens: map[allocator.Role]string{allocator.RoleViewer: tok}}
+		b := site.login(allocator.RoleViewer)
+		for i := 0; i < 6; i++ { // 66 hours of use every 11 hours
+			advance(11 * time.Hour)
+			res := b.get("/noc")
+			if res.StatusCode == http.StatusOK && !strings.Contains(res.Header.Get("Set-Cookie"), web.SessionCookie+"=v2.") {
+				t.Fatalf("a renewed session did not refresh its cookie: %q", res.Header.Get("Set-Cookie"))
+			}
+			expect(t, res, http.StatusOK)
+		}
+		advance(12*time.Hour + time.Second)
+		expect(t, b.get("/noc"), http.StatusSeeOther)
+	})
 }

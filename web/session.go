@@ -3,15 +3,11 @@ package web
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,20 +22,27 @@ import (
 // Secure when Config.SecureCookies, valid for SessionTTL.
 const SessionCookie = "ipledger_session"
 
-// SessionTTL is how long a console session lasts after sign-in.
+// SessionTTL is how long a console session lasts without use. It slides:
+// every use renews it (at most one database write per sessionRenewEvery),
+// so a NOC wallboard that refreshes itself stays signed in.
 const SessionTTL = 12 * time.Hour
+
+// sessionRenewEvery bounds how often a session's expiry is written.
+const sessionRenewEvery = 5 * time.Minute
 
 // CSRFHeader carries the CSRF token of htmx requests (hx-headers on
 // <body>); forms carry it in the field csrf_token.
 const CSRFHeader = "X-CSRF-Token"
 
-// sessions implements SessionAuth and handlers.SessionStore with a signed
-// cookie: "v1|<token id>|<expiry unix>|<nonce>" and its HMAC-SHA256 under
-// a key kept in the settings table (allocator.SessionKey), so every server
-// process on one database accepts the same sessions. The cookie never holds
-// the token itself; each request re-reads the token by id, so deleting the
-// token (or changing its role) takes effect at once. The CSRF token is an
-// HMAC of the session payload: bound to the session, nothing to store.
+// sessions implements SessionAuth and handlers.SessionStore with
+// server-side sessions (table console_sessions, migration 9): the cookie is
+// "v2.<random id>.<HMAC-SHA256 of the id>" under a key kept in the settings
+// table (allocator.SessionKey), so every server process on one database
+// accepts the same sessions; the database keeps only the id's hash. Every
+// request looks the row up (with its token's current name and role): sign
+// out deletes the row and deleting the token deletes its rows, so a copied
+// cookie stops working at once. The CSRF token is an HMAC of the session
+// id: bound to the session, nothing more to store.
 type sessions struct {
 	a      *allocator.Allocator
 	secure bool
@@ -78,85 +81,86 @@ func mac(key []byte, parts ...string) []byte {
 
 var b64 = base64.RawURLEncoding
 
-// Open starts a session for tok: sets the signed cookie.
+func (s *sessions) setCookie(c echo.Context, key []byte, id string, exp time.Time) {
+	val := "v2." + id + "." + b64.EncodeToString(mac(key, "session", id))
+	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: val, Path: "/", Expires: exp, MaxAge: int(time.Until(exp).Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})
+}
+
+// Open starts a session for tok: a console_sessions row and its cookie.
 func (s *sessions) Open(c echo.Context, tok *allocator.Token) error {
 	key, err := s.signingKey(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	var nonce [16]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
+	id, exp, err := s.a.CreateSession(c.Request().Context(), tok.ID, SessionTTL)
+	if err != nil {
 		return err
 	}
-	exp := time.Now().Add(SessionTTL)
-	payload := fmt.Sprintf("v1|%d|%d|%s", tok.ID, exp.Unix(), hex.EncodeToString(nonce[:]))
-	val := b64.EncodeToString([]byte(payload)) + "." + b64.EncodeToString(mac(key, "session", payload))
-	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: val, Path: "/", Expires: exp, MaxAge: int(SessionTTL.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})
+	s.setCookie(c, key, id, exp)
 	return nil
 }
 
-// Close clears the session cookie. The cookie is stateless, so a copy
-// stays valid until it expires or its token is deleted.
-func (s *sessions) Close(c echo.Context) {
+// Close ends the session on the server (deletes its row) and clears the
+// cookie: a copy of the old cookie is refused from now on.
+func (s *sessions) Close(c echo.Context) error {
+	id := s.sessionID(c)
 	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, Expires: time.Unix(0, 0),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})
+	if id == "" {
+		return nil
+	}
+	return s.a.DeleteSession(c.Request().Context(), id)
 }
 
-// payload verifies the cookie and returns its payload, token id, or "".
-func (s *sessions) payload(c echo.Context) (string, int64) {
+// sessionID verifies the cookie's signature and returns its session id, or
+// "" (no cookie, old format, forged).
+func (s *sessions) sessionID(c echo.Context) string {
 	ck, err := c.Cookie(SessionCookie)
 	if err != nil || ck.Value == "" {
-		return "", 0
+		return ""
 	}
-	enc, sig, ok := strings.Cut(ck.Value, ".")
-	if !ok {
-		return "", 0
+	f := strings.Split(ck.Value, ".")
+	if len(f) != 3 || f[0] != "v2" || f[1] == "" {
+		return ""
 	}
-	raw, err1 := b64.DecodeString(enc)
-	got, err2 := b64.DecodeString(sig)
-	if err1 != nil || err2 != nil {
-		return "", 0
+	got, err := b64.DecodeString(f[2])
+	if err != nil {
+		return ""
 	}
 	key, err := s.signingKey(c.Request().Context())
 	if err != nil {
 		s.log.Error("console session key unavailable", "error", err)
-		return "", 0
+		return ""
 	}
-	payload := string(raw)
-	if !hmac.Equal(got, mac(key, "session", payload)) {
-		return "", 0
+	if !hmac.Equal(got, mac(key, "session", f[1])) {
+		return ""
 	}
-	f := strings.Split(payload, "|")
-	if len(f) != 4 || f[0] != "v1" {
-		return "", 0
-	}
-	id, err1 := strconv.ParseInt(f[1], 10, 64)
-	exp, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || time.Now().Unix() >= exp {
-		return "", 0
-	}
-	return payload, id
+	return f[1]
 }
 
-// Identify returns the identity of a valid session whose token still
-// exists (with the token's current role), and puts the session's CSRF
-// token on the context for the templates.
+// Identify returns the identity of a live session (with its token's
+// current role), renews the session's expiry when it is used, and puts the
+// session's CSRF token on the context for the templates.
 func (s *sessions) Identify(c echo.Context) *handlers.Identity {
-	payload, id := s.payload(c)
-	if payload == "" {
+	id := s.sessionID(c)
+	if id == "" {
 		return nil
 	}
-	tok, err := s.a.TokenByID(c.Request().Context(), id)
+	ctx := c.Request().Context()
+	sess, err := s.a.Session(ctx, id, SessionTTL, sessionRenewEvery)
 	if err != nil {
 		if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeUnauthorized {
-			s.log.Error("console session: token look-up failed", "error", err)
+			s.log.Error("console session: look-up failed", "error", err)
 		}
 		return nil
 	}
-	key, _ := s.signingKey(c.Request().Context())
-	handlers.SetCSRF(c, b64.EncodeToString(mac(key, "csrf", payload)))
-	return &handlers.Identity{Name: "console:" + tok.Name, Role: tok.Role, Session: true}
+	key, _ := s.signingKey(ctx)
+	if sess.Renewed {
+		s.setCookie(c, key, id, sess.Expires)
+	}
+	handlers.SetCSRF(c, b64.EncodeToString(mac(key, "csrf", id)))
+	return &handlers.Identity{Name: "console:" + sess.Token.Name, Role: sess.Token.Role, Session: true}
 }
 
 // CheckCSRF accepts the X-CSRF-Token header or the csrf_token form field

@@ -206,6 +206,6 @@ func newTokenCmd() *cobra.Command {
 	create.Flags().StringVar(&name, "name", "", "token name (required)")
 	create.Flags().StringVar(&role, "role", "viewer", "viewer, operator or admin")
 	_ = create.MarkFlagRequired("name")
-	cmd.AddCommand(create)
+	cmd.AddCommand(create, newTokenListCmd(), newTokenDeleteCmd())
 	return cmd
 }
