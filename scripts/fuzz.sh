@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-10m}
 LOGDIR=${LOGDIR:-$(mktemp -d /tmp/ipledger-fuzz.XXXXXX)}
+mkdir -p "$LOGDIR"
 if [ -z "${TARGETS:-}" ]; then
 	TARGETS=""
 	for pkg in ./allocator ./cni ./web ./handlers; do
