@@ -92,7 +92,8 @@ func (f EMForm) Spec(password string) allocator.ExpectedMachineSpec {
 		s.Metadata.Labels = append(s.Metadata.Labels, allocator.Label{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
 	}
 	dpus := []allocator.ExpectedDpu{}
-	for _, d := range f.Dpus {
+	for _, i := range f.specRows() {
+		d := f.Dpus[i]
 		e := allocator.ExpectedDpu{SerialNumber: d.Serial}
 		if d.IP != "" {
 			ip := d.IP
@@ -106,6 +107,26 @@ func (f EMForm) Spec(password string) allocator.ExpectedMachineSpec {
 	}
 	s.ExpectedDpus = &dpus
 	return s
+}
+
+// Empty reports a row with no serial and no addresses: the new form shows
+// one, and an untouched row is not an ExpectedDpu (it is left out of the
+// spec, so a record without DPUs is valid).
+func (d DpuRow) Empty() bool {
+	return strings.TrimSpace(d.Serial) == "" && strings.TrimSpace(d.IP) == "" && strings.TrimSpace(d.IPv6) == ""
+}
+
+// specRows lists the form rows that become ExpectedDpus, in order:
+// expected_dpus[i] of the spec (and of the allocator's errors) is form row
+// specRows()[i].
+func (f EMForm) specRows() []int {
+	var out []int
+	for i, d := range f.Dpus {
+		if !d.Empty() {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // The form's top-level fields, by the JSON path the allocator names in
@@ -123,7 +144,8 @@ func (f EMForm) EMErrorID(field string) string {
 	if m := dpuField.FindStringSubmatch(field); m != nil {
 		var i int
 		fmt.Sscan(m[1], &i)
-		if i < len(f.Dpus) {
+		if rows := f.specRows(); i < len(rows) {
+			i = rows[i]
 			part := m[2]
 			if part == "" {
 				part = "serial_number"

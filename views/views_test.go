@@ -64,7 +64,7 @@ func TestUsageChartGeometry(t *testing.T) {
 }
 
 func TestEMFormErrorPlacement(t *testing.T) {
-	f := EMForm{Dpus: []DpuRow{{Key: "a"}, {Key: "b"}}}
+	f := EMForm{Dpus: []DpuRow{{Key: "a", Serial: "A"}, {Key: "b", IPv6: "::1"}}}
 	for field, id := range map[string]string{
 		"bmc_mac_address":                 "err-bmc_mac_address",
 		"metadata.name":                   "err-metadata-name",
@@ -86,5 +86,24 @@ func TestEMFormErrorPlacement(t *testing.T) {
 	}
 	if empty := (EMForm{}).Spec(""); empty.ExpectedDpus == nil || len(*empty.ExpectedDpus) != 0 {
 		t.Fatal("a form without rows must clear the list, not keep it")
+	}
+}
+
+// TestEMFormSkipsEmptyDpuRows: an untouched row is left out of the spec and
+// the allocator's expected_dpus[i] still points at the right form row.
+func TestEMFormSkipsEmptyDpuRows(t *testing.T) {
+	f := EMForm{MAC: "x", Dpus: []DpuRow{{Key: "e"}, {Key: "s", Serial: "S1"}, {Key: "e2", IP: "  "}, {Key: "i", IP: "10.0.0.1"}}}
+	spec := f.Spec("")
+	if n := len(*spec.ExpectedDpus); n != 2 || (*spec.ExpectedDpus)[0].SerialNumber != "S1" || (*spec.ExpectedDpus)[1].LoopbackIP == nil {
+		t.Fatalf("spec DPUs %+v, want the two filled rows", *spec.ExpectedDpus)
+	}
+	for field, id := range map[string]string{
+		"expected_dpus[0].serial_number": "err-dpu-s-serial_number",
+		"expected_dpus[1].serial_number": "err-dpu-i-serial_number",
+		"expected_dpus[2].loopback_ip":   "err-form",
+	} {
+		if got := f.EMErrorID(field); got != id {
+			t.Errorf("EMErrorID(%q) = %q, want %q", field, got, id)
+		}
 	}
 }

@@ -717,3 +717,36 @@ func TestConsoleSessionSlides(t *testing.T) {
 		expect(t, b.get("/noc"), http.StatusSeeOther)
 	})
 }
+
+// TestConsoleExpectedMachineEmptyDpuRow: the new form shows one empty DPU
+// row; a row with no serial and no addresses is ignored on validate and
+// save (a record without DPUs is valid), while a half-filled row is still
+// checked and its messages land on that row.
+func TestConsoleExpectedMachineEmptyDpuRow(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedSite(t, site.a)
+		b := site.login(allocator.RoleOperator)
+		body := expect(t, b.get("/expected-machines/new"), http.StatusOK)
+		if n := strings.Count(body, `name="dpu_serial"`); n != 1 {
+			t.Fatalf("new form has %d DPU rows, want 1", n)
+		}
+		f := url.Values{"mac": {"2a:00:00:00:00:07"}, "username": {""}, "password": {""}, "chassis": {""}, "name": {""},
+			"labels": {""}, "fallback": {""}, "dpu_key": {"e1"}, "dpu_serial": {""}, "dpu_ip": {" "}, "dpu_ip6": {""}}
+		expect(t, b.htmx(http.MethodPost, "/expected-machines/validate", f), http.StatusOK)
+		// An empty row before a half-filled one: the problem lands on the
+		// half-filled row, not on the ignored one.
+		g := withKV(f)
+		g["dpu_key"], g["dpu_serial"], g["dpu_ip"], g["dpu_ip6"] = []string{"e1", "h2"}, []string{"", ""}, []string{"", "10.180.62.201"}, []string{"", ""}
+		body = expect(t, b.htmx(http.MethodPost, "/expected-machines/validate", g), http.StatusUnprocessableEntity)
+		if !regexp.MustCompile(`id="err-dpu-h2-serial_number" hx-swap-oob="true"[^>]*>[^<]+</div>`).MatchString(body) ||
+			!regexp.MustCompile(`id="err-dpu-e1-serial_number" hx-swap-oob="true"[^>]*></div>`).MatchString(body) {
+			t.Fatalf("the half-filled row's problem is not on its row:\n%s", clip(body))
+		}
+		expect(t, b.post("/expected-machines", f, true), http.StatusSeeOther)
+		em, err := site.a.GetExpectedMachine(context.Background(), "2a:00:00:00:00:07")
+		if err != nil || len(em.ExpectedDpus) != 0 {
+			t.Fatalf("saved with an empty DPU row: %+v %v", em, err)
+		}
+	})
+}
