@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"sort"
 	"time"
@@ -338,4 +340,31 @@ func (a *Allocator) DeleteToken(ctx context.Context, id int64, name string) (*To
 		return t.audit("token.delete", "token", r.Name, map[string]any{"id": r.ID, "name": r.Name, "role": r.Role}, nil)
 	})
 	return out, err
+}
+
+// ParseExpectedMachinesFileRecords reads the NICo file like
+// ParseExpectedMachinesFile, but a record that does not decode (a type
+// error, an unknown field) fails only itself: specs[i] is record i when
+// bad[i] is nil, otherwise bad[i] is its error naming
+// expected_machines[i]. The console's merge import uses it so that one
+// broken record does not stop the others. err is set only when the file
+// as a whole is unreadable.
+func ParseExpectedMachinesFileRecords(b []byte) (specs []ExpectedMachineSpec, bad []error, err error) {
+	var file map[string]json.RawMessage
+	if err := json.Unmarshal(b, &file); err != nil || file == nil {
+		_, perr := ParseExpectedMachinesFile(b)
+		return nil, nil, perr
+	}
+	raw, ok := file["expected_machines"]
+	var elems []json.RawMessage
+	if !ok || string(raw) == "null" || json.Unmarshal(raw, &elems) != nil {
+		_, perr := ParseExpectedMachinesFile(b)
+		return nil, nil, perr
+	}
+	specs = make([]ExpectedMachineSpec, len(elems))
+	bad = make([]error, len(elems))
+	for i, e := range elems {
+		specs[i], bad[i] = decodeSpec(e, fmt.Sprintf("expected_machines[%d]", i))
+	}
+	return specs, bad, nil
 }

@@ -2,6 +2,9 @@ package handlers
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"net/http"
 	"net/url"
 	"strings"
@@ -49,8 +52,8 @@ func (h *Console) page(c echo.Context, title, nav string) views.Page {
 		p.User, p.Role = id.Name, id.Role
 	}
 	if ck, err := c.Cookie(flashCookie); err == nil && ck.Value != "" {
-		if v, err := url.QueryUnescape(ck.Value); err == nil {
-			kind, msg, ok := strings.Cut(v, "|")
+		if raw, ok := h.unseal(c, "flash", ck.Value); ok {
+			kind, msg, ok := strings.Cut(string(raw), "|")
 			if ok && (kind == "ok" || kind == "warn" || kind == "bad" || kind == "info") {
 				p.Flash, p.FlashKind = msg, kind
 			}
@@ -62,11 +65,15 @@ func (h *Console) page(c echo.Context, title, nav string) views.Page {
 }
 
 // redirect answers a successful form post: 303 to target with a one-time
-// flash message (post-redirect-get), or for htmx an HX-Redirect so the
+// flash message (a cookie signed by seal, so it cannot be forged) (post-redirect-get), or for htmx an HX-Redirect so the
 // browser loads the same page.
 func (h *Console) redirect(c echo.Context, target, kind, msg string) error {
 	if msg != "" {
-		c.SetCookie(&http.Cookie{Name: flashCookie, Value: url.QueryEscape(kind + "|" + msg), Path: "/",
+		val, err := h.seal(c, "flash", []byte(kind+"|"+msg))
+		if err != nil {
+			return err
+		}
+		c.SetCookie(&http.Cookie{Name: flashCookie, Value: val, Path: "/",
 			MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.SecureCookies, Expires: time.Now().Add(time.Minute)})
 	}
 	if IsHTMX(c) {
@@ -149,4 +156,40 @@ func formValue(c echo.Context, name string) string { return strings.TrimSpace(c.
 func checked(c echo.Context, name string) bool {
 	v := c.FormValue(name)
 	return v == "true" || v == "on" || v == "1"
+}
+
+// sealed signs small console state that travels through the browser (the
+// flash message, a no-JS import result) with the session key
+// (allocator.SessionKey), so a crafted cookie or link cannot put words in
+// the console's mouth: "<base64url payload>.<base64url HMAC-SHA256>".
+func (h *Console) seal(c echo.Context, purpose string, payload []byte) (string, error) {
+	key, err := h.A.SessionKey(Ctx(c))
+	if err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(purpose + "\x00"))
+	m.Write(payload)
+	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
+}
+
+// unseal verifies a value made by seal for the same purpose.
+func (h *Console) unseal(c echo.Context, purpose, v string) ([]byte, bool) {
+	enc, sig, ok := strings.Cut(v, ".")
+	if !ok {
+		return nil, false
+	}
+	payload, err1 := base64.RawURLEncoding.DecodeString(enc)
+	got, err2 := base64.RawURLEncoding.DecodeString(sig)
+	if err1 != nil || err2 != nil {
+		return nil, false
+	}
+	key, err := h.A.SessionKey(Ctx(c))
+	if err != nil {
+		return nil, false
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(purpose + "\x00"))
+	m.Write(payload)
+	return payload, hmac.Equal(got, m.Sum(nil))
 }

@@ -238,7 +238,9 @@ type ImportResult struct {
 	Index   int
 	MAC     string
 	Outcome string // created, updated, failed
-	Message string
+	// Problems are the record's messages: every problem of a failed
+	// record, each naming expected_machines[i].field.
+	Problems []string
 }
 
 // ImportView is the import page and its result.
@@ -248,27 +250,46 @@ type ImportView struct {
 	Err     string
 	Results []ImportResult
 	Done    bool
+	// Counted, when set, are the counts of an import whose Results hold
+	// only the failed records (the no-JS redirect carries no more).
+	Counted *ImportCounts
 }
 
-// Counts sums the outcomes.
-func (v ImportView) Counts() (created, updated, failed int) {
+// ImportCounts sums the outcomes of an import.
+type ImportCounts struct {
+	Created int `json:"c"`
+	Updated int `json:"u"`
+	Failed  int `json:"f"`
+	Total   int `json:"t"`
+}
+
+// Tally counts the outcomes.
+func (v ImportView) Tally() ImportCounts {
+	if v.Counted != nil {
+		return *v.Counted
+	}
+	n := ImportCounts{Total: len(v.Results)}
 	for _, r := range v.Results {
 		switch r.Outcome {
 		case "created":
-			created++
+			n.Created++
 		case "updated":
-			updated++
+			n.Updated++
 		default:
-			failed++
+			n.Failed++
 		}
 	}
-	return
+	return n
 }
 
 // Summary is one line about the import.
 func (v ImportView) Summary() string {
-	c, u, f := v.Counts()
-	return fmt.Sprintf("%d created, %d updated, %d failed of %d records", c, u, f, len(v.Results))
+	n := v.Tally()
+	s := fmt.Sprintf("%d created, %d updated, %d failed of %d records", n.Created, n.Updated, n.Failed, n.Total)
+	if shown := len(v.Results); v.Counted != nil && n.Failed > shown {
+		s += fmt.Sprintf(" (the first %d failures are listed)", shown)
+	}
+	return s
 }
 
 func i64(n int64) string { return fmt.Sprint(n) }

@@ -478,49 +478,84 @@ func withKV(v url.Values, kv ...string) url.Values {
 	return out
 }
 
-// TestConsoleImport: merge gives a result per record (one bad record does
-// not stop the others); replace-all is atomic and a bad file changes
-// nothing.
+// TestConsoleImport: merge gives a result per record (one bad record —
+// refused, or not even decodable — does not stop the others, and every
+// problem of a bad record is listed); replace-all is atomic and lists
+// every bad record; an unknown mode is 422; without JavaScript the result
+// is a redirect (post-redirect-get) to a signed result page. Both
+// databases.
 func TestConsoleImport(t *testing.T) {
-	site := newSQLiteSite(t)
-	seedSite(t, site.a)
-	b := site.login(allocator.RoleOperator)
-	upload := func(mode, content string) *http.Response {
-		var buf bytes.Buffer
-		w := multipart.NewWriter(&buf)
-		_ = w.WriteField("csrf_token", b.csrf)
-		_ = w.WriteField("mode", mode)
-		fw, _ := w.CreateFormFile("file", "expected-machines.json")
-		_, _ = fw.Write([]byte(content))
-		w.Close()
-		req, _ := http.NewRequest(http.MethodPost, site.srv.URL+"/expected-machines/import", &buf)
-		req.Header.Set("Content-Type", w.FormDataContentType())
-		return b.do(req)
-	}
-	file := `{"expected_machines":[
-	  {"bmc_mac_address":"1a:1b:1c:1d:1e:1f","bmc_username":"root","bmc_password":"pw-in-file","chassis_serial_number":"SN-1",
-	   "expected_dpus":[{"serial_number":"MT0001","loopback_ip":"10.180.62.200"}]},
-	  {"bmc_mac_address":"1a:1b:1c:1d:1e:20","chassis_serial_number":"SN-2",
-	   "expected_dpus":[{"serial_number":"MT0002","loopback_ip":"10.180.62.5"}]},
-	  {"bmc_mac_address":"1a:1b:1c:1d:1e:21","chassis_serial_number":"SN-3"}]}`
-	body := expect(t, upload("merge", file), http.StatusOK, "2 created, 0 updated, 1 failed of 3 records", "expected_machines[1].expected_dpus[0].loopback_ip")
-	if strings.Contains(body, "pw-in-file") {
-		t.Fatal("import renders a password")
-	}
-	body = expect(t, upload("merge", file), http.StatusOK, "0 created, 2 updated, 1 failed")
-	_ = body
-	// Replace-all with the bad record: nothing changes.
-	expect(t, upload("replace", file), http.StatusUnprocessableEntity, "Nothing was changed", "expected_machines[1]")
-	page, _ := site.a.ListExpectedMachines(context.Background(), allocator.ExpectedMachineFilter{})
-	if len(page.Items) != 2 {
-		t.Fatalf("after refused replace-all: %d records, want 2", len(page.Items))
-	}
-	expect(t, upload("replace", `{"expected_machines":[{"bmc_mac_address":"1a:1b:1c:1d:1e:1f"}]}`), http.StatusOK, "1 updated")
-	page, _ = site.a.ListExpectedMachines(context.Background(), allocator.ExpectedMachineFilter{})
-	if len(page.Items) != 1 {
-		t.Fatalf("after replace-all: %d records, want 1", len(page.Items))
-	}
-	expect(t, upload("merge", `not json`), http.StatusBadRequest, "not valid JSON")
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedSite(t, site.a)
+		b := site.login(allocator.RoleOperator)
+		upload := func(htmx bool, mode, content string) *http.Response {
+			var buf bytes.Buffer
+			w := multipart.NewWriter(&buf)
+			_ = w.WriteField("csrf_token", b.csrf)
+			_ = w.WriteField("mode", mode)
+			fw, _ := w.CreateFormFile("file", "expected-machines.json")
+			_, _ = fw.Write([]byte(content))
+			w.Close()
+			req, _ := http.NewRequest(http.MethodPost, site.srv.URL+"/expected-machines/import", &buf)
+			req.Header.Set("Content-Type", w.FormDataContentType())
+			if htmx {
+				req.Header.Set("HX-Request", "true")
+			}
+			return b.do(req)
+		}
+		// noJS posts, expects the 303 and follows it.
+		noJS := func(mode, content string, want ...string) string {
+			t.Helper()
+			res := upload(false, mode, content)
+			expect(t, res, http.StatusSeeOther)
+			loc := res.Header.Get("Location")
+			if !strings.HasPrefix(loc, "/expected-machines/import?result=") {
+				t.Fatalf("import without JS redirects to %q", loc)
+			}
+			return expect(t, b.get(loc), http.StatusOK, want...)
+		}
+		file := `{"expected_machines":[
+		  {"bmc_mac_address":"1a:1b:1c:1d:1e:1f","bmc_username":"root","bmc_password":"pw-in-file","chassis_serial_number":"SN-1",
+		   "expected_dpus":[{"serial_number":"MT0001","loopback_ip":"10.180.62.200"}]},
+		  {"bmc_mac_address":"1a:1b:1c:1d:1e:20","chassis_serial_number":"SN-2",
+		   "expected_dpus":[{"serial_number":"MT0002","loopback_ip":"10.180.62.5","loopback_ip_v6":"fd00:180:62::5"}]},
+		  {"bmc_mac_address":"1a:1b:1c:1d:1e:21","chassis_serial_number":"SN-3"},
+		  {"bmc_mac_address":"1a:1b:1c:1d:1e:22","expected_dpus":"not-a-list"}]}`
+		body := expect(t, upload(true, "merge", file), http.StatusOK, "2 created, 0 updated, 2 failed of 4 records",
+			"expected_machines[1].expected_dpus[0].loopback_ip:", "expected_machines[1].expected_dpus[0].loopback_ip_v6:", "expected_machines[3].expected_dpus")
+		if strings.Contains(body, "pw-in-file") {
+			t.Fatal("import renders a password")
+		}
+		body = noJS("merge", file, "0 created, 2 updated, 2 failed of 4 records", "expected_machines[1].expected_dpus[0].loopback_ip:", "expected_machines[3]")
+		if strings.Contains(body, "pw-in-file") {
+			t.Fatal("the import result page renders a password")
+		}
+		// A made-up result link is refused.
+		expect(t, b.get("/expected-machines/import?result="+url.QueryEscape("eyJtIjoibWVyZ2UifQ.AAAA")), http.StatusUnprocessableEntity, "not valid")
+		// Replace-all with bad records: nothing changes, each is listed.
+		expect(t, upload(true, "replace", file), http.StatusUnprocessableEntity, "Nothing was changed", "2 of 4 records",
+			"expected_machines[1].expected_dpus[0].loopback_ip:", "expected_machines[1].expected_dpus[0].loopback_ip_v6:", "expected_machines[3]")
+		page, _ := site.a.ListExpectedMachines(context.Background(), allocator.ExpectedMachineFilter{})
+		if len(page.Items) != 2 {
+			t.Fatalf("after refused replace-all: %d records, want 2", len(page.Items))
+		}
+		// Two records of the file declaring one loopback: the conflict is named.
+		dup := `{"expected_machines":[{"bmc_mac_address":"2a:00:00:00:00:01","expected_dpus":[{"serial_number":"A","loopback_ip":"10.180.62.210"}]},
+		  {"bmc_mac_address":"2a:00:00:00:00:02","expected_dpus":[{"serial_number":"B","loopback_ip":"10.180.62.210"}]}]}`
+		expect(t, upload(true, "replace", dup), http.StatusUnprocessableEntity, "Nothing was changed", "expected_machines[1]", "10.180.62.210")
+		noJS("replace", `{"expected_machines":[{"bmc_mac_address":"1a:1b:1c:1d:1e:1f"}]}`, "0 created, 1 updated, 0 failed of 1 records")
+		page, _ = site.a.ListExpectedMachines(context.Background(), allocator.ExpectedMachineFilter{})
+		if len(page.Items) != 1 {
+			t.Fatalf("after replace-all: %d records, want 1", len(page.Items))
+		}
+		expect(t, upload(true, "merge", `not json`), http.StatusBadRequest, "not valid JSON")
+		expect(t, upload(false, "mergee", file), http.StatusUnprocessableEntity, "mode", "mergee")
+		page, _ = site.a.ListExpectedMachines(context.Background(), allocator.ExpectedMachineFilter{})
+		if len(page.Items) != 1 {
+			t.Fatalf("an unknown mode imported: %d records", len(page.Items))
+		}
+	})
 }
 
 // TestConsoleMachineLifecycle: decommission, delete and force delete go
@@ -749,4 +784,54 @@ func TestConsoleExpectedMachineEmptyDpuRow(t *testing.T) {
 			t.Fatalf("saved with an empty DPU row: %+v %v", em, err)
 		}
 	})
+}
+
+// TestConsoleExpectedMachineEveryProblem: a form with several problems
+// shows each under its own field at once — as you type, on save with and
+// without htmx — and a bad import record lists all of its problems.
+func TestConsoleExpectedMachineEveryProblem(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedSite(t, site.a)
+		b := site.login(allocator.RoleOperator)
+		f := url.Values{"mac": {"not-a-mac"}, "username": {""}, "password": {""}, "chassis": {""}, "name": {""},
+			"labels": {""}, "fallback": {""}, "sku_id": {""},
+			"dpu_key": {"r1", "r2"}, "dpu_serial": {"", "MT2"}, "dpu_ip": {"10.180.62.201", "1.2.3"}, "dpu_ip6": {"", "fd00:180:62:1::zz"}}
+		want := map[string]*regexp.Regexp{}
+		for _, id := range []string{"err-bmc_mac_address", "err-dpu-r1-serial_number", "err-dpu-r2-loopback_ip", "err-dpu-r2-loopback_ip_v6"} {
+			want[id] = regexp.MustCompile(`id="` + id + `"[^>]*>[^<]+</div>`)
+		}
+		check := func(what, body string) {
+			t.Helper()
+			for id, re := range want {
+				if !re.MatchString(body) {
+					t.Errorf("%s: no message in %s:\n%s", what, id, clip(body))
+				}
+			}
+		}
+		check("as you type", expect(t, b.htmx(http.MethodPost, "/expected-machines/validate", f), http.StatusUnprocessableEntity))
+		check("htmx save", expect(t, b.htmx(http.MethodPost, "/expected-machines", f), http.StatusUnprocessableEntity, `id="em-form"`))
+		check("save without JS", expect(t, b.post("/expected-machines", f, true), http.StatusUnprocessableEntity, `<html`))
+		if page, _ := site.a.ListExpectedMachines(context.Background(), allocator.ExpectedMachineFilter{}); len(page.Items) != 0 {
+			t.Fatal("a refused form wrote a record")
+		}
+	})
+}
+
+// TestConsoleFlashIsSigned: the one-time flash message is signed; a
+// cookie crafted by another site or script is ignored, a real one shows.
+func TestConsoleFlashIsSigned(t *testing.T) {
+	site := newSQLiteSite(t)
+	seedSite(t, site.a)
+	b := site.login(allocator.RoleAdmin)
+	u, _ := url.Parse(site.srv.URL)
+	for _, forged := range []string{url.QueryEscape("bad|Call 555-0100 and read out your token"), "YmFkfENhbGw.AAAA"} {
+		b.c.Jar.SetCookies(u, []*http.Cookie{{Name: "ipledger_flash", Value: forged, Path: "/"}})
+		if body := expect(t, b.get("/pools"), http.StatusOK); strings.Contains(body, "555-0100") || strings.Contains(body, "Call") {
+			t.Fatalf("a forged flash cookie was shown")
+		}
+	}
+	res := b.post("/expected-machines", url.Values{"mac": {"2a:00:00:00:00:09"}}, true)
+	expect(t, res, http.StatusSeeOther)
+	expect(t, b.get(res.Header.Get("Location")), http.StatusOK, "ExpectedMachine 2a:00:00:00:00:09 saved.")
 }
