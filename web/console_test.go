@@ -835,3 +835,25 @@ func TestConsoleFlashIsSigned(t *testing.T) {
 	expect(t, res, http.StatusSeeOther)
 	expect(t, b.get(res.Header.Get("Location")), http.StatusOK, "ExpectedMachine 2a:00:00:00:00:09 saved.")
 }
+
+// TestConsoleExpectedMachineSearchMAC: a MAC search finds the record
+// whether typed with '-' or ':' in any case (DESIGN.md §10), also a
+// partial MAC.
+func TestConsoleExpectedMachineSearchMAC(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedSite(t, site.a)
+		b := site.login(allocator.RoleViewer)
+		for _, mac := range []string{"0a:00:00:00:01:03", "0a:00:00:00:02:04"} {
+			if _, err := site.a.CreateExpectedMachine(context.Background(), allocator.ExpectedMachineSpec{BmcMacAddress: mac}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, q := range []string{"0a-00-00-00-01-03", "0A:00:00:00:01:03", "0A-00-00-00-01-03", "0a:00:00:00:01:03", "00-01-03", "00:01:03"} {
+			body := expect(t, b.get("/expected-machines?q="+url.QueryEscape(q)), http.StatusOK, "0a:00:00:00:01:03")
+			if strings.Contains(body, "0a:00:00:00:02:04") {
+				t.Errorf("q=%s also found the other machine", q)
+			}
+		}
+	})
+}
