@@ -3,6 +3,8 @@ package handlers
 import (
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -46,15 +48,22 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 		v.Form.Dpus = kept
 		return render(c, http.StatusOK, views.EMFormPage(v))
 	}
+	if f.ID != "" && f.Version <= 0 {
+		// The edit form always carries the version it was read at; saving
+		// without one would overwrite a concurrent change unseen.
+		v.Msgs = views.FieldMessages{"err-form": "version: the form carries no version (got " + i64s(f.Version) +
+			"); reload the record and edit it again"}
+		status := http.StatusUnprocessableEntity
+		if IsHTMX(c) {
+			return render(c, status, views.EMFormFragment(v))
+		}
+		return render(c, status, views.EMFormPage(v))
+	}
 	var em *allocator.ExpectedMachine
 	if f.ID == "" {
 		em, err = h.A.CreateExpectedMachine(Ctx(c), f.Spec(pw))
 	} else {
-		var ifMatch allocator.IfMatch
-		if f.Version > 0 {
-			ifMatch = allocator.IfMatch{f.Version}
-		}
-		em, err = h.A.ReplaceExpectedMachine(Ctx(c), f.ID, f.Spec(pw), ifMatch)
+		em, err = h.A.ReplaceExpectedMachine(Ctx(c), f.ID, f.Spec(pw), allocator.IfMatch{f.Version})
 	}
 	if err == nil {
 		return h.redirect(c, "/expected-machines?q="+url.QueryEscape(em.BmcMacAddress), "ok", "ExpectedMachine "+em.BmcMacAddress+" saved.")
@@ -81,11 +90,12 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 // allocator.DeleteExpectedMachine with the form's version.
 func (h *Console) DeleteExpectedMachine(c echo.Context) error {
 	id := Param(c, "id")
-	var ifMatch allocator.IfMatch
-	if f, _, err := emForm(c); err == nil && f.Version > 0 {
-		ifMatch = allocator.IfMatch{f.Version}
+	version, err := strconv.ParseInt(strings.TrimSpace(c.FormValue("version")), 10, 64)
+	if err != nil || version <= 0 {
+		// Like saving: the delete form carries the version it was read at.
+		return allocator.Errf(allocator.CodeInvalid, "version", "version %q: the delete form must carry the record's version (reload the record)", c.FormValue("version"))
 	}
-	if err := h.A.DeleteExpectedMachine(Ctx(c), id, ifMatch); err != nil {
+	if err := h.A.DeleteExpectedMachine(Ctx(c), id, allocator.IfMatch{version}); err != nil {
 		if isFormError(err) {
 			e, _ := allocator.AsError(err)
 			return h.redirect(c, "/expected-machines/"+id+"/edit", "bad", e.Message)
@@ -94,3 +104,5 @@ func (h *Console) DeleteExpectedMachine(c echo.Context) error {
 	}
 	return h.redirect(c, "/expected-machines", "ok", "ExpectedMachine deleted. Ingested DPUs keep their loopbacks.")
 }
+
+func i64s(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,7 +1,9 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
+	"sort"
 	"regexp"
 	"strconv"
 	"strings"
@@ -87,6 +89,20 @@ func emForm(c echo.Context) (views.EMForm, string, error) {
 	}
 	keys, serials, ips, ip6s := vals["dpu_key"], vals["dpu_serial"], vals["dpu_ip"], vals["dpu_ip6"]
 	n := min(len(keys), len(serials), len(ips), len(ip6s))
+	if m := max(len(keys), len(serials), len(ips), len(ip6s)); m != n {
+		// Every row posts its four fields; a row missing one is a broken
+		// or hand-made post, never a row to drop silently.
+		var missing []string
+		for name, xs := range map[string][]string{"dpu_key": keys, "dpu_serial": serials, "dpu_ip": ips, "dpu_ip6": ip6s} {
+			if len(xs) == n {
+				missing = append(missing, name)
+			}
+		}
+		sort.Strings(missing)
+		return f, "", allocator.Errf(allocator.CodeInvalid, fmt.Sprintf("expected_dpus[%d]", n),
+			"DPU row %d of %d lacks the form field(s) %s: every row sends dpu_key, dpu_serial, dpu_ip and dpu_ip6 (reload the form)",
+			n+1, m, strings.Join(missing, ", "))
+	}
 	for i := 0; i < n; i++ {
 		f.Dpus = append(f.Dpus, views.DpuRow{Key: keys[i], Serial: strings.TrimSpace(serials[i]),
 			IP: strings.TrimSpace(ips[i]), IPv6: strings.TrimSpace(ip6s[i])})

@@ -857,3 +857,44 @@ func TestConsoleExpectedMachineSearchMAC(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleExpectedMachineBrokenPosts: a DPU row missing one of its
+// fields is a 422 naming the row (never silently dropped); saving or
+// deleting an existing ExpectedMachine without its version (or version 0)
+// is a 422 naming version; nothing changes in either case.
+func TestConsoleExpectedMachineBrokenPosts(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedSite(t, site.a)
+		b := site.login(allocator.RoleOperator)
+		f := url.Values{"mac": {"2a:00:00:00:00:05"}, "dpu_key": {"a", "b"}, "dpu_serial": {"MT1", "MT2"},
+			"dpu_ip": {"10.180.62.201", "10.180.62.202"}, "dpu_ip6": {""}}
+		expect(t, b.post("/expected-machines", f, true), http.StatusUnprocessableEntity, "DPU row 2 of 2", "dpu_ip6")
+		expect(t, b.htmx(http.MethodPost, "/expected-machines", f), http.StatusUnprocessableEntity, "DPU row 2 of 2")
+		expect(t, b.htmx(http.MethodPost, "/expected-machines/validate", f), http.StatusUnprocessableEntity, "DPU row 2 of 2")
+		if _, err := site.a.GetExpectedMachine(context.Background(), "2a:00:00:00:00:05"); err == nil {
+			t.Fatal("a broken post created the record")
+		}
+		f["dpu_ip6"] = []string{"", ""}
+		expect(t, b.post("/expected-machines", f, true), http.StatusSeeOther)
+		em, err := site.a.GetExpectedMachine(context.Background(), "2a:00:00:00:00:05")
+		if err != nil || len(em.ExpectedDpus) != 2 {
+			t.Fatalf("saved: %+v %v", em, err)
+		}
+		g := withKV(f, "id", em.ID, "name", "changed")
+		for _, version := range []string{"", "0"} {
+			g.Set("version", version)
+			expect(t, b.post("/expected-machines/"+em.ID, g, true), http.StatusUnprocessableEntity, "version", `id="em-form"`)
+			expect(t, b.htmx(http.MethodPost, "/expected-machines/"+em.ID, g), http.StatusUnprocessableEntity, "version")
+			expect(t, b.post("/expected-machines/"+em.ID+"/delete", url.Values{"version": {version}}, true), http.StatusUnprocessableEntity, "version")
+		}
+		g.Del("version")
+		expect(t, b.post("/expected-machines/"+em.ID, g, true), http.StatusUnprocessableEntity, "version")
+		after, err := site.a.GetExpectedMachine(context.Background(), em.ID)
+		if err != nil || after.Version != em.Version || after.Metadata.Name != "" {
+			t.Fatalf("a save without version changed the record: %+v %v", after, err)
+		}
+		g.Set("version", fmt.Sprint(em.Version))
+		expect(t, b.post("/expected-machines/"+em.ID, g, true), http.StatusSeeOther)
+	})
+}
