@@ -3,8 +3,8 @@ package handlers
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
