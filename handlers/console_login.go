@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,11 +21,24 @@ type SessionStore interface {
 	Close(c echo.Context) error
 }
 
-// safeNext keeps a post-login redirect on this site: a local absolute path,
-// never "//host" or a scheme.
+// safeNext keeps a post-login redirect on this site: a plain local path
+// ("/pools/lo-ip?state=quarantined"), or "/" for anything else — a scheme,
+// a host, "//host", a backslash (browsers read "/\\host" as "//host"), any
+// control character or space (browsers drop tabs and newlines from URLs,
+// so "/\t/evil.example" would become "//evil.example"), or /login itself.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.HasPrefix(next, "/login") {
+	if next == "" || len(next) > 2048 || next[0] != '/' {
+		return "/"
+	}
+	for _, r := range next {
+		if r < 0x21 || r == 0x7f || r == '\\' || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			return "/"
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		strings.HasPrefix(next, "//") || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") ||
+		u.Path == "/login" || strings.HasPrefix(u.Path, "/login/") {
 		return "/"
 	}
 	return next

@@ -46,6 +46,23 @@ func consoleSecurityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// loginOrigin is the login form's CSRF defence: there is no session yet to
+// bind a token to, so a cross-site POST /login (which could sign the
+// victim's browser in with the attacker's token) is refused by the
+// browser's own Sec-Fetch-Site / Origin headers (net/http
+// CrossOriginProtection): 403. Same-origin posts and clients that send
+// neither header (curl, older browsers) pass.
+var loginOrigin = http.NewCrossOriginProtection()
+
+func loginCSRF(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := loginOrigin.Check(c.Request()); err != nil {
+			return allocator.Errf(allocator.CodeForbidden, "", "sign-in from another site is refused: open the console's own login page")
+		}
+		return next(c)
+	}
+}
+
 // consoleAuth resolves the session of a console request; without one the
 // error handler sends the browser to /login (HX-Redirect for htmx).
 func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
@@ -85,7 +102,7 @@ func (s *Server) consoleRoutes() {
 		return nil
 	})
 	s.e.GET("/login", h.LoginForm, consoleSecurityHeaders, s.optionalSession)
-	s.e.POST("/login", func(c echo.Context) error { return h.Login(c, store) }, consoleSecurityHeaders)
+	s.e.POST("/login", func(c echo.Context) error { return h.Login(c, store) }, consoleSecurityHeaders, loginCSRF)
 	for _, r := range s.ConsoleRoutes() {
 		s.e.Add(r.Method, r.Path, s.require(r.Role, r.Handler), consoleSecurityHeaders, s.consoleAuth)
 	}
