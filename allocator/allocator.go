@@ -175,7 +175,10 @@ func mapDBError(err error) error {
 		return Errf(CodeConflict, "", "the change collides with stored state (%s)", constraintText(err))
 	}
 	if models.IsUnavailable(err) {
-		return Errf(CodeUnavailable, "", "database unavailable: %v", err)
+		// The driver's text names the database's user, host and port: it
+		// goes to the server log, the client gets a plain 503.
+		slog.Warn("database unavailable", "error", err)
+		return Errf(CodeUnavailable, "", "the database is unavailable; retry shortly")
 	}
 	return err
 }

@@ -83,7 +83,8 @@ func (s *Server) readyz(c echo.Context) error {
 		err = db.PingContext(ctx)
 	}
 	if err != nil {
-		return allocator.Errf(allocator.CodeUnavailable, "", "database unreachable: %v", err)
+		s.log.Warn("readiness check failed", "error", err)
+		return allocator.Errf(allocator.CodeUnavailable, "", "the database is unreachable")
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
