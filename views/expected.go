@@ -303,3 +303,29 @@ func importBadge(outcome string) string {
 	}
 	return "conflict"
 }
+
+// Displayable replaces NUL characters (refused input) with U+FFFD so the
+// re-rendered form shows where they were.
+func (f EMForm) Displayable() EMForm {
+	r := strings.NewReplacer("\x00", "\uFFFD")
+	f.MAC, f.Username, f.Chassis, f.Name = r.Replace(f.MAC), r.Replace(f.Username), r.Replace(f.Chassis), r.Replace(f.Name)
+	f.Description, f.Labels, f.Fallback, f.SkuID = r.Replace(f.Description), r.Replace(f.Labels), r.Replace(f.Fallback), r.Replace(f.SkuID)
+	rows := make([]DpuRow, len(f.Dpus))
+	for i, d := range f.Dpus {
+		rows[i] = DpuRow{Key: r.Replace(d.Key), Serial: r.Replace(d.Serial), IP: r.Replace(d.IP), IPv6: r.Replace(d.IPv6)}
+	}
+	f.Dpus = rows
+	return f
+}
+
+// SpecIndex is the expected_dpus index of form row i (the reverse of the
+// mapping EMErrorID applies); a row that is not in the spec gets the
+// index past the end (its message goes to the form).
+func (f EMForm) SpecIndex(i int) int {
+	for j, r := range f.specRows() {
+		if r == i {
+			return j
+		}
+	}
+	return len(f.Dpus)
+}

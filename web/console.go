@@ -63,6 +63,26 @@ func loginCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// consoleFormNUL refuses a console form post holding a NUL character
+// (rejectNUL leaves console forms to it): after sign-in and the role and
+// CSRF checks, so the refused form can come back with the message under
+// its field (422). Nothing is written.
+func consoleFormNUL(h *handlers.Console) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if isUnsafe(c.Request().Method) {
+				if bad := handlers.FormNUL(c); len(bad) > 0 {
+					if c.Path() == "/login" {
+						return allocator.Errf(allocator.CodeInvalid, "token", "the token contains a NUL character")
+					}
+					return h.RefuseNUL(c, bad)
+				}
+			}
+			return next(c)
+		}
+	}
+}
+
 // consoleAuth resolves the session of a console request; without one the
 // error handler sends the browser to /login (HX-Redirect for htmx).
 func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
@@ -102,8 +122,9 @@ func (s *Server) consoleRoutes() {
 		return nil
 	})
 	s.e.GET("/login", h.LoginForm, consoleSecurityHeaders, s.optionalSession)
-	s.e.POST("/login", func(c echo.Context) error { return h.Login(c, store) }, consoleSecurityHeaders, loginCSRF)
+	nul := consoleFormNUL(h)
+	s.e.POST("/login", func(c echo.Context) error { return h.Login(c, store) }, consoleSecurityHeaders, loginCSRF, nul)
 	for _, r := range s.ConsoleRoutes() {
-		s.e.Add(r.Method, r.Path, s.require(r.Role, r.Handler), consoleSecurityHeaders, s.consoleAuth)
+		s.e.Add(r.Method, r.Path, s.require(r.Role, nul(r.Handler)), consoleSecurityHeaders, s.consoleAuth)
 	}
 }

@@ -957,3 +957,49 @@ func TestConsoleLoginNextAndCSRF(t *testing.T) {
 	expect(t, post(map[string]string{"Origin": "https://evil.example"}), http.StatusForbidden)
 	expect(t, post(map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": site.srv.URL}), http.StatusSeeOther)
 }
+
+// TestConsoleFormNUL: a NUL character in an ExpectedMachine form field
+// comes back as the form (422) with the message under that field — page
+// without JavaScript, fragment with htmx, out-of-band while typing — and
+// nothing is written; other console forms answer 422 naming the field; the
+// REST API still refuses NUL form fields itself.
+func TestConsoleFormNUL(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedSite(t, site.a)
+		b := site.login(allocator.RoleAdmin)
+		f := url.Values{"mac": {"2a:00:00:00:00:0a"}, "name": {"rack\x00-7"}, "dpu_key": {"k1", "k2"}, "dpu_serial": {"MT1", "MT\x002"},
+			"dpu_ip": {"", ""}, "dpu_ip6": {"", ""}}
+		nameErr := regexp.MustCompile(`id="err-metadata-name"[^>]*>[^<]*NUL[^<]*</div>`)
+		body := expect(t, b.post("/expected-machines", f, true), http.StatusUnprocessableEntity, `<html`, `id="em-form"`, "rack\uFFFD-7")
+		if !nameErr.MatchString(body) {
+			t.Fatalf("no-JS: the NUL message is not under the name field:\n%s", clip(body))
+		}
+		body = expect(t, b.htmx(http.MethodPost, "/expected-machines", f), http.StatusUnprocessableEntity, `id="em-form"`)
+		if strings.Contains(body, "<html") || !nameErr.MatchString(body) {
+			t.Fatalf("htmx: the NUL message is not under the name field:\n%s", clip(body))
+		}
+		body = expect(t, b.htmx(http.MethodPost, "/expected-machines/validate", f), http.StatusUnprocessableEntity, `hx-swap-oob`)
+		if !nameErr.MatchString(body) {
+			t.Fatalf("validate: the NUL message is not under the name field:\n%s", clip(body))
+		}
+		f.Set("name", "rack-7")
+		body = expect(t, b.post("/expected-machines", f, true), http.StatusUnprocessableEntity)
+		if !regexp.MustCompile(`id="err-dpu-k2-serial_number"[^>]*>[^<]*NUL`).MatchString(body) {
+			t.Fatalf("the NUL message is not under the DPU row's serial:\n%s", clip(body))
+		}
+		if _, err := site.a.GetExpectedMachine(context.Background(), "2a:00:00:00:00:0a"); err == nil {
+			t.Fatal("a form with a NUL character was saved")
+		}
+		expect(t, b.post("/pools", url.Values{"name": {"p\x00"}, "type": {"integer"}, "first": {"1"}, "last": {"9"}}, true), http.StatusUnprocessableEntity, "NUL")
+		expect(t, b.htmx(http.MethodPost, "/pools", url.Values{"name": {"p\x00"}, "type": {"integer"}, "first": {"1"}, "last": {"9"}}), http.StatusUnprocessableEntity, "NUL")
+		// Without the CSRF token it is still 403 first.
+		noCSRF := withKV(f)
+		noCSRF.Del("csrf_token")
+		expect(t, b.post("/expected-machines", noCSRF, false), http.StatusForbidden)
+		req, _ := http.NewRequest(http.MethodPost, site.srv.URL+"/api/v1/pools", strings.NewReader("name=p%00"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "Bearer "+site.tokens[allocator.RoleAdmin])
+		expect(t, site.anonymous().do(req), http.StatusUnprocessableEntity)
+	})
+}

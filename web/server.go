@@ -257,7 +257,11 @@ func rejectNUL(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 		}
 		ct := r.Header.Get(echo.HeaderContentType)
-		if isUnsafe(r.Method) && (strings.HasPrefix(ct, echo.MIMEApplicationForm) || strings.HasPrefix(ct, echo.MIMEMultipartForm)) {
+		// Console form posts (outside /api/) are checked after sign-in by
+		// the console itself (consoleFormNUL), which shows the message
+		// under the field instead of an error page.
+		if isUnsafe(r.Method) && (strings.HasPrefix(ct, echo.MIMEApplicationForm) || strings.HasPrefix(ct, echo.MIMEMultipartForm)) &&
+			strings.HasPrefix(r.URL.Path, "/api/") {
 			if form, err := c.FormParams(); err == nil {
 				for k, vs := range form {
 					for _, v := range vs {
