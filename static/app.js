@@ -101,3 +101,27 @@
     }
   });
 })();
+
+// Tables wider than the page scroll sideways inside .table-wrap; say so
+// above each one that does (and again after htmx swaps or a resize).
+(function () {
+  "use strict";
+  function hints() {
+    var wraps = document.querySelectorAll(".table-wrap");
+    for (var i = 0; i < wraps.length; i++) {
+      var w = wraps[i];
+      var h = w.previousElementSibling;
+      if (!h || !h.classList.contains("scroll-hint")) {
+        h = document.createElement("div");
+        h.className = "scroll-hint";
+        h.setAttribute("aria-hidden", "true");
+        h.textContent = "wider than the screen: scroll sideways →";
+        w.parentNode.insertBefore(h, w);
+      }
+      h.classList.toggle("on", w.scrollWidth > w.clientWidth + 1);
+    }
+  }
+  document.addEventListener("DOMContentLoaded", hints);
+  document.addEventListener("htmx:afterSettle", hints);
+  window.addEventListener("resize", hints);
+})();

@@ -251,3 +251,82 @@ func consoleEndToEnd(t *testing.T, site *consoleSite) {
 		t.Fatalf("unexpected host id %s", m.MachineID)
 	}
 }
+
+// layoutProblems lists what is wrong with the page's layout at the
+// current width: a number, address, code value, badge, button or nav link
+// broken over two lines; the page itself scrolling sideways; a nav link
+// or a card's action button off screen; the pool stats table wider than
+// its panel; a table in a fixed-height box; a table that scrolls sideways
+// without the visible hint.
+const layoutProblems = `(() => {
+  const bad = [];
+  const W = document.documentElement.clientWidth;
+  const lines = (e) => {
+    const r = document.createRange();
+    r.selectNodeContents(e);
+    const tops = new Set();
+    for (const x of r.getClientRects()) if (x.width > 0 && x.height > 0) tops.add(Math.round(x.bottom));
+    return tops.size;
+  };
+  const name = (e) => e.tagName.toLowerCase() + (e.className ? "." + String(e.className).replace(/ +/g, ".") : "") + " «" + e.textContent.trim().slice(0, 40) + "»";
+  for (const e of document.querySelectorAll("td.num, td .addr, td code, td .mono:not(.wrap-id), td .badge, td .button, td button:not(.copy), table.stats td, .top nav a, thead th:not(:empty)")) {
+    if (e.offsetParent === null) continue;
+    if (lines(e) > 1) bad.push("breaks over lines: " + name(e));
+  }
+  if (document.documentElement.scrollWidth > W + 1) bad.push("the page scrolls sideways: " + document.documentElement.scrollWidth + " > " + W);
+  for (const a of document.querySelectorAll(".top nav a")) {
+    const r = a.getBoundingClientRect();
+    if (r.right > W + 1 || r.left < -1) bad.push("nav link off screen: " + name(a));
+  }
+  for (const b of document.querySelectorAll("table.cards td.actions .button, table.cards td.actions button")) {
+    const r = b.getBoundingClientRect();
+    if (r.right > W + 1) bad.push("action off screen: " + name(b));
+  }
+  for (const t of document.querySelectorAll("table.stats")) {
+    const p = t.closest(".panel");
+    if (p && t.getBoundingClientRect().right > p.getBoundingClientRect().right + 1) bad.push("stats table wider than its panel");
+  }
+  for (const w of document.querySelectorAll(".table-wrap")) {
+    if (w.scrollHeight > w.clientHeight + 1) bad.push("table in a fixed-height box: " + w.clientHeight + " of " + w.scrollHeight + " px shown");
+    if (w.scrollWidth > w.clientWidth + 1) {
+      const h = w.previousElementSibling;
+      if (!h || !h.classList.contains("scroll-hint") || h.offsetParent === null) bad.push("a table scrolls sideways without the hint: " + name(w.querySelector("th") || w));
+    }
+  }
+  return bad;
+})()`
+
+// TestConsoleLayoutE2E loads every page at 1280 px and at phone width
+// (390 px) in headless Chromium and checks layoutProblems on each, on both
+// databases.
+func TestConsoleLayoutE2E(t *testing.T) {
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			if d == models.Postgres {
+				dbtest.RequirePostgres(t)
+			}
+			site := newConsoleSite(t, dbtest.Open(t, d))
+			seedBelievableSite(t, site)
+			for _, w := range []int{1280, 390} {
+				ctx := newBrowser(t, w, 844)
+				run(t, ctx, "sign in",
+					chromedp.Navigate(site.srv.URL+"/login"),
+					chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleAdmin]),
+					chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
+					poll(`location.pathname === "/"`),
+				)
+				for _, p := range []string{"/", "/pools", "/pools/lo-ip", "/expected-machines", "/machines", "/bindings", "/events"} {
+					run(t, ctx, p, chromedp.Navigate(site.srv.URL+p), poll(`document.readyState === "complete" && document.querySelector("table") !== null`))
+					time.Sleep(100 * time.Millisecond)
+					bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](layoutProblems))
+					if err != nil {
+						t.Fatalf("%d px %s: %v", w, p, err)
+					}
+					for _, b := range bad {
+						t.Errorf("%d px %s: %s", w, p, b)
+					}
+				}
+			}
+		})
+	}
+}

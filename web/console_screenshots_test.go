@@ -160,5 +160,9 @@ func TestConsoleScreenshots(t *testing.T) {
 	shoot(390, 844, []struct{ name, path, ready string }{
 		{"phone-dashboard", "/", `document.querySelector(".bar") !== null`},
 		{"phone-bindings", "/bindings", `document.querySelector("table") !== null`},
+		{"phone-pool-detail", "/pools/lo-ip", `document.querySelector("svg.usage") !== null`},
+		{"phone-machines", "/machines", `document.querySelector("table") !== null`},
+		{"phone-expected-machines", "/expected-machines", `document.querySelector("#em-table") !== null`},
+		{"phone-audit-log", "/events", `document.querySelector("table") !== null`},
 	})
 }
