@@ -81,3 +81,10 @@ func (h *Console) Logout(c echo.Context, store SessionStore) error {
 	}
 	return c.Redirect(http.StatusSeeOther, "/login")
 }
+
+// LogoutPage: GET /logout — a page with the Sign out button (sign-out
+// itself is POST /logout with the CSRF token, so a link or an image cannot
+// sign anyone out).
+func (h *Console) LogoutPage(c echo.Context) error {
+	return render(c, http.StatusOK, views.LogoutPage(h.page(c, "Sign out", "")))
+}

@@ -1,7 +1,10 @@
 package web
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -22,6 +25,7 @@ func (s *Server) ConsoleRoutes() []Route {
 		{http.MethodGet, "/", V, h.Dashboard},
 		{http.MethodGet, "/noc", V, h.NOC},
 		{http.MethodPost, "/logout", V, func(c echo.Context) error { return h.Logout(c, store) }},
+		{http.MethodGet, "/logout", V, h.LogoutPage},
 		{http.MethodGet, "/pools", V, h.Pools},
 		{http.MethodPost, "/pools", A, h.CreatePool},
 		{http.MethodGet, "/pools/:name", V, h.Pool},
@@ -83,6 +87,43 @@ func consoleFormNUL(h *handlers.Console) echo.MiddlewareFunc {
 	}
 }
 
+// consoleMaxBody bounds a console form post: the largest import file
+// (handlers.MaxBodyBytes) plus room for the other fields and the multipart
+// framing.
+const consoleMaxBody = handlers.MaxBodyBytes + 256<<10
+
+// consoleBodyLimit answers 413 to a console post larger than
+// consoleMaxBody, before the CSRF check reads the form (which would
+// otherwise find no token in a truncated form and answer a misleading
+// 403). The form is parsed here once, under the limit.
+func consoleBodyLimit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if !isUnsafe(r.Method) {
+			return next(c)
+		}
+		tooLarge := func() error {
+			return echo.NewHTTPError(http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("the form is larger than %d bytes: nothing was changed", consoleMaxBody))
+		}
+		if r.ContentLength > consoleMaxBody {
+			return tooLarge()
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, consoleMaxBody)
+		var err error
+		if strings.HasPrefix(r.Header.Get(echo.HeaderContentType), echo.MIMEMultipartForm) {
+			err = r.ParseMultipartForm(32 << 20)
+		} else {
+			err = r.ParseForm()
+		}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge()
+		}
+		return next(c)
+	}
+}
+
 // consoleAuth resolves the session of a console request; without one the
 // error handler sends the browser to /login (HX-Redirect for htmx).
 func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
@@ -125,6 +166,6 @@ func (s *Server) consoleRoutes() {
 	nul := consoleFormNUL(h)
 	s.e.POST("/login", func(c echo.Context) error { return h.Login(c, store) }, consoleSecurityHeaders, loginCSRF, nul)
 	for _, r := range s.ConsoleRoutes() {
-		s.e.Add(r.Method, r.Path, s.require(r.Role, nul(r.Handler)), consoleSecurityHeaders, s.consoleAuth)
+		s.e.Add(r.Method, r.Path, s.require(r.Role, nul(r.Handler)), consoleSecurityHeaders, s.consoleAuth, consoleBodyLimit)
 	}
 }

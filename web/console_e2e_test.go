@@ -225,7 +225,7 @@ func consoleEndToEnd(t *testing.T, site *consoleSite) {
 		chromedp.Click(chromedp.CSS(`a.button.danger`)),
 		poll(`document.querySelector("dialog[open]") !== null`),
 		poll(`document.querySelector("dialog[open]").innerText.includes("quarantine") && document.querySelector("dialog[open] .alert.bad") !== null`),
-		poll(`document.querySelector("dialog[open]").innerText.includes("return_to_reservation")`),
+		poll(`document.querySelector("dialog[open]").innerText.includes("returned to its reservation")`),
 		poll(`document.querySelector("dialog[open] input[name=confirm_id]") !== null`),
 	)
 	screenshot(t, ctx, "force-delete-dialog", false)

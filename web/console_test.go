@@ -1003,3 +1003,41 @@ func TestConsoleFormNUL(t *testing.T) {
 		expect(t, site.anonymous().do(req), http.StatusUnprocessableEntity)
 	})
 }
+
+// TestConsoleUXNits: GET /logout offers the sign-out button and ends
+// nothing; a ready host's Delete is disabled with the reason and its
+// delete dialog offers no button; impact actions are worded for humans;
+// the decommission dialog says no address changes yet; deleting an
+// ExpectedMachine and unquarantining ask first; the ExpectedMachine form
+// does not hand hx-disabled-elt down to its validation element; an
+// oversized console form post is 413, not 403.
+func TestConsoleUXNits(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedBelievableSite(t, site)
+		op := site.login(allocator.RoleOperator)
+		expect(t, op.get("/logout"), http.StatusOK, `action="/logout"`, `name="csrf_token"`, "Sign out")
+		expect(t, op.get("/machines"), http.StatusOK, "Only a decommissioned host can be deleted")
+		host := allocator.HostMachineID("1a:1b:1c:1d:1e:1f")
+		body := expect(t, op.get("/machines/"+host+"/impact?action=delete"), http.StatusOK, "cannot be deleted yet", "Decommission it first")
+		if strings.Contains(body, `<button type="submit" class="danger">Delete</button>`) {
+			t.Fatal("the delete dialog of a ready host offers the Delete button")
+		}
+		expect(t, op.get("/machines/"+host+"/impact?action=decommission"), http.StatusOK, "Decommissioning changes no address", "returned to its reservation")
+		em, err := site.a.GetExpectedMachine(context.Background(), "1a:1b:1c:1d:1e:1f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = expect(t, op.get("/expected-machines/"+em.ID+"/edit"), http.StatusOK, `data-confirm="Delete ExpectedMachine`, `hx-disinherit="hx-disabled-elt"`)
+		_ = body
+		admin := site.login(allocator.RoleAdmin)
+		expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, `data-confirm="Unquarantine `)
+
+		big := url.Values{"mac": {strings.Repeat("a", 11<<20)}}
+		expect(t, op.post("/expected-machines", big, true), http.StatusRequestEntityTooLarge, "larger than")
+		req, _ := http.NewRequest(http.MethodPost, site.srv.URL+"/expected-machines", io.MultiReader(strings.NewReader("csrf_token="+op.csrf+"&mac="), strings.NewReader(strings.Repeat("b", 11<<20))))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.ContentLength = -1 // chunked: the limit is found while reading
+		expect(t, op.do(req), http.StatusRequestEntityTooLarge)
+	})
+}
