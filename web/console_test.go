@@ -1032,6 +1032,10 @@ func TestConsoleUXNits(t *testing.T) {
 		_ = body
 		admin := site.login(allocator.RoleAdmin)
 		expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, `data-confirm="Unquarantine `)
+		body = expect(t, admin.get("/machines/"+host+"/impact?action=force-delete"), http.StatusOK, "No value goes to quarantine", "returned to its reservation")
+		if strings.Contains(body, "keeps every value it may still carry out of use") {
+			t.Fatal("the force-delete dialog speaks of quarantine when every value returns to its reservation")
+		}
 
 		big := url.Values{"mac": {strings.Repeat("a", 11<<20)}}
 		expect(t, op.post("/expected-machines", big, true), http.StatusRequestEntityTooLarge, "larger than")
