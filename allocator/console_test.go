@@ -164,3 +164,85 @@ func TestConsolePoolUsage(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleSessionsDieWithTheirToken: sessions opened concurrently with
+// the deletion of their token never outlive it (the foreign key and the
+// delete in one transaction), on both databases; DeleteSession ends one
+// session only; an expired session is refused; a session row's id must be
+// a 64-character hash and expire after it was created (CHECKs).
+func TestConsoleSessionsDieWithTheirToken(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		var mu sync.Mutex
+		a := New(db, Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+		if _, err := a.CreateToken(ctx, "wall", RoleViewer, "wall-token-0123456789"); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := a.Authenticate(ctx, "wall-token-0123456789")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s1, _, err := a.CreateSession(ctx, tok.ID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2, _, _ := a.CreateSession(ctx, tok.ID, time.Hour)
+		if err := a.DeleteSession(ctx, s1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Session(ctx, s1, time.Hour, time.Minute); err == nil {
+			t.Fatal("a deleted session is still live")
+		}
+		if _, err := a.Session(ctx, s2, time.Hour, time.Minute); err != nil {
+			t.Fatalf("the other session ended too: %v", err)
+		}
+		mu.Lock()
+		now = now.Add(time.Hour + time.Second)
+		mu.Unlock()
+		if _, err := a.Session(ctx, s2, time.Hour, time.Minute); err == nil {
+			t.Fatal("an expired session is live")
+		}
+		for _, bad := range []string{
+			`INSERT INTO console_sessions (id, token_id, created_at, expires_at) VALUES ('short', ?, 1, 2)`,
+			`INSERT INTO console_sessions (id, token_id, created_at, expires_at) VALUES ('` + hex.EncodeToString(make([]byte, 32)) + `', ?, 5, 5)`,
+		} {
+			if err := db.Exec(bad, tok.ID).Error; err == nil {
+				t.Fatalf("accepted: %s", bad)
+			}
+		}
+
+		var wg sync.WaitGroup
+		var made sync.Map
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := 0; j < 5; j++ {
+					if id, _, err := a.CreateSession(ctx, tok.ID, time.Hour); err == nil {
+						made.Store(id, true)
+					}
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(5 * time.Millisecond)
+			if _, err := a.DeleteToken(ctx, tok.ID, ""); err != nil {
+				t.Errorf("DeleteToken: %v", err)
+			}
+		}()
+		wg.Wait()
+		var n int64
+		if err := db.Raw(`SELECT COUNT(*) FROM console_sessions WHERE token_id = ?`, tok.ID).Scan(&n).Error; err != nil || n != 0 {
+			t.Fatalf("%d sessions outlived their token (%v)", n, err)
+		}
+		made.Range(func(k, _ any) bool {
+			if _, err := a.Session(ctx, k.(string), time.Hour, time.Minute); err == nil {
+				t.Errorf("session %v is live after its token was deleted", k)
+			}
+			return true
+		})
+	})
+}
