@@ -246,3 +246,28 @@ func TestConsoleSessionsDieWithTheirToken(t *testing.T) {
 		})
 	})
 }
+
+// BenchmarkConsoleSession is the per-request cost of a console session
+// look-up (one indexed join; renewal writes at most once per renewEvery).
+func BenchmarkConsoleSession(b *testing.B) {
+	for _, d := range dbtest.Dialects {
+		b.Run(string(d), func(b *testing.B) {
+			a := New(dbtest.Open(b, d), Options{})
+			ctx := context.Background()
+			if _, err := a.CreateToken(ctx, "bench", RoleViewer, "bench-token-0123456789"); err != nil {
+				b.Fatal(err)
+			}
+			tok, _ := a.Authenticate(ctx, "bench-token-0123456789")
+			id, _, err := a.CreateSession(ctx, tok.ID, 12*time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := a.Session(ctx, id, 12*time.Hour, 5*time.Minute); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
