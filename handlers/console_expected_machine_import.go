@@ -157,7 +157,7 @@ func (h *Console) recordProblems(c echo.Context, i int, id string, s allocator.E
 	prefix := fmt.Sprintf("expected_machines[%d]", i)
 	var out []string
 	if e.Code != allocator.CodeStaleVersion {
-		if ps, err := h.A.ExpectedMachineProblems(Ctx(c), id, s); err == nil {
+		if ps, err := emProblems(Ctx(c), h.A, id, s); err == nil {
 			for _, p := range ps {
 				out = append(out, errText(allocator.WithFieldPrefix(p, prefix).(*allocator.Error)))
 			}

@@ -1045,3 +1045,39 @@ func TestConsoleUXNits(t *testing.T) {
 		expect(t, op.do(req), http.StatusRequestEntityTooLarge)
 	})
 }
+
+// TestConsoleExpectedMachineFormatAndConflictTogether: a form with a
+// malformed field and a loopback that another record already declares
+// shows both at once — the format problem and the conflict, each under its
+// own field — as you type, on save, and per record in a merge import.
+func TestConsoleExpectedMachineFormatAndConflictTogether(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedSite(t, site.a)
+		ctx := allocator.WithActor(context.Background(), "test", "")
+		ip := "10.180.62.201"
+		if _, err := site.a.CreateExpectedMachine(ctx, allocator.ExpectedMachineSpec{BmcMacAddress: "2a:00:00:00:00:01",
+			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT-OTHER", LoopbackIP: &ip}}}); err != nil {
+			t.Fatal(err)
+		}
+		b := site.login(allocator.RoleOperator)
+		f := url.Values{"mac": {"not-a-mac"}, "dpu_key": {"bad", "dup"}, "dpu_serial": {"MT-A", "MT-B"},
+			"dpu_ip": {"1.2.3", ip}, "dpu_ip6": {"", ""}}
+		want := []*regexp.Regexp{
+			regexp.MustCompile(`id="err-bmc_mac_address"[^>]*>[^<]+</div>`),
+			regexp.MustCompile(`id="err-dpu-bad-loopback_ip"[^>]*>[^<]+</div>`),
+			regexp.MustCompile(`id="err-dpu-dup-loopback_ip"[^>]*>[^<]*MT-OTHER[^<]*</div>`),
+		}
+		for what, res := range map[string]*http.Response{
+			"as you type": b.htmx(http.MethodPost, "/expected-machines/validate", f),
+			"htmx save":   b.htmx(http.MethodPost, "/expected-machines", f),
+		} {
+			body := expect(t, res, http.StatusUnprocessableEntity)
+			for _, re := range want {
+				if !re.MatchString(body) {
+					t.Errorf("%s: no %s:\n%s", what, re, clip(body))
+				}
+			}
+		}
+	})
+}
