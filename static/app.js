@@ -118,7 +118,9 @@
         h.textContent = "wider than the screen: scroll sideways →";
         w.parentNode.insertBefore(h, w);
       }
-      h.classList.toggle("on", w.scrollWidth > w.clientWidth + 1);
+      var wide = w.scrollWidth > w.clientWidth + 1;
+      h.classList.toggle("on", wide);
+      w.classList.toggle("fits", !wide);
     }
   }
   document.addEventListener("DOMContentLoaded", hints);
