@@ -291,6 +291,9 @@ const layoutProblems = `(() => {
     if (w.scrollWidth > w.clientWidth + 1) {
       const h = w.previousElementSibling;
       if (!h || !h.classList.contains("scroll-hint") || h.offsetParent === null) bad.push("a table scrolls sideways without the hint: " + name(w.querySelector("th") || w));
+    } else {
+      const th = w.querySelector("thead th");
+      if (th && th.offsetParent !== null && getComputedStyle(th).position !== "sticky") bad.push("table header not sticky: " + name(th));
     }
   }
   return bad;
