@@ -114,6 +114,19 @@ func (c *client) call(method, path string, body any, ctype string, headers map[s
 	return resp.Header, nil
 }
 
+// get GETs path. With --output json it prints the answer as is and reports
+// printed; otherwise it decodes the answer into out for a table.
+func (c *client) get(path string, out any) (printed bool, err error) {
+	var raw json.RawMessage
+	if _, err := c.call("GET", path, nil, "", nil, &raw); err != nil {
+		return false, err
+	}
+	if c.json {
+		return true, printJSON(raw)
+	}
+	return false, json.Unmarshal(raw, out)
+}
+
 // printJSON writes raw JSON indented.
 func printJSON(raw []byte) error {
 	var buf bytes.Buffer

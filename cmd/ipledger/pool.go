@@ -22,15 +22,8 @@ func newPoolCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var raw json.RawMessage
-			if _, err := c.call("GET", "/api/v1/pools", nil, "", nil, &raw); err != nil {
-				return err
-			}
-			if c.json {
-				return printJSON(raw)
-			}
 			var body struct{ Items []allocator.Pool }
-			if err := json.Unmarshal(raw, &body); err != nil {
+			if printed, err := c.get("/api/v1/pools", &body); err != nil || printed {
 				return err
 			}
 			var rows [][]string
@@ -51,15 +44,8 @@ func newPoolCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var raw json.RawMessage
-			if _, err := c.call("GET", "/api/v1/pools/"+esc(args[0]), nil, "", nil, &raw); err != nil {
-				return err
-			}
-			if c.json {
-				return printJSON(raw)
-			}
 			var p allocator.Pool
-			if err := json.Unmarshal(raw, &p); err != nil {
+			if printed, err := c.get("/api/v1/pools/"+esc(args[0]), &p); err != nil || printed {
 				return err
 			}
 			fmt.Printf("pool %s (%s)", p.Name, p.Type)
@@ -428,15 +414,8 @@ func newEventsCmd(cf *clientFlags) *cobra.Command {
 			if action != "" {
 				q.Set("action", action)
 			}
-			var raw json.RawMessage
-			if _, err := c.call("GET", "/api/v1/events?"+q.Encode(), nil, "", nil, &raw); err != nil {
-				return err
-			}
-			if c.json {
-				return printJSON(raw)
-			}
 			var page allocator.EventPage
-			if err := json.Unmarshal(raw, &page); err != nil {
+			if printed, err := c.get("/api/v1/events?"+q.Encode(), &page); err != nil || printed {
 				return err
 			}
 			var rows [][]string
@@ -462,15 +441,8 @@ func newAddressCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var raw json.RawMessage
-			if _, err := c.call("GET", "/api/v1/addresses/"+esc(args[0]), nil, "", nil, &raw); err != nil {
-				return err
-			}
-			if c.json {
-				return printJSON(raw)
-			}
 			var info allocator.AddressInfo
-			if err := json.Unmarshal(raw, &info); err != nil {
+			if printed, err := c.get("/api/v1/addresses/"+esc(args[0]), &info); err != nil || printed {
 				return err
 			}
 			if len(info.Entries) == 0 {
