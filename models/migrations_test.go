@@ -484,7 +484,15 @@ func TestConstraintsUnderConcurrentWriters(t *testing.T) {
 					go func(i int) {
 						defer wg.Done()
 						<-start
-						errs[i] = handles[i].Transaction(func(tx *gorm.DB) error { return write(i, tx) })
+						// A deadlock or serialization failure is the database
+						// refusing to decide yet; the allocator retries those,
+						// and so does this writer.
+						for attempt := 0; attempt < 10; attempt++ {
+							errs[i] = handles[i].Transaction(func(tx *gorm.DB) error { return write(i, tx) })
+							if !models.IsRetryable(errs[i]) {
+								break
+							}
+						}
 					}(i)
 				}
 				close(start)
