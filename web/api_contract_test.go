@@ -134,3 +134,30 @@ func TestAPIContractDetails(t *testing.T) {
 		}
 	})
 }
+
+// A JSON body sent with curl's default Content-Type
+// (application/x-www-form-urlencoded, `curl -d '{…}'`) is still read as
+// the JSON it is: no middleware consumes it as a form.
+func TestJSONBodyWithFormContentType(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		a := allocator.New(db, allocator.Options{})
+		const tok = "form-type-test-admin-token"
+		if _, err := a.EnsureAdminToken(context.Background(), tok); err != nil {
+			t.Fatal(err)
+		}
+		srv := New(Config{Allocator: a}).Handler()
+		for _, c := range []struct{ path, body string }{
+			{"/api/v1/pools", `{"name":"vlan","type":"integer","ranges":[{"first":"100","last":"110"}]}`},
+			{"/api/v1/pools/vlan/allocations", `{"owner_type":"network","owner_id":"a"}`},
+		} {
+			req := httptest.NewRequest("POST", c.path, strings.NewReader(c.body))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+			if rec.Code != 201 {
+				t.Fatalf("POST %s with a form Content-Type: %d %s", c.path, rec.Code, rec.Body.String())
+			}
+		}
+	})
+}

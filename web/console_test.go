@@ -997,10 +997,16 @@ func TestConsoleFormNUL(t *testing.T) {
 		noCSRF := withKV(f)
 		noCSRF.Del("csrf_token")
 		expect(t, b.post("/expected-machines", noCSRF, false), http.StatusForbidden)
+		// The API reads JSON whatever the Content-Type says (curl -d sends
+		// JSON as a form): a form body is not JSON, so 400 bad_request, and
+		// nothing is stored.
 		req, _ := http.NewRequest(http.MethodPost, site.srv.URL+"/api/v1/pools", strings.NewReader("name=p%00"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Authorization", "Bearer "+site.tokens[allocator.RoleAdmin])
-		expect(t, site.anonymous().do(req), http.StatusUnprocessableEntity)
+		expect(t, site.anonymous().do(req), http.StatusBadRequest, "bad_request")
+		if _, err := site.a.GetPool(context.Background(), "p\x00"); err == nil {
+			t.Fatal("a pool named with a NUL character was stored")
+		}
 	})
 }
 
