@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -89,6 +88,15 @@ func (a *Allocator) Allocate(ctx context.Context, pool string, owner Owner, requ
 	if err := owner.Validate(); err != nil {
 		return Allocation{}, false, err
 	}
+	if strings.TrimSpace(requested) == "" {
+		return a.allocateAuto(ctx, pool, owner)
+	}
+	return a.allocateOne(ctx, pool, owner, requested)
+}
+
+// allocateOne is Allocate in a transaction of its own (requested values,
+// and automatic allocations whose batch failed).
+func (a *Allocator) allocateOne(ctx context.Context, pool string, owner Owner, requested string) (Allocation, bool, error) {
 	var (
 		out     Allocation
 		created bool
@@ -119,13 +127,20 @@ func (t *tx) allocate(p *models.Pool, owner Owner, requested string) (*models.Al
 		}
 		want = &v
 	}
+	if want == nil {
+		res, err := t.allocateAutoBatch(p, []autoOwner{{ctx: t.ctx, owner: owner}})
+		if err != nil {
+			return nil, false, err
+		}
+		return res[0].row, res[0].created, res[0].err
+	}
 	if err := t.purgeExpired(p); err != nil {
 		return nil, false, err
 	}
 	var held models.Allocation
 	err := t.Where("pool_id = ? AND owner_type = ? AND owner_id = ?", p.ID, owner.Type, owner.ID).Take(&held).Error
 	if err == nil {
-		if want != nil && want.key() != held.ValueKey {
+		if want.key() != held.ValueKey {
 			return nil, false, Errf(CodeConflict, "value", "owner %s already holds %s in pool %q, not %s",
 				owner, held.Value, p.Name, sp.format(*want))
 		}
@@ -134,26 +149,15 @@ func (t *tx) allocate(p *models.Pool, owner Owner, requested string) (*models.Al
 	if !errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, false, err
 	}
-	if want != nil {
-		reclaim, err := t.checkRequestable(p, *want, owner)
-		if err != nil {
-			return nil, false, err
-		}
-		if reclaim != nil {
-			row, err := t.reclaimRow(p, reclaim, owner)
-			return row, err == nil, err
-		}
-		row, err := t.insertAllocation(p, *want, owner)
-		return row, err == nil, err
-	}
-	v, ok, err := t.lowestFree(p)
+	reclaim, err := t.checkRequestable(p, *want, owner)
 	if err != nil {
 		return nil, false, err
 	}
-	if !ok {
-		return nil, false, Errf(CodePoolExhausted, "", "pool %q has no free value in its auto_assign ranges", p.Name)
+	if reclaim != nil {
+		row, err := t.reclaimRow(p, reclaim, owner)
+		return row, err == nil, err
 	}
-	row, err := t.insertAllocation(p, v, owner)
+	row, err := t.insertAllocation(p, *want, owner)
 	return row, err == nil, err
 }
 
@@ -236,62 +240,6 @@ func (t *tx) purgeExpired(p *models.Pool) error {
 	}
 	return nil
 }
-
-// lowestFree finds the lowest value of p's auto_assign ranges that is not
-// held, quarantined or declared. It walks the index of run ends: a taken
-// value's run ends at the lowest run end at or above it, and the value
-// after that is free, so each range costs a few index look-ups whatever
-// the number of allocations.
-func (t *tx) lowestFree(p *models.Pool) (u128, bool, error) {
-	sp := spaceOf(p)
-	var ranges []models.PoolRange
-	if err := t.Where("pool_id = ? AND auto_assign = ?", p.ID, true).Order("first_key").Find(&ranges).Error; err != nil {
-		return u128{}, false, err
-	}
-	for _, r := range ranges {
-		c, _ := parseKey(r.FirstKey)
-		last, _ := parseKey(r.LastKey)
-		for guard := 0; guard < 100000; guard++ {
-			taken, err := t.taken(p, c)
-			if err != nil {
-				return u128{}, false, err
-			}
-			if taken {
-				var end string
-				err := t.Raw(runEndQuery,
-					p.ID, c.key()).Scan(&end).Error
-				if err != nil {
-					return u128{}, false, err
-				}
-				if end == "" {
-					return u128{}, false, fmt.Errorf("pool %q: value %s is taken but no run end follows it", p.Name, sp.format(c))
-				}
-				e, _ := parseKey(end)
-				if e.cmp(last) >= 0 {
-					break
-				}
-				c, _ = sp.next(e)
-				continue
-			}
-			if _, declared, err := t.declaredFor(p, c); err != nil {
-				return u128{}, false, err
-			} else if declared {
-				if c.cmp(last) >= 0 {
-					break
-				}
-				c, _ = sp.next(c)
-				continue
-			}
-			return c, true, nil
-		}
-	}
-	return u128{}, false, nil
-}
-
-// runEndQuery finds the end of the run of held values that contains a
-// held value: the lowest run end at or above it, one seek in the partial
-// index allocations_run_end (pool_id, value_key) WHERE run_end.
-const runEndQuery = `SELECT value_key FROM allocations WHERE pool_id = ? AND run_end AND value_key >= ? ORDER BY value_key LIMIT 1`
 
 func (t *tx) taken(p *models.Pool, v u128) (bool, error) {
 	var n int64

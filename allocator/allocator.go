@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -47,11 +48,18 @@ type Allocator struct {
 	now      func() time.Time
 	log      *slog.Logger
 	onChange func(pool, action string)
+	onBatch  func(pool string, size int, took time.Duration)
+
+	// qmu guards queues: the automatic allocations waiting per pool for
+	// their batch (group commit, batch.go).
+	qmu    sync.Mutex
+	queues map[string]*allocQueue
 }
 
 // New returns an Allocator over a migrated database.
 func New(db *gorm.DB, opts Options) *Allocator {
-	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange}
+	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange,
+		queues: map[string]*allocQueue{}}
 	if a.now == nil {
 		a.now = func() time.Time { return time.Now().UTC() }
 	} else {
@@ -69,6 +77,12 @@ func New(db *gorm.DB, opts Options) *Allocator {
 // SetOnChange sets the hook called after each committed allocation change
 // (metrics); set it before serving.
 func (a *Allocator) SetOnChange(fn func(pool, action string)) { a.onChange = fn }
+
+// SetOnBatch sets the hook called after each batch of automatic
+// allocations (group commit, batch.go) with its pool, number of requests
+// and time from the start of its transaction to its end (metrics); set it
+// before serving.
+func (a *Allocator) SetOnBatch(fn func(pool string, size int, took time.Duration)) { a.onBatch = fn }
 
 // DB exposes the handle for read-only use by other packages (health checks).
 func (a *Allocator) DB() *gorm.DB { return a.db }
@@ -238,13 +252,22 @@ func (t *tx) lockPool(name string) (*models.Pool, error) {
 // audit records one change in the same transaction. before/after are
 // marshalled to JSON; callers pass values with secrets already removed.
 func (t *tx) audit(action, objectType, objectID string, before, after any) error {
-	act := ActorFrom(t.ctx)
-	ev := models.AuditEvent{At: t.now, Actor: act.Name, Action: action, ObjectType: objectType,
+	ev, err := auditEvent(t.ctx, t.now, action, objectType, objectID, before, after)
+	if err != nil {
+		return err
+	}
+	return t.Create(&ev).Error
+}
+
+// auditEvent builds the audit row of one change made for ctx's actor.
+func auditEvent(ctx context.Context, at time.Time, action, objectType, objectID string, before, after any) (models.AuditEvent, error) {
+	act := ActorFrom(ctx)
+	ev := models.AuditEvent{At: at, Actor: act.Name, Action: action, ObjectType: objectType,
 		ObjectID: objectID, RequestID: act.RequestID}
 	if before != nil {
 		b, err := json.Marshal(before)
 		if err != nil {
-			return err
+			return ev, err
 		}
 		s := string(b)
 		ev.BeforeJSON = &s
@@ -252,12 +275,12 @@ func (t *tx) audit(action, objectType, objectID string, before, after any) error
 	if after != nil {
 		b, err := json.Marshal(after)
 		if err != nil {
-			return err
+			return ev, err
 		}
 		s := string(b)
 		ev.AfterJSON = &s
 	}
-	return t.Create(&ev).Error
+	return ev, nil
 }
 
 func (t *tx) changed(pool, action string) { t.changes = append(t.changes, change{pool, action}) }

@@ -214,9 +214,10 @@ func BenchmarkAllocateInterleaved(b *testing.B) {
 	}
 }
 
-// The gap search is one index seek whatever the number of allocations: on
-// a pool seeded with 100k contiguous allocations the run-end query uses
-// the partial run-end index, and on PostgreSQL reads a handful of buffers.
+// The gap search is a few index seeks whatever the number of allocations:
+// on a pool seeded with 100k contiguous allocations, gapQuery seeks the
+// unique (pool_id, value_key) index and the partial run-end index and never
+// scans allocations, and on PostgreSQL reads a handful of buffers.
 // (A plan check, not a timing: timings belong to the benchmarks above.)
 func TestGapSearchIsOneIndexSeek(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
@@ -233,38 +234,61 @@ func TestGapSearchIsOneIndexSeek(t *testing.T) {
 		if al := f.alloc("big", "next", ""); al.Value != want {
 			t.Fatalf("after %d seeded values got %s, want %s", n, al.Value, want)
 		}
+		args := map[string]any{"pool": p.ID, "from": first.key()}
 		if models.DialectOf(db) == models.SQLite {
 			var plan []struct{ Detail string }
-			db.Raw(`EXPLAIN QUERY PLAN `+runEndQuery, p.ID, first.key()).Scan(&plan)
-			if len(plan) != 1 || !strings.Contains(plan[0].Detail, "USING") || !strings.Contains(plan[0].Detail, "INDEX allocations_run_end") {
-				t.Fatalf("SQLite plan of the run-end search: %+v", plan)
+			db.Raw(`EXPLAIN QUERY PLAN `+gapQuery, args).Scan(&plan)
+			seeks := 0
+			for _, l := range plan {
+				if strings.Contains(l.Detail, "allocations") {
+					if !strings.HasPrefix(l.Detail, "SEARCH") || !strings.Contains(l.Detail, "USING") {
+						t.Fatalf("SQLite plan of the gap search scans allocations: %+v", plan)
+					}
+					seeks++
+				}
+			}
+			if seeks != 4 {
+				t.Fatalf("SQLite plan of the gap search: %d index seeks, want 4: %+v", seeks, plan)
 			}
 			return
 		}
 		var out string
 		err := db.Transaction(func(tx *gorm.DB) error {
 			// A fresh snapshot right after the seed: no dead entries yet.
-			return tx.Raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+runEndQuery, p.ID, first.key()).Row().Scan(&out)
+			return tx.Raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+gapQuery, args).Row().Scan(&out)
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var plan []struct {
-			Plan struct {
-				Plans []struct {
-					IndexName        string `json:"Index Name"`
-					SharedHitBlocks  int    `json:"Shared Hit Blocks"`
-					SharedReadBlocks int    `json:"Shared Read Blocks"`
-				} `json:"Plans"`
-			} `json:"Plan"`
+		type node struct {
+			NodeType         string `json:"Node Type"`
+			IndexName        string `json:"Index Name"`
+			SharedHitBlocks  int    `json:"Shared Hit Blocks"`
+			SharedReadBlocks int    `json:"Shared Read Blocks"`
+			Plans            []node `json:"Plans"`
 		}
-		if err := json.Unmarshal([]byte(out), &plan); err != nil || len(plan) != 1 || len(plan[0].Plan.Plans) != 1 {
+		var plan []struct{ Plan node }
+		if err := json.Unmarshal([]byte(out), &plan); err != nil || len(plan) != 1 {
 			t.Fatalf("plan %s: %v", out, err)
 		}
-		scan := plan[0].Plan.Plans[0]
-		if scan.IndexName != "allocations_run_end" || scan.SharedHitBlocks+scan.SharedReadBlocks > 16 {
-			t.Fatalf("PostgreSQL run-end search: index %q, %d+%d buffers (want allocations_run_end, a few buffers)\n%s",
-				scan.IndexName, scan.SharedHitBlocks, scan.SharedReadBlocks, out)
+		indexes := map[string]int{}
+		var walk func(n node)
+		walk = func(n node) {
+			if strings.Contains(n.NodeType, "Seq Scan") || strings.Contains(n.NodeType, "Bitmap") {
+				t.Fatalf("PostgreSQL plan of the gap search has a %s:\n%s", n.NodeType, out)
+			}
+			if n.IndexName != "" {
+				indexes[n.IndexName]++
+			}
+			for _, c := range n.Plans {
+				walk(c)
+			}
+		}
+		walk(plan[0].Plan)
+		if buffers := plan[0].Plan.SharedHitBlocks + plan[0].Plan.SharedReadBlocks; buffers > 32 ||
+			indexes["allocations_run_end"] != 2 || indexes["allocations_pool_value_key"] != 2 {
+			t.Fatalf("PostgreSQL gap search: %d buffers, index seeks %v (want 2 in allocations_run_end, 2 in allocations_pool_value_key, a few buffers)\n%s",
+				buffers, indexes, out)
 		}
 	})
 }

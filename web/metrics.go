@@ -17,6 +17,8 @@ type metrics struct {
 	reg      *prometheus.Registry
 	duration *prometheus.HistogramVec
 	changes  *prometheus.CounterVec
+	batch    prometheus.Histogram
+	batchDur prometheus.Histogram
 }
 
 func newMetrics(reg *prometheus.Registry, a *allocator.Allocator) *metrics {
@@ -31,14 +33,30 @@ func newMetrics(reg *prometheus.Registry, a *allocator.Allocator) *metrics {
 			Name: "ipledger_allocation_changes_total",
 			Help: "Committed allocation changes by pool and action (allocate, release, quarantine, unquarantine, grow).",
 		}, []string{"pool", "action"}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ipledger_allocation_batch_size",
+			Help:    "Automatic allocations committed together in one transaction (group commit per pool).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
+		batchDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ipledger_allocation_batch_duration_seconds",
+			Help:    "Time one batch of automatic allocations spends in its transaction, pool lock wait included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
 	}
-	reg.MustRegister(m.duration, m.changes, &poolCollector{a: a},
+	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, &poolCollector{a: a},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // Count is the allocator's OnChange hook.
 func (m *metrics) Count(pool, action string) { m.changes.WithLabelValues(pool, action).Inc() }
+
+// Batch is the allocator's OnBatch hook.
+func (m *metrics) Batch(_ string, size int, took time.Duration) {
+	m.batch.Observe(float64(size))
+	m.batchDur.Observe(took.Seconds())
+}
 
 func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {

@@ -73,6 +73,7 @@ func New(cfg Config) *Server {
 	s := &Server{e: e, a: cfg.Allocator, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator}, cfg: cfg}
 	s.metrics = newMetrics(cfg.Registry, cfg.Allocator)
 	cfg.Allocator.SetOnChange(s.metrics.Count)
+	cfg.Allocator.SetOnBatch(s.metrics.Batch)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator: func() string { return allocator.NewTokenValue()[4:26] },

@@ -1,0 +1,270 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// oracleFree lists, by brute force over every value of pool's auto_assign
+// ranges, the values that are neither rows of allocations nor declared
+// for an ExpectedDpu, in order: what the next automatic allocations must
+// get.
+func (f *fnd) oracleFree(pool string) []string {
+	f.t.Helper()
+	var p models.Pool
+	if err := f.db.Where("name = ?", pool).Take(&p).Error; err != nil {
+		f.t.Fatal(err)
+	}
+	sp := spaceOf(&p)
+	taken := map[string]bool{}
+	var keys []string
+	f.db.Model(&models.Allocation{}).Where("pool_id = ?", p.ID).Pluck("value_key", &keys)
+	for _, k := range keys {
+		taken[k] = true
+	}
+	if col := reservationColumn(pool); col != "" {
+		var declared []string
+		f.db.Model(&models.ExpectedDpu{}).Where(col+" IS NOT NULL").Pluck(col, &declared)
+		for _, k := range declared {
+			taken[k] = true
+		}
+	}
+	var ranges []models.PoolRange
+	f.db.Where("pool_id = ? AND auto_assign = ?", p.ID, true).Order("first_key").Find(&ranges)
+	var out []string
+	for _, r := range ranges {
+		v, _ := parseKey(r.FirstKey)
+		last, _ := parseKey(r.LastKey)
+		for {
+			if !taken[v.key()] {
+				out = append(out, sp.format(v))
+			}
+			if v.cmp(last) >= 0 {
+				break
+			}
+			v, _ = sp.next(v)
+		}
+	}
+	return out
+}
+
+// batchOf queues nothing: it builds the requests of one batch, each with
+// its own actor and request id, for runAllocBatch.
+func (f *fnd) batchOf(owners ...string) []*allocReq {
+	reqs := make([]*allocReq, len(owners))
+	for i, o := range owners {
+		reqs[i] = &allocReq{ctx: WithActor(context.Background(), "actor-"+o, fmt.Sprintf("req-%d-%s", i, o)),
+			owner: own(o), done: make(chan struct{})}
+	}
+	return reqs
+}
+
+// A batch gives the same values as the same requests one after the other:
+// the lowest free values of the auto_assign ranges in arrival order,
+// skipping held, quarantined and declared values and crossing range
+// boundaries; an owner that holds a value, or appears twice, gets that
+// value with created=false; when the pool runs out, the rest get
+// pool_exhausted. Run-end flags stay exact and every new allocation has
+// its own audit event with its caller's actor and request id.
+func TestBatchAllocatesLikeOneByOne(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.mkPool(PoolLoopbackV4, "ipv4", 0,
+			rng("10.0.0.0", "10.0.0.15", true),
+			rng("10.0.0.16", "10.0.0.19", false),
+			rng("10.0.0.20", "10.0.0.40", true))
+		// Fill the first range and part of the second auto range, then
+		// punch holes: released, quarantined and declared values.
+		for i := 0; i < 24; i++ {
+			f.alloc(PoolLoopbackV4, fmt.Sprint("pre", i), "")
+		}
+		f.alloc(PoolLoopbackV4, "manual", "10.0.0.17")
+		f.release(PoolLoopbackV4, "10.0.0.3", "pre3")
+		f.release(PoolLoopbackV4, "10.0.0.4", "pre4")
+		f.release(PoolLoopbackV4, "10.0.0.9", "pre9")
+		f.release(PoolLoopbackV4, "10.0.0.15", "pre15")
+		f.release(PoolLoopbackV4, "10.0.0.21", "pre17")
+		f.quarantine(PoolLoopbackV4, "10.0.0.10")
+		f.declare("MT-DECL", "10.0.0.4", "")
+		f.declare("MT-DECL2", "10.0.0.30", "")
+		f.checkRunEnds(PoolLoopbackV4)
+
+		want := f.oracleFree(PoolLoopbackV4)
+		if len(want) < 10 {
+			t.Fatalf("setup left %d free values", len(want))
+		}
+		events := f.countRows(&models.AuditEvent{}, "action = ?", "allocation.create")
+		reqs := f.batchOf("n0", "pre1", "n1", "n2", "n1", "n3", "n4", "n5", "pre20", "n6", "n7", "n8")
+		f.a.runAllocBatch(PoolLoopbackV4, reqs)
+		byOwner := map[string]string{}
+		k := 0
+		for i, r := range reqs {
+			<-r.done
+			if r.err != nil {
+				t.Fatalf("request %d (%s): %v", i, r.owner.ID, r.err)
+			}
+			switch {
+			case r.owner.ID == "pre1" || r.owner.ID == "pre20":
+				if r.created {
+					t.Fatalf("%s already held a value but created=true", r.owner.ID)
+				}
+			case byOwner[r.owner.ID] != "":
+				if r.created || r.out.Value != byOwner[r.owner.ID] {
+					t.Fatalf("second request of %s: %s created=%t, want %s created=false", r.owner.ID, r.out.Value, r.created, byOwner[r.owner.ID])
+				}
+			default:
+				if !r.created || r.out.Value != want[k] {
+					t.Fatalf("request %d (%s): got %s created=%t, want %s (oracle %v)", i, r.owner.ID, r.out.Value, r.created, want[k], want)
+				}
+				byOwner[r.owner.ID] = r.out.Value
+				k++
+			}
+		}
+		if got := f.countRows(&models.AuditEvent{}, "action = ?", "allocation.create"); got != events+int64(k) {
+			t.Fatalf("%d allocation.create events, want %d", got, events+int64(k))
+		}
+		for o, v := range byOwner {
+			var ev models.AuditEvent
+			if err := f.db.Where("action = ? AND object_id = ?", "allocation.create", PoolLoopbackV4+"/"+v).Order("id DESC").Take(&ev).Error; err != nil {
+				t.Fatalf("audit event of %s: %v", v, err)
+			}
+			if ev.Actor != "actor-"+o || ev.RequestID == "" || ev.RequestID[len(ev.RequestID)-len(o)-1:] != "-"+o {
+				t.Fatalf("audit event of %s for %s has actor %q request %q", v, o, ev.Actor, ev.RequestID)
+			}
+		}
+		f.checkRunEnds(PoolLoopbackV4)
+
+		// Run the pool out within one batch.
+		left := f.oracleFree(PoolLoopbackV4)
+		var owners []string
+		for i := 0; i < len(left)+3; i++ {
+			owners = append(owners, fmt.Sprint("x", i))
+		}
+		reqs = f.batchOf(owners...)
+		f.a.runAllocBatch(PoolLoopbackV4, reqs)
+		for i, r := range reqs {
+			<-r.done
+			if i < len(left) {
+				if r.err != nil || r.out.Value != left[i] {
+					t.Fatalf("request %d: %s %v, want %s", i, r.out.Value, r.err, left[i])
+				}
+				continue
+			}
+			wantCode(t, r.err, CodePoolExhausted)
+		}
+		if rest := f.oracleFree(PoolLoopbackV4); len(rest) != 0 {
+			t.Fatalf("values left free after exhaustion: %v", rest)
+		}
+		f.checkRunEnds(PoolLoopbackV4)
+	})
+}
+
+// Many goroutines allocating from one pool at once go through the queue in
+// batches: exactly the lowest free values are handed out, each once, and
+// the rest are told the pool is exhausted. Batch sizes are reported.
+func TestBatchQueueUnderConcurrency(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.mkPool("vni", "integer", 0, rng("1000", "1049", true))
+		var mu sync.Mutex
+		sizes := map[int]int{}
+		f.a.SetOnBatch(func(pool string, size int, _ time.Duration) {
+			mu.Lock()
+			sizes[size]++
+			mu.Unlock()
+		})
+		const n = 64
+		var wg sync.WaitGroup
+		values := make([]string, n)
+		errs := make([]error, n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				ctx := WithActor(context.Background(), "g", fmt.Sprint("r", i))
+				al, _, err := f.a.Allocate(ctx, "vni", Owner{Type: "instance", ID: fmt.Sprint("i", i)}, "")
+				values[i], errs[i] = al.Value, err
+			}(i)
+		}
+		wg.Wait()
+		var got []string
+		exhausted := 0
+		for i := range values {
+			if errs[i] != nil {
+				wantCode(t, errs[i], CodePoolExhausted)
+				exhausted++
+				continue
+			}
+			got = append(got, values[i])
+		}
+		sort.Strings(got)
+		if len(got) != 50 || exhausted != n-50 {
+			t.Fatalf("%d allocated, %d exhausted; want 50 and %d", len(got), exhausted, n-50)
+		}
+		for i, v := range got {
+			if v != fmt.Sprint(1000+i) {
+				t.Fatalf("allocated values %v are not 1000..1049 each once", got)
+			}
+		}
+		f.checkRunEnds("vni")
+		total := 0
+		for s, c := range sizes {
+			total += s * c
+		}
+		if total != n {
+			t.Fatalf("batches %v cover %d requests, want %d", sizes, total, n)
+		}
+		t.Logf("batch sizes (size: count): %v", sizes)
+	})
+}
+
+// When a batch's transaction fails on a database error, its requests are
+// run again one transaction each, so the failure reaches only its own
+// caller and the others still get their values.
+func TestBatchFallsBackToOneByOne(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
+		testHookBatchFail = func(size int) error {
+			if size > 1 {
+				return errors.New("injected failure of the whole batch")
+			}
+			return nil
+		}
+		defer func() { testHookBatchFail = nil }()
+		reqs := f.batchOf("a", "b", "c")
+		f.a.runAllocBatch("vlan", reqs)
+		for i, r := range reqs {
+			<-r.done
+			if r.err != nil || r.out.Value != fmt.Sprint(100+i) || !r.created {
+				t.Fatalf("request %d after fallback: %+v %v", i, r.out, r.err)
+			}
+		}
+		f.checkRunEnds("vlan")
+	})
+}
+
+// A caller whose context is already done gets 503 and nothing is taken;
+// an unknown pool is 404 for every request of the batch.
+func TestBatchCancelledAndUnknownPool(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, _, err := f.a.Allocate(ctx, "vlan", own("late"), "")
+		wantCode(t, err, CodeUnavailable)
+		if n := f.countRows(&models.Allocation{}, "1 = 1"); n != 0 {
+			t.Fatalf("%d allocations after a cancelled request", n)
+		}
+		reqs := f.batchOf("a", "b")
+		f.a.runAllocBatch("nope", reqs)
+		for _, r := range reqs {
+			<-r.done
+			wantCode(t, r.err, CodeNotFound, "nope")
+		}
+	})
+}
