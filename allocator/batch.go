@@ -3,8 +3,10 @@ package allocator
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ipledger/ipledger/models"
@@ -54,8 +56,18 @@ func (r *allocReq) finish(out Allocation, created bool, err error) {
 	close(r.done)
 }
 
-// allocQueue is the queue of one pool while its goroutine runs.
-type allocQueue struct{ pending []*allocReq }
+// maxBatchLeaders is how many batches of one pool a process runs at once.
+// The second one takes the requests queued while the first holds the
+// pool's lock and waits for that lock inside PostgreSQL, so that the lock
+// passes from one batch to the next without a round trip to this process
+// in between. More would only wait longer: the lock admits one at a time.
+const maxBatchLeaders = 2
+
+// allocQueue is the queue of one pool while it has leaders running.
+type allocQueue struct {
+	pending []*allocReq
+	leaders int // goroutines running batches of this pool
+}
 
 // allocateAuto queues an automatic allocation of pool for owner and waits
 // for its batch. If ctx ends first the caller gets 503 unavailable; the
@@ -67,14 +79,18 @@ func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) 
 	}
 	r := &allocReq{ctx: ctx, owner: owner, done: make(chan struct{})}
 	a.qmu.Lock()
-	q, running := a.queues[pool]
-	if !running {
+	q, ok := a.queues[pool]
+	if !ok {
 		q = &allocQueue{}
 		a.queues[pool] = q
 	}
 	q.pending = append(q.pending, r)
+	start := q.leaders == 0
+	if start {
+		q.leaders = 1
+	}
 	a.qmu.Unlock()
-	if !running {
+	if start {
 		go a.drainAllocations(pool, q)
 	}
 	select {
@@ -87,12 +103,28 @@ func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) 
 }
 
 // drainAllocations runs pool's queue batch after batch until it is empty.
+// When its batch has the pool's lock and requests are waiting, it starts a
+// second leader for them (maxBatchLeaders).
 func (a *Allocator) drainAllocations(pool string, q *allocQueue) {
+	locked := func() {
+		a.qmu.Lock()
+		start := len(q.pending) > 0 && q.leaders < maxBatchLeaders
+		if start {
+			q.leaders++
+		}
+		a.qmu.Unlock()
+		if start {
+			go a.drainAllocations(pool, q)
+		}
+	}
 	for {
 		a.qmu.Lock()
 		n := len(q.pending)
 		if n == 0 {
-			delete(a.queues, pool)
+			q.leaders--
+			if q.leaders == 0 {
+				delete(a.queues, pool)
+			}
 			a.qmu.Unlock()
 			return
 		}
@@ -100,13 +132,25 @@ func (a *Allocator) drainAllocations(pool string, q *allocQueue) {
 		batch := q.pending[:n:n]
 		q.pending = append([]*allocReq(nil), q.pending[n:]...)
 		a.qmu.Unlock()
-		a.runAllocBatch(pool, batch)
+		a.runAllocBatchLocked(pool, batch, locked)
 	}
 }
 
 // runAllocBatch allocates for every request of batch in one transaction,
 // falling back to one transaction per request when that fails.
 func (a *Allocator) runAllocBatch(pool string, batch []*allocReq) {
+	a.runAllocBatchLocked(pool, batch, nil)
+}
+
+// runAllocBatchLocked is runAllocBatch calling onLocked (if set) once,
+// as soon as the batch holds the pool's lock.
+func (a *Allocator) runAllocBatchLocked(pool string, batch []*allocReq, onLocked func()) {
+	var once sync.Once
+	locked := func() {
+		if onLocked != nil {
+			once.Do(onLocked)
+		}
+	}
 	live := make([]*allocReq, 0, len(batch))
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -133,24 +177,36 @@ func (a *Allocator) runAllocBatch(pool string, batch []*allocReq) {
 	ctx, cancel := batchContext(live)
 	defer cancel()
 	start := time.Now()
-	var results []allocResult
-	err := a.write(ctx, func(t *tx) error {
-		if testHookBatchFail != nil {
-			if err := testHookBatchFail(len(live)); err != nil {
+	owners := make([]autoOwner, len(live))
+	for i, r := range live {
+		owners[i] = autoOwner{ctx: r.ctx, owner: r.owner}
+	}
+	var (
+		results []allocResult
+		err     error = errGeneralPath
+	)
+	if a.dialect == models.Postgres {
+		results, err = a.allocBatchPG(ctx, pool, owners, locked)
+		if _, final := AsError(err); err != nil && !final && !errors.Is(err, errGeneralPath) {
+			a.log.Debug("allocation batch: fast path failed, using the general path", "pool", pool, "error", err)
+		}
+	}
+	if _, final := AsError(err); err != nil && !final {
+		err = a.write(ctx, func(t *tx) error {
+			if testHookBatchFail != nil {
+				if err := testHookBatchFail(len(live)); err != nil {
+					return err
+				}
+			}
+			p, err := t.lockPool(pool)
+			if err != nil {
 				return err
 			}
-		}
-		p, err := t.lockPool(pool)
-		if err != nil {
+			locked()
+			results, err = t.allocateAutoBatch(p, owners)
 			return err
-		}
-		owners := make([]autoOwner, len(live))
-		for i, r := range live {
-			owners[i] = autoOwner{ctx: r.ctx, owner: r.owner}
-		}
-		results, err = t.allocateAutoBatch(p, owners)
-		return err
-	})
+		})
+	}
 	if a.onBatch != nil {
 		a.onBatch(pool, len(live), time.Since(start))
 	}
@@ -462,16 +518,11 @@ func (t *tx) lowestFreeN(p *models.Pool, n int) ([]freePick, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	sp := spaceOf(p)
-	type rangeGap struct {
-		first, last string
-		cols        [3]sql.NullString
-	}
-	var ranges []rangeGap
 	rows, err := t.Raw(autoRangesQuery, map[string]any{"pool": p.ID, "auto": true}).Rows()
 	if err != nil {
 		return nil, err
 	}
+	var ranges []rangeGap
 	for rows.Next() {
 		var r rangeGap
 		if err := rows.Scan(&r.first, &r.last, &r.cols[0], &r.cols[1], &r.cols[2]); err != nil {
@@ -486,6 +537,65 @@ func (t *tx) lowestFreeN(p *models.Pool, n int) ([]freePick, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	return pickFree(p, n, ranges, gormGaps{t: t, p: p})
+}
+
+// rangeGap is one auto_assign range as autoRangesQuery returns it: its
+// bounds and the gap columns from its first value.
+type rangeGap struct {
+	first, last string
+	cols        [3]sql.NullString
+}
+
+// gapReader is what pickFree asks the database beyond the first gap of
+// each range: the gap columns from a value, and which candidate keys an
+// ExpectedDpu declares.
+type gapReader interface {
+	gapFrom(c u128) ([3]sql.NullString, error)
+	declaredAmong(vals []u128) (map[string]bool, error)
+}
+
+type gormGaps struct {
+	t *tx
+	p *models.Pool
+}
+
+func (g gormGaps) gapFrom(c u128) (cols [3]sql.NullString, err error) {
+	err = g.t.Raw(gapQuery, map[string]any{"pool": g.p.ID, "from": c.key()}).Row().Scan(&cols[0], &cols[1], &cols[2])
+	return cols, err
+}
+
+func (g gormGaps) declaredAmong(vals []u128) (map[string]bool, error) {
+	col := reservationColumn(g.p.Name)
+	if col == "" {
+		return nil, nil
+	}
+	var found []string
+	if err := g.t.Raw(`SELECT `+col+` FROM expected_dpus WHERE `+col+` IN ?`, keysOf(vals)).Scan(&found).Error; err != nil {
+		return nil, err
+	}
+	return setOf(found), nil
+}
+
+func keysOf(vals []u128) []string {
+	keys := make([]string, len(vals))
+	for i, v := range vals {
+		keys[i] = v.key()
+	}
+	return keys
+}
+
+func setOf(keys []string) map[string]bool {
+	out := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		out[k] = true
+	}
+	return out
+}
+
+// pickFree is lowestFreeN's walk over the ranges read by autoRangesQuery.
+func pickFree(p *models.Pool, n int, ranges []rangeGap, db gapReader) ([]freePick, error) {
+	sp := spaceOf(p)
 	type pick struct {
 		v       u128
 		gapNext *u128 // the held value that closes v's free run, if any
@@ -521,7 +631,7 @@ func (t *tx) lowestFreeN(p *models.Pool, n int) ([]freePick, error) {
 					v, _ := sp.next(cands[len(cands)-1])
 					cands = append(cands, v)
 				}
-				declared, err := t.declaredAmong(p, cands)
+				declared, err := db.declaredAmong(cands)
 				if err != nil {
 					return nil, err
 				}
@@ -541,7 +651,7 @@ func (t *tx) lowestFreeN(p *models.Pool, n int) ([]freePick, error) {
 			}
 			// More are needed: go on after the held value closing this gap.
 			c = *g.next
-			if err := t.Raw(gapQuery, map[string]any{"pool": p.ID, "from": c.key()}).Row().Scan(&cols[0], &cols[1], &cols[2]); err != nil {
+			if cols, err = db.gapFrom(c); err != nil {
 				return nil, err
 			}
 		}
@@ -564,26 +674,4 @@ func (t *tx) lowestFreeN(p *models.Pool, n int) ([]freePick, error) {
 		picks[i] = freePick{v: pk.v, runEnd: !ok || !(chosen[nx] || (pk.gapNext != nil && *pk.gapNext == nx))}
 	}
 	return picks, nil
-}
-
-// declaredAmong returns which of vals an ExpectedDpu declares (loopback
-// pools only; no query for other pools).
-func (t *tx) declaredAmong(p *models.Pool, vals []u128) (map[string]bool, error) {
-	col := reservationColumn(p.Name)
-	if col == "" {
-		return nil, nil
-	}
-	keys := make([]string, len(vals))
-	for i, v := range vals {
-		keys[i] = v.key()
-	}
-	var found []string
-	if err := t.Raw(`SELECT `+col+` FROM expected_dpus WHERE `+col+` IN ?`, keys).Scan(&found).Error; err != nil {
-		return nil, err
-	}
-	out := make(map[string]bool, len(found))
-	for _, k := range found {
-		out[k] = true
-	}
-	return out, nil
 }

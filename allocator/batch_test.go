@@ -2,14 +2,17 @@ package allocator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // oracleFree lists, by brute force over every value of pool's auto_assign
@@ -100,6 +103,7 @@ func TestBatchAllocatesLikeOneByOne(t *testing.T) {
 			t.Fatalf("setup left %d free values", len(want))
 		}
 		events := f.countRows(&models.AuditEvent{}, "action = ?", "allocation.create")
+		fast := pgFastBatches.Load()
 		reqs := f.batchOf("n0", "pre1", "n1", "n2", "n1", "n3", "n4", "n5", "pre20", "n6", "n7", "n8")
 		f.a.runAllocBatch(PoolLoopbackV4, reqs)
 		byOwner := map[string]string{}
@@ -125,6 +129,9 @@ func TestBatchAllocatesLikeOneByOne(t *testing.T) {
 				byOwner[r.owner.ID] = r.out.Value
 				k++
 			}
+		}
+		if models.DialectOf(f.db) == models.Postgres && pgFastBatches.Load() == fast {
+			t.Fatal("the batch did not take the PostgreSQL pipeline path")
 		}
 		if got := f.countRows(&models.AuditEvent{}, "action = ?", "allocation.create"); got != events+int64(k) {
 			t.Fatalf("%d allocation.create events, want %d", got, events+int64(k))
@@ -267,4 +274,77 @@ func TestBatchCancelledAndUnknownPool(t *testing.T) {
 			wantCode(t, r.err, CodeNotFound, "nope")
 		}
 	})
+}
+
+// The PostgreSQL batch statements keep to the indexes at any pool size,
+// also with the generic plans that cached prepared statements switch to:
+// on a pool of 100k allocations (10k with -short), neither the owners'
+// look-up, the gap search nor the batch INSERT (with its run-end UPDATE)
+// scans allocations.
+func TestBatchStatementsUseIndexes(t *testing.T) {
+	db := dbtest.Open(t, models.Postgres)
+	f := newFnd(t, db, 0)
+	f.mkPool("big", "ipv4", 0, rng("10.0.0.0", "10.255.255.255", true))
+	var p models.Pool
+	db.Where("name = ?", "big").Take(&p)
+	n := 100_000
+	if testing.Short() {
+		n = 10_000
+	}
+	seedAllocations(t, db, &p, u128{0, 10 << 24}, n, false)
+	if err := db.Exec("ANALYZE allocations").Error; err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	owners := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	types := []string{"bench", "bench", "bench", "bench", "bench", "bench", "bench", "bench"}
+	keys := []string{u128{0, 10<<24 + uint64(n)}.key()}
+	for _, c := range []struct {
+		name, sql string
+		args      []any
+	}{
+		{"owners' allocations", pgHeld, []any{"big", types, owners}},
+		{"auto ranges and first gaps", pgAutoRanges, []any{"big"}},
+		{"gap from a value", pgGap, []any{p.ID, keys[0]}},
+		{"batch insert", pgInsert, []any{p.ID, time.Now(), keys, []string{"10.1.134.160"}, []string{"bench"}, []string{"z"}, []bool{true},
+			[]string{u128{0, 10<<24 + uint64(n) - 1}.key()}, []string{"t"}, []string{"big/10.1.134.160"}, []string{"r"}, []string{"{}"}}},
+	} {
+		var out string
+		if err := conn.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&out); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if strings.Contains(out, `"Seq Scan"`) && strings.Contains(out, `"Relation Name": "allocations"`) {
+			var plan []map[string]any
+			_ = json.Unmarshal([]byte(out), &plan)
+			var walk func(n map[string]any)
+			walk = func(n map[string]any) {
+				if n["Node Type"] == "Seq Scan" && n["Relation Name"] == "allocations" {
+					t.Fatalf("%s scans allocations:\n%s", c.name, out)
+				}
+				if kids, ok := n["Plans"].([]any); ok {
+					for _, k := range kids {
+						walk(k.(map[string]any))
+					}
+				}
+			}
+			walk(plan[0]["Plan"].(map[string]any))
+			for _, v := range plan[0] {
+				if m, ok := v.(map[string]any); ok {
+					walk(m)
+				}
+			}
+		}
+	}
 }

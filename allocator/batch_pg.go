@@ -1,0 +1,362 @@
+package allocator
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// The PostgreSQL path of a batch of automatic allocations (batch.go): the
+// same work as allocateAutoBatch, sent as two pipelines on one pgx
+// connection so that the pool's row lock is held for about one network
+// round trip, one commit and the Go computation in between:
+//
+//  1. BEGIN; lock the pool row; the owners' current allocations; the auto
+//     ranges with the first gap of each (statements in a pipeline run one
+//     after the other, and under READ COMMITTED each takes its snapshot
+//     when it starts, so the reads see everything committed before the
+//     lock was granted);
+//  2. one INSERT of the new allocations, the run-end update of their
+//     neighbours and the audit events (a data-modifying WITH, arrays bound
+//     as parameters so the statement text, and its cached plan, is the
+//     same for every batch size); COMMIT.
+//
+// Crossing further runs of held values, and checking declared values on
+// the loopback pools, cost one more round trip each, as on the general
+// path. Anything unusual (a database error, quarantines due to expire,
+// another driver) makes runAllocBatch use the general gorm path instead,
+// which has the same results.
+
+// pgFastBatches counts the batches the PostgreSQL path committed (tests
+// check that it is the one taken).
+var pgFastBatches atomic.Int64
+
+// errGeneralPath means the batch must take the general path.
+var errGeneralPath = errors.New("allocation batch needs the general path")
+
+const (
+	pgLockPool = `SELECT id, name, type, delegate_prefix_len FROM pools WHERE name = $1 FOR UPDATE`
+	pgPoolID   = `(SELECT id FROM pools WHERE name = $1)`
+	pgHeld     = `SELECT id, value_key, value, owner_type, owner_id, allocated_at FROM allocations
+ WHERE pool_id = ` + pgPoolID + ` AND (owner_type, owner_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))`
+	pgExpiring = `SELECT EXISTS (SELECT 1 FROM allocations WHERE pool_id = ` + pgPoolID + `
+ AND state = 'quarantined' AND quarantined_at <= $2)`
+	pgInsert = `WITH ins AS (
+  INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
+  SELECT $1, u.k, u.v, 'allocated', u.ot, u.oi, u.re, $2
+  FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bool[]) AS u(k, v, ot, oi, re)
+  RETURNING id, value_key),
+upd AS (UPDATE allocations SET run_end = false WHERE pool_id = $1 AND run_end AND value_key = ANY($8::text[])),
+aud AS (INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, after_json)
+  SELECT $2, e.ac, 'allocation.create', 'allocation', e.oid, e.rid, e.aj
+  FROM unnest($9::text[], $10::text[], $11::text[], $12::text[]) AS e(ac, oid, rid, aj))
+SELECT id, value_key FROM ins`
+)
+
+var (
+	pgAutoRanges = `SELECT r.first_key, r.last_key, ` + gapColumns("r.pool_id", "r.first_key") +
+		` FROM pool_ranges r WHERE r.pool_id = ` + pgPoolID + ` AND r.auto_assign ORDER BY r.first_key`
+	pgGap = `SELECT ` + gapColumns("$1", "$2")
+)
+
+// allocBatchPG runs a batch on PostgreSQL through pgx. It returns
+// errGeneralPath (or a database error) when the general path must run the
+// batch instead; *Error values (404, 503) are final for every request.
+func (a *Allocator) allocBatchPG(ctx context.Context, pool string, reqs []autoOwner, locked func()) ([]allocResult, error) {
+	sqlDB, err := a.db.DB()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return nil, mapCtxError(ctx, err)
+	}
+	defer conn.Close()
+	var res []allocResult
+	err = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return errGeneralPath
+		}
+		pc := sc.Conn()
+		var err error
+		res, err = a.allocBatchPgx(ctx, pc, pool, reqs, locked)
+		if err != nil && pc.PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, rerr := pc.Exec(rctx, "rollback"); rerr != nil {
+				// Let database/sql drop this connection.
+				return errors.Join(err, driver.ErrBadConn)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		if _, ok := AsError(err); ok {
+			return nil, err
+		}
+		if models.IsUnavailable(err) || ctx.Err() != nil {
+			return nil, mapCtxError(ctx, err)
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
+func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string, reqs []autoOwner, locked func()) ([]allocResult, error) {
+	if testHookBatchFail != nil {
+		if err := testHookBatchFail(len(reqs)); err != nil {
+			return nil, err
+		}
+	}
+	now := a.now()
+	types := make([]string, len(reqs))
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		types[i], ids[i] = r.owner.Type, r.owner.ID
+	}
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(pgLockPool, pool)
+	b.Queue(pgHeld, pool, types, ids)
+	b.Queue(pgAutoRanges, pool)
+	if a.hold > 0 {
+		b.Queue(pgExpiring, pool, now.Add(-a.hold))
+	}
+	br := pc.SendBatch(ctx, b)
+	p, held, ranges, expiring, err := readFirstPipeline(br, a.hold > 0)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, Errf(CodeNotFound, "", "pool %q does not exist", pool)
+	}
+	locked()
+	if expiring {
+		return nil, errGeneralPath // the general path frees them first
+	}
+	for i := range held {
+		held[i].PoolID = p.ID
+	}
+
+	res := make([]allocResult, len(reqs))
+	heldBy := make(map[Owner]*models.Allocation, len(held))
+	for i := range held {
+		heldBy[Owner{Type: deref(held[i].OwnerType), ID: deref(held[i].OwnerID)}] = &held[i]
+	}
+	firstOf := map[Owner]int{}
+	var fresh []int
+	for i, r := range reqs {
+		if row, ok := heldBy[r.owner]; ok {
+			res[i] = allocResult{row: row}
+			continue
+		}
+		if _, ok := firstOf[r.owner]; ok {
+			continue
+		}
+		firstOf[r.owner] = i
+		fresh = append(fresh, i)
+	}
+	picks, err := pickFree(p, len(fresh), ranges, pgxGaps{ctx: ctx, pc: pc, p: p})
+	if err != nil {
+		return nil, err
+	}
+
+	sp := spaceOf(p)
+	n := len(picks)
+	rows := make([]models.Allocation, n)
+	keys, vals, ots, ois := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	runEnds := make([]bool, n)
+	actors, objects, requests, afters := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	inserted := make(map[u128]bool, n)
+	for k, pk := range picks {
+		r := reqs[fresh[k]]
+		rows[k] = models.Allocation{PoolID: p.ID, ValueKey: pk.v.key(), Value: sp.format(pk.v), State: models.StateAllocated,
+			OwnerType: strp(r.owner.Type), OwnerID: strp(r.owner.ID), RunEnd: pk.runEnd, AllocatedAt: now}
+		keys[k], vals[k], ots[k], ois[k], runEnds[k] = rows[k].ValueKey, rows[k].Value, r.owner.Type, r.owner.ID, pk.runEnd
+		inserted[pk.v] = true
+		ev, err := auditEvent(r.ctx, now, "allocation.create", "allocation", p.Name+"/"+rows[k].Value, nil, allocationOut(p.Name, &rows[k]))
+		if err != nil {
+			return nil, err
+		}
+		actors[k], objects[k], requests[k], afters[k] = ev.Actor, ev.ObjectID, ev.RequestID, deref(ev.AfterJSON)
+	}
+	prevs := []string{}
+	for _, pk := range picks {
+		if pv, ok := sp.prev(pk.v); ok && !inserted[pv] {
+			prevs = append(prevs, pv.key())
+		}
+	}
+
+	b = &pgx.Batch{}
+	if n > 0 {
+		b.Queue(pgInsert, p.ID, now, keys, vals, ots, ois, runEnds, prevs, actors, objects, requests, afters)
+	}
+	b.Queue("commit")
+	br = pc.SendBatch(ctx, b)
+	err = func() error {
+		if n > 0 {
+			out, err := br.Query()
+			if err != nil {
+				return err
+			}
+			ids := make(map[string]int64, n)
+			for out.Next() {
+				var id int64
+				var key string
+				if err := out.Scan(&id, &key); err != nil {
+					out.Close()
+					return err
+				}
+				ids[key] = id
+			}
+			out.Close()
+			if err := out.Err(); err != nil {
+				return err
+			}
+			for k := range rows {
+				id, ok := ids[rows[k].ValueKey]
+				if !ok {
+					return fmt.Errorf("pool %q: the insert of %s returned no id", p.Name, rows[k].Value)
+				}
+				rows[k].ID = id
+			}
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("pool %q: the batch's transaction ended with %q, not COMMIT", p.Name, tag.String())
+		}
+		return nil
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	pgFastBatches.Add(1)
+	for k := range rows {
+		res[fresh[k]] = allocResult{row: &rows[k], created: true}
+	}
+	for _, i := range fresh[n:] {
+		res[i] = allocResult{err: Errf(CodePoolExhausted, "", "pool %q has no free value in its auto_assign ranges", p.Name)}
+	}
+	for i, r := range reqs {
+		if j := firstOf[r.owner]; res[i].row == nil && res[i].err == nil && j != i {
+			res[i] = allocResult{row: res[j].row, err: res[j].err}
+		}
+	}
+	if a.onChange != nil {
+		for range rows {
+			a.onChange(p.Name, "allocate")
+		}
+	}
+	return res, nil
+}
+
+// readFirstPipeline reads the results of the first pipeline: the locked
+// pool (nil if there is none), the owners' allocations, the auto ranges
+// with their first gaps, and whether quarantines are due to expire.
+func readFirstPipeline(br pgx.BatchResults, withExpiring bool) (*models.Pool, []models.Allocation, []rangeGap, bool, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, nil, false, err
+	}
+	var p models.Pool
+	found := true
+	if err := br.QueryRow().Scan(&p.ID, &p.Name, &p.Type, &p.DelegatePrefixLen); errors.Is(err, pgx.ErrNoRows) {
+		found = false
+	} else if err != nil {
+		return nil, nil, nil, false, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, nil, false, err
+	}
+	var held []models.Allocation
+	for rows.Next() {
+		var h models.Allocation
+		var ot, oi string
+		if err := rows.Scan(&h.ID, &h.ValueKey, &h.Value, &ot, &oi, &h.AllocatedAt); err != nil {
+			rows.Close()
+			return nil, nil, nil, false, err
+		}
+		h.State, h.OwnerType, h.OwnerID, h.RunEnd = models.StateAllocated, &ot, &oi, false
+		held = append(held, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, false, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, nil, nil, false, err
+	}
+	var ranges []rangeGap
+	for rows.Next() {
+		var r rangeGap
+		if err := rows.Scan(&r.first, &r.last, &r.cols[0], &r.cols[1], &r.cols[2]); err != nil {
+			rows.Close()
+			return nil, nil, nil, false, err
+		}
+		ranges = append(ranges, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, false, err
+	}
+	expiring := false
+	if withExpiring {
+		if err := br.QueryRow().Scan(&expiring); err != nil {
+			return nil, nil, nil, false, err
+		}
+	}
+	if !found {
+		return nil, nil, nil, false, nil
+	}
+	return &p, held, ranges, expiring, nil
+}
+
+// pgxGaps reads further gaps and declared values on the batch's pgx
+// connection, inside its transaction.
+type pgxGaps struct {
+	ctx context.Context
+	pc  *pgx.Conn
+	p   *models.Pool
+}
+
+func (g pgxGaps) gapFrom(c u128) (cols [3]sql.NullString, err error) {
+	err = g.pc.QueryRow(g.ctx, pgGap, g.p.ID, c.key()).Scan(&cols[0], &cols[1], &cols[2])
+	return cols, err
+}
+
+func (g pgxGaps) declaredAmong(vals []u128) (map[string]bool, error) {
+	col := reservationColumn(g.p.Name)
+	if col == "" {
+		return nil, nil
+	}
+	rows, err := g.pc.Query(g.ctx, `SELECT `+col+` FROM expected_dpus WHERE `+col+` = ANY($1::text[])`, keysOf(vals))
+	if err != nil {
+		return nil, err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	return setOf(found), nil
+}
