@@ -70,9 +70,10 @@ type allocQueue struct {
 }
 
 // allocateAuto queues an automatic allocation of pool for owner and waits
-// for its batch. If ctx ends first the caller gets 503 unavailable; the
-// allocation may still be committed by the batch, and a retry returns it
-// (Allocate is idempotent by owner).
+// for its batch. A caller gets 503 unavailable only when its allocation was
+// not made: a batch runs at most until the earliest deadline among its
+// requests, and a request whose own deadline has not passed when a batch
+// is cut short runs again on its own.
 func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) (Allocation, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Allocation{}, false, mapCtxError(ctx, err)
@@ -93,13 +94,8 @@ func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) 
 	if start {
 		go a.drainAllocations(pool, q)
 	}
-	select {
-	case <-r.done:
-		return r.out, r.created, r.err
-	case <-ctx.Done():
-		return Allocation{}, false, Errf(CodeUnavailable, "",
-			"request cancelled or timed out (%v) before the database confirmed it; retry (allocation is idempotent by owner)", ctx.Err())
-	}
+	<-r.done
+	return r.out, r.created, r.err
 }
 
 // drainAllocations runs pool's queue batch after batch until it is empty.
@@ -221,6 +217,19 @@ func (a *Allocator) runAllocBatchLocked(pool string, batch []*allocReq, onLocked
 		}
 		return
 	}
+	if ctx.Err() != nil && len(live) > 1 {
+		// Cut short by the earliest deadline: its owner gets 503, the
+		// others (nothing of the batch was committed) run on their own.
+		for _, r := range live {
+			if err := r.ctx.Err(); err != nil {
+				r.finish(Allocation{}, false, mapCtxError(r.ctx, err))
+				continue
+			}
+			out, created, err := a.allocateOne(r.ctx, pool, r.owner, "")
+			r.finish(out, created, err)
+		}
+		return
+	}
 	if e, ok := AsError(err); len(live) == 1 || (ok && (e.Code == CodeNotFound || e.Code == CodeUnavailable)) {
 		for _, r := range live {
 			r.finish(Allocation{}, false, err)
@@ -236,20 +245,20 @@ func (a *Allocator) runAllocBatchLocked(pool string, batch []*allocReq, onLocked
 
 // batchContext is the context of a batch's transaction: the values of its
 // first request, not cancelled by any one caller leaving, and bounded by
-// the latest deadline among the requests (none if one has none).
+// the earliest deadline among the requests (none if none has one), so that
+// no caller waits past its own deadline.
 func batchContext(reqs []*allocReq) (context.Context, context.CancelFunc) {
 	base := context.WithoutCancel(reqs[0].ctx)
-	var latest time.Time
+	var earliest time.Time
 	for _, r := range reqs {
-		d, ok := r.ctx.Deadline()
-		if !ok {
-			return context.WithCancel(base)
-		}
-		if d.After(latest) {
-			latest = d
+		if d, ok := r.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
+			earliest = d
 		}
 	}
-	return context.WithDeadline(base, latest)
+	if earliest.IsZero() {
+		return context.WithCancel(base)
+	}
+	return context.WithDeadline(base, earliest)
 }
 
 // autoOwner is one automatic allocation of a batch: the owner and the

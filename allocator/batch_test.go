@@ -348,3 +348,39 @@ func TestBatchStatementsUseIndexes(t *testing.T) {
 		}
 	}
 }
+
+// A batch runs at most until the earliest deadline among its requests. The
+// caller whose deadline cut it short gets 503 and holds nothing (as its own
+// transaction would have been cancelled); the others run again on their
+// own and get their values.
+func TestBatchCutShortByOneDeadline(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
+		testHookBatchFail = func(size int) error {
+			if size == 2 {
+				time.Sleep(300 * time.Millisecond) // a slow database
+			}
+			return nil
+		}
+		defer func() { testHookBatchFail = nil }()
+		reqs := f.batchOf("patient", "hasty")
+		var cancel context.CancelFunc
+		reqs[1].ctx, cancel = context.WithTimeout(reqs[1].ctx, 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		f.a.runAllocBatch("vlan", reqs)
+		<-reqs[0].done
+		<-reqs[1].done
+		wantCode(t, reqs[1].err, CodeUnavailable)
+		if n := f.countRows(&models.Allocation{}, "owner_id = ?", "hasty"); n != 0 {
+			t.Fatalf("the caller told 503 holds %d values", n)
+		}
+		if reqs[0].err != nil || reqs[0].out.Value != "100" || !reqs[0].created {
+			t.Fatalf("the other request: %+v %v", reqs[0].out, reqs[0].err)
+		}
+		if waited := time.Since(start); waited > 5*time.Second {
+			t.Fatalf("the batch ran %v past a 100 ms deadline", waited)
+		}
+		f.checkRunEnds("vlan")
+	})
+}
