@@ -451,5 +451,10 @@ func TestPoolsRESTAuth(t *testing.T) {
 		if r := p.do("GET", "/metrics", "", "", ""); !strings.Contains(string(r.body), `ipledger_pool_values{kind="auto",pool="lo-ip",state="allocated"} 1`) {
 			t.Fatalf("metrics lack the pool gauge:\n%s", r.body)
 		}
+		// The one automatic allocation above was one batch of one.
+		if r := p.do("GET", "/metrics", "", "", ""); !strings.Contains(string(r.body), "ipledger_allocation_batch_size_sum 1\n") ||
+			!strings.Contains(string(r.body), "ipledger_allocation_batch_duration_seconds_count 1\n") {
+			t.Fatalf("metrics lack the allocation batch histograms:\n%s", r.body)
+		}
 	})
 }
