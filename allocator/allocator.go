@@ -60,14 +60,15 @@ type Allocator struct {
 func New(db *gorm.DB, opts Options) *Allocator {
 	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange,
 		queues: map[string]*allocQueue{}}
-	if a.now == nil {
-		a.now = func() time.Time { return time.Now().UTC() }
-	} else {
-		// Stored times are compared as text on SQLite: keep them all in UTC
-		// whatever zone the caller's clock uses.
-		clock := a.now
-		a.now = func() time.Time { return clock().UTC() }
+	// Stored times are compared as text on SQLite: keep them all in UTC
+	// whatever zone the caller's clock uses, and in microseconds, as
+	// PostgreSQL stores them, so that the answer to a write shows the same
+	// time as every later read.
+	clock := a.now
+	if clock == nil {
+		clock = time.Now
 	}
+	a.now = func() time.Time { return clock().UTC().Truncate(time.Microsecond) }
 	if a.log == nil {
 		a.log = slog.Default()
 	}

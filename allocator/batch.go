@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipledger/ipledger/models"
@@ -45,10 +46,27 @@ type allocReq struct {
 	ctx   context.Context
 	owner Owner
 
+	// state is reqWaiting until the batch claims the request just before
+	// writing its allocation (reqClaimed) or the caller leaves first
+	// (reqAbandoned): exactly one of the two happens.
+	state atomic.Int32
+
 	done    chan struct{} // closed when out/created/err are set
 	out     Allocation
 	created bool
 	err     error
+}
+
+const (
+	reqWaiting int32 = iota
+	reqClaimed
+	reqAbandoned
+)
+
+// claim marks r as being written; false if its caller has left. Repeated
+// claims (a retried transaction) succeed.
+func (r *allocReq) claim() bool {
+	return r.state.CompareAndSwap(reqWaiting, reqClaimed) || r.state.Load() == reqClaimed
 }
 
 func (r *allocReq) finish(out Allocation, created bool, err error) {
@@ -71,9 +89,11 @@ type allocQueue struct {
 
 // allocateAuto queues an automatic allocation of pool for owner and waits
 // for its batch. A caller gets 503 unavailable only when its allocation was
-// not made: a batch runs at most until the earliest deadline among its
-// requests, and a request whose own deadline has not passed when a batch
-// is cut short runs again on its own.
+// not made: when ctx ends before the batch claims the request, the caller
+// leaves at once and the batch leaves the request out; once claimed, the
+// caller waits for the commit, which a batch bounds by the earliest
+// deadline among its requests (a request whose own deadline has not passed
+// when a batch is cut short runs again on its own).
 func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) (Allocation, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Allocation{}, false, mapCtxError(ctx, err)
@@ -94,8 +114,20 @@ func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) 
 	if start {
 		go a.drainAllocations(pool, q)
 	}
-	<-r.done
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(reqWaiting, reqAbandoned) {
+			return Allocation{}, false, errAbandoned(ctx)
+		}
+		<-r.done // claimed: being committed, the answer follows
+	}
 	return r.out, r.created, r.err
+}
+
+// errAbandoned is the 503 of a request that left before it was allocated.
+func errAbandoned(ctx context.Context) error {
+	return Errf(CodeUnavailable, "", "request cancelled or timed out (%v) before its allocation was made; nothing was allocated, retry", context.Cause(ctx))
 }
 
 // drainAllocations runs pool's queue batch after batch until it is empty.
@@ -149,8 +181,8 @@ func (a *Allocator) runAllocBatchLocked(pool string, batch []*allocReq, onLocked
 	}
 	live := make([]*allocReq, 0, len(batch))
 	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.finish(Allocation{}, false, mapCtxError(r.ctx, err))
+		if r.ctx.Err() != nil || r.state.Load() == reqAbandoned {
+			r.finish(Allocation{}, false, errAbandoned(r.ctx))
 			continue
 		}
 		live = append(live, r)
@@ -172,10 +204,21 @@ func (a *Allocator) runAllocBatchLocked(pool string, batch []*allocReq, onLocked
 	}()
 	ctx, cancel := batchContext(live)
 	defer cancel()
+	// When every caller has left, stop (e.g. waiting for the lock).
+	var remaining atomic.Int32
+	remaining.Store(int32(len(live)))
+	for _, r := range live {
+		stop := context.AfterFunc(r.ctx, func() {
+			if remaining.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
 	start := time.Now()
 	owners := make([]autoOwner, len(live))
 	for i, r := range live {
-		owners[i] = autoOwner{ctx: r.ctx, owner: r.owner}
+		owners[i] = autoOwner{ctx: r.ctx, owner: r.owner, claim: r.claim}
 	}
 	var (
 		results []allocResult
@@ -221,8 +264,8 @@ func (a *Allocator) runAllocBatchLocked(pool string, batch []*allocReq, onLocked
 		// Cut short by the earliest deadline: its owner gets 503, the
 		// others (nothing of the batch was committed) run on their own.
 		for _, r := range live {
-			if err := r.ctx.Err(); err != nil {
-				r.finish(Allocation{}, false, mapCtxError(r.ctx, err))
+			if r.ctx.Err() != nil {
+				r.finish(Allocation{}, false, errAbandoned(r.ctx))
 				continue
 			}
 			out, created, err := a.allocateOne(r.ctx, pool, r.owner, "")
@@ -266,6 +309,43 @@ func batchContext(reqs []*allocReq) (context.Context, context.CancelFunc) {
 type autoOwner struct {
 	ctx   context.Context
 	owner Owner
+	// claim, when set, is called before a new value is written for this
+	// request; false means its caller has left and it is skipped.
+	claim func() bool
+}
+
+// classify sorts the requests of a batch: an owner that holds a value gets
+// it (res filled in); of the others, those whose callers are still there
+// need a value, one per owner, in arrival order (fresh, with the first
+// request of each owner in firstOf).
+func classify(reqs []autoOwner, held map[Owner]*models.Allocation, res []allocResult) (fresh []int, firstOf map[Owner]int) {
+	firstOf = map[Owner]int{}
+	for i, r := range reqs {
+		if row, ok := held[r.owner]; ok {
+			res[i] = allocResult{row: row}
+			continue
+		}
+		if r.claim != nil && !r.claim() {
+			res[i] = allocResult{err: errAbandoned(r.ctx)}
+			continue
+		}
+		if _, ok := firstOf[r.owner]; ok {
+			continue // filled in by fillDuplicates
+		}
+		firstOf[r.owner] = i
+		fresh = append(fresh, i)
+	}
+	return fresh, firstOf
+}
+
+// fillDuplicates gives a later request of an owner what its first request
+// got (the same value, created=false).
+func fillDuplicates(reqs []autoOwner, res []allocResult, firstOf map[Owner]int) {
+	for i, r := range reqs {
+		if j, ok := firstOf[r.owner]; ok && j != i && res[i].row == nil && res[i].err == nil {
+			res[i] = allocResult{row: res[j].row, err: res[j].err}
+		}
+	}
 }
 
 // allocResult is the outcome of one request of a batch: the row the owner
@@ -293,19 +373,7 @@ func (t *tx) allocateAutoBatch(p *models.Pool, reqs []autoOwner) ([]allocResult,
 		return nil, err
 	}
 	res := make([]allocResult, len(reqs))
-	firstOf := map[Owner]int{}
-	var fresh []int // requests that need a new value, in arrival order
-	for i, r := range reqs {
-		if row, ok := held[r.owner]; ok {
-			res[i] = allocResult{row: row}
-			continue
-		}
-		if _, ok := firstOf[r.owner]; ok {
-			continue // filled in below from the first request of that owner
-		}
-		firstOf[r.owner] = i
-		fresh = append(fresh, i)
-	}
+	fresh, firstOf := classify(reqs, held, res)
 	picks, err := t.lowestFreeN(p, len(fresh))
 	if err != nil {
 		return nil, err
@@ -347,11 +415,7 @@ func (t *tx) allocateAutoBatch(p *models.Pool, reqs []autoOwner) ([]allocResult,
 	for _, i := range fresh[len(picks):] {
 		res[i] = allocResult{err: Errf(CodePoolExhausted, "", "pool %q has no free value in its auto_assign ranges", p.Name)}
 	}
-	for i, r := range reqs {
-		if j := firstOf[r.owner]; res[i].row == nil && res[i].err == nil && j != i {
-			res[i] = allocResult{row: res[j].row, err: res[j].err}
-		}
-	}
+	fillDuplicates(reqs, res, firstOf)
 	return res, nil
 }
 

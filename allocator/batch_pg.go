@@ -156,19 +156,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string
 	for i := range held {
 		heldBy[Owner{Type: deref(held[i].OwnerType), ID: deref(held[i].OwnerID)}] = &held[i]
 	}
-	firstOf := map[Owner]int{}
-	var fresh []int
-	for i, r := range reqs {
-		if row, ok := heldBy[r.owner]; ok {
-			res[i] = allocResult{row: row}
-			continue
-		}
-		if _, ok := firstOf[r.owner]; ok {
-			continue
-		}
-		firstOf[r.owner] = i
-		fresh = append(fresh, i)
-	}
+	fresh, firstOf := classify(reqs, heldBy, res)
 	picks, err := pickFree(p, len(fresh), ranges, pgxGaps{ctx: ctx, pc: pc, p: p})
 	if err != nil {
 		return nil, err
@@ -257,11 +245,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string
 	for _, i := range fresh[n:] {
 		res[i] = allocResult{err: Errf(CodePoolExhausted, "", "pool %q has no free value in its auto_assign ranges", p.Name)}
 	}
-	for i, r := range reqs {
-		if j := firstOf[r.owner]; res[i].row == nil && res[i].err == nil && j != i {
-			res[i] = allocResult{row: res[j].row, err: res[j].err}
-		}
-	}
+	fillDuplicates(reqs, res, firstOf)
 	if a.onChange != nil {
 		for range rows {
 			a.onChange(p.Name, "allocate")

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -382,5 +384,92 @@ func TestBatchCutShortByOneDeadline(t *testing.T) {
 			t.Fatalf("the batch ran %v past a 100 ms deadline", waited)
 		}
 		f.checkRunEnds("vlan")
+	})
+}
+
+// A caller that cancels (no deadline) while its batch waits for the pool's
+// lock gets 503 at once and is left out of the batch: nothing is stored
+// for it, while a caller still waiting in the same batch gets its value
+// when the lock comes free.
+func TestBatchLeavesOutCancelledCaller(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
+		blocker := f.db.Begin()
+		if err := blocker.Exec("UPDATE pools SET version = version WHERE name = ?", "vlan").Error; err != nil {
+			t.Fatal(err)
+		}
+		// Both requests queue before the leader takes them: one batch.
+		reqs := f.batchOf("stays", "leaves")
+		ctx, cancel := context.WithCancel(reqs[1].ctx)
+		reqs[1].ctx = ctx
+		go f.a.runAllocBatch("vlan", reqs)
+		left := make(chan error, 1)
+		go func() {
+			// what allocateAuto does for a caller waiting on its request
+			select {
+			case <-reqs[1].done:
+				left <- reqs[1].err
+			case <-ctx.Done():
+				if reqs[1].state.CompareAndSwap(reqWaiting, reqAbandoned) {
+					left <- errAbandoned(ctx)
+					return
+				}
+				<-reqs[1].done
+				left <- reqs[1].err
+			}
+		}()
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+		wantCode(t, <-left, CodeUnavailable, "nothing was allocated")
+		if err := blocker.Commit().Error; err != nil {
+			t.Fatal(err)
+		}
+		<-reqs[0].done
+		if reqs[0].err != nil || reqs[0].out.Value != "100" {
+			t.Fatalf("the caller that stayed: %+v %v", reqs[0].out, reqs[0].err)
+		}
+		if n := f.countRows(&models.Allocation{}, "owner_id = ?", "leaves"); n != 0 {
+			t.Fatalf("the caller that left holds %d values", n)
+		}
+		f.checkRunEnds("vlan")
+
+		// Through Allocate: a cancelled caller returns promptly.
+		blocker = f.db.Begin()
+		blocker.Exec("UPDATE pools SET version = version WHERE name = ?", "vlan")
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel2)
+		_, _, err := f.a.Allocate(ctx2, "vlan", own("gone"), "")
+		wantCode(t, err, CodeUnavailable)
+		blocker.Commit()
+		if n := f.countRows(&models.Allocation{}, "owner_id = ?", "gone"); n != 0 {
+			t.Fatalf("a cancelled Allocate stored %d values", n)
+		}
+	})
+}
+
+// The answer to an allocation shows the same allocated_at as every later
+// read (times are kept in microseconds, as PostgreSQL stores them).
+func TestAllocatedAtSameInAnswerAndRead(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		a := New(db, Options{})
+		ctx := context.Background()
+		if _, err := a.CreatePool(ctx, PoolSpec{Name: "vlan", Type: "integer", Ranges: []RangeSpec{rng("100", "199", true)}}); err != nil {
+			t.Fatal(err)
+		}
+		al, _, err := a.Allocate(ctx, "vlan", own("x"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.GetAllocation(ctx, "vlan", al.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _, err := a.Allocate(ctx, "vlan", own("x"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !al.AllocatedAt.Equal(got.AllocatedAt) || !al.AllocatedAt.Equal(again.AllocatedAt) {
+			t.Fatalf("allocated_at: answer %v, read %v, repeat %v", al.AllocatedAt, got.AllocatedAt, again.AllocatedAt)
+		}
 	})
 }
