@@ -26,7 +26,8 @@ import (
 //     when it starts, so the reads see everything committed before the
 //     lock was granted);
 //  2. one INSERT of the new allocations, the run-end update of their
-//     neighbours and the audit events (a data-modifying WITH, arrays bound
+//     neighbours (each is a run end: the value after it was free; found
+//     one by one with the seek the gap search uses) and the audit events (a data-modifying WITH, arrays bound
 //     as parameters so the statement text, and its cached plan, is the
 //     same for every batch size); COMMIT.
 //
@@ -44,10 +45,28 @@ var pgFastBatches atomic.Int64
 var errGeneralPath = errors.New("allocation batch needs the general path")
 
 const (
+	// pgBatchSettings makes the batch's statements (prepared once per
+	// connection) reuse one plan instead of being planned again at each
+	// execution — planning their array parameters cost more than running
+	// them — and makes that plan the index plan whatever the statistics say:
+	// a plan made while the table was small (no statistics yet) would
+	// otherwise hash-join over every allocation of the pool for as long as
+	// the connection lives. Local to the batch's transaction;
+	// TestBatchStatementsUseIndexes checks the plans on an empty and on a
+	// large pool.
+	pgBatchSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+ set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+ set_config('enable_mergejoin', 'off', true)`
 	pgLockPool = `SELECT id, name, type, delegate_prefix_len FROM pools WHERE name = $1 FOR UPDATE`
 	pgPoolID   = `(SELECT id FROM pools WHERE name = $1)`
-	pgHeld     = `SELECT id, value_key, value, owner_type, owner_id, allocated_at FROM allocations
- WHERE pool_id = ` + pgPoolID + ` AND (owner_type, owner_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))`
+	// pgHeld looks each owner up on its own (a lateral subquery kept apart
+	// by OFFSET 0, so the planner cannot turn it into a join filtering the
+	// pool's allocations): an index seek on the owner per owner, whatever
+	// the statistics say.
+	pgHeld = `SELECT a.id, a.value_key, a.value, a.owner_type, a.owner_id, a.allocated_at
+ FROM unnest($2::text[], $3::text[]) AS o(t, i)
+ CROSS JOIN LATERAL (SELECT id, value_key, value, owner_type, owner_id, allocated_at FROM allocations
+   WHERE pool_id = ` + pgPoolID + ` AND owner_type = o.t AND owner_id = o.i OFFSET 0) AS a`
 	pgExpiring = `SELECT EXISTS (SELECT 1 FROM allocations WHERE pool_id = ` + pgPoolID + `
  AND state = 'quarantined' AND quarantined_at <= $2)`
 	pgInsert = `WITH ins AS (
@@ -55,7 +74,9 @@ const (
   SELECT $1, u.k, u.v, 'allocated', u.ot, u.oi, u.re, $2
   FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bool[]) AS u(k, v, ot, oi, re)
   RETURNING id, value_key),
-upd AS (UPDATE allocations SET run_end = false WHERE pool_id = $1 AND run_end AND value_key = ANY($8::text[])),
+upd AS (UPDATE allocations SET run_end = false WHERE id IN (SELECT x.id FROM unnest($8::text[]) AS pv(k)
+  CROSS JOIN LATERAL (SELECT id, value_key FROM allocations WHERE pool_id = $1 AND value_key >= pv.k
+    ORDER BY value_key LIMIT 1) AS x WHERE x.value_key = pv.k)),
 aud AS (INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, after_json)
   SELECT $2, e.ac, 'allocation.create', 'allocation', e.oid, e.rid, e.aj
   FROM unnest($9::text[], $10::text[], $11::text[], $12::text[]) AS e(ac, oid, rid, aj))
@@ -126,6 +147,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string
 	}
 	b := &pgx.Batch{}
 	b.Queue("begin")
+	b.Queue(pgBatchSettings)
 	b.Queue(pgLockPool, pool)
 	b.Queue(pgHeld, pool, types, ids)
 	b.Queue(pgAutoRanges, pool)
@@ -258,8 +280,10 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string
 // pool (nil if there is none), the owners' allocations, the auto ranges
 // with their first gaps, and whether quarantines are due to expire.
 func readFirstPipeline(br pgx.BatchResults, withExpiring bool) (*models.Pool, []models.Allocation, []rangeGap, bool, error) {
-	if _, err := br.Exec(); err != nil {
-		return nil, nil, nil, false, err
+	for range 2 { // BEGIN, settings
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, nil, false, err
+		}
 	}
 	var p models.Pool
 	found := true

@@ -279,10 +279,12 @@ func TestBatchCancelledAndUnknownPool(t *testing.T) {
 }
 
 // The PostgreSQL batch statements keep to the indexes at any pool size,
-// also with the generic plans that cached prepared statements switch to:
-// on a pool of 100k allocations (10k with -short), neither the owners'
-// look-up, the gap search nor the batch INSERT (with its run-end UPDATE)
-// scans allocations.
+// with the settings and generic plans they run under: on an empty pool and
+// on one of 3,000 allocations, both without statistics (the plan a
+// connection keeps when it first ran them early on), and on a pool of
+// 100k allocations (10k with -short), neither
+// the owners' look-up, the gap search nor the batch INSERT (with its
+// run-end UPDATE) scans allocations.
 func TestBatchStatementsUseIndexes(t *testing.T) {
 	db := dbtest.Open(t, models.Postgres)
 	f := newFnd(t, db, 0)
@@ -293,47 +295,64 @@ func TestBatchStatementsUseIndexes(t *testing.T) {
 	if testing.Short() {
 		n = 10_000
 	}
-	seedAllocations(t, db, &p, u128{0, 10 << 24}, n, false)
-	if err := db.Exec("ANALYZE allocations").Error; err != nil {
-		t.Fatal(err)
-	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
-	owners := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
-	types := []string{"bench", "bench", "bench", "bench", "bench", "bench", "bench", "bench"}
-	keys := []string{u128{0, 10<<24 + uint64(n)}.key()}
-	for _, c := range []struct {
-		name, sql string
-		args      []any
-	}{
-		{"owners' allocations", pgHeld, []any{"big", types, owners}},
-		{"auto ranges and first gaps", pgAutoRanges, []any{"big"}},
-		{"gap from a value", pgGap, []any{p.ID, keys[0]}},
-		{"batch insert", pgInsert, []any{p.ID, time.Now(), keys, []string{"10.1.134.160"}, []string{"bench"}, []string{"z"}, []bool{true},
-			[]string{u128{0, 10<<24 + uint64(n) - 1}.key()}, []string{"t"}, []string{"big/10.1.134.160"}, []string{"r"}, []string{"{}"}}},
-	} {
-		var out string
-		if err := conn.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&out); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+	check := func(phase string) {
+		t.Helper()
+		conn, err := sqlDB.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if strings.Contains(out, `"Seq Scan"`) && strings.Contains(out, `"Relation Name": "allocations"`) {
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.ExecContext(ctx, "ROLLBACK")
+		if _, err := conn.ExecContext(ctx, pgBatchSettings); err != nil {
+			t.Fatal(err)
+		}
+		key := u128{0, 10<<24 + uint64(n)}.key()
+		prev := u128{0, 10<<24 + uint64(n) - 1}.key()
+		for i, c := range []struct {
+			name, sql, args string
+		}{
+			{"owners' allocations", pgHeld, `'big', '{bench,bench,bench,bench}', '{a,b,c,d}'`},
+			{"auto ranges and first gaps", pgAutoRanges, `'big'`},
+			{"gap from a value", pgGap, fmt.Sprintf(`%d, '%s'`, p.ID, key)},
+			{"batch insert", pgInsert, fmt.Sprintf(`%d, now(), '{%s}', '{10.1.134.160}', '{bench}', '{z}', '{t}', '{%s}', '{t}', '{big/10.1.134.160}', '{r}', '{"{}"}'`,
+				p.ID, key, prev)},
+		} {
+			// The plan a prepared statement gets under the batch's
+			// settings: EXPLAIN EXECUTE shows the generic one.
+			stmt := fmt.Sprintf("batch_plan_%d", i)
+			if _, err := conn.ExecContext(ctx, "PREPARE "+stmt+" AS "+c.sql); err != nil {
+				t.Fatalf("%s, %s: prepare: %v", phase, c.name, err)
+			}
+			var out string
+			err := conn.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) EXECUTE "+stmt+"("+c.args+")").Scan(&out)
+			conn.ExecContext(ctx, "DEALLOCATE "+stmt)
+			if err != nil {
+				t.Fatalf("%s, %s: %v", phase, c.name, err)
+			}
+			if !strings.Contains(out, "$1") {
+				t.Fatalf("%s, %s: not the generic plan:\n%s", phase, c.name, out)
+			}
 			var plan []map[string]any
-			_ = json.Unmarshal([]byte(out), &plan)
+			if err := json.Unmarshal([]byte(out), &plan); err != nil || len(plan) != 1 {
+				t.Fatalf("%s, %s: plan %s: %v", phase, c.name, out, err)
+			}
 			var walk func(n map[string]any)
 			walk = func(n map[string]any) {
-				if n["Node Type"] == "Seq Scan" && n["Relation Name"] == "allocations" {
-					t.Fatalf("%s scans allocations:\n%s", c.name, out)
+				// Every read of allocations is an index seek on the owner, the
+				// value or the row id, not on the pool alone.
+				cond, _ := n["Index Cond"].(string)
+				typ, _ := n["Node Type"].(string)
+				if n["Relation Name"] == "allocations" && strings.Contains(typ, "Scan") && (typ == "Seq Scan" || typ == "Bitmap Heap Scan" ||
+					!(strings.Contains(cond, "owner_id") || strings.Contains(cond, "value_key") || n["Index Name"] == "allocations_pkey")) {
+					t.Fatalf("%s: %s scans allocations:\n%s", phase, c.name, out)
 				}
 				if kids, ok := n["Plans"].([]any); ok {
 					for _, k := range kids {
@@ -342,13 +361,20 @@ func TestBatchStatementsUseIndexes(t *testing.T) {
 				}
 			}
 			walk(plan[0]["Plan"].(map[string]any))
-			for _, v := range plan[0] {
-				if m, ok := v.(map[string]any); ok {
-					walk(m)
-				}
-			}
 		}
 	}
+	check("empty pool, no statistics")
+	seedAllocations(t, db, &p, u128{0, 10 << 24}, 3000, false)
+	check("3,000 allocations, no statistics yet")
+	if err := db.Exec("VACUUM allocations").Error; err != nil { // row count known, no column statistics
+		t.Fatal(err)
+	}
+	check("3,000 allocations, vacuumed, not analyzed")
+	seedAllocations(t, db, &p, u128{0, 10<<24 + 3000}, n-3000, false)
+	if err := db.Exec("ANALYZE allocations").Error; err != nil {
+		t.Fatal(err)
+	}
+	check(fmt.Sprintf("%d allocations", n))
 }
 
 // A batch runs at most until the earliest deadline among its requests. The
