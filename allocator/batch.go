@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,17 +73,14 @@ func (r *allocReq) finish(out Allocation, created bool, err error) {
 	close(r.done)
 }
 
-// maxBatchLeaders is how many batches of one pool a process runs at once.
-// The second one takes the requests queued while the first holds the
-// pool's lock and waits for that lock inside PostgreSQL, so that the lock
-// passes from one batch to the next without a round trip to this process
-// in between. More would only wait longer: the lock admits one at a time.
-const maxBatchLeaders = 2
-
-// allocQueue is the queue of one pool while it has leaders running.
+// allocQueue is the queue of one pool while its leader runs. One leader
+// per pool and process: a second one, taking the requests queued while the
+// first holds the lock and waiting for the lock inside PostgreSQL, made
+// batches smaller and gave 20 % less throughput at 8 and 32 clients
+// (docs/decisions.md).
 type allocQueue struct {
 	pending []*allocReq
-	leaders int // goroutines running batches of this pool
+	running bool
 }
 
 // allocateAuto queues an automatic allocation of pool for owner and waits
@@ -106,10 +102,8 @@ func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) 
 		a.queues[pool] = q
 	}
 	q.pending = append(q.pending, r)
-	start := q.leaders == 0
-	if start {
-		q.leaders = 1
-	}
+	start := !q.running
+	q.running = true
 	a.qmu.Unlock()
 	if start {
 		go a.drainAllocations(pool, q)
@@ -131,28 +125,13 @@ func errAbandoned(ctx context.Context) error {
 }
 
 // drainAllocations runs pool's queue batch after batch until it is empty.
-// When its batch has the pool's lock and requests are waiting, it starts a
-// second leader for them (maxBatchLeaders).
 func (a *Allocator) drainAllocations(pool string, q *allocQueue) {
-	locked := func() {
-		a.qmu.Lock()
-		start := len(q.pending) > 0 && q.leaders < maxBatchLeaders
-		if start {
-			q.leaders++
-		}
-		a.qmu.Unlock()
-		if start {
-			go a.drainAllocations(pool, q)
-		}
-	}
 	for {
 		a.qmu.Lock()
 		n := len(q.pending)
 		if n == 0 {
-			q.leaders--
-			if q.leaders == 0 {
-				delete(a.queues, pool)
-			}
+			q.running = false
+			delete(a.queues, pool)
 			a.qmu.Unlock()
 			return
 		}
@@ -160,25 +139,13 @@ func (a *Allocator) drainAllocations(pool string, q *allocQueue) {
 		batch := q.pending[:n:n]
 		q.pending = append([]*allocReq(nil), q.pending[n:]...)
 		a.qmu.Unlock()
-		a.runAllocBatchLocked(pool, batch, locked)
+		a.runAllocBatch(pool, batch)
 	}
 }
 
 // runAllocBatch allocates for every request of batch in one transaction,
 // falling back to one transaction per request when that fails.
 func (a *Allocator) runAllocBatch(pool string, batch []*allocReq) {
-	a.runAllocBatchLocked(pool, batch, nil)
-}
-
-// runAllocBatchLocked is runAllocBatch calling onLocked (if set) once,
-// as soon as the batch holds the pool's lock.
-func (a *Allocator) runAllocBatchLocked(pool string, batch []*allocReq, onLocked func()) {
-	var once sync.Once
-	locked := func() {
-		if onLocked != nil {
-			once.Do(onLocked)
-		}
-	}
 	live := make([]*allocReq, 0, len(batch))
 	for _, r := range batch {
 		if r.ctx.Err() != nil || r.state.Load() == reqAbandoned {
@@ -225,7 +192,7 @@ func (a *Allocator) runAllocBatchLocked(pool string, batch []*allocReq, onLocked
 		err     error = errGeneralPath
 	)
 	if a.dialect == models.Postgres {
-		results, err = a.allocBatchPG(ctx, pool, owners, locked)
+		results, err = a.allocBatchPG(ctx, pool, owners)
 		if _, final := AsError(err); err != nil && !final && !errors.Is(err, errGeneralPath) {
 			a.log.Debug("allocation batch: fast path failed, using the general path", "pool", pool, "error", err)
 		}
@@ -241,7 +208,6 @@ func (a *Allocator) runAllocBatchLocked(pool string, batch []*allocReq, onLocked
 			if err != nil {
 				return err
 			}
-			locked()
 			results, err = t.allocateAutoBatch(p, owners)
 			return err
 		})

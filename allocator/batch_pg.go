@@ -92,7 +92,7 @@ var (
 // allocBatchPG runs a batch on PostgreSQL through pgx. It returns
 // errGeneralPath (or a database error) when the general path must run the
 // batch instead; *Error values (404, 503) are final for every request.
-func (a *Allocator) allocBatchPG(ctx context.Context, pool string, reqs []autoOwner, locked func()) ([]allocResult, error) {
+func (a *Allocator) allocBatchPG(ctx context.Context, pool string, reqs []autoOwner) ([]allocResult, error) {
 	sqlDB, err := a.db.DB()
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (a *Allocator) allocBatchPG(ctx context.Context, pool string, reqs []autoOw
 		}
 		pc := sc.Conn()
 		var err error
-		res, err = a.allocBatchPgx(ctx, pc, pool, reqs, locked)
+		res, err = a.allocBatchPgx(ctx, pc, pool, reqs)
 		if err != nil && pc.PgConn().TxStatus() != 'I' {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
@@ -133,7 +133,7 @@ func (a *Allocator) allocBatchPG(ctx context.Context, pool string, reqs []autoOw
 	return res, nil
 }
 
-func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string, reqs []autoOwner, locked func()) ([]allocResult, error) {
+func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string, reqs []autoOwner) ([]allocResult, error) {
 	if testHookBatchFail != nil {
 		if err := testHookBatchFail(len(reqs)); err != nil {
 			return nil, err
@@ -165,7 +165,6 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string
 	if p == nil {
 		return nil, Errf(CodeNotFound, "", "pool %q does not exist", pool)
 	}
-	locked()
 	if expiring {
 		return nil, errGeneralPath // the general path frees them first
 	}
