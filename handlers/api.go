@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -73,8 +74,18 @@ func DecodeJSON(c echo.Context, v any) error {
 
 // UnmarshalJSON maps json errors to the API's error codes.
 func UnmarshalJSON(b []byte, v any) error {
-	if len(strings.TrimSpace(string(b))) == 0 {
+	trimmed := strings.TrimSpace(string(b))
+	if len(trimmed) == 0 {
 		return allocator.Errf(allocator.CodeBadRequest, "", "request body is empty; a JSON object is expected")
+	}
+	if trimmed == "null" {
+		return allocator.Errf(allocator.CodeBadRequest, "", "request body must be a JSON object or array, not null")
+	}
+	// JSON text is UTF-8 (RFC 8259 §8.1). The decoder would turn invalid
+	// bytes into U+FFFD silently, so two different raw owner ids could
+	// become one owner.
+	if !utf8.Valid(b) {
+		return allocator.Errf(allocator.CodeBadRequest, "", "request body is not valid UTF-8")
 	}
 	err := json.Unmarshal(b, v)
 	if err == nil {

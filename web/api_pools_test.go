@@ -363,6 +363,8 @@ func TestPoolsRESTBadInput(t *testing.T) {
 			{"unparseable JSON", "POST", "/api/v1/pools", "", `{"name":"p",`, 400, "bad_request", "", "JSON"},
 			{"JSON array body", "POST", "/api/v1/pools", "", `[1,2]`, 400, "bad_request", "", "object"},
 			{"empty body", "POST", "/api/v1/pools", "application/json", ``, 400, "bad_request", "", "empty"},
+			{"null body", "POST", "/api/v1/pools/lo-ip/allocations", "", `null`, 400, "bad_request", "", "null"},
+			{"owner_id not UTF-8", "POST", "/api/v1/pools/lo-ip/allocations", "", "{\"owner_type\":\"machine\",\"owner_id\":\"a\xff\"}", 400, "bad_request", "", "UTF-8"},
 			{"overlapping range", "POST", "/api/v1/pools/lo-ip/ranges", "", `{"first":"10.0.0.5","last":"10.0.0.50"}`, 409, "conflict", "first", "10.0.0.1..10.0.0.9"},
 			{"range of the wrong family", "POST", "/api/v1/pools/lo-ip/ranges", "", `{"first":"fd00::1","last":"fd00::2"}`, 422, "invalid", "first", "fd00::1"},
 			{"bad owner_type", "POST", "/api/v1/pools/lo-ip/allocations", "", `{"owner_type":"Machine!","owner_id":"b"}`, 422, "invalid", "owner_type", "Machine!"},
