@@ -126,6 +126,8 @@ func errAbandoned(ctx context.Context) error {
 
 // drainAllocations runs pool's queue batch after batch until it is empty.
 func (a *Allocator) drainAllocations(pool string, q *allocQueue) {
+	lc := &leaderConn{}
+	defer lc.drop()
 	for {
 		a.qmu.Lock()
 		n := len(q.pending)
@@ -139,13 +141,20 @@ func (a *Allocator) drainAllocations(pool string, q *allocQueue) {
 		batch := q.pending[:n:n]
 		q.pending = append([]*allocReq(nil), q.pending[n:]...)
 		a.qmu.Unlock()
-		a.runAllocBatch(pool, batch)
+		a.runAllocBatchOn(lc, pool, batch)
 	}
 }
 
 // runAllocBatch allocates for every request of batch in one transaction,
 // falling back to one transaction per request when that fails.
 func (a *Allocator) runAllocBatch(pool string, batch []*allocReq) {
+	lc := &leaderConn{}
+	defer lc.drop()
+	a.runAllocBatchOn(lc, pool, batch)
+}
+
+// runAllocBatchOn is runAllocBatch on the leader's connection (PostgreSQL).
+func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocReq) {
 	live := make([]*allocReq, 0, len(batch))
 	for _, r := range batch {
 		if r.ctx.Err() != nil || r.state.Load() == reqAbandoned {
@@ -192,7 +201,7 @@ func (a *Allocator) runAllocBatch(pool string, batch []*allocReq) {
 		err     error = errGeneralPath
 	)
 	if a.dialect == models.Postgres {
-		results, err = a.allocBatchPG(ctx, pool, owners)
+		results, err = a.allocBatchPG(ctx, lc, pool, owners)
 		if _, final := AsError(err); err != nil && !final && !errors.Is(err, errGeneralPath) {
 			a.log.Debug("allocation batch: fast path failed, using the general path", "pool", pool, "error", err)
 		}

@@ -89,19 +89,45 @@ var (
 	pgGap = `SELECT ` + gapColumns("$1", "$2")
 )
 
-// allocBatchPG runs a batch on PostgreSQL through pgx. It returns
-// errGeneralPath (or a database error) when the general path must run the
-// batch instead; *Error values (404, 503) are final for every request.
-func (a *Allocator) allocBatchPG(ctx context.Context, pool string, reqs []autoOwner) ([]allocResult, error) {
+// leaderConn is the database connection a pool's leader keeps from one
+// batch to the next while its queue is busy, so that it does not wait for
+// a connection behind the requests' own reads (token look-ups) before
+// every batch — under 32 in-process clients that wait made batches take
+// 150 ms. It is returned to the pool when the queue empties.
+type leaderConn struct{ conn *sql.Conn }
+
+func (lc *leaderConn) get(ctx context.Context, a *Allocator) (*sql.Conn, error) {
+	if lc.conn != nil {
+		return lc.conn, nil
+	}
 	sqlDB, err := a.db.DB()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := sqlDB.Conn(ctx)
+	c, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lc.conn = c
+	return c, nil
+}
+
+// drop forgets a connection that broke (database/sql closes it).
+func (lc *leaderConn) drop() {
+	if lc.conn != nil {
+		lc.conn.Close()
+		lc.conn = nil
+	}
+}
+
+// allocBatchPG runs a batch on PostgreSQL through pgx. It returns
+// errGeneralPath (or a database error) when the general path must run the
+// batch instead; *Error values (404, 503) are final for every request.
+func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool string, reqs []autoOwner) ([]allocResult, error) {
+	conn, err := lc.get(ctx, a)
 	if err != nil {
 		return nil, mapCtxError(ctx, err)
 	}
-	defer conn.Close()
 	var res []allocResult
 	err = conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
@@ -122,6 +148,10 @@ func (a *Allocator) allocBatchPG(ctx context.Context, pool string, reqs []autoOw
 		return err
 	})
 	if err != nil {
+		// Start the next batch on a fresh connection: this one may be
+		// broken (a closed pgx connection is discarded by database/sql
+		// when it comes back to the pool).
+		lc.drop()
 		if _, ok := AsError(err); ok {
 			return nil, err
 		}
