@@ -373,12 +373,21 @@ func ordered() []Migration {
 // It refuses to run against a schema newer than this build.
 func Migrate(db *gorm.DB) error {
 	d := DialectOf(db)
-	if err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at ` + expand("{{TS}}", d) + ` NOT NULL)`).Error; err != nil {
-		// Two processes may race to create the bookkeeping table itself.
-		if !IsUniqueViolation(err) {
-			return fmt.Errorf("create schema_migrations: %w", err)
+	// Two processes starting at once on an empty database race to create
+	// the bookkeeping table itself: CREATE TABLE IF NOT EXISTS is not safe
+	// against a concurrent create on PostgreSQL ("already exists"), so it
+	// runs under the migrations' advisory lock.
+	err := db.Transaction(func(tx *gorm.DB) error {
+		if d == Postgres {
+			if err := tx.Exec(`SELECT pg_advisory_xact_lock(7243518190)`).Error; err != nil {
+				return err
+			}
 		}
+		return tx.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at ` + expand("{{TS}}", d) + ` NOT NULL)`).Error
+	})
+	if err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	var newest int
 	if err := db.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest).Error; err != nil {
