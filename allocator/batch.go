@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -62,9 +64,13 @@ const (
 	reqAbandoned
 )
 
-// claim marks r as being written; false if its caller has left. Repeated
-// claims (a retried transaction) succeed.
+// claim marks r as being written; false if its caller has left or its
+// context is done (then it is abandoned here). Repeated claims (a retried
+// transaction) succeed.
 func (r *allocReq) claim() bool {
+	if r.ctx.Err() != nil {
+		r.state.CompareAndSwap(reqWaiting, reqAbandoned)
+	}
 	return r.state.CompareAndSwap(reqWaiting, reqClaimed) || r.state.Load() == reqClaimed
 }
 
@@ -85,11 +91,11 @@ type allocQueue struct {
 
 // allocateAuto queues an automatic allocation of pool for owner and waits
 // for its batch. A caller gets 503 unavailable only when its allocation was
-// not made: when ctx ends before the batch claims the request, the caller
-// leaves at once and the batch leaves the request out; once claimed, the
-// caller waits for the commit, which a batch bounds by the earliest
-// deadline among its requests (a request whose own deadline has not passed
-// when a batch is cut short runs again on its own).
+// not made: when ctx ends before the batch claims the request (just before
+// writing it), the caller leaves at once and the batch leaves the request
+// out; once claimed, the caller waits for the commit's answer, and when
+// that answer is lost (a deadline or the database going away during
+// COMMIT) the batch reads what was stored before answering (resolveBatch).
 func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) (Allocation, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Allocation{}, false, mapCtxError(ctx, err)
@@ -192,6 +198,7 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 		defer stop()
 	}
 	start := time.Now()
+	now := a.now() // allocated_at of every value of this batch
 	owners := make([]autoOwner, len(live))
 	for i, r := range live {
 		owners[i] = autoOwner{ctx: r.ctx, owner: r.owner, claim: r.claim}
@@ -201,13 +208,14 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 		err     error = errGeneralPath
 	)
 	if a.dialect == models.Postgres {
-		results, err = a.allocBatchPG(ctx, lc, pool, owners)
+		results, err = a.allocBatchPG(ctx, lc, pool, owners, now)
 		if _, final := AsError(err); err != nil && !final && !errors.Is(err, errGeneralPath) {
 			a.log.Debug("allocation batch: fast path failed, using the general path", "pool", pool, "error", err)
 		}
 	}
 	if _, final := AsError(err); err != nil && !final {
 		err = a.write(ctx, func(t *tx) error {
+			t.now = now
 			if testHookBatchFail != nil {
 				if err := testHookBatchFail(len(live)); err != nil {
 					return err
@@ -235,20 +243,14 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 		}
 		return
 	}
-	if ctx.Err() != nil && len(live) > 1 {
-		// Cut short by the earliest deadline: its owner gets 503, the
-		// others (nothing of the batch was committed) run on their own.
-		for _, r := range live {
-			if r.ctx.Err() != nil {
-				r.finish(Allocation{}, false, errAbandoned(r.ctx))
-				continue
-			}
-			out, created, err := a.allocateOne(r.ctx, pool, r.owner, "")
-			r.finish(out, created, err)
-		}
+	if e, ok := AsError(err); ctx.Err() != nil || models.IsUnavailable(err) || (ok && e.Code == CodeUnavailable) {
+		// Cut short by a deadline, or the database went away: the commit
+		// may have happened all the same (a deadline passing while COMMIT
+		// is in flight cannot stop it). Look before answering.
+		a.resolveBatch(pool, live, now)
 		return
 	}
-	if e, ok := AsError(err); len(live) == 1 || (ok && (e.Code == CodeNotFound || e.Code == CodeUnavailable)) {
+	if e, ok := AsError(err); len(live) == 1 || (ok && e.Code == CodeNotFound) {
 		for _, r := range live {
 			r.finish(Allocation{}, false, err)
 		}
@@ -256,28 +258,93 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 	}
 	a.log.Warn("allocation batch failed; running its requests one transaction each", "pool", pool, "size", len(live), "error", err)
 	for _, r := range live {
-		out, created, err := a.allocateOne(r.ctx, pool, r.owner, "")
-		r.finish(out, created, err)
+		a.allocateClaimed(pool, r)
+	}
+}
+
+// resolveBatch answers the requests of a batch whose outcome is unknown
+// (cut short by its deadline, or the database unreachable) from what the
+// database holds now, read on a fresh connection: an owner holding a value
+// allocated at the batch's time got it from this batch (201 for its first
+// request, 200 for the others); an owner holding an older value gets it
+// (200); a request whose owner holds nothing was not allocated: 503 if its
+// caller has left, else it runs again on its own (allocateClaimed). If the database
+// cannot be read either, nobody can know yet: 503 telling the caller to
+// retry (allocation is idempotent by owner).
+func (a *Allocator) resolveBatch(pool string, live []*allocReq, batchNow time.Time) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), 10*time.Second)
+	defer cancel()
+	var held map[Owner]*models.Allocation
+	err := a.read(ctx, func(db *gorm.DB) error {
+		var p models.Pool
+		if err := db.Where("name = ?", pool).Take(&p).Error; err != nil {
+			return err
+		}
+		owners := make([]autoOwner, len(live))
+		for i, r := range live {
+			owners[i] = autoOwner{owner: r.owner}
+		}
+		var err error
+		held, err = heldIn(db, &p, owners)
+		return err
+	})
+	if err != nil {
+		for _, r := range live {
+			r.finish(Allocation{}, false, Errf(CodeUnavailable, "",
+				"the database did not confirm the allocation and cannot be read now; retry (allocation is idempotent by owner)"))
+		}
+		return
+	}
+	answered := map[Owner]bool{}
+	for _, r := range live {
+		if row, ok := held[r.owner]; ok {
+			created := row.AllocatedAt.Equal(batchNow) && !answered[r.owner] && r.state.Load() == reqClaimed
+			answered[r.owner] = true
+			r.finish(allocationOut(pool, row), created, nil)
+			continue
+		}
+		a.allocateClaimed(pool, r)
 	}
 }
 
 // batchContext is the context of a batch's transaction: the values of its
 // first request, not cancelled by any one caller leaving, and bounded by
-// the earliest deadline among the requests (none if none has one), so that
-// no caller waits past its own deadline.
+// the latest deadline among the requests (none if one has none). A caller
+// with an earlier deadline leaves on its own before its request is claimed
+// (and is left out); once claimed it waits for the commit, which follows
+// within milliseconds.
 func batchContext(reqs []*allocReq) (context.Context, context.CancelFunc) {
 	base := context.WithoutCancel(reqs[0].ctx)
-	var earliest time.Time
+	var latest time.Time
 	for _, r := range reqs {
-		if d, ok := r.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
-			earliest = d
+		d, ok := r.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(base)
+		}
+		if d.After(latest) {
+			latest = d
 		}
 	}
-	if earliest.IsZero() {
-		return context.WithCancel(base)
-	}
-	return context.WithDeadline(base, earliest)
+	return context.WithDeadline(base, latest)
 }
+
+// allocateClaimed runs a request alone after its batch failed, if its
+// caller is still there; claimed, the caller waits for this answer, so it
+// runs under a context of its own (bounded) rather than the caller's
+// deadline, whose passing during COMMIT would leave the outcome unknown.
+func (a *Allocator) allocateClaimed(pool string, r *allocReq) {
+	if !r.claim() {
+		r.finish(Allocation{}, false, errAbandoned(r.ctx))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), claimedTimeout)
+	defer cancel()
+	out, created, err := a.allocateOne(ctx, pool, r.owner, "")
+	r.finish(out, created, err)
+}
+
+// claimedTimeout bounds the one-by-one run of a claimed request.
+const claimedTimeout = 30 * time.Second
 
 // autoOwner is one automatic allocation of a batch: the owner and the
 // context whose actor and request id its audit event records.
@@ -466,6 +533,11 @@ func (t *tx) insertAllocations(p *models.Pool, rows []models.Allocation, prevs [
 // heldBy returns the allocations of p held by the owners of reqs, in one
 // query over the (pool_id, owner_type, owner_id) unique index.
 func (t *tx) heldBy(p *models.Pool, reqs []autoOwner) (map[Owner]*models.Allocation, error) {
+	return heldIn(t.DB, p, reqs)
+}
+
+// heldIn is heldBy on any handle.
+func heldIn(db *gorm.DB, p *models.Pool, reqs []autoOwner) (map[Owner]*models.Allocation, error) {
 	byType := map[string][]string{}
 	var types []string
 	for _, r := range reqs {
@@ -481,7 +553,7 @@ func (t *tx) heldBy(p *models.Pool, reqs []autoOwner) (map[Owner]*models.Allocat
 		args = append(args, typ, byType[typ])
 	}
 	var rows []models.Allocation
-	if err := t.Where("pool_id = ? AND ("+strings.Join(conds, " OR ")+")", args...).Find(&rows).Error; err != nil {
+	if err := db.Where("pool_id = ? AND ("+strings.Join(conds, " OR ")+")", args...).Find(&rows).Error; err != nil {
 		return nil, err
 	}
 	out := make(map[Owner]*models.Allocation, len(rows))

@@ -123,7 +123,7 @@ func (lc *leaderConn) drop() {
 // allocBatchPG runs a batch on PostgreSQL through pgx. It returns
 // errGeneralPath (or a database error) when the general path must run the
 // batch instead; *Error values (404, 503) are final for every request.
-func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool string, reqs []autoOwner) ([]allocResult, error) {
+func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
 	conn, err := lc.get(ctx, a)
 	if err != nil {
 		return nil, mapCtxError(ctx, err)
@@ -136,7 +136,7 @@ func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool strin
 		}
 		pc := sc.Conn()
 		var err error
-		res, err = a.allocBatchPgx(ctx, pc, pool, reqs)
+		res, err = a.allocBatchPgx(ctx, pc, pool, reqs, now)
 		if err != nil && pc.PgConn().TxStatus() != 'I' {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
@@ -163,13 +163,12 @@ func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool strin
 	return res, nil
 }
 
-func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string, reqs []autoOwner) ([]allocResult, error) {
+func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
 	if testHookBatchFail != nil {
 		if err := testHookBatchFail(len(reqs)); err != nil {
 			return nil, err
 		}
 	}
-	now := a.now()
 	types := make([]string, len(reqs))
 	ids := make([]string, len(reqs))
 	for i, r := range reqs {
