@@ -264,7 +264,8 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 
 // resolveBatch answers the requests of a batch whose outcome is unknown
 // (cut short by its deadline, or the database unreachable) from what the
-// database holds now, read on a fresh connection: an owner holding a value
+// database holds now, read on a fresh connection once the pool's lock is
+// free (so after the lost COMMIT has finished either way): an owner holding a value
 // allocated at the batch's time got it from this batch (201 for its first
 // request, 200 for the others); an owner holding an older value gets it
 // (200); a request whose owner holds nothing was not allocated: 503 if its
@@ -275,17 +276,18 @@ func (a *Allocator) resolveBatch(pool string, live []*allocReq, batchNow time.Ti
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), 10*time.Second)
 	defer cancel()
 	var held map[Owner]*models.Allocation
-	err := a.read(ctx, func(db *gorm.DB) error {
-		var p models.Pool
-		if err := db.Where("name = ?", pool).Take(&p).Error; err != nil {
+	// Under the pool's lock: a COMMIT still in flight holds it, so the
+	// read sees that transaction's outcome, whichever it was.
+	err := a.write(ctx, func(t *tx) error {
+		p, err := t.lockPool(pool)
+		if err != nil {
 			return err
 		}
 		owners := make([]autoOwner, len(live))
 		for i, r := range live {
 			owners[i] = autoOwner{owner: r.owner}
 		}
-		var err error
-		held, err = heldIn(db, &p, owners)
+		held, err = t.heldBy(p, owners)
 		return err
 	})
 	if err != nil {
