@@ -97,8 +97,8 @@ type allocQueue struct {
 // that answer is lost (a deadline or the database going away during
 // COMMIT) the batch reads what was stored before answering (resolveBatch).
 func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) (Allocation, bool, error) {
-	if err := ctx.Err(); err != nil {
-		return Allocation{}, false, mapCtxError(ctx, err)
+	if ctx.Err() != nil {
+		return Allocation{}, false, errAbandoned(ctx)
 	}
 	r := &allocReq{ctx: ctx, owner: owner, done: make(chan struct{})}
 	a.qmu.Lock()
