@@ -422,45 +422,61 @@ func (t *tx) allocateAutoBatch(p *models.Pool, reqs []autoOwner) ([]allocResult,
 	if err != nil {
 		return nil, err
 	}
-	if len(picks) > 0 {
-		sp := spaceOf(p)
-		rows := make([]models.Allocation, len(picks))
-		inserted := make(map[u128]bool, len(picks))
-		for k, pk := range picks {
-			o := reqs[fresh[k]].owner
-			rows[k] = models.Allocation{PoolID: p.ID, ValueKey: pk.v.key(), Value: sp.format(pk.v), State: models.StateAllocated,
-				OwnerType: strp(o.Type), OwnerID: strp(o.ID), RunEnd: pk.runEnd, AllocatedAt: t.now}
-			inserted[pk.v] = true
-		}
-		// The value before each new one, unless new itself, no longer ends
-		// a run of held values (a no-op where it is free).
-		var prevs []string
-		for _, pk := range picks {
-			if pv, ok := sp.prev(pk.v); ok && !inserted[pv] {
-				prevs = append(prevs, pv.key())
-			}
-		}
-		events := make([]models.AuditEvent, len(rows))
-		for k := range rows {
-			ev, err := auditEvent(reqs[fresh[k]].ctx, t.now, "allocation.create", "allocation", p.Name+"/"+rows[k].Value, nil, allocationOut(p.Name, &rows[k]))
-			if err != nil {
-				return nil, err
-			}
-			events[k] = ev
-		}
+	rows, prevs, events, err := newAllocations(p, reqs, fresh, picks, t.now)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) > 0 {
 		if err := t.insertAllocations(p, rows, prevs, events); err != nil {
 			return nil, err
 		}
-		for k := range rows {
-			res[fresh[k]] = allocResult{row: &rows[k], created: true}
+		for range rows {
 			t.changed(p.Name, "allocate")
 		}
 	}
-	for _, i := range fresh[len(picks):] {
+	batchResults(p, reqs, res, fresh, firstOf, rows)
+	return res, nil
+}
+
+// newAllocations builds what a batch writes for its picks: the new rows
+// (the k-th pick for the k-th fresh request), the held values before them
+// that stop ending a run (not new themselves; a no-op where free), and one
+// allocation.create audit event per row with its request's actor.
+func newAllocations(p *models.Pool, reqs []autoOwner, fresh []int, picks []freePick, now time.Time) (
+	rows []models.Allocation, prevs []string, events []models.AuditEvent, err error) {
+	sp := spaceOf(p)
+	rows = make([]models.Allocation, len(picks))
+	events = make([]models.AuditEvent, len(picks))
+	inserted := make(map[u128]bool, len(picks))
+	for k, pk := range picks {
+		r := reqs[fresh[k]]
+		rows[k] = models.Allocation{PoolID: p.ID, ValueKey: pk.v.key(), Value: sp.format(pk.v), State: models.StateAllocated,
+			OwnerType: strp(r.owner.Type), OwnerID: strp(r.owner.ID), RunEnd: pk.runEnd, AllocatedAt: now}
+		inserted[pk.v] = true
+		if events[k], err = auditEvent(r.ctx, now, "allocation.create", "allocation", p.Name+"/"+rows[k].Value, nil, allocationOut(p.Name, &rows[k])); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	prevs = []string{}
+	for _, pk := range picks {
+		if pv, ok := sp.prev(pk.v); ok && !inserted[pv] {
+			prevs = append(prevs, pv.key())
+		}
+	}
+	return rows, prevs, events, nil
+}
+
+// batchResults fills in res once rows are stored: created for the fresh
+// requests that got a row, pool_exhausted for the fresh ones beyond, and
+// the first request's answer for an owner's later requests.
+func batchResults(p *models.Pool, reqs []autoOwner, res []allocResult, fresh []int, firstOf map[Owner]int, rows []models.Allocation) {
+	for k := range rows {
+		res[fresh[k]] = allocResult{row: &rows[k], created: true}
+	}
+	for _, i := range fresh[len(rows):] {
 		res[i] = allocResult{err: Errf(CodePoolExhausted, "", "pool %q has no free value in its auto_assign ranges", p.Name)}
 	}
 	fillDuplicates(reqs, res, firstOf)
-	return res, nil
 }
 
 // insertAllocations stores new rows of p, clears the run-end flag of the

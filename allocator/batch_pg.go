@@ -212,30 +212,18 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string
 		return nil, err
 	}
 
-	sp := spaceOf(p)
-	n := len(picks)
-	rows := make([]models.Allocation, n)
+	rows, prevs, events, err := newAllocations(p, reqs, fresh, picks, now)
+	if err != nil {
+		return nil, err
+	}
+	n := len(rows)
 	keys, vals, ots, ois := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	runEnds := make([]bool, n)
 	actors, objects, requests, afters := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	inserted := make(map[u128]bool, n)
-	for k, pk := range picks {
-		r := reqs[fresh[k]]
-		rows[k] = models.Allocation{PoolID: p.ID, ValueKey: pk.v.key(), Value: sp.format(pk.v), State: models.StateAllocated,
-			OwnerType: strp(r.owner.Type), OwnerID: strp(r.owner.ID), RunEnd: pk.runEnd, AllocatedAt: now}
-		keys[k], vals[k], ots[k], ois[k], runEnds[k] = rows[k].ValueKey, rows[k].Value, r.owner.Type, r.owner.ID, pk.runEnd
-		inserted[pk.v] = true
-		ev, err := auditEvent(r.ctx, now, "allocation.create", "allocation", p.Name+"/"+rows[k].Value, nil, allocationOut(p.Name, &rows[k]))
-		if err != nil {
-			return nil, err
-		}
+	for k := range rows {
+		r, ev := &rows[k], &events[k]
+		keys[k], vals[k], ots[k], ois[k], runEnds[k] = r.ValueKey, r.Value, deref(r.OwnerType), deref(r.OwnerID), r.RunEnd
 		actors[k], objects[k], requests[k], afters[k] = ev.Actor, ev.ObjectID, ev.RequestID, deref(ev.AfterJSON)
-	}
-	prevs := []string{}
-	for _, pk := range picks {
-		if pv, ok := sp.prev(pk.v); ok && !inserted[pv] {
-			prevs = append(prevs, pv.key())
-		}
 	}
 
 	b = &pgx.Batch{}
@@ -289,13 +277,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string
 	}
 
 	pgFastBatches.Add(1)
-	for k := range rows {
-		res[fresh[k]] = allocResult{row: &rows[k], created: true}
-	}
-	for _, i := range fresh[n:] {
-		res[i] = allocResult{err: Errf(CodePoolExhausted, "", "pool %q has no free value in its auto_assign ranges", p.Name)}
-	}
-	fillDuplicates(reqs, res, firstOf)
+	batchResults(p, reqs, res, fresh, firstOf, rows)
 	if a.onChange != nil {
 		for range rows {
 			a.onChange(p.Name, "allocate")
