@@ -45,6 +45,12 @@ var Migrations = []Migration{
 	{Version: 8, Name: "postgres: range triggers lock the pool row", Postgres: schemaV8Postgres},
 	// Version 9 (migration_v9.go): server-side console sessions.
 	{Version: 9, Name: "console sessions", SQL: schemaV9},
+	// Version 10 (migration_v10.go): PostgreSQL notifies every change to
+	// api_tokens, so servers may cache the tokens they authenticated.
+	{Version: 10, Name: "postgres: notify api token changes", Postgres: schemaV10Postgres},
+	// Version 11 (migration_v11.go): the INSERT triggers of allocations and
+	// audit events run once per statement instead of once per row.
+	{Version: 11, Name: "postgres: statement-level insert triggers", Postgres: schemaV11Postgres},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when
