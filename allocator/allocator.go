@@ -54,6 +54,10 @@ type Allocator struct {
 	// their batch (group commit, batch.go).
 	qmu    sync.Mutex
 	queues map[string]*allocQueue
+
+	// tokens caches Authenticate's answers while ListenForTokenChanges
+	// runs (tokencache.go).
+	tokens tokenCache
 }
 
 // New returns an Allocator over a migrated database.

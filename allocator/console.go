@@ -339,6 +339,7 @@ func (a *Allocator) DeleteToken(ctx context.Context, id int64, name string) (*To
 		out = &Token{ID: r.ID, Name: r.Name, Role: Role(r.Role)}
 		return t.audit("token.delete", "token", r.Name, map[string]any{"id": r.ID, "name": r.Name, "role": r.Role}, nil)
 	})
+	a.tokensChanged()
 	return out, err
 }
 

@@ -108,9 +108,11 @@ func (a *Allocator) EnsureAdminToken(ctx context.Context, value string) (bool, e
 		if rows[0].Role == string(RoleAdmin) {
 			return false, nil
 		}
-		return false, a.write(ctx, func(t *tx) error {
+		err := a.write(ctx, func(t *tx) error {
 			return t.Model(&models.APIToken{}).Where("id = ?", rows[0].ID).Update("role", string(RoleAdmin)).Error
 		})
+		a.tokensChanged()
+		return false, err
 	}
 	_, err := a.CreateToken(ctx, "bootstrap-admin", RoleAdmin, value)
 	if e, ok := AsError(err); ok && e.Code == CodeConflict {
@@ -128,18 +130,35 @@ func (a *Allocator) HasAdminToken(ctx context.Context) (bool, error) {
 	return n > 0, err
 }
 
-// Authenticate finds the token with this value; unknown is 401.
+// Authenticate finds the token with this value; unknown is 401. While
+// ListenForTokenChanges runs it answers known tokens from memory; any
+// change to api_tokens, from any process, empties that memory.
 func (a *Allocator) Authenticate(ctx context.Context, value string) (*Token, error) {
 	if value == "" {
 		return nil, Errf(CodeUnauthorized, "", "a bearer token is required")
 	}
+	hash := hashToken(value)
+	cached, ok, gen := a.tokens.get(hash)
+	if ok {
+		return &cached, nil
+	}
 	var row models.APIToken
-	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("token_hash = ?", hashToken(value)).Take(&row).Error })
+	tokenReads.Add(1)
+	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("token_hash = ?", hash).Take(&row).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, Errf(CodeUnauthorized, "", "unknown token")
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Token{ID: row.ID, Name: row.Name, Role: Role(row.Role)}, nil
+	tok := Token{ID: row.ID, Name: row.Name, Role: Role(row.Role)}
+	a.tokens.put(hash, tok, gen)
+	return &tok, nil
+}
+
+// tokensChanged empties this process's token cache after its own write to
+// api_tokens, so that its next request cannot be answered from memory
+// before the notification of that write arrives.
+func (a *Allocator) tokensChanged() {
+	a.tokens.flush()
 }

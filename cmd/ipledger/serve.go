@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -61,6 +63,7 @@ func quarantineHold() (time.Duration, error) {
 func newServeCmd() *cobra.Command {
 	var (
 		listen, dbURL, pools string
+		debugListen          string
 		demo                 bool
 	)
 	cmd := &cobra.Command{
@@ -105,6 +108,10 @@ func newServeCmd() *cobra.Command {
 					log.Error("startup step failed", "error", err)
 				}
 			}
+			if debugListen != "" {
+				startDebugListener(debugListen, log)
+			}
+			a.ListenForTokenChanges(ctx)
 			srv := web.New(web.Config{Allocator: a, Logger: log, SecureCookies: os.Getenv("IPLEDGER_SECURE_COOKIES") == "true"})
 			err = srv.Serve(ctx, listen, func(addr string) {
 				log.Info("ipledger listening", "addr", addr, "console", "http://"+addr+"/", "database", redactURL(dbURL))
@@ -116,9 +123,30 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", envOr("IPLEDGER_LISTEN", "127.0.0.1:8080"), "address to listen on (env IPLEDGER_LISTEN)")
 	cmd.Flags().StringVar(&dbURL, "database", envOr("IPLEDGER_DATABASE_URL", models.DefaultURL), "database URL: sqlite:PATH or postgres://… (env IPLEDGER_DATABASE_URL)")
 	cmd.Flags().StringVar(&pools, "pools", os.Getenv("IPLEDGER_POOLS"), "NICo pool file loaded additively at start (env IPLEDGER_POOLS)")
+	cmd.Flags().StringVar(&debugListen, "debug-listen", os.Getenv("IPLEDGER_DEBUG_LISTEN"), "address of a separate listener serving Go's /debug/pprof profiles, unauthenticated: keep it on loopback (env IPLEDGER_DEBUG_LISTEN; off when empty)")
 	cmd.Flags().BoolVar(&demo, "demo", false, "load a small demo site when the database is empty")
 	cmd.Flags().StringVar(&holdFlag, "quarantine-hold", envOr("IPLEDGER_QUARANTINE_HOLD", "0"), "how long a quarantined value is held before it is free again (0: until an admin releases it)")
 	return cmd
+}
+
+// startDebugListener serves Go's runtime profiles (/debug/pprof/…) on a
+// listener of its own, so that profiling needs no token and is never
+// reachable through the API's address. The profiles reveal no pool data
+// but do cost CPU while taken: operators bind it to loopback.
+func startDebugListener(addr string, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		log.Info("debug listener (pprof)", "addr", addr)
+		if err := srv.ListenAndServe(); err != nil {
+			log.Error("debug listener stopped", "addr", addr, "error", err)
+		}
+	}()
 }
 
 // startupHooks run after pools and demo are loaded, before serving (e.g.
