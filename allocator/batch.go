@@ -584,8 +584,9 @@ func heldIn(db *gorm.DB, p *models.Pool, reqs []autoOwner) (map[Owner]*models.Al
 // freePick is a value chosen for a new allocation and whether it ends a
 // run of held values once the batch's rows are in.
 type freePick struct {
-	v      u128
-	runEnd bool
+	v       u128
+	runEnd  bool
+	gapNext *u128 // the held value that closed v's free run when it was read; nil: none
 }
 
 // gapColumns are three index seeks that describe the free values from a
@@ -809,7 +810,7 @@ func pickFree(p *models.Pool, n int, ranges []rangeGap, db gapReader) ([]freePic
 		nx, ok := sp.next(pk.v)
 		// The value after a new one is held once the batch is in if it is
 		// new too, or the held value that closed pk's free run.
-		picks[i] = freePick{v: pk.v, runEnd: !ok || !(chosen[nx] || (pk.gapNext != nil && *pk.gapNext == nx))}
+		picks[i] = freePick{v: pk.v, runEnd: !ok || !(chosen[nx] || (pk.gapNext != nil && *pk.gapNext == nx)), gapNext: pk.gapNext}
 	}
 	return picks, nil
 }

@@ -94,7 +94,12 @@ var (
 // a connection behind the requests' own reads (token look-ups) before
 // every batch — under 32 in-process clients that wait made batches take
 // 150 ms. It is returned to the pool when the queue empties.
-type leaderConn struct{ conn *sql.Conn }
+type leaderConn struct {
+	conn *sql.Conn
+	// spec is the guess for the pool's next batch (batch_spec.go); it
+	// lives as long as the leader runs.
+	spec pgSpec
+}
 
 func (lc *leaderConn) get(ctx context.Context, a *Allocator) (*sql.Conn, error) {
 	if lc.conn != nil {
@@ -114,6 +119,7 @@ func (lc *leaderConn) get(ctx context.Context, a *Allocator) (*sql.Conn, error) 
 
 // drop forgets a connection that broke (database/sql closes it).
 func (lc *leaderConn) drop() {
+	lc.spec.ok = false
 	if lc.conn != nil {
 		lc.conn.Close()
 		lc.conn = nil
@@ -136,7 +142,7 @@ func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool strin
 		}
 		pc := sc.Conn()
 		var err error
-		res, err = a.allocBatchPgx(ctx, pc, pool, reqs, now)
+		res, err = a.allocBatchPgx(ctx, pc, &lc.spec, pool, reqs, now)
 		if err != nil && pc.PgConn().TxStatus() != 'I' {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
@@ -163,11 +169,14 @@ func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool strin
 	return res, nil
 }
 
-func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
+func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, spec *pgSpec, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
 	if testHookBatchFail != nil {
 		if err := testHookBatchFail(len(reqs)); err != nil {
 			return nil, err
 		}
+	}
+	if res, done, err := a.allocBatchGuess(ctx, pc, spec, pool, reqs, now); done || err != nil {
+		return res, err
 	}
 	types := make([]string, len(reqs))
 	ids := make([]string, len(reqs))
@@ -277,6 +286,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, pool string
 	}
 
 	pgFastBatches.Add(1)
+	spec.learn(p, picks, ranges)
 	batchResults(p, reqs, res, fresh, firstOf, rows)
 	if a.onChange != nil {
 		for range rows {

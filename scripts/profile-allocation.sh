@@ -22,8 +22,8 @@ psql_q -c "SELECT pg_stat_statements_reset()" >/dev/null
 line=$("$BIN/loadgen" -mode allocate -servers http://127.0.0.1:$P1 -clients "${CLIENTS:-1}" -requests "$N" -duration 0 -pools prof)
 echo "loadgen: $line"
 echo
-echo "statements per allocation (calls / $N), mean execution ms, mean planning ms, share of database time, by database time:"
-psql_q -F ' | ' -c "SELECT round(calls::numeric / $N, 2), round(mean_exec_time::numeric, 3), round(mean_plan_time::numeric, 3),
+echo "statements per allocation (calls / $N), plannings per allocation, mean execution ms, mean planning ms, share of database time, by database time:"
+psql_q -F ' | ' -c "SELECT round(calls::numeric / $N, 2), round(plans::numeric / $N, 2), round(mean_exec_time::numeric, 3), round(mean_plan_time::numeric, 3),
   round(100 * total_exec_time / sum(total_exec_time) OVER ()) || ' %', left(regexp_replace(query, '\s+', ' ', 'g'), 110)
   FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'ipledger') AND calls >= $N / 100
   ORDER BY total_exec_time DESC LIMIT 20"

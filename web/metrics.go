@@ -44,7 +44,15 @@ func newMetrics(reg *prometheus.Registry, a *allocator.Allocator) *metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 	}
-	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, &poolCollector{a: a},
+	guessHits := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ipledger_allocation_batch_guess_hits_total",
+		Help: "Batches of automatic allocations committed in one round trip on the leader's guess of the free values (PostgreSQL).",
+	}, func() float64 { h, _ := allocator.BatchGuesses(); return float64(h) })
+	guessMisses := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ipledger_allocation_batch_guess_misses_total",
+		Help: "Guesses whose guard failed (nothing written; the batch then read the pool first).",
+	}, func() float64 { _, m := allocator.BatchGuesses(); return float64(m) })
+	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, guessHits, guessMisses, &poolCollector{a: a},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

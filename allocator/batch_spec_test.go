@@ -1,0 +1,358 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// checkRangeCounts fails unless range_counts matches the allocations in
+// each range of pool (the statement-level trigger of migration 11 keeps it
+// on PostgreSQL, row triggers on SQLite).
+func (f *fnd) checkRangeCounts(pool string) {
+	f.t.Helper()
+	type row struct {
+		RangeID               int64
+		Allocated, Counted    int64
+		Quarantined, QCounted int64
+	}
+	var rows []row
+	err := f.db.Raw(`SELECT r.id AS range_id, c.allocated, c.quarantined,
+	  (SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'allocated') AS counted,
+	  (SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'quarantined') AS q_counted
+	  FROM pool_ranges r JOIN pools p ON p.id = r.pool_id JOIN range_counts c ON c.range_id = r.id WHERE p.name = ?`, pool).Scan(&rows).Error
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Allocated != r.Counted || r.Quarantined != r.QCounted {
+			f.t.Fatalf("range %d: range_counts says %d allocated / %d quarantined, the rows %d / %d", r.RangeID, r.Allocated, r.Quarantined, r.Counted, r.QCounted)
+		}
+	}
+}
+
+// The one-round-trip batch (batch_spec.go) gives exactly what the general
+// path gives, whatever happened to the pool since the leader's last batch:
+// a leader that keeps its guess from batch to batch runs 400 random steps
+// on a loopback pool, interleaved with everything that can invalidate the
+// guess — releases (a lower value frees up), quarantines, another
+// allocator (process) allocating from the same pool, values declared for
+// ExpectedDpus just where the guess would go, declarations removed, an
+// auto_assign range added below the free run, a range flipped off and on —
+// and with batches holding owners that already hold a value or appear
+// twice. After every batch the answers must equal the brute-force oracle
+// (lowest free values in arrival order), and run-end flags and range
+// counts must be exact. On PostgreSQL, both guesses that hold and guesses
+// that fail must have happened.
+func TestBatchGuessMatchesOneByOne(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		pool := PoolLoopbackV4
+		f.mkPool(pool, "ipv4", 0,
+			rng("10.0.0.0", "10.0.0.31", true),
+			rng("10.0.0.64", "10.0.0.71", false),
+			rng("10.0.1.0", "10.0.2.255", true))
+		other := New(f.db, Options{Now: f.clock.Now})
+		seed := uint64(20261129)
+		r := rand.New(rand.NewPCG(seed, 7))
+		t.Logf("seed %d", seed)
+		lc := &leaderConn{}
+		defer lc.drop()
+		holders := map[string]string{} // owner → value
+		var owners []string
+		nextOwner := 0
+		declared := map[string]string{} // serial → value
+		addedC := false
+		hits, misses := pgSpecBatches.Load(), pgSpecMisses.Load()
+		batches := 0
+
+		randomHolder := func() (string, string, bool) {
+			if len(owners) == 0 {
+				return "", "", false
+			}
+			o := owners[r.IntN(len(owners))]
+			v, ok := holders[o]
+			return o, v, ok
+		}
+		for step := 0; step < 400; step++ {
+			switch op := r.IntN(40); {
+			case op < 31: // a batch on the leader's guess
+				var names []string
+				for n := 1 + r.IntN(6); len(names) < n; {
+					switch k := r.IntN(10); {
+					case k == 0 && len(names) > 0:
+						names = append(names, names[r.IntN(len(names))]) // twice in one batch
+					case k == 1 && r.IntN(3) == 0:
+						if o, _, ok := randomHolder(); ok {
+							names = append(names, o) // already holds a value
+						}
+					default:
+						names = append(names, fmt.Sprint("o", nextOwner))
+						nextOwner++
+					}
+				}
+				want := f.oracleFree(pool)
+				reqs := f.batchOf(names...)
+				f.a.runAllocBatchOn(lc, pool, reqs)
+				batches++
+				got := map[string]string{}
+				k := 0
+				for i, rq := range reqs {
+					<-rq.done
+					o := rq.owner.ID
+					switch {
+					case holders[o] != "":
+						if rq.err != nil || rq.created || rq.out.Value != holders[o] {
+							t.Fatalf("step %d request %d (%s, holds %s): %s created=%t %v", step, i, o, holders[o], rq.out.Value, rq.created, rq.err)
+						}
+					case got[o] != "":
+						if rq.err != nil || rq.created || rq.out.Value != got[o] {
+							t.Fatalf("step %d request %d (%s again): %s created=%t %v, want %s", step, i, o, rq.out.Value, rq.created, rq.err, got[o])
+						}
+					case k >= len(want):
+						wantCode(t, rq.err, CodePoolExhausted)
+					default:
+						if rq.err != nil || !rq.created || rq.out.Value != want[k] {
+							t.Fatalf("step %d request %d (%s): %s created=%t %v, want %s (free: %v)", step, i, o, rq.out.Value, rq.created, rq.err, want[k], want[:min(len(want), 8)])
+						}
+						got[o] = want[k]
+						k++
+					}
+				}
+				for o, v := range got {
+					holders[o] = v
+					owners = append(owners, o)
+				}
+				f.checkRunEnds(pool)
+			case op < 34: // release a held value
+				if o, v, ok := randomHolder(); ok {
+					f.release(pool, v, o)
+					delete(holders, o)
+				}
+			case op == 34: // quarantine a held value
+				if o, v, ok := randomHolder(); ok {
+					f.quarantine(pool, v)
+					delete(holders, o)
+				}
+			case op == 35: // another process allocates
+				o := fmt.Sprint("other", step)
+				want := f.oracleFree(pool)
+				al, created, err := other.Allocate(f.ctx, pool, own(o), "")
+				if len(want) == 0 {
+					wantCode(t, err, CodePoolExhausted)
+					break
+				}
+				if err != nil || !created || al.Value != want[0] {
+					t.Fatalf("step %d: the other allocator got %s created=%t %v, want %s", step, al.Value, created, err, want[0])
+				}
+				holders[o] = al.Value
+				owners = append(owners, o)
+			case op == 36: // declare a value where the guess would go
+				if want := f.oracleFree(pool); len(want) > 1 {
+					v := want[r.IntN(min(len(want), 3))]
+					serial := fmt.Sprint("DECL", step)
+					f.declare(serial, v, "")
+					declared[serial] = v
+				}
+			case op == 37: // drop a declaration
+				for serial := range declared {
+					if err := f.db.Where("serial_number = ?", serial).Delete(&models.ExpectedDpu{}).Error; err != nil {
+						t.Fatal(err)
+					}
+					delete(declared, serial)
+					break
+				}
+			case op == 38: // an auto_assign range below the free run
+				if !addedC {
+					if _, err := f.a.AddRange(f.ctx, pool, rng("10.0.0.32", "10.0.0.47", true)); err != nil {
+						t.Fatalf("add range: %v", err)
+					}
+					addedC = true
+				}
+			case op == 39: // flip the first range off, or back on when allowed
+				p, err := f.a.GetPool(f.ctx, pool)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rg := p.Ranges[0]
+				on := !rg.AutoAssign
+				if _, err := f.a.UpdateRange(f.ctx, pool, rg.ID, RangeUpdate{AutoAssign: &on}); err != nil && on {
+					wantCode(t, err, CodeConflict) // values lie in it
+				} else if err != nil {
+					t.Fatalf("flip off: %v", err)
+				}
+			}
+		}
+		f.checkRunEnds(pool)
+		f.checkRangeCounts(pool)
+		t.Logf("%d batches; guesses held %d, failed %d", batches, pgSpecBatches.Load()-hits, pgSpecMisses.Load()-misses)
+		if models.DialectOf(f.db) == models.Postgres {
+			if pgSpecBatches.Load()-hits < 20 || pgSpecMisses.Load()-misses < 5 {
+				t.Fatalf("guesses held %d times and failed %d times in %d batches: the test does not exercise the guess",
+					pgSpecBatches.Load()-hits, pgSpecMisses.Load()-misses, batches)
+			}
+		}
+	})
+}
+
+// Two allocators (two processes) whose leaders both guess, hammering one
+// pool from 16 goroutines: every value goes to one owner only, the values
+// handed out are exactly the lowest ones, and run ends and counts stay
+// exact — the guard sees the other leader's commits.
+func TestBatchGuessTwoLeadersOnePool(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.mkPool("vni", "integer", 0, rng("1000", "1399", true))
+		as := []*Allocator{f.a, New(f.db, Options{Now: f.clock.Now})}
+		var mu sync.Mutex
+		seen := map[string]string{}
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for g := 0; g < 16; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a := as[g%2]
+				for i := 0; i < 20; i++ {
+					o := fmt.Sprintf("g%d-%d", g, i)
+					al, _, err := a.Allocate(context.Background(), "vni", own(o), "")
+					if err != nil {
+						errs <- fmt.Errorf("%s: %w", o, err)
+						return
+					}
+					mu.Lock()
+					if prev, dup := seen[al.Value]; dup {
+						mu.Unlock()
+						errs <- fmt.Errorf("value %s given to %s and %s", al.Value, prev, o)
+						return
+					}
+					seen[al.Value] = o
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		for v := 1000; v < 1320; v++ {
+			if seen[fmt.Sprint(v)] == "" {
+				t.Fatalf("value %d was skipped (320 allocations should hold 1000..1319)", v)
+			}
+		}
+		f.checkRunEnds("vni")
+		f.checkRangeCounts("vni")
+	})
+}
+
+// Each change that invalidates the leader's guess is caught by the guard
+// (the guess fails and nothing is written from it) and the batch then
+// gets what the oracle says: a lower value released or unquarantined,
+// another process's allocation of the guessed value, an ExpectedDpu
+// declaring it, a new auto_assign range below it, its range flipped to
+// explicit, and an owner of the batch that already holds a value.
+func TestBatchGuessGuardCatches(t *testing.T) {
+	cases := []struct {
+		name      string
+		interfere func(f *fnd, other *Allocator)
+		owners    []string
+	}{
+		{"lower value released", func(f *fnd, _ *Allocator) { f.release(PoolLoopbackV4, "10.0.0.65", "w1") }, nil},
+		{"lower value unquarantined", func(f *fnd, _ *Allocator) {
+			f.quarantine(PoolLoopbackV4, "10.0.0.66")
+			if err := f.a.Unquarantine(f.ctx, PoolLoopbackV4, "10.0.0.66"); err != nil {
+				f.t.Fatal(err)
+			}
+		}, nil},
+		{"another process allocated", func(f *fnd, other *Allocator) {
+			if _, _, err := other.Allocate(f.ctx, PoolLoopbackV4, own("elsewhere"), ""); err != nil {
+				f.t.Fatal(err)
+			}
+		}, nil},
+		{"guessed value declared", func(f *fnd, _ *Allocator) { f.declare("DECL-NEXT", "10.0.0.69", "") }, nil},
+		{"auto range added below", func(f *fnd, _ *Allocator) {
+			if _, err := f.a.AddRange(f.ctx, PoolLoopbackV4, rng("10.0.0.32", "10.0.0.39", true)); err != nil {
+				f.t.Fatal(err)
+			}
+		}, nil},
+		{"range below flipped to auto_assign", func(f *fnd, _ *Allocator) {
+			if _, err := f.a.UpdateRange(f.ctx, PoolLoopbackV4, mustRangeID(f, 0), RangeUpdate{AutoAssign: bptr(true)}); err != nil {
+				f.t.Fatal(err)
+			}
+		}, nil},
+		{"guessed range flipped to explicit", func(f *fnd, _ *Allocator) {
+			if _, err := f.a.AddRange(f.ctx, PoolLoopbackV4, rng("10.0.1.0", "10.0.1.15", true)); err != nil {
+				f.t.Fatal(err)
+			}
+			if _, err := f.a.UpdateRange(f.ctx, PoolLoopbackV4, mustRangeID(f, 1), RangeUpdate{AutoAssign: bptr(false)}); err != nil {
+				f.t.Fatal(err)
+			}
+		}, nil},
+		{"owner already holds", func(*fnd, *Allocator) {}, []string{"x1", "w2", "x2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fndEach(t, func(t *testing.T, f *fnd) {
+				f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.0", "10.0.0.15", false), rng("10.0.0.64", "10.0.0.95", true))
+				other := New(f.db, Options{Now: f.clock.Now})
+				lc := &leaderConn{}
+				defer lc.drop()
+				run := func(owners ...string) []*allocReq {
+					want := f.oracleFree(PoolLoopbackV4)
+					reqs := f.batchOf(owners...)
+					f.a.runAllocBatchOn(lc, PoolLoopbackV4, reqs)
+					k := 0
+					for _, rq := range reqs {
+						<-rq.done
+						if rq.err != nil {
+							t.Fatalf("%s: %v", rq.owner.ID, rq.err)
+						}
+						if rq.created {
+							if rq.out.Value != want[k] {
+								t.Fatalf("%s got %s, want %s", rq.owner.ID, rq.out.Value, want[k])
+							}
+							k++
+						}
+					}
+					f.checkRunEnds(PoolLoopbackV4)
+					return reqs
+				}
+				run("w0", "w1", "w2")
+				hits := pgSpecBatches.Load()
+				run("w3", "w4")
+				pg := models.DialectOf(f.db) == models.Postgres
+				if pg && pgSpecBatches.Load() != hits+1 {
+					t.Fatal("the second batch did not commit on the guess")
+				}
+				tc.interfere(f, other)
+				misses := pgSpecMisses.Load()
+				owners := tc.owners
+				if owners == nil {
+					owners = []string{"x1", "x2", "x3"}
+				}
+				reqs := run(owners...)
+				if pg && pgSpecMisses.Load() != misses+1 {
+					t.Fatalf("the guard did not catch it (misses %d → %d)", misses, pgSpecMisses.Load())
+				}
+				for _, rq := range reqs {
+					if rq.owner.ID == "w2" && (rq.created || rq.out.Value != "10.0.0.66") {
+						t.Fatalf("w2 holds 10.0.0.66, got %s created=%t", rq.out.Value, rq.created)
+					}
+				}
+				f.checkRangeCounts(PoolLoopbackV4)
+			})
+		})
+	}
+}
+
+func mustRangeID(f *fnd, i int) string {
+	f.t.Helper()
+	p, err := f.a.GetPool(f.ctx, PoolLoopbackV4)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return p.Ranges[i].ID
+}
