@@ -54,6 +54,9 @@ type Allocator struct {
 	// their batch (group commit, batch.go).
 	qmu    sync.Mutex
 	queues map[string]*allocQueue
+	// specs keeps each pool's guess for its next batch between leaders
+	// (batch_spec.go), also under qmu.
+	specs map[string]pgSpec
 
 	// tokens caches Authenticate's answers while ListenForTokenChanges
 	// runs (tokencache.go).
@@ -63,7 +66,7 @@ type Allocator struct {
 // New returns an Allocator over a migrated database.
 func New(db *gorm.DB, opts Options) *Allocator {
 	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange,
-		queues: map[string]*allocQueue{}}
+		queues: map[string]*allocQueue{}, specs: map[string]pgSpec{}}
 	// Stored times are compared as text on SQLite: keep them all in UTC
 	// whatever zone the caller's clock uses, and in microseconds, as
 	// PostgreSQL stores them, so that the answer to a write shows the same

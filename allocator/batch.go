@@ -134,12 +134,19 @@ func errAbandoned(ctx context.Context) error {
 func (a *Allocator) drainAllocations(pool string, q *allocQueue) {
 	lc := &leaderConn{}
 	defer lc.drop()
+	a.qmu.Lock()
+	lc.spec = a.specs[pool]
+	a.qmu.Unlock()
 	for {
 		a.qmu.Lock()
 		n := len(q.pending)
 		if n == 0 {
 			q.running = false
 			delete(a.queues, pool)
+			// The next leader of this pool starts from this one's guess
+			// (batch_spec.go): a pool allocated from now and then, or one
+			// of many pools, still commits in one round trip.
+			a.specs[pool] = lc.spec
 			a.qmu.Unlock()
 			return
 		}
