@@ -304,3 +304,51 @@ func TestMultiProcessSQLiteFile(t *testing.T) {
 	}
 	mpScenario(t, "sqlite:"+filepath.Join(t.TempDir(), "site.db"), 2)
 }
+
+// A token deleted with `ipledger token delete` (its own process, straight
+// to the database) stops working in every running server, although the
+// servers cache token look-ups on PostgreSQL: the deletion's notification
+// empties their caches. Bounded at 2 s here; it takes milliseconds.
+func TestMultiProcessTokenRevocation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	u := dbtest.NewPostgresURL(t)
+	servers := mpStart(t, u, 2)
+	out, err := runTokenCLI(t, "token", "create", "--database", u, "--name", "leaky", "--role", "operator")
+	if err != nil {
+		t.Fatalf("token create: %v\n%s", err, out)
+	}
+	tok := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+	call := func(s *mpServer) int {
+		req, _ := http.NewRequest("GET", s.url+"/api/v1/pools", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		res, err := mpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for _, s := range servers {
+		for range 3 { // now cached
+			if code := call(s); code != 200 {
+				t.Fatalf("new token: %d\n%s", code, s.log())
+			}
+		}
+	}
+	if out, err := runTokenCLI(t, "token", "delete", "--database", u, "--name", "leaky"); err != nil {
+		t.Fatalf("token delete: %v\n%s", err, out)
+	}
+	deleted := time.Now()
+	for i, s := range servers {
+		for call(s) != 401 {
+			if time.Since(deleted) > 2*time.Second {
+				t.Fatalf("server %d still accepts the deleted token 2 s later", i)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	t.Logf("refused by both servers %v after the deletion", time.Since(deleted))
+}
