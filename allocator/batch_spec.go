@@ -58,10 +58,13 @@ func BatchGuesses() (hits, misses int64) { return pgSpecBatches.Load(), pgSpecMi
 type pgSpec struct {
 	ok bool
 	// cooldown is the number of batches to run the general way before
-	// guessing again, after a guess failed (backoff doubles up to 64 while
-	// guesses keep failing, e.g. a declared value below the free run that
-	// the guard cannot tell from a free one).
+	// guessing again, after a guess failed. backoff doubles up to 16 while
+	// guesses keep failing within a second of each other (another process
+	// allocating from the pool all the time, a declared value below the
+	// free run that the guard cannot tell from a free one), and starts
+	// again from 1 after a quiet second.
 	cooldown, backoff int
+	lastMiss          time.Time
 	p                 models.Pool
 	rFirst            u128  // the auto_assign range holding next
 	rLast             u128  // (inclusive)
@@ -91,7 +94,7 @@ func (s *pgSpec) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
 			return
 		}
 		if first.cmp(last.v) <= 0 && last.v.cmp(rl) <= 0 {
-			*s = pgSpec{ok: true, p: *p, rFirst: first, rLast: rl, next: last.v, gapNext: last.gapNext, backoff: s.backoff}
+			*s = pgSpec{ok: true, p: *p, rFirst: first, rLast: rl, next: last.v, gapNext: last.gapNext, backoff: s.backoff, lastMiss: s.lastMiss}
 			s.advance(sp)
 			return
 		}
@@ -234,8 +237,12 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 	spec.ok = false
 	missed := func() {
 		pgSpecMisses.Add(1)
-		spec.backoff = min(max(2*spec.backoff, 1), 64)
+		if time.Since(spec.lastMiss) > time.Second {
+			spec.backoff = 0
+		}
+		spec.backoff = min(max(2*spec.backoff, 1), 16)
 		spec.cooldown = spec.backoff
+		spec.lastMiss = time.Now()
 	}
 	if err != nil {
 		var pe *pgconn.PgError
