@@ -192,6 +192,9 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 	}
 	res = make([]allocResult, len(reqs))
 	fresh, firstOf := classify(reqs, nil, res)
+	if len(fresh) == 0 {
+		return nil, false, nil // nothing to write (callers left): keep the guess
+	}
 	picks, ok := spec.guess(len(fresh))
 	if !ok {
 		spec.ok = false
