@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -71,6 +73,32 @@ func DecodeJSON(c echo.Context, v any) error {
 	}
 	return UnmarshalJSON(b, v)
 }
+
+// DecodeJSONStrict is DecodeJSON for bodies where a misspelt field would
+// silently change what is done — an allocation whose "vaule" is ignored
+// becomes an automatic one, a range whose "auto_asign": false is ignored
+// becomes auto_assign — so a field the body type does not have is 422
+// invalid naming it, and nothing is changed.
+func DecodeJSONStrict(c echo.Context, v any) error {
+	b, err := ReadBody(c)
+	if err != nil {
+		return err
+	}
+	if err := UnmarshalJSON(b, v); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if m := unknownFieldRE.FindStringSubmatch(err.Error()); m != nil {
+			return allocator.Errf(allocator.CodeInvalid, m[1], "unknown field %q (misspelt?); nothing was changed", m[1])
+		}
+		return allocator.Errf(allocator.CodeBadRequest, "", "request body is not valid JSON: %v", err)
+	}
+	return nil
+}
+
+var unknownFieldRE = regexp.MustCompile(`unknown field "([^"]*)"`)
 
 // UnmarshalJSON maps json errors to the API's error codes.
 func UnmarshalJSON(b []byte, v any) error {

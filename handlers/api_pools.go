@@ -46,7 +46,7 @@ func (h *API) ListPools(c echo.Context) error {
 // CreatePool: POST /api/v1/pools → 201 with Location.
 func (h *API) CreatePool(c echo.Context) error {
 	var spec allocator.PoolSpec
-	if err := DecodeJSON(c, &spec); err != nil {
+	if err := DecodeJSONStrict(c, &spec); err != nil {
 		return err
 	}
 	p, err := h.A.CreatePool(Ctx(c), spec)
@@ -69,7 +69,7 @@ func (h *API) GetPool(c echo.Context) error {
 // AddRange: POST /api/v1/pools/{name}/ranges → 201 with Location.
 func (h *API) AddRange(c echo.Context) error {
 	var spec allocator.RangeSpec
-	if err := DecodeJSON(c, &spec); err != nil {
+	if err := DecodeJSONStrict(c, &spec); err != nil {
 		return err
 	}
 	name := Param(c, "name")
@@ -99,7 +99,7 @@ func (h *API) GetRange(c echo.Context) error {
 // shrink or move bounds.
 func (h *API) UpdateRange(c echo.Context) error {
 	var u allocator.RangeUpdate
-	if err := DecodeJSON(c, &u); err != nil {
+	if err := DecodeJSONStrict(c, &u); err != nil {
 		return err
 	}
 	u.IfMatch = IfMatchOf(c)
@@ -169,7 +169,7 @@ type allocateBody struct {
 // owner already held it).
 func (h *API) Allocate(c echo.Context) error {
 	var b allocateBody
-	if err := DecodeJSON(c, &b); err != nil {
+	if err := DecodeJSONStrict(c, &b); err != nil {
 		return err
 	}
 	name := Param(c, "name")

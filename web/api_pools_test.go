@@ -383,6 +383,12 @@ func TestPoolsRESTBadInput(t *testing.T) {
 			{"lookup of a zoned address", "GET", "/api/v1/addresses/fe80::1%25eth0", "", "", 422, "invalid", "value", "fe80::1%eth0"},
 			{"unknown range id", "PATCH", "/api/v1/pools/lo-ip/ranges/999", "", `{"auto_assign":false}`, 404, "not_found", "", "999"},
 			{"range patch of the wrong JSON type", "PATCH", "/api/v1/pools/lo-ip/ranges/1", "", `{"auto_assign":"no"}`, 422, "invalid", "auto_assign", "string"},
+			// A misspelt field must not silently turn a requested value into
+			// an automatic one, or an explicit range into an auto_assign one.
+			{"misspelt requested value", "POST", "/api/v1/pools/lo-ip/allocations", "", `{"owner_type":"machine","owner_id":"b","vaule":"10.0.0.12"}`, 422, "invalid", "vaule", "unknown field"},
+			{"misspelt auto_assign in a new range", "POST", "/api/v1/pools/lo-ip/ranges", "", `{"first":"10.0.1.1","last":"10.0.1.9","auto_asign":false}`, 422, "invalid", "auto_asign", "unknown field"},
+			{"misspelt auto_assign in a new pool", "POST", "/api/v1/pools", "", `{"name":"p","type":"ipv4","ranges":[{"first":"10.0.2.1","last":"10.0.2.9","autoassign":false}]}`, 422, "invalid", "autoassign", "unknown field"},
+			{"misspelt field in a range patch", "PATCH", "/api/v1/pools/lo-ip/ranges/1", "", `{"auto_assing":false}`, 422, "invalid", "auto_assing", "unknown field"},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
