@@ -42,8 +42,12 @@ check_unique() {
 # it), and every allocation has its audit event (same transaction).
 check_run_ends() {
 	local pool=$1 bad noaudit
-	bad=$(psql_q -c "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = '$pool'
-	      AND a.run_end = EXISTS (SELECT 1 FROM allocations b WHERE b.pool_id = a.pool_id AND b.value = host(a.value::inet + 1))")
+	# One ordered pass (a correlated look-up per row went quadratic once a
+	# run stored 115k allocations).
+	bad=$(psql_q -c "SELECT count(*) FROM (
+	        SELECT a.run_end, a.value::inet AS v, lead(a.value::inet) OVER (ORDER BY a.value::inet) AS nxt
+	        FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = '$pool') s
+	      WHERE s.run_end <> (s.nxt IS NULL OR s.nxt <> s.v + 1)")
 	noaudit=$(psql_q -c "SELECT count(*) FROM allocations a JOIN pools p ON p.id = a.pool_id WHERE p.name = '$pool'
 	      AND NOT EXISTS (SELECT 1 FROM audit_events e WHERE e.object_type = 'allocation' AND e.object_id = p.name || '/' || a.value
 	                      AND e.action IN ('allocation.create', 'allocation.reclaim'))")
