@@ -545,14 +545,7 @@ func (t *tx) insertAllocations(p *models.Pool, rows []models.Allocation, prevs [
 	if err := res.Err(); err != nil {
 		return err
 	}
-	for i := range rows {
-		id, ok := ids[rows[i].ValueKey]
-		if !ok {
-			return fmt.Errorf("pool %q: the insert of %s returned no id", p.Name, rows[i].Value)
-		}
-		rows[i].ID = id
-	}
-	return nil
+	return assignIDs(p, rows, ids)
 }
 
 // heldBy returns the allocations of p held by the owners of reqs, in one

@@ -226,47 +226,20 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, spec *pgSpe
 		return nil, err
 	}
 	n := len(rows)
-	keys, vals, ots, ois := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	runEnds := make([]bool, n)
-	actors, objects, requests, afters := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	for k := range rows {
-		r, ev := &rows[k], &events[k]
-		keys[k], vals[k], ots[k], ois[k], runEnds[k] = r.ValueKey, r.Value, deref(r.OwnerType), deref(r.OwnerID), r.RunEnd
-		actors[k], objects[k], requests[k], afters[k] = ev.Actor, ev.ObjectID, ev.RequestID, deref(ev.AfterJSON)
-	}
-
 	b = &pgx.Batch{}
 	if n > 0 {
-		b.Queue(pgInsert, p.ID, now, keys, vals, ots, ois, runEnds, prevs, actors, objects, requests, afters)
+		b.Queue(pgInsert, pgInsertArgs(p, now, rows, prevs, events)...)
 	}
 	b.Queue("commit")
 	br = pc.SendBatch(ctx, b)
 	err = func() error {
 		if n > 0 {
-			out, err := br.Query()
+			ids, err := readInsertedIDs(br)
 			if err != nil {
 				return err
 			}
-			ids := make(map[string]int64, n)
-			for out.Next() {
-				var id int64
-				var key string
-				if err := out.Scan(&id, &key); err != nil {
-					out.Close()
-					return err
-				}
-				ids[key] = id
-			}
-			out.Close()
-			if err := out.Err(); err != nil {
+			if err := assignIDs(p, rows, ids); err != nil {
 				return err
-			}
-			for k := range rows {
-				id, ok := ids[rows[k].ValueKey]
-				if !ok {
-					return fmt.Errorf("pool %q: the insert of %s returned no id", p.Name, rows[k].Value)
-				}
-				rows[k].ID = id
 			}
 		}
 		tag, err := br.Exec()
@@ -294,6 +267,55 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, spec *pgSpe
 		}
 	}
 	return res, nil
+}
+
+// pgInsertArgs are the parameters $1–$12 of pgInsert (and of the guarded
+// pgSpecInsert): the pool, the batch's time, the new rows and their audit
+// events as parallel arrays, and the neighbours whose run-end flag clears.
+func pgInsertArgs(p *models.Pool, now time.Time, rows []models.Allocation, prevs []string, events []models.AuditEvent) []any {
+	n := len(rows)
+	keys, vals, ots, ois := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	runEnds := make([]bool, n)
+	actors, objects, requests, afters := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for k := range rows {
+		r, ev := &rows[k], &events[k]
+		keys[k], vals[k], ots[k], ois[k], runEnds[k] = r.ValueKey, r.Value, deref(r.OwnerType), deref(r.OwnerID), r.RunEnd
+		actors[k], objects[k], requests[k], afters[k] = ev.Actor, ev.ObjectID, ev.RequestID, deref(ev.AfterJSON)
+	}
+	return []any{p.ID, now, keys, vals, ots, ois, runEnds, prevs, actors, objects, requests, afters}
+}
+
+// readInsertedIDs reads the (id, value_key) rows an INSERT … RETURNING
+// answered.
+func readInsertedIDs(br pgx.BatchResults) (map[string]int64, error) {
+	out, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]int64{}
+	for out.Next() {
+		var id int64
+		var key string
+		if err := out.Scan(&id, &key); err != nil {
+			out.Close()
+			return nil, err
+		}
+		ids[key] = id
+	}
+	out.Close()
+	return ids, out.Err()
+}
+
+// assignIDs fills in the ids the database gave the new rows, by value key.
+func assignIDs(p *models.Pool, rows []models.Allocation, ids map[string]int64) error {
+	for k := range rows {
+		id, ok := ids[rows[k].ValueKey]
+		if !ok {
+			return fmt.Errorf("pool %q: the insert of %s returned no id", p.Name, rows[k].Value)
+		}
+		rows[k].ID = id
+	}
+	return nil
 }
 
 // readFirstPipeline reads the results of the first pipeline: the locked

@@ -206,15 +206,6 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 		return nil, false, err
 	}
 	sp := spaceOf(p)
-	n := len(rows)
-	keys, vals, ots, ois := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	runEnds := make([]bool, n)
-	actors, objects, requests, afters := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	for k := range rows {
-		r, ev := &rows[k], &events[k]
-		keys[k], vals[k], ots[k], ois[k], runEnds[k] = r.ValueKey, r.Value, deref(r.OwnerType), deref(r.OwnerID), r.RunEnd
-		actors[k], objects[k], requests[k], afters[k] = ev.Actor, ev.ObjectID, ev.RequestID, deref(ev.AfterJSON)
-	}
 	before := ""
 	if spec.next != spec.rFirst {
 		pv, _ := sp.prev(spec.next)
@@ -229,11 +220,11 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 	b.Queue("begin")
 	b.Queue(pgBatchSettings)
 	b.Queue(pgLockPool, pool)
-	b.Queue(pgSpecInsert(reservationColumn(pool)), p.ID, now, keys, vals, ots, ois, runEnds, prevs, actors, objects, requests, afters,
-		spec.rFirst.key(), spec.rLast.key(), spec.next.key(), before, closing)
+	b.Queue(pgSpecInsert(reservationColumn(pool)), append(pgInsertArgs(p, now, rows, prevs, events),
+		spec.rFirst.key(), spec.rLast.key(), spec.next.key(), before, closing)...)
 	b.Queue("commit")
 	br := pc.SendBatch(ctx, b)
-	written, committed, err := readGuessPipeline(br, rows)
+	written, committed, err := readGuessPipeline(br, p, rows)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -284,7 +275,7 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 // transaction committed. (If the pool was deleted, or deleted and created
 // again, since the guess was made, its ranges are gone and the guard
 // fails: nothing is written.)
-func readGuessPipeline(br pgx.BatchResults, rows []models.Allocation) (written, committed bool, err error) {
+func readGuessPipeline(br pgx.BatchResults, pool *models.Pool, rows []models.Allocation) (written, committed bool, err error) {
 	for range 2 { // BEGIN, settings
 		if _, err := br.Exec(); err != nil {
 			return false, false, err
@@ -294,22 +285,8 @@ func readGuessPipeline(br pgx.BatchResults, rows []models.Allocation) (written, 
 	if err := br.QueryRow().Scan(&p.ID, &p.Name, &p.Type, &p.DelegatePrefixLen); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return false, false, err
 	}
-	out, err := br.Query()
+	ids, err := readInsertedIDs(br)
 	if err != nil {
-		return false, false, err
-	}
-	ids := make(map[string]int64, len(rows))
-	for out.Next() {
-		var id int64
-		var key string
-		if err := out.Scan(&id, &key); err != nil {
-			out.Close()
-			return false, false, err
-		}
-		ids[key] = id
-	}
-	out.Close()
-	if err := out.Err(); err != nil {
 		return false, false, err
 	}
 	tag, err := br.Exec()
@@ -320,14 +297,7 @@ func readGuessPipeline(br pgx.BatchResults, rows []models.Allocation) (written, 
 	if len(ids) == 0 {
 		return false, committed, nil
 	}
-	for k := range rows {
-		id, ok := ids[rows[k].ValueKey]
-		if !ok {
-			return false, committed, fmt.Errorf("the insert of %s returned no id", rows[k].Value)
-		}
-		rows[k].ID = id
-	}
-	return true, committed, nil
+	return true, committed, assignIDs(pool, rows, ids)
 }
 
 // rollbackIfOpen ends a failed transaction on pc so that the connection can
