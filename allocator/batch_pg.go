@@ -105,16 +105,22 @@ func (lc *leaderConn) get(ctx context.Context, a *Allocator) (*sql.Conn, error) 
 	if lc.conn != nil {
 		return lc.conn, nil
 	}
-	sqlDB, err := a.db.DB()
-	if err != nil {
-		return nil, err
-	}
-	c, err := sqlDB.Conn(ctx)
+	c, err := a.poolConn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	lc.conn = c
 	return c, nil
+}
+
+// poolConn takes one connection out of the database/sql pool for the
+// caller's exclusive use (Close gives it back).
+func (a *Allocator) poolConn(ctx context.Context) (*sql.Conn, error) {
+	sqlDB, err := a.db.DB()
+	if err != nil {
+		return nil, err
+	}
+	return sqlDB.Conn(ctx)
 }
 
 // drop forgets a connection that broke (database/sql closes it).

@@ -188,11 +188,7 @@ func (a *Allocator) listenTokensOnce(ctx context.Context, listening func()) erro
 // dialLike opens a new pgx connection with the configuration of the pool's
 // connections (host, user, database, search_path, …).
 func (a *Allocator) dialLike(ctx context.Context) (*pgx.Conn, error) {
-	sqlDB, err := a.db.DB()
-	if err != nil {
-		return nil, err
-	}
-	c, err := sqlDB.Conn(ctx)
+	c, err := a.poolConn(ctx)
 	if err != nil {
 		return nil, err
 	}
