@@ -32,13 +32,11 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -188,7 +186,6 @@ func expandPools(in []string) []string {
 
 type runner struct {
 	c        config
-	client   *http.Client
 	issued   atomic.Int64
 	retries  atomic.Int64
 	pages    atomic.Int64
@@ -203,13 +200,12 @@ type runner struct {
 }
 
 func run(ctx context.Context, c config) (*Summary, error) {
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 3 * time.Second}).DialContext,
-		MaxIdleConns:        c.clients * 2,
-		MaxIdleConnsPerHost: c.clients * 2,
-		IdleConnTimeout:     30 * time.Second,
+	r := &runner{c: c, owners: map[string]string{}}
+	for _, base := range c.servers {
+		if _, err := newClientConn(base, c); err != nil {
+			return nil, err
+		}
 	}
-	r := &runner{c: c, client: &http.Client{Transport: tr, Timeout: c.timeout}, owners: map[string]string{}}
 	if c.acked != "" {
 		f, err := os.OpenFile(c.acked, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -241,7 +237,8 @@ func run(ctx context.Context, c config) (*Summary, error) {
 
 // client_ is one client's loop.
 func (r *runner) client_(ctx context.Context, id int) []result {
-	base := r.c.servers[id%len(r.c.servers)]
+	cc, _ := newClientConn(r.c.servers[id%len(r.c.servers)], r.c)
+	defer cc.close()
 	rng := rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))
 	var out []result
 	for n := 0; ; n++ {
@@ -257,7 +254,7 @@ func (r *runner) client_(ctx context.Context, id int) []result {
 			owner := fmt.Sprintf("%s-%d-%d", r.c.run, id, n)
 			body, _ := json.Marshal(map[string]string{"owner_type": "bench", "owner_id": owner})
 			path := "/api/v1/pools/" + url.PathEscape(pool) + "/allocations"
-			res, respBody := r.send(ctx, base, http.MethodPost, path, body, &out)
+			res, respBody := r.send(ctx, cc, http.MethodPost, path, body, &out)
 			if res.status == http.StatusOK || res.status == http.StatusCreated {
 				r.ack(pool, owner, respBody)
 			}
@@ -268,10 +265,10 @@ func (r *runner) client_(ctx context.Context, id int) []result {
 				dpus = append(dpus, map[string]string{"serial_number": fmt.Sprintf("%s-%d-%d-%d", r.c.run, id, n, d)})
 			}
 			body, _ := json.Marshal(map[string]any{"bmc_mac_address": mac, "chassis_serial_number": fmt.Sprintf("%s-%d-%d", r.c.run, id, n), "dpus": dpus})
-			r.send(ctx, base, http.MethodPost, "/api/v1/site-explorer/reports", body, &out)
+			r.send(ctx, cc, http.MethodPost, "/api/v1/site-explorer/reports", body, &out)
 		case "get":
 			p := r.c.paths[(id+n)%len(r.c.paths)]
-			r.send(ctx, base, http.MethodGet, p, nil, &out)
+			r.send(ctx, cc, http.MethodGet, p, nil, &out)
 		case "walk":
 			pool := r.c.pools[id%len(r.c.pools)]
 			cursor := ""
@@ -280,7 +277,7 @@ func (r *runner) client_(ctx context.Context, id int) []result {
 				if cursor != "" {
 					q.Set("cursor", cursor)
 				}
-				res, b := r.send(ctx, base, http.MethodGet, "/api/v1/pools/"+url.PathEscape(pool)+"/allocations?"+q.Encode(), nil, &out)
+				res, b := r.send(ctx, cc, http.MethodGet, "/api/v1/pools/"+url.PathEscape(pool)+"/allocations?"+q.Encode(), nil, &out)
 				if res.status != http.StatusOK {
 					break
 				}
@@ -306,9 +303,9 @@ func (r *runner) client_(ctx context.Context, id int) []result {
 
 // send performs one logical request, retrying it with -retry while it gets
 // no definite answer, and records each attempt.
-func (r *runner) send(ctx context.Context, base, method, path string, body []byte, out *[]result) (result, []byte) {
+func (r *runner) send(ctx context.Context, cc *clientConn, method, path string, body []byte, out *[]result) (result, []byte) {
 	for {
-		res, b := r.once(ctx, base, method, path, body)
+		res, b := r.once(cc, method, path, body)
 		if ctx.Err() != nil && res.status == 0 {
 			// The run ended while this request was in flight: not a result.
 			return res, nil
@@ -327,44 +324,20 @@ func (r *runner) send(ctx context.Context, base, method, path string, body []byt
 	}
 }
 
-func (r *runner) once(ctx context.Context, base, method, path string, body []byte) (result, []byte) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	// The run's own deadline must not cut a request short: a request in
-	// flight at the end is awaited up to -timeout.
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), method, base+path, rd)
-	if err != nil {
-		return result{}, nil
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if r.c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.c.token)
-	}
-	if r.c.cookie != "" {
-		req.Header.Set("Cookie", r.c.cookie)
-	}
+// once sends one request on the client's connection. A request in flight
+// when the run's duration ends is awaited up to -timeout.
+func (r *runner) once(cc *clientConn, method, path string, body []byte) (result, []byte) {
 	t0 := time.Now()
-	resp, err := r.client.Do(req)
+	status, b, err := cc.do(method, path, body)
+	d := time.Since(t0)
 	if err != nil {
-		d := time.Since(t0)
 		var ne net.Error
 		hang := errors.As(err, &ne) && ne.Timeout() && d >= r.c.timeout-50*time.Millisecond
 		r.note("%s %s: %v", method, path, err)
 		return result{d: d, hang: hang}, nil
 	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	d := time.Since(t0)
-	if err != nil {
-		r.note("%s %s: reading answer: %v", method, path, err)
-		return result{d: d}, nil
-	}
-	res := result{d: d, status: resp.StatusCode}
-	if resp.StatusCode >= 400 {
+	res := result{d: d, status: status}
+	if status >= 400 {
 		var e struct {
 			Error struct {
 				Code    string `json:"code"`
@@ -373,8 +346,8 @@ func (r *runner) once(ctx context.Context, base, method, path string, body []byt
 		}
 		_ = json.Unmarshal(b, &e)
 		res.code = e.Error.Code
-		if resp.StatusCode != http.StatusServiceUnavailable || !r.c.allowUnavailable {
-			r.note("%s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))
+		if status != http.StatusServiceUnavailable || !r.c.allowUnavailable {
+			r.note("%s %s: %d %s", method, path, status, strings.TrimSpace(string(b)))
 		}
 	}
 	return res, b
