@@ -165,10 +165,14 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		if c.Response().Status >= 500 {
 			lvl = slog.LevelError
 		}
-		s.log.Log(c.Request().Context(), lvl, "request",
-			"request_id", requestID(c), "method", c.Request().Method, "path", c.Request().URL.Path,
-			"route", c.Path(), "status", c.Response().Status, "bytes", c.Response().Size,
-			"duration_ms", float64(time.Since(start).Microseconds())/1000, "actor", actor, "remote", c.RealIP())
+		// LogAttrs with typed attributes: one line per request, without
+		// boxing each value in an interface first.
+		s.log.LogAttrs(c.Request().Context(), lvl, "request",
+			slog.String("request_id", requestID(c)), slog.String("method", c.Request().Method),
+			slog.String("path", c.Request().URL.Path), slog.String("route", c.Path()),
+			slog.Int("status", c.Response().Status), slog.Int64("bytes", c.Response().Size),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.String("actor", actor), slog.String("remote", c.RealIP()))
 		return nil
 	}
 }
