@@ -42,6 +42,10 @@ check_unique() {
 # it), and every allocation has its audit event (same transaction).
 check_run_ends() {
 	local pool=$1 bad noaudit
+	# Fresh statistics first: right after a load, autovacuum may not have
+	# analysed the tables yet, and a plan made for small tables turned the
+	# audit look-up below into minutes once (1 s with statistics).
+	psql_q -c "ANALYZE allocations, audit_events, pools" >/dev/null
 	# One ordered pass (a correlated look-up per row went quadratic once a
 	# run stored 115k allocations).
 	bad=$(psql_q -c "SELECT count(*) FROM (

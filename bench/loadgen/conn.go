@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -33,12 +34,13 @@ type clientConn struct {
 
 func newClientConn(base string, c config) (*clientConn, error) {
 	u, err := url.Parse(base)
-	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("server %q: want http://host:port", base)
+	if err != nil || u.Scheme != "http" || u.Hostname() == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(u.Host, ":") {
+		return nil, fmt.Errorf("server %q: want http://host[:port] (no path, query or credentials)", base)
 	}
 	addr := u.Host
 	if u.Port() == "" {
-		addr += ":80"
+		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
 	h := ""
 	if c.token != "" {
@@ -53,10 +55,19 @@ func newClientConn(base string, c config) (*clientConn, error) {
 // do sends one request and returns its status and body. Any error closes
 // the connection (the next request dials a new one); the error is a
 // net.Error with Timeout() when no complete answer came within the timeout.
+//
+// The timeout covers the whole exchange, dialling included: a server that
+// accepts no connection for that long is a hang too. A timeout of 0 means
+// none. 1xx interim answers are skipped. Bytes that arrive beyond the
+// answer (a second answer, a body longer than its Content-Length) are an
+// error: they would otherwise be read as the next request's answer.
 func (cc *clientConn) do(method, path string, body []byte) (int, []byte, error) {
-	deadline := time.Now().Add(cc.timeout)
+	var deadline time.Time
+	if cc.timeout > 0 {
+		deadline = time.Now().Add(cc.timeout)
+	}
 	if cc.c == nil {
-		c, err := net.DialTimeout("tcp", cc.addr, min(cc.timeout, 3*time.Second))
+		c, err := (&net.Dialer{Deadline: deadline}).Dial("tcp", cc.addr)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -86,22 +97,40 @@ func (cc *clientConn) do(method, path string, body []byte) (int, []byte, error) 
 		cc.close()
 		return 0, nil, err
 	}
-	resp, err := http.ReadResponse(cc.br, nil)
-	if err != nil {
-		cc.close()
-		return 0, nil, err
+	var resp *http.Response
+	for {
+		var err error
+		if resp, err = http.ReadResponse(cc.br, nil); err != nil {
+			cc.close()
+			return 0, nil, err
+		}
+		if resp.StatusCode < 100 || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
 	}
-	out, err := io.ReadAll(resp.Body)
+	out, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	resp.Body.Close()
-	if err != nil {
+	switch {
+	case err != nil:
 		cc.close()
 		return 0, nil, err
+	case len(out) > maxAnswer:
+		cc.close()
+		return 0, nil, fmt.Errorf("answer body longer than %d bytes", maxAnswer)
+	case cc.br.Buffered() > 0:
+		n := cc.br.Buffered()
+		cc.close()
+		return 0, nil, fmt.Errorf("%d unsolicited bytes after the answer (a second answer, or a body longer than its Content-Length)", n)
 	}
 	if resp.Close {
 		cc.close()
 	}
 	return resp.StatusCode, out, nil
 }
+
+// maxAnswer bounds an answer's body (the largest are allocation pages of
+// -limit items).
+const maxAnswer = 64 << 20
 
 func (cc *clientConn) close() {
 	if cc.c != nil {

@@ -119,7 +119,7 @@ func main() {
 	flag.StringVar(&pools, "pools", "bench", "comma-separated pools; a NAME%N entry expands to NAME-0 … NAME-(N-1)")
 	flag.StringVar(&paths, "paths", "", "get mode: comma-separated paths, requested in turn")
 	flag.StringVar(&c.run, "run", "", "run id used in owner ids and serials (default: time based)")
-	flag.DurationVar(&c.timeout, "timeout", 10*time.Second, "a request without an answer after this long is a hang")
+	flag.DurationVar(&c.timeout, "timeout", 10*time.Second, "a request without an answer after this long (dialling included) is a hang; 0: no limit")
 	flag.BoolVar(&c.retry, "retry", false, "retry a request that got no definite answer (transport error, 503)")
 	flag.BoolVar(&c.allowUnavailable, "allow-unavailable", false, "transport errors and 503 are expected (kill / restart tests)")
 	flag.BoolVar(&c.allow4xx, "allow-4xx", false, "4xx answers are not violations (e.g. pool_exhausted)")
@@ -142,6 +142,12 @@ func main() {
 	if c.mode == "get" && len(c.paths) == 0 {
 		fmt.Fprintln(os.Stderr, "loadgen: get mode needs -paths")
 		os.Exit(2)
+	}
+	for _, p := range c.paths {
+		if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, " #\r\n") {
+			fmt.Fprintf(os.Stderr, "loadgen: -paths entry %q: want an absolute path with an optional query, e.g. /api/v1/pools?limit=10\n", p)
+			os.Exit(2)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -185,18 +191,20 @@ func expandPools(in []string) []string {
 }
 
 type runner struct {
-	c        config
-	issued   atomic.Int64
-	retries  atomic.Int64
-	pages    atomic.Int64
-	items    atomic.Int64
-	ackMu    sync.Mutex
-	ackW     *bufio.Writer
-	ackN     int64
-	owners   map[string]string
-	errMu    sync.Mutex
-	errs     []string
-	deadline time.Time
+	c              config
+	issued         atomic.Int64
+	retries        atomic.Int64
+	pages          atomic.Int64
+	items          atomic.Int64
+	ackMu          sync.Mutex
+	ackW           *bufio.Writer
+	ackN           int64
+	owners         map[string]string
+	errMu          sync.Mutex
+	errs           []string // the first notes (transport errors, 4xx/5xx answers)
+	violations     []string
+	moreViolations int
+	deadline       time.Time
 }
 
 func run(ctx context.Context, c config) (*Summary, error) {
@@ -255,7 +263,7 @@ func (r *runner) client_(ctx context.Context, id int) []result {
 			body, _ := json.Marshal(map[string]string{"owner_type": "bench", "owner_id": owner})
 			path := "/api/v1/pools/" + url.PathEscape(pool) + "/allocations"
 			res, respBody := r.send(ctx, cc, http.MethodPost, path, body, &out)
-			if res.status == http.StatusOK || res.status == http.StatusCreated {
+			if res.status >= 200 && res.status < 300 {
 				r.ack(pool, owner, respBody)
 			}
 		case "ingest":
@@ -305,11 +313,10 @@ func (r *runner) client_(ctx context.Context, id int) []result {
 // no definite answer, and records each attempt.
 func (r *runner) send(ctx context.Context, cc *clientConn, method, path string, body []byte, out *[]result) (result, []byte) {
 	for {
+		// A request in flight when the run ends is awaited (up to
+		// -timeout) and counted like any other: a hang or a transport
+		// error after the end is still one.
 		res, b := r.once(cc, method, path, body)
-		if ctx.Err() != nil && res.status == 0 {
-			// The run ended while this request was in flight: not a result.
-			return res, nil
-		}
 		*out = append(*out, res)
 		definite := res.status != 0 && res.status != http.StatusServiceUnavailable
 		if definite || !r.c.retry {
@@ -332,7 +339,7 @@ func (r *runner) once(cc *clientConn, method, path string, body []byte) (result,
 	d := time.Since(t0)
 	if err != nil {
 		var ne net.Error
-		hang := errors.As(err, &ne) && ne.Timeout() && d >= r.c.timeout-50*time.Millisecond
+		hang := errors.As(err, &ne) && ne.Timeout() && r.c.timeout > 0 && d >= r.c.timeout-50*time.Millisecond
 		r.note("%s %s: %v", method, path, err)
 		return result{d: d, hang: hang}, nil
 	}
@@ -353,6 +360,10 @@ func (r *runner) once(cc *clientConn, method, path string, body []byte) (result,
 	return res, b
 }
 
+// ack records an acknowledged (2xx) allocation. The answer must be the
+// allocation that was asked for: a value, the requested pool and the
+// requested owner; anything else is a violation (an answer read for the
+// wrong request, or a server answering with someone else's value).
 func (r *runner) ack(pool, owner string, body []byte) {
 	var a struct {
 		Pool      string `json:"pool"`
@@ -361,19 +372,35 @@ func (r *runner) ack(pool, owner string, body []byte) {
 		OwnerID   string `json:"owner_id"`
 	}
 	if err := json.Unmarshal(body, &a); err != nil || a.Value == "" {
-		r.note("acknowledged allocation for %s/%s has no value: %s", pool, owner, body)
+		r.violation("VIOLATION acknowledged allocation for %s/bench/%s has no value: %.200s", pool, owner, body)
+		return
+	}
+	if a.Pool != pool || a.OwnerType != "bench" || a.OwnerID != owner {
+		r.violation("VIOLATION asked pool %s for bench/%s, acknowledged with %s for %s/%s of pool %s", pool, owner, a.Value, a.OwnerType, a.OwnerID, a.Pool)
 		return
 	}
 	r.ackMu.Lock()
 	defer r.ackMu.Unlock()
 	key := pool + "\t" + a.OwnerType + "\t" + a.OwnerID
 	if prev, ok := r.owners[key]; ok && prev != a.Value {
-		r.errs = append(r.errs, fmt.Sprintf("VIOLATION owner %s/%s of pool %s acknowledged with %s and then %s", a.OwnerType, a.OwnerID, pool, prev, a.Value))
+		r.violation("VIOLATION owner %s/%s of pool %s acknowledged with %s and then %s", a.OwnerType, a.OwnerID, pool, prev, a.Value)
 	}
 	r.owners[key] = a.Value
 	r.ackN++
 	if r.ackW != nil {
 		fmt.Fprintf(r.ackW, "%s\t%s\t%s\t%s\n", pool, a.Value, a.OwnerType, a.OwnerID)
+	}
+}
+
+// violation records a violation: the first 20 with their text, the rest
+// counted.
+func (r *runner) violation(format string, args ...any) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	if len(r.violations) < 20 {
+		r.violations = append(r.violations, fmt.Sprintf(format, args...))
+	} else {
+		r.moreViolations++
 	}
 }
 
@@ -407,7 +434,7 @@ func (r *runner) summarize(results [][]result, elapsed time.Duration) *Summary {
 			if x.code != "" {
 				s.Codes[x.code]++
 			}
-			if x.status < 300 {
+			if x.status >= 200 && x.status < 300 {
 				s.OK++
 				lat = append(lat, x.d)
 			}
@@ -441,6 +468,8 @@ func (r *runner) summarize(results [][]result, elapsed time.Duration) *Summary {
 			if !r.c.allowUnavailable {
 				s.Violations = append(s.Violations, fmt.Sprintf("%d answers 503 unavailable", n))
 			}
+		case st < "200" || (st >= "300" && st < "400"):
+			s.Violations = append(s.Violations, fmt.Sprintf("%d answers %s (unexpected status)", n, st))
 		case st >= "500":
 			s.Violations = append(s.Violations, fmt.Sprintf("%d answers %s (only 503 unavailable is acceptable)", n, st))
 		case st >= "400" && !r.c.allow4xx:
@@ -453,13 +482,14 @@ func (r *runner) summarize(results [][]result, elapsed time.Duration) *Summary {
 	if s.Transport-s.Hangs > 0 && !r.c.allowUnavailable {
 		s.Violations = append(s.Violations, fmt.Sprintf("%d transport errors", s.Transport-s.Hangs))
 	}
+	if s.OK == 0 {
+		s.Violations = append(s.Violations, "no request succeeded")
+	}
 	r.errMu.Lock()
-	for _, e := range r.errs {
-		if strings.HasPrefix(e, "VIOLATION") {
-			s.Violations = append(s.Violations, e)
-		} else {
-			s.FirstErrors = append(s.FirstErrors, e)
-		}
+	s.FirstErrors = append(s.FirstErrors, r.errs...)
+	s.Violations = append(s.Violations, r.violations...)
+	if r.moreViolations > 0 {
+		s.Violations = append(s.Violations, fmt.Sprintf("VIOLATION … and %d more like these", r.moreViolations))
 	}
 	r.errMu.Unlock()
 	sort.Strings(s.Violations)
