@@ -26,8 +26,12 @@
 //
 // Exit status: 0 when the run had no violation, 1 otherwise. Violations:
 // any 5xx other than 503, a request without an answer within -timeout (a
-// hang), a transport error or 503 when -allow-unavailable is not set, a 4xx
-// when -allow-4xx is not set, an owner acknowledged with two values.
+// hang; dialling counts, and a request in flight when -duration ends is
+// awaited and counted), a transport error or 503 when -allow-unavailable
+// is not set, a 4xx when -allow-4xx is not set, a 1xx or 3xx final answer,
+// an allocation 2xx without a value or for another pool or owner than
+// asked, an owner acknowledged with two values, a run without any
+// success.
 package main
 
 import (
