@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,29 +16,33 @@ import (
 )
 
 // The one-round-trip batch (PostgreSQL). After a batch, the pool's leader
-// knows where the pool's lowest free values are: right after the last
-// value it gave out, up to the held value that closes that free run. The
-// next batch therefore guesses its values without reading first, and sends
-// everything as one pipeline:
+// knows where the pool's lowest free values were: right after the last
+// value it gave out. The next batch therefore guesses its values without
+// reading first, and sends everything as one pipeline:
 //
-//	BEGIN; settings; lock the pool row; one INSERT … WITH whose guard
-//	re-checks the guess; COMMIT
+//	BEGIN; settings; lock the pool row; one INSERT … WITH that finds the
+//	lowest free value near the guess and checks it; COMMIT
 //
-// The guard is evaluated by the INSERT statement itself, under the pool's
-// lock and with a snapshot taken after the lock was granted (it is a
-// statement of its own after the lock), so it sees every committed change
-// by any process. It holds only if the guess is exactly what the general
-// gap search (pickFree) would choose:
+// The guess is a window: the guessed value and the guessWindow+n values
+// after it, with their keys and texts, since other processes allocating
+// from the pool move the lowest free value up between this leader's
+// batches. The statement runs under the pool's lock, with a snapshot taken
+// after the lock was granted (it is a statement of its own after the
+// lock), so it sees every committed change by any process. It finds the
+// range's lowest free value F as the gap search does (the range's first
+// value, or the value after the run of held values starting there: run-end
+// flags are exact), and writes only if the guard holds — that is, if F and
+// the n-1 values after it are exactly what the general gap search
+// (pickFree) would choose:
 //
 //   - every auto_assign range before the guessed one is full (as gapOf's
 //     "none": its first value starts a run that reaches its last value);
 //   - the guessed range still exists with the same bounds and auto_assign;
-//   - in it, the values from its first up to the one before the guess are
-//     one run of held values (or the guess is its first value);
-//   - the lowest held value at or after the guess is still the one that
-//     closed the free run (or there is still none), so every guessed value
-//     is free and the last one's run-end flag is right;
-//   - on the loopback pools, no ExpectedDpu declares a guessed value.
+//   - F is in the window, and the n values from F are in the range;
+//   - the lowest held value at or after F lies above them, so all n are
+//     free (the last one's run-end flag is whether that held value comes
+//     right after it);
+//   - on the loopback pools, no ExpectedDpu declares one of them.
 //
 // When the guard fails, the statement writes nothing (every part is gated
 // on it), the empty transaction commits, and the batch runs the two
@@ -66,10 +72,12 @@ type pgSpec struct {
 	cooldown, backoff int
 	lastMiss          time.Time
 	p                 models.Pool
-	rFirst            u128  // the auto_assign range holding next
-	rLast             u128  // (inclusive)
-	next              u128  // the lowest free value of the pool's auto_assign ranges
-	gapNext           *u128 // the lowest held value above next; nil: none
+	rFirst            u128 // the auto_assign range holding next
+	rLast             u128 // (inclusive)
+	next              u128 // the lowest free value of the pool's auto_assign ranges, as last seen
+	// wu, wk, wv: the last window's values, keys and texts (window).
+	wu     []u128
+	wk, wv []string
 }
 
 // learn records where the free values continue after a batch that picked
@@ -94,7 +102,7 @@ func (s *pgSpec) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
 			return
 		}
 		if first.cmp(last.v) <= 0 && last.v.cmp(rl) <= 0 {
-			*s = pgSpec{ok: true, p: *p, rFirst: first, rLast: rl, next: last.v, gapNext: last.gapNext, backoff: s.backoff, lastMiss: s.lastMiss}
+			*s = pgSpec{ok: true, p: *p, rFirst: first, rLast: rl, next: last.v, backoff: s.backoff, lastMiss: s.lastMiss}
 			s.advance(sp)
 			return
 		}
@@ -102,49 +110,71 @@ func (s *pgSpec) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
 }
 
 // advance moves next past the value it was (just given out); the guess ends
-// where the range or the free run does.
+// where the range does.
 func (s *pgSpec) advance(sp space) {
 	nx, ok := sp.next(s.next)
-	if !ok || nx.cmp(s.rLast) > 0 || (s.gapNext != nil && nx.cmp(*s.gapNext) >= 0) {
+	if !ok || nx.cmp(s.rLast) > 0 {
 		s.ok = false
 		return
 	}
 	s.next = nx
 }
 
-// guess returns the n values the next batch would get, with their run-end
-// flags as pickFree computes them, or false when they do not all fit in
-// the known free run.
-func (s *pgSpec) guess(n int) ([]freePick, bool) {
-	if !s.ok || n <= 0 {
-		return nil, false
-	}
+// guessWindow is how many values above the guess the pool's lowest free
+// value may have moved since the leader's last batch for the guarded
+// INSERT still to find it: other processes allocating from the same pool
+// take values there between this leader's batches.
+const guessWindow = 32
+
+// window returns the candidate keys and values of the next batch of n:
+// element 0 is the value before the guess ("" when there is none), then
+// the guess and the guessWindow+n values after it, as far as the value
+// space goes. The guarded INSERT takes its n values from them. Windows of
+// consecutive batches overlap, so the formatted values are kept and only
+// the new end of the window is formatted.
+func (s *pgSpec) window(n int) (keys, vals []string) {
 	sp := spaceOf(&s.p)
-	picks := make([]freePick, 0, n)
-	v := s.next
-	for {
-		if v.cmp(s.rLast) > 0 || (s.gapNext != nil && v.cmp(*s.gapNext) >= 0) {
-			return nil, false
+	want := guessWindow + n + 2
+	start, hasPrev := sp.prev(s.next)
+	if !hasPrev {
+		s.wu, s.wk, s.wv = nil, nil, nil
+		keys, vals = []string{""}, []string{""}
+		for v, ok := s.next, true; ok && len(keys) < want; v, ok = sp.next(v) {
+			keys, vals = append(keys, v.key()), append(vals, sp.format(v))
 		}
-		picks = append(picks, freePick{v: v, gapNext: s.gapNext})
-		if len(picks) == n {
-			break
-		}
-		var ok bool
-		if v, ok = sp.next(v); !ok {
-			return nil, false
-		}
+		return keys, vals
 	}
-	nx, ok := sp.next(v)
-	picks[n-1].runEnd = !ok || s.gapNext == nil || *s.gapNext != nx
-	return picks, true
+	off := slices.Index(s.wu, start)
+	if off < 0 {
+		s.wu, s.wk, s.wv = s.wu[:0], s.wk[:0], s.wv[:0]
+	} else {
+		s.wu, s.wk, s.wv = s.wu[off:], s.wk[off:], s.wv[off:]
+	}
+	v, ok := start, true
+	if len(s.wu) > 0 {
+		v, ok = sp.next(s.wu[len(s.wu)-1])
+	}
+	for ; ok && len(s.wu) < want; v, ok = sp.next(v) {
+		s.wu, s.wk, s.wv = append(s.wu, v), append(s.wk, v.key()), append(s.wv, sp.format(v))
+	}
+	k := min(want, len(s.wu))
+	return s.wk[:k:k], s.wv[:k:k]
 }
 
 // pgSpecInsert is the guarded INSERT for a pool whose values ExpectedDpus
-// may declare in column col ("" for none). Parameters as pgInsert, plus
-// $13/$14 the guessed range's first and last keys, $15 the first guessed
-// key, $16 the key before it (” when it is the range's first), $17 the
-// key of the held value closing the free run (NULL: none).
+// may declare in column col ("" for none). Parameters: $1 pool id, $2
+// allocated_at, $3/$4 the window's keys and values (pgSpec.window), $5/$6
+// the new owners in request order, $7/$8/$9/$10 their audit events'
+// actors, request ids, and after_json split around the value, $11 the
+// events' object id prefix ("pool/"), $12/$13 the guessed range's first
+// and last keys, $14 the largest index of the window (1-based) the value
+// before the lowest free one may have.
+//
+// f finds the lowest free value F of the range as the gap search does: the
+// range's first value if it is free, else the value after the end of the
+// run of held values starting there (run-end flags are exact). s1 is the
+// index of the value before F in the window; F and the n-1 values after it
+// are the batch's, if the guard g holds.
 func pgSpecInsert(col string) string {
 	firstFrom := func(from string) string {
 		return `(SELECT value_key FROM allocations WHERE pool_id = $1 AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
@@ -155,29 +185,35 @@ func pgSpecInsert(col string) string {
 	declared := ""
 	if col != "" {
 		declared = `
-  AND NOT EXISTS (SELECT 1 FROM expected_dpus WHERE ` + col + ` = ANY($3::text[]))`
+  AND NOT EXISTS (SELECT 1 FROM expected_dpus WHERE ` + col + ` = ANY(($3::text[])[f.s1 + 1 : f.s1 + cardinality($5::text[])]))`
 	}
-	return `WITH g AS MATERIALIZED (SELECT (
-  NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = $1 AND r.auto_assign AND r.first_key < $13::text
+	return `WITH f AS MATERIALIZED (SELECT CASE WHEN COALESCE(` + firstFrom("$12::text") + ` = $12::text, false)
+    THEN array_position($3::text[], ` + runEndFrom("$12::text") + `)
+    ELSE array_position($3::text[], $12::text) - 1 END AS s1),
+g AS MATERIALIZED (SELECT f.s1, x.gap, (
+  f.s1 BETWEEN 1 AND $14::int
+  AND NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = $1 AND r.auto_assign AND r.first_key < $12::text
     AND NOT COALESCE(` + firstFrom("r.first_key") + ` = r.first_key AND ` + runEndFrom("r.first_key") + ` >= r.last_key, false))
-  AND EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = $1 AND r.auto_assign AND r.first_key = $13::text AND r.last_key = $14::text)
-  AND ` + firstFrom("$15::text") + ` IS NOT DISTINCT FROM $17::text
-  AND ($15::text = $13::text OR COALESCE(` + firstFrom("$13::text") + ` = $13::text AND ` + runEndFrom("$13::text") + ` = $16::text, false))` + declared + `
-  ) AS ok),
+  AND EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = $1 AND r.auto_assign AND r.first_key = $12::text AND r.last_key = $13::text)
+  AND ($3::text[])[f.s1 + cardinality($5::text[])] <= $13::text
+  AND (x.gap IS NULL OR x.gap > ($3::text[])[f.s1 + cardinality($5::text[])])` + declared + `
+  ) IS TRUE AS ok
+  FROM f CROSS JOIN LATERAL (SELECT ` + firstFrom("($3::text[])[f.s1 + 1]") + ` AS gap) x),
 ins AS (
   INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
-  SELECT $1, u.k, u.v, 'allocated', u.ot, u.oi, u.re, $2
-  FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bool[]) AS u(k, v, ot, oi, re)
-  WHERE (SELECT ok FROM g)
-  RETURNING id, value_key),
-upd AS (UPDATE allocations SET run_end = false WHERE (SELECT ok FROM g) AND id IN (SELECT x.id FROM unnest($8::text[]) AS pv(k)
-  CROSS JOIN LATERAL (SELECT id, value_key FROM allocations WHERE pool_id = $1 AND value_key >= pv.k
-    ORDER BY value_key LIMIT 1) AS x WHERE x.value_key = pv.k)),
+  SELECT $1, ($3::text[])[g.s1 + u.i::int], ($4::text[])[g.s1 + u.i::int], 'allocated', u.ot, u.oi,
+    u.i = cardinality($5::text[]) AND COALESCE(g.gap <> ($3::text[])[g.s1 + u.i::int + 1], true), $2
+  FROM g, unnest($5::text[], $6::text[]) WITH ORDINALITY AS u(ot, oi, i)
+  WHERE g.ok
+  RETURNING id, value_key, value, run_end),
+upd AS (UPDATE allocations a SET run_end = false FROM g
+  WHERE g.ok AND a.pool_id = $1 AND a.value_key = ($3::text[])[g.s1] AND a.run_end),
 aud AS (INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, after_json)
-  SELECT $2, e.ac, 'allocation.create', 'allocation', e.oid, e.rid, e.aj
-  FROM unnest($9::text[], $10::text[], $11::text[], $12::text[]) AS e(ac, oid, rid, aj)
-  WHERE (SELECT ok FROM g))
-SELECT id, value_key FROM ins`
+  SELECT $2, e.ac, 'allocation.create', 'allocation', $11::text || ($4::text[])[g.s1 + e.i::int], e.rid,
+    e.pre || ($4::text[])[g.s1 + e.i::int] || e.suf
+  FROM g, unnest($7::text[], $8::text[], $9::text[], $10::text[]) WITH ORDINALITY AS e(ac, rid, pre, suf, i)
+  WHERE g.ok)
+SELECT id, value_key, value, run_end FROM ins`
 }
 
 // allocBatchGuess runs a batch on the leader's guess (see above). done is
@@ -195,33 +231,46 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 	if len(fresh) == 0 {
 		return nil, false, nil // nothing to write (callers left): keep the guess
 	}
-	picks, ok := spec.guess(len(fresh))
-	if !ok {
-		spec.ok = false
-		return nil, false, nil
-	}
 	p := &spec.p
-	rows, prevs, events, err := newAllocations(p, reqs, fresh, picks, now)
+	sp := spaceOf(p)
+	n := len(fresh)
+	// The rows and audit events are built for the guess itself; the
+	// statement may shift them up the window, so each event's after_json
+	// is sent split around its value.
+	picks := make([]freePick, n)
+	v := spec.next
+	for k := range picks {
+		picks[k].v = v
+		var ok bool
+		if v, ok = sp.next(v); !ok && k < n-1 {
+			spec.ok = false
+			return nil, false, nil // the value space ends within the batch
+		}
+	}
+	rows, _, events, err := newAllocations(p, reqs, fresh, picks, now)
 	if err != nil {
 		return nil, false, err
 	}
-	sp := spaceOf(p)
-	before := ""
-	if spec.next != spec.rFirst {
-		pv, _ := sp.prev(spec.next)
-		before = pv.key()
+	ots, ois := make([]string, n), make([]string, n)
+	actors, rids, pres, sufs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for k := range rows {
+		ots[k], ois[k] = deref(rows[k].OwnerType), deref(rows[k].OwnerID)
+		actors[k], rids[k] = events[k].Actor, events[k].RequestID
+		aj := deref(events[k].AfterJSON)
+		mark := `"value":"` + rows[k].Value + `"`
+		i := strings.Index(aj, mark)
+		if i < 0 {
+			return nil, false, fmt.Errorf("audit event of %s: no value in %s", rows[k].Value, aj)
+		}
+		pres[k], sufs[k] = aj[:i+len(`"value":"`)], aj[i+len(mark)-1:]
 	}
-	var closing *string
-	if spec.gapNext != nil {
-		k := spec.gapNext.key()
-		closing = &k
-	}
+	keys, vals := spec.window(n)
 	b := &pgx.Batch{}
 	b.Queue("begin")
 	b.Queue(pgBatchSettings)
 	b.Queue(pgLockPool, pool)
-	b.Queue(pgSpecInsert(reservationColumn(pool)), append(pgInsertArgs(p, now, rows, prevs, events),
-		spec.rFirst.key(), spec.rLast.key(), spec.next.key(), before, closing)...)
+	b.Queue(pgSpecInsert(reservationColumn(pool)), p.ID, now, keys, vals, ots, ois, actors, rids, pres, sufs,
+		p.Name+"/", spec.rFirst.key(), spec.rLast.key(), guessWindow+1)
 	b.Queue("commit")
 	br := pc.SendBatch(ctx, b)
 	written, committed, err := readGuessPipeline(br, p, rows)
@@ -259,7 +308,9 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 	spec.backoff = 0
 	pgFastBatches.Add(1)
 	spec.ok = true
-	spec.next = picks[len(picks)-1].v
+	if spec.next, err = parseKey(rows[len(rows)-1].ValueKey); err != nil {
+		return nil, false, err
+	}
 	spec.advance(sp)
 	batchResults(p, reqs, res, fresh, firstOf, rows)
 	if a.onChange != nil {
@@ -271,10 +322,11 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 }
 
 // readGuessPipeline reads the guessed batch's pipeline: whether the guarded
-// INSERT wrote the rows (their ids are filled in) and whether the
-// transaction committed. (If the pool was deleted, or deleted and created
-// again, since the guess was made, its ranges are gone and the guard
-// fails: nothing is written.)
+// INSERT wrote the rows — then rows are given the values, run-end flags and
+// ids it stored (the k-th lowest value is the k-th row's) — and whether the
+// transaction committed. (If the pool was deleted, or deleted and created again, since
+// the guess was made, its ranges are gone and the guard fails: nothing is
+// written.)
 func readGuessPipeline(br pgx.BatchResults, pool *models.Pool, rows []models.Allocation) (written, committed bool, err error) {
 	for range 2 { // BEGIN, settings
 		if _, err := br.Exec(); err != nil {
@@ -285,8 +337,21 @@ func readGuessPipeline(br pgx.BatchResults, pool *models.Pool, rows []models.All
 	if err := br.QueryRow().Scan(&p.ID, &p.Name, &p.Type, &p.DelegatePrefixLen); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return false, false, err
 	}
-	ids, err := readInsertedIDs(br)
+	out, err := br.Query()
 	if err != nil {
+		return false, false, err
+	}
+	var stored []models.Allocation
+	for out.Next() {
+		var r models.Allocation
+		if err := out.Scan(&r.ID, &r.ValueKey, &r.Value, &r.RunEnd); err != nil {
+			out.Close()
+			return false, false, err
+		}
+		stored = append(stored, r)
+	}
+	out.Close()
+	if err := out.Err(); err != nil {
 		return false, false, err
 	}
 	tag, err := br.Exec()
@@ -294,10 +359,17 @@ func readGuessPipeline(br pgx.BatchResults, pool *models.Pool, rows []models.All
 		return false, false, err
 	}
 	committed = tag.String() == "COMMIT"
-	if len(ids) == 0 {
+	if len(stored) == 0 {
 		return false, committed, nil
 	}
-	return true, committed, assignIDs(pool, rows, ids)
+	if len(stored) != len(rows) {
+		return false, committed, fmt.Errorf("pool %q: the guarded INSERT stored %d rows for %d requests", pool.Name, len(stored), len(rows))
+	}
+	slices.SortFunc(stored, func(x, y models.Allocation) int { return strings.Compare(x.ValueKey, y.ValueKey) })
+	for k := range rows {
+		rows[k].ID, rows[k].ValueKey, rows[k].Value, rows[k].RunEnd = stored[k].ID, stored[k].ValueKey, stored[k].Value, stored[k].RunEnd
+	}
+	return true, committed, nil
 }
 
 // rollbackIfOpen ends a failed transaction on pc so that the connection can
