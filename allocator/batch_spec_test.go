@@ -382,20 +382,7 @@ func TestBatchGuessWindow(t *testing.T) {
 				other := New(f.db, Options{Now: f.clock.Now})
 				lc := &leaderConn{}
 				defer lc.drop()
-				run := func(owners ...string) {
-					t.Helper()
-					want := f.oracleFree("vni")
-					reqs := f.batchOf(owners...)
-					f.a.runAllocBatchOn(lc, "vni", reqs)
-					for k, rq := range reqs {
-						<-rq.done
-						if rq.err != nil || !rq.created || rq.out.Value != want[k] {
-							t.Fatalf("%s got %q created=%t err=%v, want %s", rq.owner.ID, rq.out.Value, rq.created, rq.err, want[k])
-						}
-					}
-					f.checkRunEnds("vni")
-					f.checkRangeCounts("vni")
-				}
+				run := func(owners ...string) { t.Helper(); f.runLeaderBatch(lc, "vni", owners...) }
 				run("w0", "w1", "w2")
 				run("w3", "w4")
 				for i := 0; i < moved; i++ {
@@ -438,20 +425,7 @@ func TestBatchGuessFillsGapUpToHeld(t *testing.T) {
 				f.mkPool("vni", "integer", 0, rng("1000", "1999", true))
 				lc := &leaderConn{}
 				defer lc.drop()
-				run := func(owners ...string) {
-					t.Helper()
-					want := f.oracleFree("vni")
-					reqs := f.batchOf(owners...)
-					f.a.runAllocBatchOn(lc, "vni", reqs)
-					for k, rq := range reqs {
-						<-rq.done
-						if rq.err != nil || !rq.created || rq.out.Value != want[k] {
-							t.Fatalf("%s got %q created=%t err=%v, want %s", rq.owner.ID, rq.out.Value, rq.created, rq.err, want[k])
-						}
-					}
-					f.checkRunEnds("vni")
-					f.checkRangeCounts("vni")
-				}
+				run := func(owners ...string) { t.Helper(); f.runLeaderBatch(lc, "vni", owners...) }
 				var owners []string
 				for i := 0; i < 20; i++ {
 					owners = append(owners, fmt.Sprintf("w%d", i))
@@ -490,20 +464,7 @@ func TestBatchGuessRangeEnd(t *testing.T) {
 		f.mkPool("vni", "integer", 0, rng("1000", "1004", true), rng("1100", "1199", true))
 		lc := &leaderConn{}
 		defer lc.drop()
-		run := func(owners ...string) {
-			t.Helper()
-			want := f.oracleFree("vni")
-			reqs := f.batchOf(owners...)
-			f.a.runAllocBatchOn(lc, "vni", reqs)
-			for k, rq := range reqs {
-				<-rq.done
-				if rq.err != nil || !rq.created || rq.out.Value != want[k] {
-					t.Fatalf("%s got %q created=%t err=%v, want %s", rq.owner.ID, rq.out.Value, rq.created, rq.err, want[k])
-				}
-			}
-			f.checkRunEnds("vni")
-			f.checkRangeCounts("vni")
-		}
+		run := func(owners ...string) { t.Helper(); f.runLeaderBatch(lc, "vni", owners...) }
 		run("w0", "w1", "w2") // 1000..1002
 		run("w3")             // 1003 on the guess
 		misses := pgSpecMisses.Load()
@@ -564,4 +525,22 @@ func TestBatchGuessPoolTypes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// runLeaderBatch runs one batch of fresh owners on the leader connection lc
+// and checks that each got the value the oracle names, in order, and that
+// the pool's run-end flags and range counts are exact afterwards.
+func (f *fnd) runLeaderBatch(lc *leaderConn, pool string, owners ...string) {
+	f.t.Helper()
+	want := f.oracleFree(pool)
+	reqs := f.batchOf(owners...)
+	f.a.runAllocBatchOn(lc, pool, reqs)
+	for k, rq := range reqs {
+		<-rq.done
+		if rq.err != nil || !rq.created || rq.out.Value != want[k] {
+			f.t.Fatalf("%s got %q created=%t err=%v, want %s", rq.owner.ID, rq.out.Value, rq.created, rq.err, want[k])
+		}
+	}
+	f.checkRunEnds(pool)
+	f.checkRangeCounts(pool)
 }
