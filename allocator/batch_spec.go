@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -78,6 +79,13 @@ type pgSpec struct {
 	// wu, wk, wv: the last window's values, keys and texts (window).
 	wu     []u128
 	wk, wv []string
+	// win is the window's width (guessWindow … maxGuessWindow, 0 for
+	// guessWindow); missed says the last guess failed, calm counts the
+	// hits in a row whose lowest free value was in the window's first
+	// quarter (widenAfterMiss, narrowAfterHit).
+	win    int
+	missed bool
+	calm   int
 }
 
 // learn records where the free values continue after a batch that picked
@@ -89,6 +97,10 @@ func (s *pgSpec) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
 		return
 	}
 	s.ok = false
+	if s.missed {
+		s.missed = false
+		s.widenAfterMiss(p, picks[0].v)
+	}
 	if s.cooldown > 0 {
 		s.cooldown--
 		return
@@ -102,7 +114,7 @@ func (s *pgSpec) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
 			return
 		}
 		if first.cmp(last.v) <= 0 && last.v.cmp(rl) <= 0 {
-			*s = pgSpec{ok: true, p: *p, rFirst: first, rLast: rl, next: last.v, backoff: s.backoff, lastMiss: s.lastMiss}
+			*s = pgSpec{ok: true, p: *p, rFirst: first, rLast: rl, next: last.v, backoff: s.backoff, lastMiss: s.lastMiss, win: s.win}
 			s.advance(sp)
 			return
 		}
@@ -123,8 +135,51 @@ func (s *pgSpec) advance(sp space) {
 // guessWindow is how many values above the guess the pool's lowest free
 // value may have moved since the leader's last batch for the guarded
 // INSERT still to find it: other processes allocating from the same pool
-// take values there between this leader's batches.
-const guessWindow = 32
+// take values there between this leader's batches. It is the narrowest
+// window; a leader whose guess failed because the value had moved further
+// widens its window up to maxGuessWindow, and narrows it again after a
+// long run of hits near the window's start (a wide window costs every
+// batch: docs/decisions.md "A window for the guess").
+const (
+	guessWindow    = 32
+	maxGuessWindow = 256
+	calmHits       = 256
+)
+
+func (s *pgSpec) width() int { return max(s.win, guessWindow) }
+
+// widenAfterMiss is called with the lowest free value the general way
+// found after a failed guess: if it lay beyond the window, the window
+// doubles until it would have held it (at most maxGuessWindow).
+func (s *pgSpec) widenAfterMiss(p *models.Pool, found u128) {
+	if s.p.ID != p.ID || found.cmp(s.next) <= 0 {
+		return
+	}
+	// The window holds the value k above the guess for k ≤ width, that is
+	// when the values from the guess to it, both counted, are ≤ width+1.
+	span := spaceOf(p).count(s.next, found)
+	w := s.width()
+	for w < maxGuessWindow && span.Cmp(big.NewInt(int64(w+1))) > 0 {
+		w *= 2
+	}
+	s.win, s.calm = min(w, maxGuessWindow), 0
+}
+
+// narrowAfterHit is called with how far above the guess the lowest free
+// value was on a hit: after calmHits hits in a row within the window's
+// first quarter, the window halves (not below guessWindow).
+func (s *pgSpec) narrowAfterHit(moved int) {
+	if s.width() == guessWindow {
+		return
+	}
+	if moved > s.width()/4 {
+		s.calm = 0
+		return
+	}
+	if s.calm++; s.calm >= calmHits {
+		s.win, s.calm = s.width()/2, 0
+	}
+}
 
 // window returns the candidate keys and values of the next batch of n:
 // element 0 is the value before the guess ("" when there is none), then
@@ -134,7 +189,7 @@ const guessWindow = 32
 // the new end of the window is formatted.
 func (s *pgSpec) window(n int) (keys, vals []string) {
 	sp := spaceOf(&s.p)
-	want := guessWindow + n + 2
+	want := s.width() + n + 2
 	start, hasPrev := sp.prev(s.next)
 	if !hasPrev {
 		s.wu, s.wk, s.wv = nil, nil, nil
@@ -270,7 +325,7 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 	b.Queue(pgBatchSettings)
 	b.Queue(pgLockPool, pool)
 	b.Queue(pgSpecInsert(reservationColumn(pool)), p.ID, now, keys, vals, ots, ois, actors, rids, pres, sufs,
-		p.Name+"/", spec.rFirst.key(), spec.rLast.key(), guessWindow+1)
+		p.Name+"/", spec.rFirst.key(), spec.rLast.key(), spec.width()+1)
 	b.Queue("commit")
 	br := pc.SendBatch(ctx, b)
 	written, committed, err := readGuessPipeline(br, p, rows)
@@ -280,6 +335,7 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 	spec.ok = false
 	missed := func() {
 		pgSpecMisses.Add(1)
+		spec.missed = true
 		if time.Since(spec.lastMiss) > time.Second {
 			spec.backoff = 0
 		}
@@ -306,6 +362,9 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 	}
 	pgSpecBatches.Add(1)
 	spec.backoff = 0
+	if i := slices.Index(keys, rows[0].ValueKey); i > 0 {
+		spec.narrowAfterHit(i - 1)
+	}
 	pgFastBatches.Add(1)
 	spec.ok = true
 	if spec.next, err = parseKey(rows[len(rows)-1].ValueKey); err != nil {

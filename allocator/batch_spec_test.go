@@ -544,3 +544,64 @@ func (f *fnd) runLeaderBatch(lc *leaderConn, pool string, owners ...string) {
 	f.checkRunEnds(pool)
 	f.checkRangeCounts(pool)
 }
+
+// A leader whose guess failed because other processes had moved the lowest
+// free value beyond its window widens the window (up to maxGuessWindow):
+// the same move then hits; after calmHits hits near the window's start it
+// narrows again.
+func TestBatchGuessWindowAdapts(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		if models.DialectOf(f.db) != models.Postgres {
+			t.Skip("the guessed batch is PostgreSQL's")
+		}
+		f.mkPool("vni", "integer", 0, rng("1000", "99999", true))
+		other := New(f.db, Options{Now: f.clock.Now})
+		lc := &leaderConn{}
+		defer lc.drop()
+		n := 0
+		fresh := func(k int) []string {
+			var o []string
+			for i := 0; i < k; i++ {
+				n++
+				o = append(o, fmt.Sprintf("w%d", n))
+			}
+			return o
+		}
+		moveBy := func(k int) {
+			for i := 0; i < k; i++ {
+				n++
+				if _, _, err := other.Allocate(f.ctx, "vni", own(fmt.Sprintf("o%d", n)), ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		spec := func() *pgSpec { return &lc.spec }
+		f.runLeaderBatch(lc, "vni", fresh(3)...)
+		f.runLeaderBatch(lc, "vni", fresh(2)...) // on the guess
+		moveBy(guessWindow + 40)
+		misses := pgSpecMisses.Load()
+		f.runLeaderBatch(lc, "vni", fresh(2)...) // a miss, then the general way
+		if pgSpecMisses.Load() != misses+1 {
+			t.Fatal("moving past the window did not miss")
+		}
+		if w := spec().width(); w != 4*guessWindow {
+			t.Fatalf("window %d after a move of %d, want %d", w, guessWindow+40, 4*guessWindow)
+		}
+		// After the cooldown, the same move hits.
+		for spec().cooldown > 0 || !spec().ok {
+			f.runLeaderBatch(lc, "vni", fresh(1)...)
+		}
+		moveBy(guessWindow + 40)
+		hits := pgSpecBatches.Load()
+		f.runLeaderBatch(lc, "vni", fresh(2)...)
+		if pgSpecBatches.Load() != hits+1 {
+			t.Fatalf("a move of %d with window %d did not hit", guessWindow+40, spec().width())
+		}
+		for i := 0; i < calmHits; i++ {
+			f.runLeaderBatch(lc, "vni", fresh(1)...)
+		}
+		if w := spec().width(); w != 2*guessWindow {
+			t.Fatalf("window %d after %d calm hits, want %d", w, calmHits, 2*guessWindow)
+		}
+	})
+}
