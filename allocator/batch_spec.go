@@ -150,7 +150,8 @@ func (s *pgSpec) width() int { return max(s.win, guessWindow) }
 
 // widenAfterMiss is called with the lowest free value the general way
 // found after a failed guess: if it lay beyond the window, the window
-// doubles until it would have held it (at most maxGuessWindow).
+// doubles until it would have held it; a value further than
+// maxGuessWindow leaves the window as it is.
 func (s *pgSpec) widenAfterMiss(p *models.Pool, found u128) {
 	if s.p.ID != p.ID || found.cmp(s.next) <= 0 {
 		return
@@ -158,6 +159,12 @@ func (s *pgSpec) widenAfterMiss(p *models.Pool, found u128) {
 	// The window holds the value k above the guess for k ≤ width, that is
 	// when the values from the guess to it, both counted, are ≤ width+1.
 	span := spaceOf(p).count(s.next, found)
+	if span.Cmp(big.NewInt(maxGuessWindow+1)) > 0 {
+		// No window would have held it: the guess pointed into held
+		// values (a batch refilled a hole below, a range was added), not
+		// behind other processes' allocations.
+		return
+	}
 	w := s.width()
 	for w < maxGuessWindow && span.Cmp(big.NewInt(int64(w+1))) > 0 {
 		w *= 2

@@ -603,5 +603,15 @@ func TestBatchGuessWindowAdapts(t *testing.T) {
 		if w := spec().width(); w != 2*guessWindow {
 			t.Fatalf("window %d after %d calm hits, want %d", w, calmHits, 2*guessWindow)
 		}
+		// A move no window would hold leaves the width as it is.
+		moveBy(maxGuessWindow + 10)
+		misses = pgSpecMisses.Load()
+		f.runLeaderBatch(lc, "vni", fresh(2)...)
+		if pgSpecMisses.Load() != misses+1 {
+			t.Fatal("moving past the widest window did not miss")
+		}
+		if w := spec().width(); w != 2*guessWindow {
+			t.Fatalf("window %d after a move of %d, want it unchanged (%d)", w, maxGuessWindow+10, 2*guessWindow)
+		}
 	})
 }
