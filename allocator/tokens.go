@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -161,4 +162,96 @@ func (a *Allocator) Authenticate(ctx context.Context, value string) (*Token, err
 // before the notification of that write arrives.
 func (a *Allocator) tokensChanged() {
 	a.tokens.flush()
+}
+
+// TokenByID returns the token with this id (its current name and role), or
+// 401 unauthorized when it no longer exists: a console session carries the
+// id of the token it was opened with and is re-checked on every request.
+func (a *Allocator) TokenByID(ctx context.Context, id int64) (*Token, error) {
+	var row models.APIToken
+	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("id = ?", id).Take(&row).Error })
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, Errf(CodeUnauthorized, "", "the token of this session no longer exists")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Token{ID: row.ID, Name: row.Name, Role: Role(row.Role)}, nil
+}
+
+// TokenInfo is a token as `ipledger token list` shows it: never the token
+// or its hash.
+type TokenInfo struct {
+	Token
+	CreatedAt time.Time `json:"created_at"`
+	// Sessions is the number of live console sessions opened with it.
+	Sessions int64 `json:"sessions"`
+}
+
+// ListTokens returns every API token by id, with its live console sessions.
+func (a *Allocator) ListTokens(ctx context.Context) ([]TokenInfo, error) {
+	var rows []models.APIToken
+	if err := a.read(ctx, func(db *gorm.DB) error { return db.Order("id").Find(&rows).Error }); err != nil {
+		return nil, err
+	}
+	type cnt struct {
+		TokenID int64
+		N       int64
+	}
+	var cs []cnt
+	if err := a.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT token_id, COUNT(*) AS n FROM console_sessions WHERE expires_at > ? GROUP BY token_id`, a.now().Unix()).Scan(&cs).Error
+	}); err != nil {
+		return nil, err
+	}
+	per := map[int64]int64{}
+	for _, c := range cs {
+		per[c.TokenID] = c.N
+	}
+	out := make([]TokenInfo, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, TokenInfo{Token: Token{ID: r.ID, Name: r.Name, Role: Role(r.Role)}, CreatedAt: r.CreatedAt, Sessions: per[r.ID]})
+	}
+	return out, nil
+}
+
+// DeleteToken deletes the token with this id, or with this name when id is
+// 0, and every console session opened with it, in one audited transaction
+// (token.delete): its REST calls and console sessions stop at once. An
+// unknown token is 404; a name held by several tokens is 409 (give the id).
+func (a *Allocator) DeleteToken(ctx context.Context, id int64, name string) (*Token, error) {
+	var out *Token
+	err := a.write(ctx, func(t *tx) error {
+		var rows []models.APIToken
+		q := t.Model(&models.APIToken{})
+		field := "id"
+		if id != 0 {
+			q = q.Where("id = ?", id)
+		} else {
+			field = "name"
+			q = q.Where("name = ?", name)
+		}
+		if err := q.Order("id").Find(&rows).Error; err != nil {
+			return err
+		}
+		switch {
+		case len(rows) == 0 && id != 0:
+			return Errf(CodeNotFound, field, "no token with id %d", id)
+		case len(rows) == 0:
+			return Errf(CodeNotFound, field, "no token named %q", name)
+		case len(rows) > 1:
+			return Errf(CodeConflict, field, "%d tokens are named %q: delete one by --id", len(rows), name)
+		}
+		r := rows[0]
+		if err := t.Exec(`DELETE FROM console_sessions WHERE token_id = ?`, r.ID).Error; err != nil {
+			return err
+		}
+		if err := t.Exec(`DELETE FROM api_tokens WHERE id = ?`, r.ID).Error; err != nil {
+			return err
+		}
+		out = &Token{ID: r.ID, Name: r.Name, Role: Role(r.Role)}
+		return t.audit("token.delete", "token", r.Name, map[string]any{"id": r.ID, "name": r.Name, "role": r.Role}, nil)
+	})
+	a.tokensChanged()
+	return out, err
 }

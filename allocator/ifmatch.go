@@ -1,0 +1,32 @@
+package allocator
+
+import (
+	"fmt"
+	"strings"
+)
+
+// IfMatch is an optimistic-concurrency precondition: the record versions a
+// writer accepts (the If-Match header). Empty matches every version (no
+// If-Match, or If-Match: *); a version that matches none is 412
+// stale_version.
+type IfMatch []int64
+
+func (m IfMatch) check(what string, v int64) error {
+	if len(m) == 0 {
+		return nil
+	}
+	for _, x := range m {
+		if x == v {
+			return nil
+		}
+	}
+	return Errf(CodeStaleVersion, "", "%s is at version %d, not %s: it changed since it was read; read it again and retry", what, v, m.String())
+}
+
+func (m IfMatch) String() string {
+	var s []string
+	for _, v := range m {
+		s = append(s, fmt.Sprint(v))
+	}
+	return strings.Join(s, " or ")
+}

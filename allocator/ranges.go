@@ -1,0 +1,268 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// AddRange grows a pool by one range (admin). Overlap with a stored range is
+// 409 conflict; a malformed or reversed range is 422 invalid.
+func (a *Allocator) AddRange(ctx context.Context, pool string, spec RangeSpec) (*Range, error) {
+	var out Range
+	err := a.write(ctx, func(t *tx) error {
+		p, err := t.lockPool(pool)
+		if err != nil {
+			return err
+		}
+		sp := spaceOf(p)
+		pr, err := sp.parseRange(spec, "range")
+		if err != nil {
+			e, _ := AsError(err)
+			e.Field = strings.TrimPrefix(e.Field, "range.")
+			return e
+		}
+		row, err := t.insertRange(p, sp, pr)
+		if err != nil {
+			return err
+		}
+		out = rangeOut(sp, row)
+		t.changed(pool, "grow")
+		return t.audit("pool.range.add", "pool", pool, nil, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.afterGrowth(ctx, pool)
+	return &out, nil
+}
+
+// GetRange returns one range of a pool, or 404.
+func (a *Allocator) GetRange(ctx context.Context, pool, id string) (*Range, error) {
+	p, err := a.GetPool(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range p.Ranges {
+		if r.ID == id {
+			return &r, nil
+		}
+	}
+	return nil, Errf(CodeNotFound, "", "pool %q has no range %q", pool, id)
+}
+
+func (t *tx) rangeByID(p *models.Pool, id string) (*models.PoolRange, error) {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return nil, Errf(CodeNotFound, "", "pool %q has no range %q", p.Name, id)
+	}
+	var r models.PoolRange
+	err = t.Where("id = ? AND pool_id = ?", n, p.ID).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, Errf(CodeNotFound, "", "pool %q has no range %q", p.Name, id)
+	}
+	return &r, err
+}
+
+// blockers lists the allocations, quarantines and declared reservations of
+// pool p whose values lie in first..last and, when keepFirst/keepLast are
+// given, outside keepFirst..keepLast. At most 20 are named.
+func (t *tx) blockers(p *models.Pool, first, last string, keep *[2]string) ([]string, error) {
+	var out []string
+	q := t.Model(&models.Allocation{}).Where("pool_id = ? AND value_key BETWEEN ? AND ?", p.ID, first, last)
+	if keep != nil {
+		q = q.Where("NOT (value_key BETWEEN ? AND ?)", keep[0], keep[1])
+	}
+	var allocs []models.Allocation
+	if err := q.Order("value_key").Limit(20).Find(&allocs).Error; err != nil {
+		return nil, err
+	}
+	for _, al := range allocs {
+		if al.State == models.StateQuarantined {
+			out = append(out, fmt.Sprintf("%s (quarantined, former owner %s/%s)", al.Value, deref(al.FormerOwnerType), deref(al.FormerOwnerID)))
+		} else {
+			out = append(out, fmt.Sprintf("%s (allocated to %s/%s)", al.Value, deref(al.OwnerType), deref(al.OwnerID)))
+		}
+	}
+	if col := reservationColumn(p.Name); col != "" {
+		q := t.Model(&models.ExpectedDpu{}).Where(col+" BETWEEN ? AND ?", first, last)
+		if keep != nil {
+			q = q.Where("NOT ("+col+" BETWEEN ? AND ?)", keep[0], keep[1])
+		}
+		var dpus []models.ExpectedDpu
+		if err := q.Order(col).Limit(20).Find(&dpus).Error; err != nil {
+			return nil, err
+		}
+		for _, d := range dpus {
+			v := deref(d.LoopbackIP)
+			if p.Name == PoolLoopbackV6 {
+				v = deref(d.LoopbackIPv6)
+			}
+			out = append(out, fmt.Sprintf("%s (declared for DPU %s)", v, d.SerialNumber))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// UpdateRange flips auto_assign or moves a range's bounds (admin), with the
+// refusals of DESIGN.md §2: shrinking may not leave an allocation,
+// quarantine or declared reservation outside the range, and flipping
+// auto_assign from false to true is refused while any of those lie in the
+// range (reservations must stay in explicit ranges, and an explicitly
+// requested value must not turn into an automatic one). Refusals are 409
+// conflict naming the blocking values.
+func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpdate) (*Range, error) {
+	var out Range
+	grew := false
+	err := a.write(ctx, func(t *tx) error {
+		p, err := t.lockPool(pool)
+		if err != nil {
+			return err
+		}
+		sp := spaceOf(p)
+		row, err := t.rangeByID(p, id)
+		if err != nil {
+			return err
+		}
+		// An expired quarantine must not block the change (nor trip the
+		// database trigger that guards allocations).
+		if err := t.purgeExpired(p); err != nil {
+			return err
+		}
+		if u.Version != nil && *u.Version != row.Version {
+			return Errf(CodeStaleVersion, "version", "range %s is at version %d, not %d", id, row.Version, *u.Version)
+		}
+		if err := u.IfMatch.check("range "+id, row.Version); err != nil {
+			return err
+		}
+		before := rangeOut(sp, row)
+		spec := RangeSpec{First: row.FirstValue, Last: row.LastValue, AutoAssign: &row.AutoAssign}
+		if u.First != nil {
+			spec.First = *u.First
+		}
+		if u.Last != nil {
+			spec.Last = *u.Last
+		}
+		if u.AutoAssign != nil {
+			spec.AutoAssign = u.AutoAssign
+		}
+		pr, err := sp.parseRange(spec, "range")
+		if err != nil {
+			e, _ := AsError(err)
+			e.Field = strings.TrimPrefix(e.Field, "range.")
+			return e
+		}
+		keep := [2]string{pr.first.key(), pr.last.key()}
+		if keep[0] == row.FirstKey && keep[1] == row.LastKey && pr.auto == row.AutoAssign {
+			out = before // nothing to change: no new version, no audit event
+			return nil
+		}
+		if b, err := t.blockers(p, row.FirstKey, row.LastKey, &keep); err != nil {
+			return err
+		} else if len(b) > 0 {
+			field := "first"
+			if pr.first.key() == row.FirstKey {
+				field = "last"
+			}
+			return Errf(CodeConflict, field, "shrinking range %s..%s to %s..%s would leave values outside it: %s",
+				row.FirstValue, row.LastValue, sp.format(pr.first), sp.format(pr.last), strings.Join(b, ", "))
+		}
+		if !row.AutoAssign && pr.auto {
+			if b, err := t.blockers(p, keep[0], keep[1], nil); err != nil {
+				return err
+			} else if len(b) > 0 {
+				return Errf(CodeConflict, "auto_assign", "range %s..%s cannot become auto_assign while it holds explicitly placed values: %s",
+					sp.format(pr.first), sp.format(pr.last), strings.Join(b, ", "))
+			}
+		}
+		oldF, _ := parseKey(row.FirstKey)
+		oldL, _ := parseKey(row.LastKey)
+		grew = pr.first.cmp(oldF) < 0 || pr.last.cmp(oldL) > 0 || (pr.auto && !row.AutoAssign)
+		var others int64
+		if err := t.Model(&models.PoolRange{}).Where("pool_id = ? AND id <> ? AND first_key <= ? AND last_key >= ?",
+			p.ID, row.ID, keep[1], keep[0]).Count(&others).Error; err != nil {
+			return err
+		}
+		if others > 0 {
+			return Errf(CodeConflict, "first", "range %s..%s would overlap another range of pool %q", sp.format(pr.first), sp.format(pr.last), pool)
+		}
+		res := t.Model(&models.PoolRange{}).Where("id = ? AND version = ?", row.ID, row.Version).Updates(map[string]any{
+			"first_key": keep[0], "last_key": keep[1], "first_value": sp.format(pr.first), "last_value": sp.format(pr.last),
+			"auto_assign": pr.auto, "version": row.Version + 1})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return Errf(CodeStaleVersion, "version", "range %s changed meanwhile", id)
+		}
+		if err := t.Where("id = ?", row.ID).Take(row).Error; err != nil {
+			return err
+		}
+		out = rangeOut(sp, row)
+		return t.audit("pool.range.update", "pool", pool, before, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if grew {
+		a.afterGrowth(ctx, pool)
+	}
+	return &out, nil
+}
+
+// RemoveRange deletes a range that holds no allocation, quarantine or
+// declared reservation (admin); otherwise 409 conflict naming them.
+func (a *Allocator) RemoveRange(ctx context.Context, pool, id string) error {
+	return a.RemoveRangeIf(ctx, pool, id, nil)
+}
+
+// RemoveRangeIf is RemoveRange with an If-Match precondition on the range's
+// version (412 stale_version when it does not match).
+func (a *Allocator) RemoveRangeIf(ctx context.Context, pool, id string, m IfMatch) error {
+	return a.write(ctx, func(t *tx) error {
+		p, err := t.lockPool(pool)
+		if err != nil {
+			return err
+		}
+		row, err := t.rangeByID(p, id)
+		if err != nil {
+			return err
+		}
+		if err := m.check("range "+id, row.Version); err != nil {
+			return err
+		}
+		if err := t.purgeExpired(p); err != nil {
+			return err
+		}
+		if b, err := t.blockers(p, row.FirstKey, row.LastKey, nil); err != nil {
+			return err
+		} else if len(b) > 0 {
+			return Errf(CodeConflict, "id", "range %s..%s still holds values: %s", row.FirstValue, row.LastValue, strings.Join(b, ", "))
+		}
+		before := rangeOut(spaceOf(p), row)
+		if err := t.Delete(&models.PoolRange{}, row.ID).Error; err != nil {
+			return err
+		}
+		return t.audit("pool.range.remove", "pool", pool, before, nil)
+	})
+}
+
+// afterGrowth runs after a pool gained values; set by the lifecycle code to
+// complete DPUs that are missing a loopback of that family.
+func (a *Allocator) afterGrowth(ctx context.Context, pool string) {
+	if growthHook != nil {
+		growthHook(a, ctx, pool)
+	}
+}
+
+// growthHook is set by the lifecycle part of this package (init) so that
+// pool growth completes DPUs missing a loopback.
+var growthHook func(a *Allocator, ctx context.Context, pool string)
