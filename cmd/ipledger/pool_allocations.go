@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+// newPoolAllocateCmd is `pool allocate`: the lowest free value, or the requested one.
+func newPoolAllocateCmd(cf *clientFlags) *cobra.Command {
+	var ownerType, ownerID, value string
+	alloc := &cobra.Command{
+		Use: "allocate POOL --owner-type T --owner-id ID [--value V]", Short: "Allocate a value (lowest free, or the requested one)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			body := map[string]string{"owner_type": ownerType, "owner_id": ownerID}
+			if value != "" {
+				body["value"] = value
+			}
+			if _, err := c.call("POST", "/api/v1/pools/"+esc(args[0])+"/allocations", body, "", nil, &raw); err != nil {
+				return err
+			}
+			if c.json {
+				return printJSON(raw)
+			}
+			var al allocator.Allocation
+			if err := json.Unmarshal(raw, &al); err != nil {
+				return err
+			}
+			fmt.Println(al.Value)
+			return nil
+		},
+	}
+	alloc.Flags().StringVar(&ownerType, "owner-type", "", "owner type, e.g. machine")
+	alloc.Flags().StringVar(&ownerID, "owner-id", "", "owner id")
+	_ = alloc.MarkFlagRequired("owner-type")
+	_ = alloc.MarkFlagRequired("owner-id")
+	alloc.Flags().StringVar(&value, "value", "", "request this exact value (must lie in an auto_assign=false range)")
+	return alloc
+}
+
+// newPoolReleaseCmd is `pool release`: the owner gives a value back.
+func newPoolReleaseCmd(cf *clientFlags) *cobra.Command {
+	var ownerType, ownerID string
+	release := &cobra.Command{
+		Use: "release POOL VALUE --owner-type T --owner-id ID", Short: "Release a value held by the owner", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{"owner_type": {ownerType}, "owner_id": {ownerID}}
+			_, err = c.call("DELETE", "/api/v1/pools/"+esc(args[0])+"/allocations/"+esc(args[1])+"?"+q.Encode(), nil, "", nil, nil)
+			return err
+		},
+	}
+	release.Flags().StringVar(&ownerType, "owner-type", "", "owner type, e.g. machine")
+	release.Flags().StringVar(&ownerID, "owner-id", "", "owner id")
+	_ = release.MarkFlagRequired("owner-type")
+	_ = release.MarkFlagRequired("owner-id")
+	return release
+}
+
+// newPoolUnquarantineCmd is `pool unquarantine`: a quarantined value becomes free.
+func newPoolUnquarantineCmd(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use: "unquarantine POOL VALUE", Short: "Return a quarantined value to free (admin)", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if _, err = c.call("POST", "/api/v1/pools/"+esc(args[0])+"/allocations/"+esc(args[1])+":unquarantine", nil, "", nil, &raw); err != nil {
+				return err
+			}
+			if c.json {
+				return printJSON(raw)
+			}
+			fmt.Printf("%s of pool %s is free again\n", args[1], args[0])
+			return nil
+		},
+	}
+}
+
+// newPoolAllocationsCmd is `pool allocations`: every page of a pool's allocations.
+func newPoolAllocationsCmd(cf *clientFlags) *cobra.Command {
+	var ownerType, ownerID, state string
+	var limit int
+	allocs := &cobra.Command{
+		Use: "allocations POOL", Short: "List a pool's allocations and quarantines (all pages)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			for k, v := range map[string]string{"owner_type": ownerType, "owner_id": ownerID, "state": state} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			q.Set("limit", fmt.Sprint(limit))
+			var all []allocator.Allocation
+			for {
+				var page allocator.AllocationPage
+				if _, err := c.call("GET", "/api/v1/pools/"+esc(args[0])+"/allocations?"+q.Encode(), nil, "", nil, &page); err != nil {
+					return err
+				}
+				all = append(all, page.Items...)
+				if page.NextCursor == "" {
+					break
+				}
+				q.Set("cursor", page.NextCursor)
+			}
+			if c.json {
+				b, _ := json.Marshal(map[string]any{"items": all})
+				return printJSON(b)
+			}
+			var rows [][]string
+			for _, a := range all {
+				owner := orDash(a.OwnerType) + "/" + orDash(a.OwnerID)
+				if a.State == "quarantined" {
+					owner = "(was " + orDash(a.FormerOwnerType) + "/" + orDash(a.FormerOwnerID) + ": " + orDash(a.QuarantineReason) + ")"
+				}
+				rows = append(rows, []string{a.Value, a.State, owner, a.AllocatedAt.Format("2006-01-02T15:04:05Z")})
+			}
+			table([]string{"VALUE", "STATE", "OWNER", "SINCE"}, rows)
+			return nil
+		},
+	}
+	allocs.Flags().StringVar(&ownerType, "owner-type", "", "filter by owner type")
+	allocs.Flags().StringVar(&ownerID, "owner-id", "", "filter by owner id")
+	allocs.Flags().StringVar(&state, "state", "", "allocated or quarantined")
+	allocs.Flags().IntVar(&limit, "page-size", 1000, "page size")
+	return allocs
+}
