@@ -254,15 +254,3 @@ func (a *Allocator) RemoveRangeIf(ctx context.Context, pool, id string, m IfMatc
 		return t.audit("pool.range.remove", "pool", pool, before, nil)
 	})
 }
-
-// afterGrowth runs after a pool gained values; set by the lifecycle code to
-// complete DPUs that are missing a loopback of that family.
-func (a *Allocator) afterGrowth(ctx context.Context, pool string) {
-	if growthHook != nil {
-		growthHook(a, ctx, pool)
-	}
-}
-
-// growthHook is set by the lifecycle part of this package (init) so that
-// pool growth completes DPUs missing a loopback.
-var growthHook func(a *Allocator, ctx context.Context, pool string)

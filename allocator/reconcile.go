@@ -89,27 +89,28 @@ func (a *Allocator) ReconcileLoopbacks(ctx context.Context, pools ...string) (*R
 	return res, nil
 }
 
-func init() {
-	growthHook = func(a *Allocator, ctx context.Context, pool string) {
-		if _, ok := familyOfPool(pool); !ok {
-			return
-		}
-		// Leave the request that grew the pool time to answer: whatever
-		// does not fit is completed by the next (periodic or startup)
-		// reconciliation.
-		if dl, ok := ctx.Deadline(); ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(-3*time.Second))
-			defer cancel()
-		}
-		res, err := a.ReconcileLoopbacks(ctx, pool)
-		if err != nil {
-			a.log.Error("completing DPU loopbacks after pool growth failed", "pool", pool, "error", err)
-			return
-		}
-		if res.Checked > 0 {
-			a.log.Info("DPU loopbacks completed after pool growth", "pool", pool, "checked", res.Checked,
-				"completed", res.Completed, "still_incomplete", len(res.Incomplete))
-		}
+// afterGrowth runs after a pool gained values (a pool created, a range
+// added or grown, a pool file loaded): if it is a loopback pool, DPUs that
+// miss a loopback of its family are completed now.
+func (a *Allocator) afterGrowth(ctx context.Context, pool string) {
+	if _, ok := familyOfPool(pool); !ok {
+		return
+	}
+	// Leave the request that grew the pool time to answer: whatever
+	// does not fit is completed by the next (periodic or startup)
+	// reconciliation.
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(-3*time.Second))
+		defer cancel()
+	}
+	res, err := a.ReconcileLoopbacks(ctx, pool)
+	if err != nil {
+		a.log.Error("completing DPU loopbacks after pool growth failed", "pool", pool, "error", err)
+		return
+	}
+	if res.Checked > 0 {
+		a.log.Info("DPU loopbacks completed after pool growth", "pool", pool, "checked", res.Checked,
+			"completed", res.Completed, "still_incomplete", len(res.Incomplete))
 	}
 }

@@ -38,9 +38,13 @@ prefix = "fd00:10:ff01::/64"
 delegate_prefix_len = 96
 `
 
-// demoSteps add the rest of the demo site (expected machines, ingested
-// DPUs) once those parts exist; each runs after the pools are loaded.
-var demoSteps []func(ctx context.Context, a *allocator.Allocator) error
+// demoSteps add the rest of the demo site after the pools are loaded, in
+// order: the ExpectedMachines first, so that the machines step ingests
+// their hosts.
+var demoSteps = []func(ctx context.Context, a *allocator.Allocator) error{
+	demoExpectedMachines,
+	demoMachines,
+}
 
 // seedDemo loads the demo site when the database holds no pool yet.
 func seedDemo(ctx context.Context, a *allocator.Allocator, log *slog.Logger) error {

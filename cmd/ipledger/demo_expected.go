@@ -11,12 +11,7 @@ import (
 // NICo file operators already have (rack r01, two records) plus three more
 // records of rack r01 with one or two DPUs and reservations on some, all
 // inside the demo pools (lo-ip explicit 10.180.62.200-255, lo-ip-v6
-// explicit fd00:180:62:1::-fd00:180:62:1::ff). This file's name sorts
-// before machine_demo.go, so its step runs first and the machines step
-// ingests these hosts.
-func init() {
-	demoSteps = append(demoSteps, demoExpectedMachines)
-}
+// explicit fd00:180:62:1::-fd00:180:62:1::ff).
 
 // demoExpectedMachinesSample is /work/shared/samples/expected-machines.json.
 const demoExpectedMachinesSample = `{

@@ -19,10 +19,6 @@ import (
 // --expected-dpu keeps the stored reservations (the REST compatibility
 // rule); --clear-expected-dpus removes them.
 
-func init() {
-	extraCommands = append(extraCommands, newExpectedMachineCmd)
-}
-
 // parseExpectedDpuFlag reads SERIAL[,ipv4=A][,ipv6=B] (also loopback_ip= and
 // loopback_ip_v6=). The values are checked by the server.
 func parseExpectedDpuFlag(s string) (allocator.ExpectedDpu, error) {

@@ -24,9 +24,6 @@ import (
 // and every ExpectedMachine an earlier demo step created is ingested as
 // its DPUs report in. `missing` and `none` need an exhausted or absent
 // loopback pool, which a healthy demo site does not have.
-func init() {
-	demoSteps = append(demoSteps, demoMachines)
-}
 
 func demoStr(s string) *string { return &s }
 

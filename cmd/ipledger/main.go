@@ -43,12 +43,10 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&cf.server, "server", envOr("IPLEDGER_URL", "http://127.0.0.1:8080"), "ipledger API base URL (env IPLEDGER_URL)")
 	root.PersistentFlags().StringVar(&cf.token, "token", os.Getenv("IPLEDGER_TOKEN"), "API bearer token (env IPLEDGER_TOKEN)")
 	root.PersistentFlags().StringVarP(&cf.output, "output", "o", "table", "output format: table or json")
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newTokenCmd(), newPoolCmd(cf), newEventsCmd(cf), newAddressCmd(cf))
-	for _, extra := range extraCommands {
-		root.AddCommand(extra(cf))
-	}
+	root.AddCommand(
+		newServeCmd(), newMigrateCmd(), newTokenCmd(),
+		newPoolCmd(cf), newEventsCmd(cf), newAddressCmd(cf),
+		newExpectedMachineCmd(cf), newMachineCmd(cf), newBindingCmd(cf),
+	)
 	return root
 }
-
-// extraCommands lets other files of this package add client commands.
-var extraCommands []func(cf *clientFlags) *cobra.Command

@@ -103,10 +103,8 @@ func newServeCmd() *cobra.Command {
 					return fmt.Errorf("--demo: %w", err)
 				}
 			}
-			for _, hook := range startupHooks {
-				if err := hook(ctx, a, log); err != nil {
-					log.Error("startup step failed", "error", err)
-				}
+			if err := reconcileAtStartup(ctx, a, log); err != nil {
+				log.Error("startup step failed", "error", err)
 			}
 			if debugListen != "" {
 				startDebugListener(debugListen, log)
@@ -148,10 +146,6 @@ func startDebugListener(addr string, log *slog.Logger) {
 		}
 	}()
 }
-
-// startupHooks run after pools and demo are loaded, before serving (e.g.
-// reconciliation of DPUs missing a loopback).
-var startupHooks []func(ctx context.Context, a *allocator.Allocator, log *slog.Logger) error
 
 func bootstrapAdmin(ctx context.Context, a *allocator.Allocator, cmd *cobra.Command) error {
 	if tok := os.Getenv("IPLEDGER_ADMIN_TOKEN"); tok != "" {
