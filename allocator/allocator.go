@@ -4,7 +4,7 @@
 // REST, CLI, startup) calls it, and every write runs in one database
 // transaction holding the row lock of each pool it touches (never one
 // global lock). Errors that callers should show are *Error values with the
-// codes of DESIGN.md §5.
+// codes of docs/api.md.
 package allocator
 
 import (
@@ -28,7 +28,7 @@ import (
 type Options struct {
 	// QuarantineHold is how long a quarantined value is held before it is
 	// free again by itself; 0 holds it until an admin releases it
-	// (DESIGN.md §9 --quarantine-hold).
+	// (README.md --quarantine-hold).
 	QuarantineHold time.Duration
 	// Now is the clock (tests); defaults to time.Now in UTC.
 	Now func() time.Time
@@ -54,9 +54,9 @@ type Allocator struct {
 	// their batch (group commit, batch.go).
 	qmu    sync.Mutex
 	queues map[string]*allocQueue
-	// specs keeps each pool's guess for its next batch between leaders
-	// (batch_spec.go), also under qmu.
-	specs map[string]pgSpec
+	// guesses keeps each pool's guess for its next batch between leaders
+	// (batch_guess.go), also under qmu.
+	guesses map[string]batchGuess
 
 	// tokens caches Authenticate's answers while ListenForTokenChanges
 	// runs (tokencache.go).
@@ -66,7 +66,7 @@ type Allocator struct {
 // New returns an Allocator over a migrated database.
 func New(db *gorm.DB, opts Options) *Allocator {
 	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange,
-		queues: map[string]*allocQueue{}, specs: map[string]pgSpec{}}
+		queues: map[string]*allocQueue{}, guesses: map[string]batchGuess{}}
 	// Stored times are compared as text on SQLite: keep them all in UTC
 	// whatever zone the caller's clock uses, and in microseconds, as
 	// PostgreSQL stores them, so that the answer to a write shows the same

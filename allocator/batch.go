@@ -10,7 +10,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// Group commit of automatic allocations (issue 7, docs/decisions.md
+// Group commit of automatic allocations (docs/decisions.md
 // "Group commit of automatic allocations").
 //
 // The allocations of one pool are serialized by the pool's row lock: two
@@ -131,7 +131,7 @@ func (a *Allocator) drainAllocations(pool string, q *allocQueue) {
 	lc := &leaderConn{}
 	defer lc.drop()
 	a.qmu.Lock()
-	lc.spec = a.specs[pool]
+	lc.guess = a.guesses[pool]
 	a.qmu.Unlock()
 	for {
 		a.qmu.Lock()
@@ -140,9 +140,9 @@ func (a *Allocator) drainAllocations(pool string, q *allocQueue) {
 			q.running = false
 			delete(a.queues, pool)
 			// The next leader of this pool starts from this one's guess
-			// (batch_spec.go): a pool allocated from now and then, or one
+			// (batch_guess.go): a pool allocated from now and then, or one
 			// of many pools, still commits in one round trip.
-			a.specs[pool] = lc.spec
+			a.guesses[pool] = lc.guess
 			a.qmu.Unlock()
 			return
 		}

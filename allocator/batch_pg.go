@@ -96,9 +96,9 @@ var (
 // 150 ms. It is returned to the pool when the queue empties.
 type leaderConn struct {
 	conn *sql.Conn
-	// spec is the guess for the pool's next batch (batch_spec.go); it
+	// guess is the guess for the pool's next batch (batch_guess.go); it
 	// lives as long as the leader runs.
-	spec pgSpec
+	guess batchGuess
 }
 
 func (lc *leaderConn) get(ctx context.Context, a *Allocator) (*sql.Conn, error) {
@@ -125,7 +125,7 @@ func (a *Allocator) poolConn(ctx context.Context) (*sql.Conn, error) {
 
 // drop forgets a connection that broke (database/sql closes it).
 func (lc *leaderConn) drop() {
-	lc.spec.ok = false
+	lc.guess.ok = false
 	if lc.conn != nil {
 		lc.conn.Close()
 		lc.conn = nil
@@ -148,7 +148,7 @@ func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool strin
 		}
 		pc := sc.Conn()
 		var err error
-		res, err = a.allocBatchPgx(ctx, pc, &lc.spec, pool, reqs, now)
+		res, err = a.allocBatchPgx(ctx, pc, &lc.guess, pool, reqs, now)
 		if err != nil && pc.PgConn().TxStatus() != 'I' {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
@@ -175,13 +175,13 @@ func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool strin
 	return res, nil
 }
 
-func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, spec *pgSpec, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
+func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, guess *batchGuess, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
 	if testHookBatchFail != nil {
 		if err := testHookBatchFail(len(reqs)); err != nil {
 			return nil, err
 		}
 	}
-	if res, done, err := a.allocBatchGuess(ctx, pc, spec, pool, reqs, now); done || err != nil {
+	if res, done, err := a.allocBatchGuess(ctx, pc, guess, pool, reqs, now); done || err != nil {
 		return res, err
 	}
 	types := make([]string, len(reqs))
@@ -265,7 +265,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, spec *pgSpe
 	}
 
 	pgFastBatches.Add(1)
-	spec.learn(p, picks, ranges)
+	guess.learn(p, picks, ranges)
 	batchResults(p, reqs, res, fresh, firstOf, rows)
 	if a.onChange != nil {
 		for range rows {
@@ -276,7 +276,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, spec *pgSpe
 }
 
 // pgInsertArgs are the parameters $1–$12 of pgInsert (and of the guarded
-// pgSpecInsert): the pool, the batch's time, the new rows and their audit
+// guessedInsertSQL): the pool, the batch's time, the new rows and their audit
 // events as parallel arrays, and the neighbours whose run-end flag clears.
 func pgInsertArgs(p *models.Pool, now time.Time, rows []models.Allocation, prevs []string, events []models.AuditEvent) []any {
 	n := len(rows)

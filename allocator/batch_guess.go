@@ -53,16 +53,16 @@ import (
 // back, and the batch runs the general way too. Nothing is ever written
 // from a wrong guess; a wrong guess only costs one round trip.
 
-// pgSpecBatches and pgSpecMisses count the batches committed by the guess
+// guessHits and guessMisses count the batches committed by the guess
 // and the guesses that failed (tests and docs/benchmarks.md).
-var pgSpecBatches, pgSpecMisses atomic.Int64
+var guessHits, guessMisses atomic.Int64
 
 // BatchGuesses returns how many batches of this process committed on the
 // leader's guess and how many guesses failed their guard (metrics).
-func BatchGuesses() (hits, misses int64) { return pgSpecBatches.Load(), pgSpecMisses.Load() }
+func BatchGuesses() (hits, misses int64) { return guessHits.Load(), guessMisses.Load() }
 
-// pgSpec is the leader's guess for its pool's next batch.
-type pgSpec struct {
+// batchGuess is the leader's guess for its pool's next batch.
+type batchGuess struct {
 	ok bool
 	// cooldown is the number of batches to run the general way before
 	// guessing again, after a guess failed. backoff doubles up to 16 while
@@ -92,7 +92,7 @@ type pgSpec struct {
 // picks (in ascending order) from ranges, the auto ranges as read under
 // the lock. Without picks the guess stays as it was (the guard re-checks
 // it anyway).
-func (s *pgSpec) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
+func (s *batchGuess) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
 	if len(picks) == 0 {
 		return
 	}
@@ -114,7 +114,7 @@ func (s *pgSpec) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
 			return
 		}
 		if first.cmp(last.v) <= 0 && last.v.cmp(rl) <= 0 {
-			*s = pgSpec{ok: true, p: *p, rFirst: first, rLast: rl, next: last.v, backoff: s.backoff, lastMiss: s.lastMiss, win: s.win}
+			*s = batchGuess{ok: true, p: *p, rFirst: first, rLast: rl, next: last.v, backoff: s.backoff, lastMiss: s.lastMiss, win: s.win}
 			s.advance(sp)
 			return
 		}
@@ -123,7 +123,7 @@ func (s *pgSpec) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
 
 // advance moves next past the value it was (just given out); the guess ends
 // where the range does.
-func (s *pgSpec) advance(sp space) {
+func (s *batchGuess) advance(sp space) {
 	nx, ok := sp.next(s.next)
 	if !ok || nx.cmp(s.rLast) > 0 {
 		s.ok = false
@@ -146,13 +146,13 @@ const (
 	calmHits       = 256
 )
 
-func (s *pgSpec) width() int { return max(s.win, guessWindow) }
+func (s *batchGuess) width() int { return max(s.win, guessWindow) }
 
 // widenAfterMiss is called with the lowest free value the general way
 // found after a failed guess: if it lay beyond the window, the window
 // doubles until it would have held it; a value further than
 // maxGuessWindow leaves the window as it is.
-func (s *pgSpec) widenAfterMiss(p *models.Pool, found u128) {
+func (s *batchGuess) widenAfterMiss(p *models.Pool, found u128) {
 	if s.p.ID != p.ID || found.cmp(s.next) <= 0 {
 		return
 	}
@@ -175,7 +175,7 @@ func (s *pgSpec) widenAfterMiss(p *models.Pool, found u128) {
 // narrowAfterHit is called with how far above the guess the lowest free
 // value was on a hit: after calmHits hits in a row within the window's
 // first quarter, the window halves (not below guessWindow).
-func (s *pgSpec) narrowAfterHit(moved int) {
+func (s *batchGuess) narrowAfterHit(moved int) {
 	if s.width() == guessWindow {
 		return
 	}
@@ -194,7 +194,7 @@ func (s *pgSpec) narrowAfterHit(moved int) {
 // space goes. The guarded INSERT takes its n values from them. Windows of
 // consecutive batches overlap, so the formatted values are kept and only
 // the new end of the window is formatted.
-func (s *pgSpec) window(n int) (keys, vals []string) {
+func (s *batchGuess) window(n int) (keys, vals []string) {
 	sp := spaceOf(&s.p)
 	want := s.width() + n + 2
 	start, hasPrev := sp.prev(s.next)
@@ -223,9 +223,9 @@ func (s *pgSpec) window(n int) (keys, vals []string) {
 	return s.wk[:k:k], s.wv[:k:k]
 }
 
-// pgSpecInsert is the guarded INSERT for a pool whose values ExpectedDpus
+// guessedInsertSQL is the guarded INSERT for a pool whose values ExpectedDpus
 // may declare in column col ("" for none). Parameters: $1 pool id, $2
-// allocated_at, $3/$4 the window's keys and values (pgSpec.window), $5/$6
+// allocated_at, $3/$4 the window's keys and values (batchGuess.window), $5/$6
 // the new owners in request order, $7/$8/$9/$10 their audit events'
 // actors, request ids, and after_json split around the value, $11 the
 // events' object id prefix ("pool/"), $12/$13 the guessed range's first
@@ -237,7 +237,7 @@ func (s *pgSpec) window(n int) (keys, vals []string) {
 // run of held values starting there (run-end flags are exact). s1 is the
 // index of the value before F in the window; F and the n-1 values after it
 // are the batch's, if the guard g holds.
-func pgSpecInsert(col string) string {
+func guessedInsertSQL(col string) string {
 	firstFrom := func(from string) string {
 		return `(SELECT value_key FROM allocations WHERE pool_id = $1 AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
 	}
@@ -284,8 +284,8 @@ SELECT id, value_key, value, run_end FROM ins`
 // transaction on the same connection. An error is returned only when the
 // outcome is not known to be "nothing written" (e.g. the connection broke
 // during COMMIT), for the caller's usual handling.
-func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgSpec, pool string, reqs []autoOwner, now time.Time) (res []allocResult, done bool, err error) {
-	if !spec.ok || a.hold > 0 || spec.p.Name != pool {
+func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *batchGuess, pool string, reqs []autoOwner, now time.Time) (res []allocResult, done bool, err error) {
+	if !guess.ok || a.hold > 0 || guess.p.Name != pool {
 		return nil, false, nil
 	}
 	res = make([]allocResult, len(reqs))
@@ -293,19 +293,19 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 	if len(fresh) == 0 {
 		return nil, false, nil // nothing to write (callers left): keep the guess
 	}
-	p := &spec.p
+	p := &guess.p
 	sp := spaceOf(p)
 	n := len(fresh)
 	// The rows and audit events are built for the guess itself; the
 	// statement may shift them up the window, so each event's after_json
 	// is sent split around its value.
 	picks := make([]freePick, n)
-	v := spec.next
+	v := guess.next
 	for k := range picks {
 		picks[k].v = v
 		var ok bool
 		if v, ok = sp.next(v); !ok && k < n-1 {
-			spec.ok = false
+			guess.ok = false
 			return nil, false, nil // the value space ends within the batch
 		}
 	}
@@ -326,29 +326,29 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 		}
 		pres[k], sufs[k] = aj[:i+len(`"value":"`)], aj[i+len(mark)-1:]
 	}
-	keys, vals := spec.window(n)
+	keys, vals := guess.window(n)
 	b := &pgx.Batch{}
 	b.Queue("begin")
 	b.Queue(pgBatchSettings)
 	b.Queue(pgLockPool, pool)
-	b.Queue(pgSpecInsert(reservationColumn(pool)), p.ID, now, keys, vals, ots, ois, actors, rids, pres, sufs,
-		p.Name+"/", spec.rFirst.key(), spec.rLast.key(), spec.width()+1)
+	b.Queue(guessedInsertSQL(reservationColumn(pool)), p.ID, now, keys, vals, ots, ois, actors, rids, pres, sufs,
+		p.Name+"/", guess.rFirst.key(), guess.rLast.key(), guess.width()+1)
 	b.Queue("commit")
 	br := pc.SendBatch(ctx, b)
 	written, committed, err := readGuessPipeline(br, p, rows)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	spec.ok = false
+	guess.ok = false
 	missed := func() {
-		pgSpecMisses.Add(1)
-		spec.missed = true
-		if time.Since(spec.lastMiss) > time.Second {
-			spec.backoff = 0
+		guessMisses.Add(1)
+		guess.missed = true
+		if time.Since(guess.lastMiss) > time.Second {
+			guess.backoff = 0
 		}
-		spec.backoff = min(max(2*spec.backoff, 1), 16)
-		spec.cooldown = spec.backoff
-		spec.lastMiss = time.Now()
+		guess.backoff = min(max(2*guess.backoff, 1), 16)
+		guess.cooldown = guess.backoff
+		guess.lastMiss = time.Now()
 	}
 	if err != nil {
 		var pe *pgconn.PgError
@@ -367,17 +367,17 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, spec *pgS
 		missed()
 		return nil, false, nil
 	}
-	pgSpecBatches.Add(1)
-	spec.backoff = 0
+	guessHits.Add(1)
+	guess.backoff = 0
 	if i := slices.Index(keys, rows[0].ValueKey); i > 0 {
-		spec.narrowAfterHit(i - 1)
+		guess.narrowAfterHit(i - 1)
 	}
 	pgFastBatches.Add(1)
-	spec.ok = true
-	if spec.next, err = parseKey(rows[len(rows)-1].ValueKey); err != nil {
+	guess.ok = true
+	if guess.next, err = parseKey(rows[len(rows)-1].ValueKey); err != nil {
 		return nil, false, err
 	}
-	spec.advance(sp)
+	guess.advance(sp)
 	batchResults(p, reqs, res, fresh, firstOf, rows)
 	if a.onChange != nil {
 		for range rows {

@@ -35,7 +35,7 @@ func (f *fnd) checkRangeCounts(pool string) {
 	}
 }
 
-// The one-round-trip batch (batch_spec.go) gives exactly what the general
+// The one-round-trip batch (batch_guess.go) gives exactly what the general
 // path gives, whatever happened to the pool since the leader's last batch:
 // a leader that keeps its guess from batch to batch runs 400 random steps
 // on a loopback pool, interleaved with everything that can invalidate the
@@ -66,7 +66,7 @@ func TestBatchGuessMatchesOneByOne(t *testing.T) {
 		nextOwner := 0
 		declared := map[string]string{} // serial → value
 		addedC := false
-		hits, misses := pgSpecBatches.Load(), pgSpecMisses.Load()
+		hits, misses := guessHits.Load(), guessMisses.Load()
 		batches := 0
 
 		randomHolder := func() (string, string, bool) {
@@ -188,11 +188,11 @@ func TestBatchGuessMatchesOneByOne(t *testing.T) {
 		}
 		f.checkRunEnds(pool)
 		f.checkRangeCounts(pool)
-		t.Logf("%d batches; guesses held %d, failed %d", batches, pgSpecBatches.Load()-hits, pgSpecMisses.Load()-misses)
+		t.Logf("%d batches; guesses held %d, failed %d", batches, guessHits.Load()-hits, guessMisses.Load()-misses)
 		if models.DialectOf(f.db) == models.Postgres {
-			if pgSpecBatches.Load()-hits < 20 || pgSpecMisses.Load()-misses < 5 {
+			if guessHits.Load()-hits < 20 || guessMisses.Load()-misses < 5 {
 				t.Fatalf("guesses held %d times and failed %d times in %d batches: the test does not exercise the guess",
-					pgSpecBatches.Load()-hits, pgSpecMisses.Load()-misses, batches)
+					guessHits.Load()-hits, guessMisses.Load()-misses, batches)
 			}
 		}
 	})
@@ -332,21 +332,21 @@ func TestBatchGuessGuardCatches(t *testing.T) {
 					return reqs
 				}
 				run("w0", "w1", "w2")
-				hits := pgSpecBatches.Load()
+				hits := guessHits.Load()
 				run("w3", "w4")
 				pg := models.DialectOf(f.db) == models.Postgres
-				if pg && pgSpecBatches.Load() != hits+1 {
+				if pg && guessHits.Load() != hits+1 {
 					t.Fatal("the second batch did not commit on the guess")
 				}
 				tc.interfere(f, other)
-				misses := pgSpecMisses.Load()
+				misses := guessMisses.Load()
 				owners := tc.owners
 				if owners == nil {
 					owners = []string{"x1", "x2", "x3"}
 				}
 				reqs := run(owners...)
-				if pg && pgSpecMisses.Load() != misses+1 {
-					t.Fatalf("the guard did not catch it (misses %d → %d)", misses, pgSpecMisses.Load())
+				if pg && guessMisses.Load() != misses+1 {
+					t.Fatalf("the guard did not catch it (misses %d → %d)", misses, guessMisses.Load())
 				}
 				for _, rq := range reqs {
 					if rq.owner.ID == "w2" && (rq.created || rq.out.Value != "10.0.0.66") {
@@ -390,16 +390,16 @@ func TestBatchGuessWindow(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				hits, misses := pgSpecBatches.Load(), pgSpecMisses.Load()
+				hits, misses := guessHits.Load(), guessMisses.Load()
 				run("x1", "x2", "x3")
 				if models.DialectOf(f.db) != models.Postgres {
 					return
 				}
-				if moved <= guessWindow && (pgSpecBatches.Load() != hits+1 || pgSpecMisses.Load() != misses) {
-					t.Fatalf("moved %d: want a hit (hits %d → %d, misses %d → %d)", moved, hits, pgSpecBatches.Load(), misses, pgSpecMisses.Load())
+				if moved <= guessWindow && (guessHits.Load() != hits+1 || guessMisses.Load() != misses) {
+					t.Fatalf("moved %d: want a hit (hits %d → %d, misses %d → %d)", moved, hits, guessHits.Load(), misses, guessMisses.Load())
 				}
-				if moved > guessWindow && pgSpecMisses.Load() != misses+1 {
-					t.Fatalf("moved %d: want a miss (misses %d → %d)", moved, misses, pgSpecMisses.Load())
+				if moved > guessWindow && guessMisses.Load() != misses+1 {
+					t.Fatalf("moved %d: want a miss (misses %d → %d)", moved, misses, guessMisses.Load())
 				}
 				var n int64
 				if err := f.db.Raw(`SELECT count(*) FROM audit_events WHERE action = 'allocation.create' AND object_id IN ('vni/' || ?, 'vni/' || ?)
@@ -436,7 +436,7 @@ func TestBatchGuessFillsGapUpToHeld(t *testing.T) {
 				}
 				run("x0", "x1") // the guess (1020) misses; the general way: 1003, 1004
 				run("x2")       // the general way after a miss: 1005
-				hits, misses := pgSpecBatches.Load(), pgSpecMisses.Load()
+				hits, misses := guessHits.Load(), guessMisses.Load()
 				var ys []string
 				for i := 0; i < n; i++ {
 					ys = append(ys, fmt.Sprintf("y%d", i))
@@ -445,11 +445,11 @@ func TestBatchGuessFillsGapUpToHeld(t *testing.T) {
 				if models.DialectOf(f.db) != models.Postgres {
 					return
 				}
-				if n == 3 && (pgSpecBatches.Load() != hits+1 || pgSpecMisses.Load() != misses) {
-					t.Fatalf("n=3: want a hit (hits %d → %d, misses %d → %d)", hits, pgSpecBatches.Load(), misses, pgSpecMisses.Load())
+				if n == 3 && (guessHits.Load() != hits+1 || guessMisses.Load() != misses) {
+					t.Fatalf("n=3: want a hit (hits %d → %d, misses %d → %d)", hits, guessHits.Load(), misses, guessMisses.Load())
 				}
-				if n == 4 && pgSpecMisses.Load() != misses+1 {
-					t.Fatalf("n=4: want a miss (misses %d → %d)", misses, pgSpecMisses.Load())
+				if n == 4 && guessMisses.Load() != misses+1 {
+					t.Fatalf("n=4: want a miss (misses %d → %d)", misses, guessMisses.Load())
 				}
 			})
 		})
@@ -467,10 +467,10 @@ func TestBatchGuessRangeEnd(t *testing.T) {
 		run := func(owners ...string) { t.Helper(); f.runLeaderBatch(lc, "vni", owners...) }
 		run("w0", "w1", "w2") // 1000..1002
 		run("w3")             // 1003 on the guess
-		misses := pgSpecMisses.Load()
+		misses := guessMisses.Load()
 		run("x0", "x1", "x2") // 1004, 1100, 1101
-		if models.DialectOf(f.db) == models.Postgres && pgSpecMisses.Load() != misses+1 {
-			t.Fatalf("want a miss (misses %d → %d)", misses, pgSpecMisses.Load())
+		if models.DialectOf(f.db) == models.Postgres && guessMisses.Load() != misses+1 {
+			t.Fatalf("want a miss (misses %d → %d)", misses, guessMisses.Load())
 		}
 	})
 }
@@ -496,7 +496,7 @@ func TestBatchGuessPoolTypes(t *testing.T) {
 				other := New(f.db, Options{Now: f.clock.Now})
 				lc := &leaderConn{}
 				defer lc.drop()
-				hits := pgSpecBatches.Load()
+				hits := guessHits.Load()
 				for b := 0; b < 12; b++ {
 					want := f.oracleFree("p")
 					var owners []string
@@ -519,8 +519,8 @@ func TestBatchGuessPoolTypes(t *testing.T) {
 				}
 				f.checkRunEnds("p")
 				f.checkRangeCounts("p")
-				if models.DialectOf(f.db) == models.Postgres && pgSpecBatches.Load() < hits+9 {
-					t.Fatalf("only %d of 12 batches committed on the guess", pgSpecBatches.Load()-hits)
+				if models.DialectOf(f.db) == models.Postgres && guessHits.Load() < hits+9 {
+					t.Fatalf("only %d of 12 batches committed on the guess", guessHits.Load()-hits)
 				}
 			})
 		})
@@ -575,42 +575,42 @@ func TestBatchGuessWindowAdapts(t *testing.T) {
 				}
 			}
 		}
-		spec := func() *pgSpec { return &lc.spec }
+		guess := func() *batchGuess { return &lc.guess }
 		f.runLeaderBatch(lc, "vni", fresh(3)...)
 		f.runLeaderBatch(lc, "vni", fresh(2)...) // on the guess
 		moveBy(guessWindow + 40)
-		misses := pgSpecMisses.Load()
+		misses := guessMisses.Load()
 		f.runLeaderBatch(lc, "vni", fresh(2)...) // a miss, then the general way
-		if pgSpecMisses.Load() != misses+1 {
+		if guessMisses.Load() != misses+1 {
 			t.Fatal("moving past the window did not miss")
 		}
-		if w := spec().width(); w != 4*guessWindow {
+		if w := guess().width(); w != 4*guessWindow {
 			t.Fatalf("window %d after a move of %d, want %d", w, guessWindow+40, 4*guessWindow)
 		}
 		// After the cooldown, the same move hits.
-		for spec().cooldown > 0 || !spec().ok {
+		for guess().cooldown > 0 || !guess().ok {
 			f.runLeaderBatch(lc, "vni", fresh(1)...)
 		}
 		moveBy(guessWindow + 40)
-		hits := pgSpecBatches.Load()
+		hits := guessHits.Load()
 		f.runLeaderBatch(lc, "vni", fresh(2)...)
-		if pgSpecBatches.Load() != hits+1 {
-			t.Fatalf("a move of %d with window %d did not hit", guessWindow+40, spec().width())
+		if guessHits.Load() != hits+1 {
+			t.Fatalf("a move of %d with window %d did not hit", guessWindow+40, guess().width())
 		}
 		for i := 0; i < calmHits; i++ {
 			f.runLeaderBatch(lc, "vni", fresh(1)...)
 		}
-		if w := spec().width(); w != 2*guessWindow {
+		if w := guess().width(); w != 2*guessWindow {
 			t.Fatalf("window %d after %d calm hits, want %d", w, calmHits, 2*guessWindow)
 		}
 		// A move no window would hold leaves the width as it is.
 		moveBy(maxGuessWindow + 10)
-		misses = pgSpecMisses.Load()
+		misses = guessMisses.Load()
 		f.runLeaderBatch(lc, "vni", fresh(2)...)
-		if pgSpecMisses.Load() != misses+1 {
+		if guessMisses.Load() != misses+1 {
 			t.Fatal("moving past the widest window did not miss")
 		}
-		if w := spec().width(); w != 2*guessWindow {
+		if w := guess().width(); w != 2*guessWindow {
 			t.Fatalf("window %d after a move of %d, want it unchanged (%d)", w, maxGuessWindow+10, 2*guessWindow)
 		}
 	})
