@@ -16,7 +16,7 @@ import (
 
 var ownerTypeRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
-// Owner is who holds an allocation (DESIGN.md §10: owner_type
+// Owner is who holds an allocation (docs/api.md: owner_type
 // ^[a-z][a-z0-9_-]{0,31}$, owner_id non-empty, at most 128 characters).
 type Owner struct {
 	Type string `json:"owner_type"`
@@ -77,7 +77,7 @@ func allocationOut(pool string, r *models.Allocation) Allocation {
 		FormerOwnerID: r.FormerOwnerID, QuarantinedAt: r.QuarantinedAt}
 }
 
-// Allocate gives owner a value of pool (DESIGN.md §3). Idempotent by owner:
+// Allocate gives owner a value of pool (docs/pools.md). Idempotent by owner:
 // if the owner already holds a value it is returned with created=false (a
 // requested value that differs is 409 conflict). With requested set, the
 // value must lie in an auto_assign=false range, be free, and not be declared

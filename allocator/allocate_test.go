@@ -12,7 +12,7 @@ import (
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
-// DESIGN.md §3: an owner holds at most one value per pool; asking again
+// docs/pools.md: an owner holds at most one value per pool; asking again
 // returns the same value with created=false (200 at REST), and asking for
 // a different value is 409 conflict.
 func TestAllocateIdempotentPerOwner(t *testing.T) {
@@ -54,7 +54,7 @@ func TestAllocateIdempotentPerOwner(t *testing.T) {
 	})
 }
 
-// DESIGN.md §3/§10: a requested value must lie in an auto_assign=false
+// docs/pools.md, docs/api.md: a requested value must lie in an auto_assign=false
 // range, be free, and not be declared for another DPU; otherwise 409
 // not_available saying which. Malformed or wrong-family values are 422.
 func TestAllocateRequestedValue(t *testing.T) {
@@ -111,7 +111,7 @@ func TestAllocateRequestedValue(t *testing.T) {
 	})
 }
 
-// DESIGN.md §2: automatic allocation takes the lowest free value of the
+// docs/pools.md: automatic allocation takes the lowest free value of the
 // auto_assign ranges, skipping quarantined and declared values; released
 // values in the middle are reused first; a full pool is pool_exhausted.
 func TestAllocateLowestFreeAndGapReuse(t *testing.T) {
@@ -287,7 +287,7 @@ func TestIPv6PrefixBlocks(t *testing.T) {
 	})
 }
 
-// DESIGN.md §3: only the owner releases; another owner is 409 not_owner
+// docs/pools.md: only the owner releases; another owner is 409 not_owner
 // and nothing changes; releasing a free value is a no-op success.
 func TestRelease(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
@@ -378,7 +378,7 @@ func TestQuarantineAndUnquarantine(t *testing.T) {
 	})
 }
 
-// DESIGN.md §10: quarantine hold expiry takes effect at once for every
+// docs/api.md: quarantine hold expiry takes effect at once for every
 // read and allocation, before any write cleans the row up.
 func TestQuarantineHoldExpiry(t *testing.T) {
 	for _, d := range []models.Dialect{models.SQLite, models.Postgres} {

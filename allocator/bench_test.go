@@ -1,6 +1,6 @@
 package allocator
 
-// Cost of one automatic allocation as a pool fills up (DESIGN.md §2: the
+// Cost of one automatic allocation as a pool fills up (docs/pools.md: the
 // gap search is O(log n) in the number of allocations, not O(pool size)).
 //
 //	go test ./allocator -run '^$' -bench BenchmarkAllocateAsPoolGrows -benchtime 2000x -benchmem

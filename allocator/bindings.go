@@ -9,7 +9,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// Binding statuses per family (DESIGN.md §10 "Binding status per family").
+// Binding statuses per family (docs/api.md "Binding status per family").
 const (
 	// BindingReserved: the active value is the declared one.
 	BindingReserved = "reserved"
@@ -232,7 +232,7 @@ func bindingsOf(db *gorm.DB, dpus []models.Machine) ([]Binding, error) {
 	return out, nil
 }
 
-// bindingStatus is the status of one family (DESIGN.md §10). A declared
+// bindingStatus is the status of one family (docs/api.md). A declared
 // value that the DPU does not hold is `conflict`: ingestion never falls
 // back to an automatic value for a reserved family, so the only ways to
 // get there are an unavailable reserved value or a DPU declared by another

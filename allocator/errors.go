@@ -6,10 +6,10 @@ import (
 	"net/http"
 )
 
-// Code is an error code of the REST contract (DESIGN.md §5).
+// Code is an error code of the REST contract (docs/api.md).
 type Code string
 
-// The error codes of DESIGN.md §5, each with one HTTP status.
+// The error codes of docs/api.md, each with one HTTP status.
 const (
 	CodeBadRequest    Code = "bad_request"
 	CodeUnauthorized  Code = "unauthorized"

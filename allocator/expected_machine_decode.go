@@ -9,8 +9,7 @@ import (
 )
 
 // NormalizeMAC accepts a 48-bit MAC address in any case, with ':' or '-'
-// between the six octets, and returns it lower-case with ':' (DESIGN.md
-// §10); anything else is 422 invalid on field.
+// between the six octets, and returns it lower-case with ':' (docs/api.md); anything else is 422 invalid on field.
 func NormalizeMAC(s, field string) (string, error) {
 	in := strings.TrimSpace(s)
 	if in == "" {

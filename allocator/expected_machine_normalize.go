@@ -48,7 +48,7 @@ func (p problems) first() error {
 }
 
 // normalize checks and normalizes the fields of one record that need no
-// database (DESIGN.md §4 rules 1 and 2, MAC, metadata). It never fails
+// database (docs/reservations.md rules 1 and 2, MAC, metadata). It never fails
 // fast: every problem is collected.
 func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 	r := &emRecord{prefix: prefix}
@@ -71,7 +71,7 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 	}
 	r.chassis = text("chassis_serial_number", strings.TrimSpace(s.ChassisSerialNumber), emMaxText)
 	// fallback_dpu_serial_numbers keeps its NICo meaning and behaviour
-	// unchanged (DESIGN.md §4 rule 4): stored as given.
+	// unchanged (docs/reservations.md rule 4): stored as given.
 	r.fallback = append([]string{}, s.FallbackDpuSerialNumbers...)
 	r.meta = Metadata{Labels: []Label{}}
 	if s.Metadata != nil {

@@ -38,7 +38,7 @@ func (t *tx) loopbackPools() (*loopbackPools, error) {
 	return lp, nil
 }
 
-// checkMember applies the pool half of DESIGN.md §4 rule 3: the value lies
+// checkMember applies the pool half of docs/reservations.md rule 3: the value lies
 // in an auto_assign=false range of its family's pool, which must exist.
 // These are 422 invalid (outside the pool, auto-assign range).
 func checkMember(p *models.Pool, ranges []models.PoolRange, want PoolType, poolName, field string, a netip.Addr, ps *problems) bool {
@@ -65,7 +65,7 @@ func checkMember(p *models.Pool, ranges []models.PoolRange, want PoolType, poolN
 	return false
 }
 
-// validateRecords is THE validation of ExpectedMachines (DESIGN.md §4),
+// validateRecords is THE validation of ExpectedMachines (docs/reservations.md),
 // used by every write and by ValidateExpectedMachine. recs are the
 // records the request writes (already normalized, syntax problems in ps);
 // replaced are the ids of stored records whose DPU rows the request
@@ -179,7 +179,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 	return nil
 }
 
-// checkDpuCollisions applies the stored-state half of DESIGN.md §4 rules 1
+// checkDpuCollisions applies the stored-state half of docs/reservations.md rules 1
 // and 3 to one DPU: serial declared by another ExpectedMachine (409
 // conflict); value declared by another ExpectedDpu, allocated to an owner
 // other than this serial's DPU, or quarantined for another machine (409
@@ -296,7 +296,7 @@ func (t *tx) emLabel(id string) string {
 // returns the first problem as an *Error with its field (nil when the
 // record would be accepted now). id is the stored record the spec would
 // replace ("" for a new one). The rules are the ones every write applies
-// (DESIGN.md §4): the console uses it for as-you-type validation.
+// (docs/reservations.md): the console uses it for as-you-type validation.
 func (a *Allocator) ValidateExpectedMachine(ctx context.Context, id string, spec ExpectedMachineSpec) error {
 	ps, err := a.ExpectedMachineProblems(ctx, id, spec)
 	if err != nil {

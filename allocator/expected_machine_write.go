@@ -76,7 +76,7 @@ func (t *tx) writeDpus(id string, r *emRecord) error {
 }
 
 // emConstraintError maps a unique violation of expected_machines /
-// expected_dpus to the 409 of DESIGN.md §5 naming the field.
+// expected_dpus to the 409 of docs/api.md naming the field.
 func emConstraintError(err error, dpuField, macField string) error {
 	if !models.IsUniqueViolation(err) {
 		return err
@@ -243,7 +243,7 @@ func (a *Allocator) CreateExpectedMachine(ctx context.Context, spec ExpectedMach
 
 // ReplaceExpectedMachine is PUT: it replaces every field the spec carries
 // and resets absent ones to empty, except expected_dpus and bmc_password,
-// which absent keep (DESIGN.md §4, §10). ifMatch is the If-Match
+// which absent keep (docs/reservations.md, docs/api.md). ifMatch is the If-Match
 // precondition (412 stale_version on mismatch). The BMC MAC may change;
 // the record keeps its id.
 func (a *Allocator) ReplaceExpectedMachine(ctx context.Context, idOrMAC string, spec ExpectedMachineSpec, ifMatch IfMatch) (*ExpectedMachine, error) {
@@ -381,7 +381,7 @@ func errOr(err error, s string) string {
 
 // DeleteExpectedMachine removes an ExpectedMachine and its ExpectedDpu
 // reservations (the reserved values become ordinary free values of their
-// explicit ranges; active DPUs keep their values, DESIGN.md §4).
+// explicit ranges; active DPUs keep their values, docs/reservations.md).
 func (a *Allocator) DeleteExpectedMachine(ctx context.Context, idOrMAC string, ifMatch IfMatch) error {
 	return a.write(ctx, func(t *tx) error {
 		if err := t.prepareEM(); err != nil {

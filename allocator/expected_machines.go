@@ -5,7 +5,7 @@ import (
 )
 
 // ExpectedMachines: a host the site expects to ingest, with its NICo fields
-// and the per-DPU loopback reservations of DESIGN.md §4. Every door (REST
+// and the per-DPU loopback reservations of docs/reservations.md. Every door (REST
 // create/PUT/PATCH/replace-all, the CLI through REST, the console) writes
 // through the functions of this file, and every one of them validates with
 // the same code (validateRecords) inside the write's transaction, holding
@@ -15,7 +15,7 @@ import (
 // keys) and of expected_machines (bmc_mac_address) back the rules in the
 // database; their violations surface as 409 naming the field.
 
-// Limits on free-text fields (DESIGN.md is silent; docs/decisions.md).
+// Limits on free-text fields (docs/decisions.md).
 const (
 	emMaxText        = 256
 	emMaxDescription = 1024
@@ -32,7 +32,7 @@ type Label struct {
 }
 
 // Metadata is the NICo metadata of an ExpectedMachine. An empty metadata is
-// {"name": "", "description": "", "labels": []} (DESIGN.md §10).
+// {"name": "", "description": "", "labels": []} (docs/api.md).
 type Metadata struct {
 	Name        string  `json:"name"`
 	Description string  `json:"description"`
@@ -41,7 +41,7 @@ type Metadata struct {
 
 // ExpectedDpu is one expected DPU: its serial number (globally unique) and
 // optional loopback reservations, an IPv4 address of pool lo-ip and an IPv6
-// address of pool lo-ip-v6 (DESIGN.md §4). Absent reservations are null
+// address of pool lo-ip-v6 (docs/reservations.md). Absent reservations are null
 // in responses; in requests null, absent and "" all mean "none".
 type ExpectedDpu struct {
 	SerialNumber string  `json:"serial_number"`
@@ -50,7 +50,7 @@ type ExpectedDpu struct {
 }
 
 // ExpectedMachine is an ExpectedMachine as every response shows it
-// (DESIGN.md §5). The BMC password is write-only: responses say only
+// (docs/api.md). The BMC password is write-only: responses say only
 // whether one is stored (bmc_password_set). ExpectedDpus is never null.
 type ExpectedMachine struct {
 	ID                       string        `json:"id"`
@@ -67,7 +67,7 @@ type ExpectedMachine struct {
 
 // ExpectedMachineSpec is an ExpectedMachine as a client sends it (POST,
 // PUT, one record of a replace-all file). Compatibility with older clients
-// (DESIGN.md §4): ExpectedDpus nil (absent, or null in a PUT) keeps the
+// (docs/reservations.md): ExpectedDpus nil (absent, or null in a PUT) keeps the
 // stored list and an empty slice clears it; BmcPassword nil or "" keeps the
 // stored password. Every other field absent is reset to empty by a PUT.
 // Read-only fields a client echoes back (id, version, bmc_password_set) are

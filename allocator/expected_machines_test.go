@@ -1,6 +1,6 @@
 package allocator
 
-// Tests of ExpectedMachines and their loopback reservations (DESIGN.md §4,
+// Tests of ExpectedMachines and their loopback reservations (docs/reservations.md,
 // §5, §10). Helpers start with "em" so other test files stay free to name
 // theirs. Every test runs on SQLite and PostgreSQL (fndEach).
 
@@ -78,7 +78,7 @@ func wantField(t *testing.T, err error, code Code, field string) {
 	}
 }
 
-// Every validation rule of DESIGN.md §4 with its code and field path
+// Every validation rule of docs/reservations.md with its code and field path
 // (§5 "Which code when"): malformed, wrong family, outside the pool, in an
 // auto-assign range or duplicated inside the request is 422 invalid; a
 // collision with other stored state is 409 (conflict for MACs and serials,
@@ -187,7 +187,7 @@ func TestExpectedMachineMissingFamilyPool(t *testing.T) {
 	})
 }
 
-// The JSON shape of DESIGN.md §5: normalised MAC, empty metadata shape,
+// The JSON shape of docs/api.md: normalised MAC, empty metadata shape,
 // expected_dpus never null, bmc_password never returned.
 func TestExpectedMachineShape(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
@@ -221,7 +221,7 @@ func TestExpectedMachineShape(t *testing.T) {
 	})
 }
 
-// Compatibility with older clients (DESIGN.md §4): a client that knows
+// Compatibility with older clients (docs/reservations.md): a client that knows
 // neither expected_dpus nor bmc_password GETs a record, drops those two
 // fields from the JSON and PUTs it back: the reservations and the password
 // survive. [] clears the list; PATCH null clears it too; PUT resets other

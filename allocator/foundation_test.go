@@ -118,8 +118,8 @@ func (f *fnd) quarantine(pool, value string) {
 }
 
 // declare inserts an ExpectedMachine with one ExpectedDpu declaring v4
-// and/or v6 (canonical text) directly through the models, as issue 3's
-// code stores them.
+// and/or v6 (canonical text) directly through the models, as the ExpectedMachine
+// writes store them.
 func (f *fnd) declare(serial, v4, v6 string) {
 	f.t.Helper()
 	em := models.ExpectedMachine{ID: "em-" + serial, BmcMacAddress: "bmc-" + serial,

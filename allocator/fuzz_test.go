@@ -2,7 +2,7 @@ package allocator
 
 // Fuzz targets for everything the allocator parses from clients: single
 // values of each pool type, ranges of a pool spec (JSON API / console), and
-// NICo pool files (TOML). The property is the one of issue 7: no input
+// NICo pool files (TOML). The property: no input
 // panics, and every rejection is an *Error with a 4xx code naming a field
 // where there is one; every acceptance round-trips.
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// This file is the DPU lifecycle of DESIGN.md §4: ingestion (site-explorer
+// This file is the DPU lifecycle of docs/reservations.md: ingestion (site-explorer
 // reports and direct discovery), the one shared operation EnsureLoopbacks,
 // reconciliation (startup and pool growth), decommission, delete and force
 // delete. Every write runs in one transaction that first locks lo-ip and
@@ -40,7 +40,7 @@ type DiscoverSpec struct {
 }
 
 // Incomplete is a DPU family whose loopback could not be assigned now
-// (DESIGN.md §10): code pool_exhausted, not_available (its reserved value
+// (docs/api.md): code pool_exhausted, not_available (its reserved value
 // is held, quarantined or outside the reserved range) or conflict (the DPU
 // is declared by another ExpectedMachine than its host's). Reconciliation
 // and pool growth complete it later; only families whose pool exists are
@@ -59,7 +59,7 @@ type IngestResult struct {
 	Incomplete []Incomplete `json:"incomplete"`
 }
 
-// Report ingests a site-explorer report (DESIGN.md §4, §10): the
+// Report ingests a site-explorer report (docs/reservations.md, docs/api.md): the
 // ExpectedMachine is matched by BMC MAC, each DPU's reservation by its
 // globally unique serial number, independent of list order (DPUs are
 // processed in serial order, so automatic values do not depend on it). The
@@ -135,7 +135,7 @@ func (a *Allocator) Report(ctx context.Context, spec ReportSpec) (*IngestResult,
 	return res, nil
 }
 
-// Discover ingests one DPU found directly (DESIGN.md §5
+// Discover ingests one DPU found directly (docs/api.md
 // POST /machines:discover): its reservation is found by its globally
 // unique serial number. With host_bmc_mac_address the host is recorded too
 // (matched to its ExpectedMachine by BMC MAC) and the DPU attached to it;

@@ -1,6 +1,6 @@
 package allocator
 
-// Tests of the DPU lifecycle (DESIGN.md §4 lifecycle table, §10 machines,
+// Tests of the DPU lifecycle (docs/reservations.md lifecycle table, §10 machines,
 // bindings, delete-impact). Helpers start with "lc". Every test runs on
 // SQLite and PostgreSQL, each with its own database.
 
@@ -77,7 +77,8 @@ func lcKey(v string) *string {
 }
 
 // em inserts an ExpectedMachine with its ExpectedDpus through the models
-// (as issue 3 stores them; the rows may deliberately break its validation
+// (as the ExpectedMachine writes store them; the rows may deliberately break
+// validation
 // to create "unexpectedly unavailable" states) and returns its id.
 func (s *lcSite) em(mac string, dpus ...lcDpu) string {
 	s.t.Helper()
@@ -235,7 +236,7 @@ const (
 	macC = "0a:00:00:00:00:0c"
 )
 
-// TestLifecycleTable runs every row of the DESIGN.md §4 lifecycle table.
+// TestLifecycleTable runs every row of the docs/reservations.md lifecycle table.
 func TestLifecycleTable(t *testing.T) {
 	rows := []struct {
 		name string

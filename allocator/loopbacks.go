@@ -71,7 +71,7 @@ func (t *tx) setLoopback(nc *models.NetworkConfig, f loopbackFamily, value *stri
 	return t.audit("network_config.update", "machine", nc.MachineID, before, after)
 }
 
-// EnsureLoopbacks is the one shared operation of DESIGN.md §4 for the DPU
+// EnsureLoopbacks is the one shared operation of docs/reservations.md for the DPU
 // with this machine_id (or serial number): it creates or completes the
 // DPU's ManagedHostNetworkConfig and returns the families it could not
 // assign now. Reports, discovery, reconciliation and pool growth all run
@@ -102,7 +102,7 @@ func (a *Allocator) EnsureLoopbacks(ctx context.Context, dpuID string) ([]Incomp
 	return out, err
 }
 
-// ensureLoopbacks applies the lifecycle rows of DESIGN.md §4 to one DPU,
+// ensureLoopbacks applies the lifecycle rows of docs/reservations.md to one DPU,
 // each family independently, with lo-ip / lo-ip-v6 already locked:
 //   - a value the DPU already holds is kept (never readdressed), whatever
 //     its reservation says now;
@@ -158,7 +158,7 @@ func (t *tx) ensureLoopbacks(pools map[string]*models.Pool, dpu *models.Machine)
 
 // misplacedBy returns the ExpectedMachine that declares the DPU when the
 // DPU sits under a host whose own ExpectedMachine lists it neither in
-// expected_dpus nor in fallback_dpu_serial_numbers (DESIGN.md §4: the
+// expected_dpus nor in fallback_dpu_serial_numbers (docs/reservations.md: the
 // hardware is not where the site expects it), else nil. A host without an
 // ExpectedMachine is never "misplaced": its DPUs are matched by serial.
 func (t *tx) misplacedBy(dpu *models.Machine, decl *models.ExpectedDpu) (*models.ExpectedMachine, error) {

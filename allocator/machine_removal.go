@@ -66,7 +66,7 @@ func (a *Allocator) Decommission(ctx context.Context, id string) (*Machine, erro
 	return out, err
 }
 
-// Delete-impact actions (DESIGN.md §10).
+// Delete-impact actions (docs/api.md).
 const (
 	ActionRelease             = "release"
 	ActionReturnToReservation = "return_to_reservation"

@@ -13,7 +13,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// Machine kinds and host states (DESIGN.md §10 "Hosts").
+// Machine kinds and host states (docs/api.md "Hosts").
 const (
 	KindHost = "host"
 	KindDPU  = "dpu"
@@ -38,7 +38,7 @@ type NetworkConfig struct {
 }
 
 // Machine is an ingested managed host with its DPUs, or a DPU. JSON
-// (DESIGN.md §10 "Machines"):
+// (docs/api.md "Machines"):
 //
 //	host: {"machine_id", "kind": "host", "state", "bmc_mac_address",
 //	       "chassis_serial_number", "expected_machine_id", "dpus": [dpu…]}
@@ -60,7 +60,7 @@ type Machine struct {
 	nested bool
 }
 
-// MarshalJSON renders the per-kind shape of DESIGN.md §10.
+// MarshalJSON renders the per-kind shape of docs/api.md.
 func (m Machine) MarshalJSON() ([]byte, error) {
 	if m.Kind == KindHost {
 		dpus := m.DPUs
@@ -317,11 +317,11 @@ func clampLimit(n int) int {
 	return n
 }
 
-// dpuSerialRE is the serial number rule of DESIGN.md §4.1.
+// dpuSerialRE is the serial number rule of docs/reservations.md.
 var dpuSerialRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // canonicalMAC accepts a MAC address in any case with ':' or '-' and
-// returns it lower-case with ':' (DESIGN.md §10 "MAC addresses").
+// returns it lower-case with ':' (docs/api.md "MAC addresses").
 func canonicalMAC(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if len(s) != 17 {

@@ -133,7 +133,7 @@ func (a *Allocator) poolOut(ctx context.Context, p *models.Pool) (*Pool, error) 
 		cond, args := a.activeQuarantineCond()
 		var rr []row
 		// An expired quarantine no longer holds its value: the value counts
-		// as reserved again at once (DESIGN.md §10).
+		// as reserved again at once (docs/api.md).
 		err := a.read(ctx, func(db *gorm.DB) error {
 			return db.Raw(`SELECT r.id AS range_id, 'reserved' AS state, COUNT(*) AS n
 				FROM pool_ranges r JOIN expected_dpus d ON d.`+col+` BETWEEN r.first_key AND r.last_key

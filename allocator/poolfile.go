@@ -24,7 +24,7 @@ type FilePool struct {
 	ranges []parsedRange
 }
 
-// ParsePoolFile reads a pool file in the NICo format (DESIGN.md §2): either
+// ParsePoolFile reads a pool file in the NICo format (docs/pools.md): either
 // a whole site configuration, of which only the [pools.NAME] tables are
 // read, or the grow format whose top-level tables are pools (a table is a
 // pool when its `type` is a pool type). In that format `end` is exclusive,

@@ -8,7 +8,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// NICo pool-file semantics (DESIGN.md §2): `end` is exclusive, a prefix is
+// NICo pool-file semantics (docs/pools.md): `end` is exclusive, a prefix is
 // auto_assign, host bits are ignored, an IPv4 prefix keeps its network
 // address and drops its broadcast address, integers may be 0x hex.
 func TestParsePoolFileSemantics(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// The pools of DPU loopbacks (DESIGN.md §1): lo-ip is required for DPU
+// The pools of DPU loopbacks (docs/pools.md): lo-ip is required for DPU
 // ingestion, lo-ip-v6 is optional. ExpectedDpu reservations refer to them.
 const (
 	PoolLoopbackV4 = "lo-ip"
@@ -194,7 +194,7 @@ func (a *Allocator) CreatePool(ctx context.Context, spec PoolSpec) (*Pool, error
 		}
 		return nil, err
 	}
-	// A new pool counts as growth (DESIGN.md §10: creating lo-ip-v6
+	// A new pool counts as growth (docs/api.md: creating lo-ip-v6
 	// completes the DPUs ingested before it).
 	a.afterGrowth(ctx, spec.Name)
 	return a.GetPool(ctx, spec.Name)

@@ -76,7 +76,7 @@ func TestCreatePoolRefusals(t *testing.T) {
 	})
 }
 
-// DESIGN.md §2: ranges of one pool never overlap; a range may be added at
+// docs/pools.md: ranges of one pool never overlap; a range may be added at
 // any time (growth).
 func TestAddRange(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
@@ -122,7 +122,7 @@ func TestAddRange(t *testing.T) {
 	})
 }
 
-// DESIGN.md §2: a range may be removed, shrunk, or flipped from
+// docs/pools.md: a range may be removed, shrunk, or flipped from
 // auto_assign=false to true only if that leaves no allocation, quarantine
 // or declared reservation where it would break its rule; otherwise 409
 // conflict naming the blocking values.

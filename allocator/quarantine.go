@@ -10,7 +10,7 @@ import (
 )
 
 // purgeExpired frees the quarantines of p whose hold has run out, so that
-// an expiry takes effect for allocation at once (DESIGN.md §10).
+// an expiry takes effect for allocation at once (docs/api.md).
 func (t *tx) purgeExpired(p *models.Pool) error {
 	if t.a.hold <= 0 {
 		return nil

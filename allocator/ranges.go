@@ -113,7 +113,7 @@ func (t *tx) blockers(p *models.Pool, first, last string, keep *[2]string) ([]st
 }
 
 // UpdateRange flips auto_assign or moves a range's bounds (admin), with the
-// refusals of DESIGN.md §2: shrinking may not leave an allocation,
+// refusals of docs/pools.md: shrinking may not leave an allocation,
 // quarantine or declared reservation outside the range, and flipping
 // auto_assign from false to true is refused while any of those lie in the
 // range (reservations must stay in explicit ranges, and an explicitly

@@ -9,7 +9,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// Release frees value of pool held by owner (DESIGN.md §3). A value held by
+// Release frees value of pool held by owner (docs/pools.md). A value held by
 // another owner, or quarantined, is 409 not_owner and nothing changes; a
 // value that is already free is a no-op success.
 func (a *Allocator) Release(ctx context.Context, pool, value string, owner Owner) error {

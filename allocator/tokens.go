@@ -15,10 +15,10 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// Role is an API role; roles nest: admin ⊃ operator ⊃ viewer (DESIGN.md §10).
+// Role is an API role; roles nest: admin ⊃ operator ⊃ viewer (docs/api.md).
 type Role string
 
-// The three roles of DESIGN.md §5.
+// The three roles of docs/api.md.
 const (
 	RoleViewer   Role = "viewer"
 	RoleOperator Role = "operator"

@@ -115,7 +115,7 @@ func toAddr6(v u128) netip.Addr {
 // PoolType is the kind of value a resource pool holds.
 type PoolType string
 
-// The four pool types of DESIGN.md §2.
+// The four pool types of docs/pools.md.
 const (
 	TypeIPv4       PoolType = "ipv4"
 	TypeIPv6       PoolType = "ipv6"
@@ -267,7 +267,7 @@ func (s space) parse(in string) (u128, error) {
 }
 
 // The IPv4-mapped IPv6 addresses, ::ffff:0:0/96, are rejected everywhere
-// (DESIGN.md §4, §10), so no IPv6 pool may hold one: such a value could be
+// (docs/reservations.md, docs/api.md), so no IPv6 pool may hold one: such a value could be
 // handed out but never requested, released or looked up by its text.
 var mappedFirst, mappedLast = u128{0, 0xffff << 32}, u128{0, 0xffff<<32 | 0xffffffff}
 
@@ -284,7 +284,7 @@ func (s space) holdsMapped(first, last u128) bool {
 }
 
 // parseAddr parses an IP address and refuses zoned and IPv4-mapped IPv6
-// forms (DESIGN.md §4 and §10).
+// forms (docs/reservations.md, docs/api.md).
 func parseAddr(s string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(s)
 	if err != nil {

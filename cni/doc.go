@@ -1,5 +1,5 @@
 // Package cni holds the logic of galactic-ipam, the CNI IPAM plugin that
-// applies addresses pre-decided by ipledger exactly as decided (DESIGN.md §7).
+// applies addresses pre-decided by ipledger exactly as decided (docs/cni.md).
 //
 // The plugin binary (cmd/galactic-ipam) is a thin wrapper around [Funcs]
 // served through skel. The server side renders the plugin's `ipam` object with

@@ -135,7 +135,7 @@ func UnmarshalJSON(b []byte, v any) error {
 	return allocator.Errf(allocator.CodeBadRequest, "", "request body is not valid JSON: %v", err)
 }
 
-// ErrorBody is the error shape of DESIGN.md §5.
+// ErrorBody is the error shape of docs/api.md.
 type ErrorBody struct {
 	Error *allocator.Error `json:"error"`
 }
@@ -210,7 +210,7 @@ func Limit(c echo.Context) (int, error) {
 }
 
 // OnlyQuery refuses query parameters other than allowed with 422 invalid
-// naming the first unknown one (DESIGN.md §10: an unknown filter is 422):
+// naming the first unknown one (docs/api.md: an unknown filter is 422):
 // a misspelt filter must not silently list everything.
 func OnlyQuery(c echo.Context, allowed ...string) error {
 	q := c.QueryParams()

@@ -12,7 +12,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 )
 
-// ExpectedMachines REST API (DESIGN.md §4, §5, §10). The handlers parse,
+// ExpectedMachines REST API (docs/reservations.md, docs/api.md). The handlers parse,
 // call one allocator function and render; every rule (validation,
 // compatibility with older clients, optimistic concurrency) lives in
 // allocator/expected_machines.go.

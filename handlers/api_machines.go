@@ -101,7 +101,7 @@ func (h *API) DeleteImpact(c echo.Context) error {
 }
 
 // DeleteMachine: DELETE /api/v1/machines/{id}[?force=true] → 204. The route
-// needs operator; a force delete needs admin (DESIGN.md §10 "Roles").
+// needs operator; a force delete needs admin (docs/api.md "Roles").
 func (h *API) DeleteMachine(c echo.Context) error {
 	force, err := forceParam(c)
 	if err != nil {

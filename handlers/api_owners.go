@@ -11,7 +11,7 @@ import (
 
 // OwnerCNIIPAM: GET /api/v1/owners/{owner_type}/{owner_id}/cni-ipam renders
 // the galactic-ipam `ipam` object from every address the owner holds
-// (DESIGN.md §7): {"type":"galactic-ipam","addresses":[{"address","gateway"}]}.
+// (docs/cni.md): {"type":"galactic-ipam","addresses":[{"address","gateway"}]}.
 // An owner that holds no address is 404: an empty config would only make the
 // plugin fail later, on the host.
 func (h *API) OwnerCNIIPAM(c echo.Context) error {

@@ -17,7 +17,7 @@ import (
 	"github.com/ipledger/ipledger/views"
 )
 
-// Console serves the operator console's pages and fragments (DESIGN.md §6).
+// Console serves the operator console's pages and fragments (docs/console.md).
 // One small file per page or action (console_*.go); each handler parses the
 // form, calls the allocator operation the REST API calls, and renders: a
 // full page, or the fragment an htmx request (HX-Request) swaps in.

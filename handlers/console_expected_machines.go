@@ -35,7 +35,7 @@ func (h *Console) ExpectedMachines(c echo.Context) error {
 // one, typed the way some vendors print it).
 var macFragment = regexp.MustCompile(`^[0-9A-Fa-f]{2}(-[0-9A-Fa-f]{2})+$`)
 
-// searchTerm makes a MAC typed with '-' (DESIGN.md §10 accepts '-' or ':'
+// searchTerm makes a MAC typed with '-' (docs/api.md accepts '-' or ':'
 // in any case) search like the stored form: a whole MAC is normalised, a
 // dash-separated run of hex octets has its dashes turned into ':'. Other
 // text (names, chassis and DPU serials, which may hold dashes) is searched

@@ -1,6 +1,6 @@
 // Package models holds ipledger's gorm models, its versioned schema
 // migrations, and opening the embedded SQLite file or PostgreSQL from a
-// database URL (DESIGN.md §8, §9). Only the allocator writes pool state
+// database URL (ARCHITECTURE.md, README.md). Only the allocator writes pool state
 // through these models.
 package models
 
@@ -29,7 +29,7 @@ const (
 )
 
 // DefaultURL is the zero-setup default: an SQLite file in the working
-// directory (DESIGN.md §9).
+// directory (README.md).
 const DefaultURL = "sqlite:ipledger.db"
 
 // Target is a parsed database URL.

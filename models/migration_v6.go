@@ -1,7 +1,7 @@
 package models
 
 // Migration 6 makes the pool page cost independent of the number of
-// allocations (issue 7: the console pool page and the pool API answer in
+// allocations (the console pool page and the pool API answer in
 // under 100 ms at p99 with 1M allocations; before, each read counted every
 // allocation of the pool and every audit event of the last 30 days).
 //

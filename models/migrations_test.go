@@ -337,7 +337,7 @@ func TestSQLiteBeginImmediateQueuesWriters(t *testing.T) {
 	}
 }
 
-// Database URLs (DESIGN.md §9).
+// Database URLs (README.md).
 func TestParseURL(t *testing.T) {
 	for _, c := range []struct {
 		in      string

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Pool is one resource pool row (DESIGN.md §2).
+// Pool is one resource pool row (docs/pools.md).
 type Pool struct {
 	ID                int64 `gorm:"primaryKey"`
 	Name              string

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Large pools and memory (docs/benchmarks.md "Large pools" and "Memory",
-# issue 7 items 3 and 4): an IPv6 /64 pool and an IPv4 /8 pool grow from
+# Large pools and memory (docs/benchmarks.md "Large pools" and "Memory"):
+# an IPv6 /64 pool and an IPv4 /8 pool grow from
 # empty to 1M allocations each; at 0, 10k, 100k and 1M existing
 # allocations it measures the cost of an automatic allocation through the
 # REST API (1 client: latency; 8 clients: throughput) and the server's RSS;

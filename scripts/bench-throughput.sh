@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Allocation throughput (docs/benchmarks.md "Allocation throughput", issue 7
-# items 1 and 2): automatic allocations per second through the REST API
+# Allocation throughput (docs/benchmarks.md "Allocation throughput"): automatic allocations per second through the REST API
 # with 1, 8 and 32 concurrent clients against 1 and 2 `ipledger serve`
 # processes sharing one PostgreSQL, from one pool and from 100 pools at
 # once, next to the database's own ceiling measured in the same run:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reliability (docs/reliability.md, issue 7 item 5): kill -9 one of two
+# Reliability (docs/reliability.md): kill -9 one of two
 # `ipledger serve` processes in the middle of a 32-client allocation load
 # (plus a DPU ingestion load when the site-explorer route exists), restart
 # it, and check that

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reliability (docs/reliability.md, issue 7 item 6): stop PostgreSQL in the
+# Reliability (docs/reliability.md): stop PostgreSQL in the
 # middle of a 32-client allocation load against two `ipledger serve`
 # processes, keep it down for $DOWN_FOR seconds, start it again, and check
 # that

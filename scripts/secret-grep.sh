@@ -2,7 +2,7 @@
 # Runs the whole test suite verbosely (PostgreSQL halves included) and
 # searches everything it printed — test logs, server log lines the tests
 # capture, failure messages — for the BMC passwords the tests and samples
-# set (issue 7 item 8: the BMC password appears in no response, page, log
+# set (the BMC password appears in no response, page, log
 # line or audit event). Exits non-zero when one is found or a test fails.
 #
 #   scripts/secret-grep.sh            # go test -count=1 -v ./...

@@ -127,7 +127,7 @@ type PoolBar struct {
 }
 
 // HotThreshold is the share of a pool in use above which the dashboard and
-// the NOC wallboard raise an alert (issue 5: pools above 80 %).
+// the NOC wallboard raise an alert (pools above 80 %, docs/console.md).
 const HotThreshold = 0.80
 
 // NewPoolBar computes a pool's bar from its stats.

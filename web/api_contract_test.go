@@ -14,7 +14,7 @@ import (
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
-// Rules of DESIGN.md §5/§10 that hold for every route: NUL characters,
+// Rules of docs/api.md that hold for every route: NUL characters,
 // unknown list filters, list paging of pools, If-Match on ranges, and
 // type errors that name the JSON path with its index.
 func TestAPIContractDetails(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
-// emSample is /work/shared/samples/expected-machines.json: the NICo file
+// emSample is docs/samples/expected-machines.json: the NICo file
 // with the new expected_dpus, as operators have it.
 const emSample = `{
   "expected_machines": [
@@ -128,7 +128,7 @@ func decodeEM(t *testing.T, r *httptest.ResponseRecorder) allocator.ExpectedMach
 	return em
 }
 
-// The REST contract of DESIGN.md §5/§10: create 201 + Location + ETag,
+// The REST contract of docs/api.md: create 201 + Location + ETag,
 // GET by UUID or MAC, PUT/PATCH 200 + ETag, If-Match → 412, DELETE 204,
 // roles, error shape with field, and the password nowhere in answers or
 // logs.

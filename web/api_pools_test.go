@@ -406,7 +406,7 @@ func TestPoolsRESTBadInput(t *testing.T) {
 	})
 }
 
-// Auth (DESIGN.md §5): 401 without or with an unknown token, 403 for a
+// Auth (docs/api.md): 401 without or with an unknown token, 403 for a
 // role below the route's; an unknown /api/v1 path is 401 without a token
 // and 404 with one.
 func TestPoolsRESTAuth(t *testing.T) {

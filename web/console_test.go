@@ -837,7 +837,7 @@ func TestConsoleFlashIsSigned(t *testing.T) {
 }
 
 // TestConsoleExpectedMachineSearchMAC: a MAC search finds the record
-// whether typed with '-' or ':' in any case (DESIGN.md §10), also a
+// whether typed with '-' or ':' in any case (docs/api.md), also a
 // partial MAC.
 func TestConsoleExpectedMachineSearchMAC(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {

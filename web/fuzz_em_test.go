@@ -4,7 +4,7 @@ package web
 // writes an ExpectedMachine through the REST API — POST, PUT and PATCH of
 // one record and the atomic replace-all with the NICo file format — on a
 // server whose lo-ip / lo-ip-v6 pools have auto and reserved ranges. The
-// property (issue 7 item 7): no input panics or ends in a 5xx; every
+// property: no input panics or ends in a 5xx; every
 // rejection is a 4xx with a code of the contract (a 422 names its field);
 // every acceptance returns the record without its BMC password and can be
 // read back. Run:

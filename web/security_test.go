@@ -1,12 +1,12 @@
 package web
 
-// The security pass of issue 7 (docs/reliability.md "Security"): every
+// The security pass (docs/reliability.md "Security"): every
 // route is enumerated from the route tables (APIRoutes, ConsoleRoutes) and
 // from echo's own list, so that a route added later is checked without
 // anyone remembering to add it here:
 //
 //   - every route registered with echo is in a table or on the short list
-//     of public routes of DESIGN.md §10 (health, metrics, login, static);
+//     of public routes of docs/api.md (health, metrics, login, static);
 //   - every mutating route needs at least the operator role;
 //   - anonymous callers get 401 on every API route (and are sent to the
 //     login page by the console); viewers get 403 on every mutating route,
@@ -37,8 +37,8 @@ import (
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
-// publicRoutes are the routes that need no token or session (DESIGN.md
-// §10: health, readiness, metrics, the login page and static files).
+// publicRoutes are the routes that need no token or session (docs/api.md:
+// health, readiness, metrics, the login page and static files).
 var publicRoutes = map[string]bool{
 	"GET /healthz":   true,
 	"GET /readyz":    true,
@@ -181,7 +181,7 @@ func TestSecurityEveryRouteIsInATable(t *testing.T) {
 		}
 		key := r.Method + " " + strings.ReplaceAll(r.Path, `\:`, ":")
 		if !known[key] && !publicRoutes[key] {
-			t.Errorf("route %s is registered outside APIRoutes/ConsoleRoutes and is not a public route of DESIGN.md §10", key)
+			t.Errorf("route %s is registered outside APIRoutes/ConsoleRoutes and is not a public route of docs/api.md", key)
 		}
 	}
 	if len(env.srv.APIRoutes()) < 20 || len(env.srv.ConsoleRoutes()) < 5 {

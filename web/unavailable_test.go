@@ -2,7 +2,7 @@ package web
 
 // A request whose deadline passes while the database works on it — the
 // query is cancelled and the driver drops the connection mid-transaction —
-// is 503 unavailable, never a 500 (issue 7 item 6), and changes nothing
+// is 503 unavailable, never a 500, and changes nothing
 // half-way: every allocation that was answered 201 is stored, and nothing
 // that was answered 503 is.
 

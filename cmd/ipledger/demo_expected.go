@@ -7,13 +7,13 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 )
 
-// The ExpectedMachines part of `serve --demo` (DESIGN.md §9): the sample
+// The ExpectedMachines part of `serve --demo` (README.md): the sample
 // NICo file operators already have (rack r01, two records) plus three more
 // records of rack r01 with one or two DPUs and reservations on some, all
 // inside the demo pools (lo-ip explicit 10.180.62.200-255, lo-ip-v6
 // explicit fd00:180:62:1::-fd00:180:62:1::ff).
 
-// demoExpectedMachinesSample is /work/shared/samples/expected-machines.json.
+// demoExpectedMachinesSample is docs/samples/expected-machines.json.
 const demoExpectedMachinesSample = `{
   "expected_machines": [
     {

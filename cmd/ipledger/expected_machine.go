@@ -15,7 +15,7 @@ import (
 )
 
 // `ipledger expected-machine list|show|add|patch|update|delete|replace-all`:
-// a client of /api/v1/expected-machines (DESIGN.md §4, §5, §9). Omitting
+// a client of /api/v1/expected-machines (docs/reservations.md, docs/api.md, README.md). Omitting
 // --expected-dpu keeps the stored reservations (the REST compatibility
 // rule); --clear-expected-dpus removes them.
 

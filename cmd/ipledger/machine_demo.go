@@ -8,7 +8,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 )
 
-// The machines part of `serve --demo` (DESIGN.md §9): a small believable
+// The machines part of `serve --demo` (README.md): a small believable
 // site with ExpectedMachines of one or two DPUs, reservations on some, and
 // ingested DPUs in the binding statuses an operator meets:
 //

@@ -1,6 +1,6 @@
 // Command ipledger is the address authority of a bare-metal site: `ipledger
 // serve` runs the REST API and operator console; the other commands are a
-// CLI client of that API (DESIGN.md §9).
+// CLI client of that API (README.md).
 package main
 
 import (
