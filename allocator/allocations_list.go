@@ -15,6 +15,10 @@ type AllocationFilter struct {
 	OwnerID   string
 	// State is "", "allocated" or "quarantined".
 	State string
+	// Value keeps one value, or with an address prefix
+	// (10.180.62.0/24) every value inside it: an index range of the
+	// pool's (pool, value) key. A malformed one is 422 invalid.
+	Value string
 	// Limit defaults to 100 and is capped at 1000.
 	Limit int
 	// Cursor is the next_cursor of the previous page.
@@ -63,9 +67,16 @@ func (a *Allocator) ListAllocations(ctx context.Context, pool string, f Allocati
 	if err != nil {
 		return nil, err
 	}
+	vFirst, vLast, err := valueKeyRange(spaceOf(&p), f.Value)
+	if err != nil {
+		return nil, err
+	}
 	var rows []models.Allocation
 	err = a.read(ctx, func(db *gorm.DB) error {
 		q := db.Where("pool_id = ?", p.ID)
+		if vFirst != "" {
+			q = q.Where("value_key >= ? AND value_key <= ?", vFirst, vLast)
+		}
 		if f.OwnerType != "" {
 			q = q.Where("owner_type = ?", f.OwnerType)
 		}

@@ -45,6 +45,9 @@ type Binding struct {
 	ReservedIPv6      *string `json:"reserved_ip_v6"`
 	StatusV4          string  `json:"status_v4"`
 	StatusV6          string  `json:"status_v6"`
+	// HostName names the DPU's host (names.go); "" for a DPU without one.
+	// Not part of the JSON shape.
+	HostName string `json:"-"`
 }
 
 // BindingFilter selects bindings.
@@ -218,6 +221,15 @@ func bindingsOf(db *gorm.DB, dpus []models.Machine) ([]Binding, error) {
 		}
 		b := Binding{MachineID: d.MachineID, SerialNumber: serial, HostMachineID: d.HostMachineID,
 			LoopbackIP: nc.LoopbackIP, LoopbackIPv6: nc.LoopbackIPv6}
+		if d.HostMachineID != nil {
+			if h := hosts[*d.HostMachineID]; h != nil {
+				name := ""
+				if hostEM != nil {
+					name = hostEM.MetadataName
+				}
+				b.HostName = HostName(name, h.ChassisSerialNumber, deref(h.BmcMacAddress), h.MachineID)
+			}
+		}
 		switch {
 		case decl != nil:
 			b.ExpectedMachineID = strp(decl.ExpectedMachineID)

@@ -143,7 +143,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 			}
 			err := q.Take(&other).Error
 			if err == nil {
-				ps.add(Errf(CodeConflict, r.f("bmc_mac_address"), "bmc_mac_address %s is already used by ExpectedMachine %s", r.mac, other.ID))
+				ps.add(Errf(CodeConflict, r.f("bmc_mac_address"), "bmc_mac_address %s is already used by ExpectedMachine %s", r.mac, emLabelOf(&other)))
 			} else if !errors.Is(err, gorm.ErrRecordNotFound) {
 				return err
 			}
@@ -283,13 +283,22 @@ func (t *tx) heldValues(lp *loopbackPools, recs []*emRecord) (map[string]*models
 	return out, nil
 }
 
-// emLabel names a stored ExpectedMachine for messages: "ID (MAC)".
+// emLabel names a stored ExpectedMachine for messages the way the console
+// does (names.go): "rack7-u12 (1a:1b:1c:1d:1e:1f)", or its BMC MAC alone
+// when it has no name.
 func (t *tx) emLabel(id string) string {
 	var em models.ExpectedMachine
 	if err := t.Where("id = ?", id).Take(&em).Error; err != nil {
 		return id
 	}
-	return em.ID + " (" + em.BmcMacAddress + ")"
+	return emLabelOf(&em)
+}
+
+func emLabelOf(em *models.ExpectedMachine) string {
+	if n := ExpectedMachineName(em.MetadataName, em.BmcMacAddress); n != em.BmcMacAddress {
+		return n + " (" + em.BmcMacAddress + ")"
+	}
+	return em.BmcMacAddress
 }
 
 // ValidateExpectedMachine checks one ExpectedMachine without writing it and

@@ -29,7 +29,7 @@ func (a *Allocator) Decommission(ctx context.Context, id string) (*Machine, erro
 			return Errf(CodeConflict, "", "DPU %s belongs to host %s; decommission the host", row.MachineID, *row.HostMachineID)
 		}
 		if row.State != StateReady {
-			return Errf(CodeConflict, "", "machine %s is %s, not ready", row.MachineID, row.State)
+			return Errf(CodeConflict, "", "%s is %s, not ready", machineRowLabel(t.DB, row), row.State)
 		}
 		var dpus []models.Machine
 		if err := t.Where("host_machine_id = ?", row.MachineID).Find(&dpus).Error; err != nil {
@@ -182,10 +182,10 @@ func (a *Allocator) impactOf(db *gorm.DB, row *models.Machine, force bool) (*Del
 	}
 	var w []string
 	if row.State != StateDecommissioned && !force {
-		w = append(w, fmt.Sprintf("Machine %s is %s: deleting it requires decommissioning it first, or a force delete (admin).", row.MachineID, row.State))
+		w = append(w, fmt.Sprintf("The %s is %s: deleting it requires decommissioning it first, or a force delete (admin).", machineRowLabel(db, row), row.State))
 	}
 	if quarantine {
-		w = append(w, fmt.Sprintf("Force delete of %s, which is not decommissioned.", row.MachineID))
+		w = append(w, fmt.Sprintf("Force delete of %s, which is not decommissioned.", machineRowLabel(db, row)))
 	}
 	if len(carried) > 0 && row.State != StateDecommissioned {
 		w = append(w, "The hardware may still carry its loopbacks: "+strings.Join(carried, ", ")+".")
@@ -243,7 +243,7 @@ func (a *Allocator) DeleteMachine(ctx context.Context, id string, force bool) (*
 			return Errf(CodeConflict, "", "DPU %s belongs to host %s; delete the host", row.MachineID, *row.HostMachineID)
 		}
 		if row.State != StateDecommissioned && !force {
-			return Errf(CodeConflict, "", "machine %s is %s: decommission it first, or force delete it (admin)", row.MachineID, row.State)
+			return Errf(CodeConflict, "", "%s is %s: decommission it first, or force delete it (admin)", machineRowLabel(t.DB, row), row.State)
 		}
 		imp, err := t.a.impactOf(t.DB, row, force)
 		if err != nil {

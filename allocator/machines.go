@@ -56,6 +56,12 @@ type Machine struct {
 	SerialNumber        string
 	HostMachineID       *string
 	NetworkConfig       *NetworkConfig
+	// Name is what pages and messages call the machine (names.go): a
+	// host's ExpectedMachine name, chassis serial or BMC MAC; a DPU's
+	// serial. EMName is the host's ExpectedMachine metadata.name ("" when
+	// it has none). Neither is part of the JSON shape.
+	Name   string
+	EMName string
 	// nested marks a DPU listed inside its host.
 	nested bool
 }
@@ -258,6 +264,7 @@ func (a *Allocator) machinesOut(ctx context.Context, db *gorm.DB, top []models.M
 		}
 	}
 	emByMAC := map[string]string{}
+	emName := map[string]string{}
 	var macs []string
 	for _, m := range top {
 		if m.Kind == KindHost && m.BmcMacAddress != nil {
@@ -266,11 +273,12 @@ func (a *Allocator) machinesOut(ctx context.Context, db *gorm.DB, top []models.M
 	}
 	if len(macs) > 0 {
 		var ems []models.ExpectedMachine
-		if err := db.Select("id", "bmc_mac_address").Where("bmc_mac_address IN ?", macs).Find(&ems).Error; err != nil {
+		if err := db.Select("id", "bmc_mac_address", "metadata_name").Where("bmc_mac_address IN ?", macs).Find(&ems).Error; err != nil {
 			return nil, err
 		}
 		for _, em := range ems {
 			emByMAC[strings.ToLower(em.BmcMacAddress)] = em.ID
+			emName[strings.ToLower(em.BmcMacAddress)] = em.MetadataName
 		}
 	}
 	byHost := map[string][]Machine{}
@@ -289,8 +297,10 @@ func (a *Allocator) machinesOut(ctx context.Context, db *gorm.DB, top []models.M
 			if id, ok := emByMAC[deref(m.BmcMacAddress)]; ok {
 				em = strp(id)
 			}
+			n := emName[deref(m.BmcMacAddress)]
 			out = append(out, Machine{MachineID: m.MachineID, Kind: KindHost, State: m.State, BmcMacAddress: m.BmcMacAddress,
-				ChassisSerialNumber: m.ChassisSerialNumber, ExpectedMachineID: em, DPUs: dpus})
+				ChassisSerialNumber: m.ChassisSerialNumber, ExpectedMachineID: em, DPUs: dpus,
+				Name: HostName(n, m.ChassisSerialNumber, deref(m.BmcMacAddress), m.MachineID), EMName: n})
 			continue
 		}
 		out = append(out, dpuOut(m, ncs, false))
@@ -304,7 +314,7 @@ func dpuOut(m *models.Machine, ncs map[string]*NetworkConfig, nested bool) Machi
 		nc = &NetworkConfig{Version: 0}
 	}
 	return Machine{MachineID: m.MachineID, Kind: KindDPU, State: m.State, SerialNumber: deref(m.SerialNumber),
-		HostMachineID: m.HostMachineID, NetworkConfig: nc, nested: nested}
+		HostMachineID: m.HostMachineID, NetworkConfig: nc, nested: nested, Name: deref(m.SerialNumber)}
 }
 
 func clampLimit(n int) int {

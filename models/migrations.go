@@ -51,6 +51,9 @@ var Migrations = []Migration{
 	// Version 11 (migration_v11.go): the INSERT triggers of allocations and
 	// audit events run once per statement instead of once per row.
 	{Version: 11, Name: "postgres: statement-level insert triggers", Postgres: schemaV11Postgres},
+	// Version 15 (migration_v15.go): indexes of the console's search and
+	// the wallboard's recent events.
+	{Version: 15, Name: "search indexes", SQL: schemaV15},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when

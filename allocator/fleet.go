@@ -1,0 +1,175 @@
+package allocator
+
+import (
+	"context"
+	"math"
+	"math/big"
+	"sort"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// Fleet is the site at a glance, as the NOC wallboard shows it: hosts by
+// state, DPUs with every loopback assigned (complete) or not, DPU families
+// by binding status, the pools nearest exhaustion with a forecast, and
+// the latest force deletes and binding conflicts.
+type Fleet struct {
+	Hosts          int64
+	HostsByState   map[string]int64
+	DPUs           int64
+	DPUsComplete   int64
+	DPUsIncomplete int64
+	// Bindings counts DPU families (IPv4 and IPv6 each) by status.
+	Bindings     map[string]int64
+	Forecasts    []PoolForecast
+	ForceDeletes []Event
+	Conflicts    []Binding
+}
+
+// PoolForecast is one pool's use and how long its free values last at the
+// rate of the last 30 days (from the usage history, PoolUsage).
+type PoolForecast struct {
+	Pool Pool
+	// Used is the share of the whole pool in use, ExplicitUsed the share
+	// of its explicit (auto_assign=false) ranges, -1 when it has none.
+	Used, ExplicitUsed float64
+	// Free is the number of free values (a decimal string).
+	Free string
+	// PerDay is the net number of values taken per day over the window
+	// (negative when the pool is emptying).
+	PerDay float64
+	// DaysLeft is Free / PerDay; -1 when the pool is not filling up.
+	DaysLeft float64
+}
+
+// fleetWindow is the span of the forecast's usage history, in days.
+const fleetWindow = 30
+
+// Fleet reads the wallboard's summary. The binding counts walk the DPUs in
+// keyset batches (a fixed number of queries per thousand DPUs); the
+// forecasts read each pool's per-day usage roll-up, not its allocations.
+func (a *Allocator) Fleet(ctx context.Context, recent int) (*Fleet, error) {
+	f := &Fleet{HostsByState: map[string]int64{StateReady: 0, StateDecommissioned: 0}, Bindings: map[string]int64{}}
+	for _, s := range []string{BindingReserved, BindingAutomatic, BindingPending, BindingConflict, BindingMissing, BindingNone} {
+		f.Bindings[s] = 0
+	}
+	err := a.read(ctx, func(db *gorm.DB) error {
+		type cnt struct {
+			State string
+			N     int64
+		}
+		var cs []cnt
+		if err := db.Raw(`SELECT state, COUNT(*) AS n FROM machines WHERE kind = ? GROUP BY state`, KindHost).Scan(&cs).Error; err != nil {
+			return err
+		}
+		for _, c := range cs {
+			f.HostsByState[c.State] = c.N
+			f.Hosts += c.N
+		}
+		cursor := ""
+		for {
+			var dpus []models.Machine
+			q := db.Where("kind = ?", KindDPU)
+			if cursor != "" {
+				q = q.Where("machine_id > ?", cursor)
+			}
+			if err := q.Order("machine_id").Limit(1000).Find(&dpus).Error; err != nil {
+				return err
+			}
+			bs, err := bindingsOf(db, dpus)
+			if err != nil {
+				return err
+			}
+			for _, b := range bs {
+				f.DPUs++
+				f.Bindings[b.StatusV4]++
+				f.Bindings[b.StatusV6]++
+				if incomplete(b.StatusV4) || incomplete(b.StatusV6) {
+					f.DPUsIncomplete++
+				} else {
+					f.DPUsComplete++
+				}
+				if (b.StatusV4 == BindingConflict || b.StatusV6 == BindingConflict) && len(f.Conflicts) < recent {
+					f.Conflicts = append(f.Conflicts, b)
+				}
+			}
+			if len(dpus) < 1000 {
+				return nil
+			}
+			cursor = dpus[len(dpus)-1].MachineID
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	page, err := a.ListEvents(ctx, EventFilter{Action: "machine.force_delete", Limit: recent * 4})
+	if err != nil {
+		return nil, err
+	}
+	// One event per machine of a force delete (host and DPUs): keep the
+	// host's, the one that carries the impact.
+	for _, e := range page.Items {
+		if len(f.ForceDeletes) < recent && string(e.After) != "null" {
+			f.ForceDeletes = append(f.ForceDeletes, e)
+		}
+	}
+	pools, err := a.ListPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pools {
+		fc, err := a.forecast(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		f.Forecasts = append(f.Forecasts, fc)
+	}
+	sort.SliceStable(f.Forecasts, func(i, j int) bool {
+		x, y := f.Forecasts[i], f.Forecasts[j]
+		if (x.DaysLeft >= 0) != (y.DaysLeft >= 0) {
+			return x.DaysLeft >= 0
+		}
+		if x.DaysLeft >= 0 && x.DaysLeft != y.DaysLeft {
+			return x.DaysLeft < y.DaysLeft
+		}
+		return x.Used > y.Used
+	})
+	return f, nil
+}
+
+// incomplete: a family whose pool exists but that has no value.
+func incomplete(status string) bool { return status == BindingMissing || status == BindingConflict }
+
+func (a *Allocator) forecast(ctx context.Context, p Pool) (PoolForecast, error) {
+	fc := PoolForecast{Pool: p, Used: p.Stats.Used(), ExplicitUsed: -1, DaysLeft: -1}
+	free := new(big.Int)
+	for _, c := range []Counts{p.Stats.Auto, p.Stats.Explicit} {
+		if n, ok := new(big.Int).SetString(c.Free, 10); ok {
+			free.Add(free, n)
+		}
+	}
+	fc.Free = free.String()
+	if sz, ok := new(big.Float).SetString(p.Stats.Explicit.Size); ok && sz.Sign() > 0 {
+		fr, _ := new(big.Float).SetString(p.Stats.Explicit.Free)
+		if fr == nil {
+			fr = new(big.Float)
+		}
+		used := new(big.Float).Sub(sz, fr)
+		r, _ := new(big.Float).Quo(used, sz).Float64()
+		fc.ExplicitUsed = r
+	}
+	usage, err := a.PoolUsage(ctx, p.Name, fleetWindow)
+	if err != nil {
+		return fc, err
+	}
+	first, last := usage[0], usage[len(usage)-1]
+	delta := float64((last.Allocated + last.Quarantined) - (first.Allocated + first.Quarantined))
+	fc.PerDay = delta / float64(len(usage)-1)
+	if fc.PerDay > 0 {
+		fl, _ := new(big.Float).SetInt(free).Float64()
+		fc.DaysLeft = math.Floor(fl / fc.PerDay)
+	}
+	return fc, nil
+}

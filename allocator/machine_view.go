@@ -1,0 +1,167 @@
+package allocator
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// HeldValue is one value a machine holds (or held, when a force delete
+// quarantined it) in any pool.
+type HeldValue struct {
+	Pool          string
+	Value         string
+	State         string
+	OwnerID       string // the machine_id of the host or DPU that holds it
+	OwnerName     string
+	AllocatedAt   time.Time
+	QuarantinedAt *time.Time
+	Reason        string
+}
+
+// MachineDetail is everything the console's machine page shows about one
+// host or DPU, read in one pass: the machine (a host with its DPUs, or a
+// DPU), its host when it is a DPU under one, the ExpectedMachine, the
+// binding of each DPU, every value it and its DPUs hold in any pool, and
+// the newest audit events of the machine, its DPUs, its ExpectedMachine
+// and its values.
+type MachineDetail struct {
+	Machine         Machine
+	Host            *Machine
+	ExpectedMachine *ExpectedMachine
+	Bindings        map[string]Binding
+	Values          []HeldValue
+	History         []Event
+	// ConfirmPhrase is what a force delete asks to type (names.go).
+	ConfirmPhrase string
+}
+
+// machineHistoryLimit is how many audit events the machine page lists.
+const machineHistoryLimit = 50
+
+// MachineDetail reads the machine page of id (a machine_id, a host's BMC
+// MAC address or a DPU serial); unknown is 404 not_found.
+func (a *Allocator) MachineDetail(ctx context.Context, id string) (*MachineDetail, error) {
+	m, err := a.GetMachine(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &MachineDetail{Machine: *m, Bindings: map[string]Binding{}}
+	host := m
+	if m.Kind == KindDPU && m.HostMachineID != nil {
+		if d.Host, err = a.GetMachine(ctx, *m.HostMachineID); err != nil {
+			return nil, err
+		}
+		host = d.Host
+	}
+	if host.Kind == KindHost && host.ExpectedMachineID != nil {
+		em, err := a.GetExpectedMachine(ctx, *host.ExpectedMachineID)
+		if err != nil {
+			if e, ok := AsError(err); !ok || e.Code != CodeNotFound {
+				return nil, err
+			}
+		} else {
+			d.ExpectedMachine = em
+		}
+	}
+	// The members whose values and events the page shows: the machine and,
+	// for a host, its DPUs.
+	members := []Machine{*m}
+	if m.Kind == KindHost {
+		members = append(members, m.DPUs...)
+	}
+	names := map[string]string{}
+	var ids []string
+	for _, x := range members {
+		ids = append(ids, x.MachineID)
+		names[x.MachineID] = x.Name
+	}
+	d.ConfirmPhrase = ConfirmPhrase(host)
+	err = a.read(ctx, func(db *gorm.DB) error {
+		var dpuRows []models.Machine
+		if err := db.Where("machine_id IN ? AND kind = ?", ids, KindDPU).Order("serial_number").Find(&dpuRows).Error; err != nil {
+			return err
+		}
+		bs, err := bindingsOf(db, dpuRows)
+		if err != nil {
+			return err
+		}
+		for _, b := range bs {
+			d.Bindings[b.MachineID] = b
+		}
+		if d.Values, err = a.heldValues(db, ids, names); err != nil {
+			return err
+		}
+		d.History, err = machineHistory(db, ids, d.ExpectedMachine, d.Values)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A DPU's ExpectedMachine is the one that declares its serial when its
+	// host has none (a DPU discovered without a host, or misplaced).
+	if b, ok := d.Bindings[m.MachineID]; ok && d.ExpectedMachine == nil && b.ExpectedMachineID != nil {
+		if em, err := a.GetExpectedMachine(ctx, *b.ExpectedMachineID); err == nil {
+			d.ExpectedMachine = em
+		}
+	}
+	return d, nil
+}
+
+// heldValues lists the allocations owned by the machines ids and the
+// values quarantined from them, in pool and value order.
+func (a *Allocator) heldValues(db *gorm.DB, ids []string, names map[string]string) ([]HeldValue, error) {
+	type row struct {
+		models.Allocation
+		PoolName string
+	}
+	var rows []row
+	q := db.Raw(`SELECT a.*, p.name AS pool_name FROM allocations a JOIN pools p ON p.id = a.pool_id
+		WHERE (a.owner_type = ? AND a.owner_id IN ?) OR (a.former_owner_type = ? AND a.former_owner_id IN ?)
+		ORDER BY p.name, a.value_key`, OwnerTypeMachine, ids, OwnerTypeMachine, ids)
+	if err := q.Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := []HeldValue{}
+	for _, r := range rows {
+		if r.State == models.StateQuarantined && a.hold > 0 && r.QuarantinedAt != nil && !r.QuarantinedAt.After(a.now().Add(-a.hold)) {
+			continue
+		}
+		owner := deref(r.OwnerID)
+		if owner == "" {
+			owner = deref(r.FormerOwnerID)
+		}
+		out = append(out, HeldValue{Pool: r.PoolName, Value: r.Value, State: r.State, OwnerID: owner, OwnerName: names[owner],
+			AllocatedAt: r.AllocatedAt.UTC(), QuarantinedAt: r.QuarantinedAt, Reason: deref(r.QuarantineReason)})
+	}
+	return out, nil
+}
+
+// machineHistory is the newest audit events of the machines, their
+// ExpectedMachine and the values they hold (each an index probe of
+// audit_events (object_type, object_id)).
+func machineHistory(db *gorm.DB, ids []string, em *ExpectedMachine, values []HeldValue) ([]Event, error) {
+	q := db.Model(&models.AuditEvent{}).Where("(object_type = 'machine' AND object_id IN ?)", ids)
+	if em != nil {
+		q = q.Or("(object_type = 'expected_machine' AND object_id = ?)", em.ID)
+	}
+	var objs []string
+	for _, v := range values {
+		objs = append(objs, v.Pool+"/"+v.Value)
+	}
+	if len(objs) > 0 {
+		q = q.Or("(object_type = 'allocation' AND object_id IN ?)", objs)
+	}
+	var rows []models.AuditEvent
+	if err := q.Order("id DESC").Limit(machineHistoryLimit).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make([]Event, 0, len(rows))
+	for i := range rows {
+		out = append(out, eventOut(&rows[i]))
+	}
+	return out, nil
+}

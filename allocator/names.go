@@ -1,0 +1,190 @@
+package allocator
+
+import (
+	"context"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// Operators recognise hardware by names, not hashes. This file is the one
+// place that decides what an object is called on every page, in every
+// flash message and in the errors that name a machine:
+//
+//   - a host is its ExpectedMachine's metadata.name, else its chassis
+//     serial, else its BMC MAC address;
+//   - a DPU is its serial number;
+//   - an ExpectedMachine is its metadata.name, else its BMC MAC address.
+//
+// The machine_id stays beside the name (shortened on pages, in full where
+// it is copied), so the name is for reading and the id for tools.
+
+// HostName names a host: the ExpectedMachine's name, else the chassis
+// serial, else the BMC MAC address, else the machine_id.
+func HostName(emName, chassis, mac, machineID string) string {
+	for _, s := range []string{emName, chassis, mac} {
+		if s = strings.TrimSpace(s); s != "" {
+			return s
+		}
+	}
+	return machineID
+}
+
+// ExpectedMachineName names an ExpectedMachine: its metadata.name, else its
+// BMC MAC address.
+func ExpectedMachineName(name, mac string) string {
+	if s := strings.TrimSpace(name); s != "" {
+		return s
+	}
+	return mac
+}
+
+// ConfirmPhrase is what a force delete of m asks the operator to type: the
+// host's ExpectedMachine name, or its BMC MAC address when it has none (a
+// DPU without a host: its serial). It is a name the operator reads off the
+// hardware or the rack plan, not a hash to copy and paste.
+func ConfirmPhrase(m *Machine) string {
+	if m.Kind == KindDPU {
+		return m.SerialNumber
+	}
+	if m.EMName != "" {
+		return m.EMName
+	}
+	if m.BmcMacAddress != nil {
+		return *m.BmcMacAddress
+	}
+	return m.MachineID
+}
+
+// ConfirmMatches reports whether typed confirms a force delete of m: the
+// phrase exactly (surrounding blanks ignored), and a BMC MAC address in
+// any spelling.
+func ConfirmMatches(m *Machine, typed string) bool {
+	want := ConfirmPhrase(m)
+	typed = strings.TrimSpace(typed)
+	if typed == "" {
+		return false
+	}
+	if typed == want {
+		return true
+	}
+	if m.Kind == KindHost && m.EMName == "" {
+		if mac, ok := ParseMACAnySpelling(typed); ok && m.BmcMacAddress != nil && mac == *m.BmcMacAddress {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseMACAnySpelling reads a 48-bit MAC address written with ':' or '-'
+// between octets, Cisco's dotted form (1a1b.1c1d.1e1f) or as 12 bare hex
+// digits, in any case, and returns it lower-case with ':'.
+func ParseMACAnySpelling(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	var hex strings.Builder
+	switch {
+	case len(s) == 17 && (strings.Count(s, ":") == 5 || strings.Count(s, "-") == 5):
+		hex.WriteString(strings.NewReplacer(":", "", "-", "").Replace(s))
+	case len(s) == 14 && strings.Count(s, ".") == 2 && s[4] == '.' && s[9] == '.':
+		hex.WriteString(strings.ReplaceAll(s, ".", ""))
+	case len(s) == 12:
+		hex.WriteString(s)
+	default:
+		return "", false
+	}
+	h := strings.ToLower(hex.String())
+	if len(h) != 12 {
+		return "", false
+	}
+	for _, r := range h {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return "", false
+		}
+	}
+	var b strings.Builder
+	for i := 0; i < 12; i += 2 {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		b.WriteString(h[i : i+2])
+	}
+	return b.String(), true
+}
+
+// MachineNames returns the display name of each machine_id given (hosts by
+// the host rule, DPUs by serial); ids that are not machines are left out.
+// Two queries whatever the number of ids.
+func (a *Allocator) MachineNames(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	err := a.read(ctx, func(db *gorm.DB) error {
+		var rows []models.Machine
+		for start := 0; start < len(ids); start += 500 {
+			var chunk []models.Machine
+			if err := db.Where("machine_id IN ?", ids[start:min(start+500, len(ids))]).Find(&chunk).Error; err != nil {
+				return err
+			}
+			rows = append(rows, chunk...)
+		}
+		names, err := emNamesByMAC(db, rows)
+		if err != nil {
+			return err
+		}
+		for _, m := range rows {
+			if m.Kind == KindDPU {
+				out[m.MachineID] = deref(m.SerialNumber)
+				continue
+			}
+			out[m.MachineID] = HostName(names[deref(m.BmcMacAddress)], m.ChassisSerialNumber, deref(m.BmcMacAddress), m.MachineID)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// emNamesByMAC maps the BMC MAC of each host row to its ExpectedMachine's
+// metadata.name (hosts without one are absent).
+func emNamesByMAC(db *gorm.DB, rows []models.Machine) (map[string]string, error) {
+	out := map[string]string{}
+	var macs []string
+	for _, m := range rows {
+		if m.Kind == KindHost && m.BmcMacAddress != nil {
+			macs = append(macs, *m.BmcMacAddress)
+		}
+	}
+	if len(macs) == 0 {
+		return out, nil
+	}
+	var ems []models.ExpectedMachine
+	if err := db.Select("bmc_mac_address", "metadata_name").Where("bmc_mac_address IN ?", macs).Find(&ems).Error; err != nil {
+		return nil, err
+	}
+	for _, em := range ems {
+		if em.MetadataName != "" {
+			out[strings.ToLower(em.BmcMacAddress)] = em.MetadataName
+		}
+	}
+	return out, nil
+}
+
+// machineRowLabel names a machine row in messages the way pages do, with
+// its machine_id for tools: "host rack7-u12 (fm100ht…)", "DPU MT2242X00001
+// (fm100ds…)".
+func machineRowLabel(db *gorm.DB, m *models.Machine) string {
+	if m.Kind == KindDPU {
+		return machineLabel(m.MachineID, deref(m.SerialNumber))
+	}
+	names, err := emNamesByMAC(db, []models.Machine{*m})
+	if err != nil {
+		names = map[string]string{}
+	}
+	n := HostName(names[deref(m.BmcMacAddress)], m.ChassisSerialNumber, deref(m.BmcMacAddress), m.MachineID)
+	if n == m.MachineID {
+		return "host " + n
+	}
+	return "host " + n + " (" + m.MachineID + ")"
+}
