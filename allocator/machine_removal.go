@@ -143,9 +143,13 @@ func (a *Allocator) impactOf(db *gorm.DB, row *models.Machine, force bool) (*Del
 	for _, h := range rows {
 		m := byID[deref(h.OwnerID)]
 		serial := deref(m.SerialNumber)
-		who := "machine " + m.MachineID
+		// The reason names the holder as pages do (names.go); the
+		// machine_id is beside it in the API answer's machine_id.
+		who := "host " + m.MachineID
 		if serial != "" {
-			who = fmt.Sprintf("DPU %s (%s)", serial, m.MachineID)
+			who = "DPU " + serial
+		} else if m.MachineID == row.MachineID {
+			who = machineRowLabel(db, m)
 		}
 		v := ImpactValue{Pool: h.PoolName, Value: h.Value, owner: Owner{Type: OwnerTypeMachine, ID: m.MachineID}, serial: serial}
 		declared := ""

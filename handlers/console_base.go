@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"encoding/json"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -53,9 +54,13 @@ func (h *Console) page(c echo.Context, title, nav string) views.Page {
 	}
 	if ck, err := c.Cookie(flashCookie); err == nil && ck.Value != "" {
 		if raw, ok := h.unseal(c, "flash", ck.Value); ok {
-			kind, msg, ok := strings.Cut(string(raw), "|")
+			kind, rest, ok := strings.Cut(string(raw), "|")
+			msg, links, _ := strings.Cut(rest, "\x00")
 			if ok && (kind == "ok" || kind == "warn" || kind == "bad" || kind == "info") {
 				p.Flash, p.FlashKind = msg, kind
+				if links != "" {
+					_ = json.Unmarshal([]byte(links), &p.FlashLinks)
+				}
 			}
 		}
 		c.SetCookie(&http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
@@ -67,9 +72,14 @@ func (h *Console) page(c echo.Context, title, nav string) views.Page {
 // redirect answers a successful form post: 303 to target with a one-time
 // flash message (a cookie signed by seal, so it cannot be forged) (post-redirect-get), or for htmx an HX-Redirect so the
 // browser loads the same page.
-func (h *Console) redirect(c echo.Context, target, kind, msg string) error {
+func (h *Console) redirect(c echo.Context, target, kind, msg string, links ...views.Link) error {
 	if msg != "" {
-		val, err := h.seal(c, "flash", []byte(kind+"|"+msg))
+		payload := kind + "|" + msg
+		if len(links) > 0 {
+			b, _ := json.Marshal(links)
+			payload += "\x00" + string(b)
+		}
+		val, err := h.seal(c, "flash", []byte(payload))
 		if err != nil {
 			return err
 		}
@@ -146,7 +156,11 @@ func ConsoleError(err error, c echo.Context) {
 	case allocator.CodeNotFound:
 		title = "Not found"
 	}
-	_ = render(c, status, views.ErrorPage(status, title, msg, IdentityOf(c) != nil))
+	var p views.Page
+	if id := IdentityOf(c); id != nil {
+		p = views.Page{Title: title, User: id.Name, Role: id.Role, CSRF: CSRFOf(c)}
+	}
+	_ = render(c, status, views.ErrorPage(p, status, title, msg, IdentityOf(c) != nil))
 }
 
 // formValue is a trimmed form field.

@@ -33,6 +33,9 @@ func (h *Console) dashboard(c echo.Context, title, nav string, events int) (view
 			return d, err
 		}
 		d.Events = page.Items
+		if d.Names, err = h.eventNames(c, d.Events, nil); err != nil {
+			return d, err
+		}
 	}
 	return d, nil
 }
@@ -52,5 +55,9 @@ func (h *Console) NOC(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.NOCPage(views.NOCView{Dashboard: d, Refreshed: time.Now().UTC().Format("15:04:05Z")}))
+	f, err := h.A.Fleet(Ctx(c), 6)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.NOCPage(views.NOCView{Dashboard: d, Fleet: *f, Refreshed: time.Now().UTC().Format("15:04:05")}))
 }

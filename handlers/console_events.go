@@ -58,6 +58,9 @@ func (h *Console) Events(c echo.Context) error {
 			status = formStatus(err)
 		} else {
 			v.Events, v.Next = page.Items, page.NextCursor
+			if v.Names, err = h.eventNames(c, v.Events, nil); err != nil {
+				return err
+			}
 		}
 	} else {
 		status = http.StatusUnprocessableEntity

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -59,6 +58,10 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 		}
 		return render(c, status, views.EMFormPage(v))
 	}
+	pending, perr := h.A.PendingLoopbacks(Ctx(c), f.ID, f.Spec(pw))
+	if perr != nil {
+		return perr
+	}
 	var em *allocator.ExpectedMachine
 	if f.ID == "" {
 		em, err = h.A.CreateExpectedMachine(Ctx(c), f.Spec(pw))
@@ -66,7 +69,15 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 		em, err = h.A.ReplaceExpectedMachine(Ctx(c), f.ID, f.Spec(pw), allocator.IfMatch{f.Version})
 	}
 	if err == nil {
-		return h.redirect(c, "/expected-machines?q="+url.QueryEscape(em.BmcMacAddress), "ok", "ExpectedMachine "+em.BmcMacAddress+" saved.")
+		name := allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)
+		if len(pending) > 0 {
+			var ms []string
+			for _, p := range pending {
+				ms = append(ms, p.Message)
+			}
+			return h.redirect(c, views.ExpectedMachineURL(em.ID), "warn", "ExpectedMachine "+name+" saved. "+strings.Join(ms, ". ")+".")
+		}
+		return h.redirect(c, views.ExpectedMachineURL(em.ID), "ok", "ExpectedMachine "+name+" saved.")
 	}
 	if !isFormError(err) {
 		return err
@@ -80,6 +91,9 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 		}
 	}
 	v.Msgs = f.Messages(problems)
+	for k, m := range f.Warnings(pending) {
+		v.Msgs[k] = m
+	}
 	if IsHTMX(c) {
 		return render(c, formStatus(err), views.EMFormFragment(v))
 	}
@@ -95,6 +109,10 @@ func (h *Console) DeleteExpectedMachine(c echo.Context) error {
 		// Like saving: the delete form carries the version it was read at.
 		return allocator.Errf(allocator.CodeInvalid, "version", "version %q: the delete form must carry the record's version (reload the record)", c.FormValue("version"))
 	}
+	name := "ExpectedMachine"
+	if em, err := h.A.GetExpectedMachine(Ctx(c), id); err == nil {
+		name += " " + allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)
+	}
 	if err := h.A.DeleteExpectedMachine(Ctx(c), id, allocator.IfMatch{version}); err != nil {
 		if isFormError(err) {
 			e, _ := allocator.AsError(err)
@@ -102,7 +120,7 @@ func (h *Console) DeleteExpectedMachine(c echo.Context) error {
 		}
 		return err
 	}
-	return h.redirect(c, "/expected-machines", "ok", "ExpectedMachine deleted. Ingested DPUs keep their loopbacks.")
+	return h.redirect(c, "/expected-machines", "ok", name+" deleted. Ingested DPUs keep their loopbacks.")
 }
 
 func i64s(n int64) string { return strconv.FormatInt(n, 10) }

@@ -63,7 +63,10 @@ func (h *Console) EditExpectedMachine(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.EMFormView{Page: h.page(c, "ExpectedMachine "+em.BmcMacAddress, "expected"), Form: views.EMFormFrom(em)}
+	v := views.EMFormView{Page: h.page(c, "Edit "+allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress), "expected"), Form: views.EMFormFrom(em)}
+	if v.Msgs, err = h.pendingMessages(c, v.Form, ""); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, views.EMFormPage(v))
 }
 
@@ -128,5 +131,25 @@ func (h *Console) ValidateExpectedMachine(c echo.Context) error {
 	if len(problems) > 0 {
 		status = http.StatusUnprocessableEntity
 	}
-	return render(c, status, views.EMValidation(f, f.Messages(problems)))
+	msgs := f.Messages(problems)
+	warn, err := h.pendingMessages(c, f, pw)
+	if err != nil {
+		return err
+	}
+	for k, m := range warn {
+		msgs[k] = m
+	}
+	return render(c, status, views.EMValidation(f, msgs))
+}
+
+// pendingMessages are the warnings beside the reservation fields of the
+// form's DPUs that are active and would keep another value
+// (allocator.PendingLoopbacks): shown before saving, as the binding rules
+// decide.
+func (h *Console) pendingMessages(c echo.Context, f views.EMForm, pw string) (views.FieldMessages, error) {
+	ps, err := h.A.PendingLoopbacks(Ctx(c), f.ID, f.Spec(pw))
+	if err != nil {
+		return nil, err
+	}
+	return f.Warnings(ps), nil
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -26,7 +27,8 @@ func (h *Console) impactView(c echo.Context, action string) (views.ImpactView, e
 	if err != nil {
 		return v, err
 	}
-	v.Machine, v.Impact = *m, *imp
+	v.Machine, v.Impact, v.Phrase = *m, *imp, allocator.ConfirmPhrase(m)
+	v.Page.Title = v.ActionTitle() + " " + m.Name
 	return v, nil
 }
 
@@ -75,36 +77,50 @@ func (h *Console) Decommission(c echo.Context) error {
 		}
 		return err
 	}
-	return h.redirect(c, "/machines", "ok", "Machine "+views.ShortID(m.MachineID)+" decommissioned.")
+	name := m.Name
+	if name == "" {
+		name = views.ShortID(m.MachineID)
+	}
+	return h.redirect(c, views.MachineURL(m.MachineID), "ok", name+" decommissioned: its values stay allocated until it is deleted.")
 }
 
 // DeleteMachine: POST /machines/:id/delete (operator) —
 // allocator.DeleteMachine without force (the machine must be
 // decommissioned; otherwise 409, shown in the dialog).
 func (h *Console) DeleteMachine(c echo.Context) error {
-	id := Param(c, "id")
-	if _, err := h.A.DeleteMachine(Ctx(c), id, false); err != nil {
+	m, err := h.A.GetMachine(Ctx(c), Param(c, "id"))
+	if err != nil {
+		return err
+	}
+	if _, err := h.A.DeleteMachine(Ctx(c), m.MachineID, false); err != nil {
 		if isFormError(err) {
 			return h.impactRefused(c, "delete", err, "")
 		}
 		return err
 	}
-	return h.redirect(c, "/machines", "ok", "Machine "+views.ShortID(id)+" deleted; its values are released.")
+	return h.redirect(c, "/machines", "ok", m.Name+" ("+views.ShortID(m.MachineID)+") deleted; its values are released.")
 }
 
 // ForceDeleteMachine: POST /machines/:id/force-delete (admin) —
-// allocator.DeleteMachine with force, only when the form's confirm_id is
-// exactly the machine id (otherwise 422 beside the field, nothing done).
+// allocator.DeleteMachine with force, only when the form's confirm_name is
+// the host's name, or its BMC MAC when it has none
+// (allocator.ConfirmMatches; otherwise 422 beside the field, nothing
+// done). The flash links to every value that went to quarantine.
 func (h *Console) ForceDeleteMachine(c echo.Context) error {
-	id := Param(c, "id")
-	confirm := formValue(c, "confirm_id")
-	m, err := h.A.GetMachine(Ctx(c), id)
+	confirm := formValue(c, "confirm_name")
+	m, err := h.A.GetMachine(Ctx(c), Param(c, "id"))
 	if err != nil {
 		return err
 	}
-	if confirm != m.MachineID {
-		return h.impactRefused(c, "force-delete", allocator.Errf(allocator.CodeInvalid, "confirm_id",
-			"type the machine id exactly to confirm the force delete; nothing was deleted"), confirm)
+	if !allocator.ConfirmMatches(m, confirm) {
+		what := "the host's name"
+		if m.Kind == allocator.KindDPU {
+			what = "the DPU's serial number"
+		} else if m.EMName == "" {
+			what = "the host's BMC MAC address"
+		}
+		return h.impactRefused(c, "force-delete", allocator.Errf(allocator.CodeInvalid, "confirm_name",
+			"type %s exactly to confirm the force delete; nothing was deleted", what), confirm)
 	}
 	imp, err := h.A.DeleteMachine(Ctx(c), m.MachineID, true)
 	if err != nil {
@@ -113,15 +129,17 @@ func (h *Console) ForceDeleteMachine(c echo.Context) error {
 		}
 		return err
 	}
-	q := 0
+	var links []views.Link
 	for _, x := range imp.Values {
 		if x.Action == allocator.ActionQuarantine {
-			q++
+			links = append(links, views.Link{Href: views.ValueURL(x.Pool, x.Value), Text: x.Pool + " " + x.Value})
 		}
 	}
-	msg := "Machine " + views.ShortID(m.MachineID) + " force-deleted."
-	if q > 0 {
-		msg += " Values quarantined: see the pools' quarantined allocations."
+	msg := m.Name + " (" + views.ShortID(m.MachineID) + ") force-deleted."
+	if len(links) > 0 {
+		msg += fmt.Sprintf(" %d value(s) quarantined — unquarantine them on their pool page once no hardware carries them:", len(links))
+	} else {
+		msg += " No value was quarantined."
 	}
-	return h.redirect(c, "/machines", "warn", msg)
+	return h.redirect(c, "/machines", "warn", msg, links...)
 }

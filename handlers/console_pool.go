@@ -17,12 +17,12 @@ const usageDays = 30
 // is shown above the table with its status.
 func (h *Console) allocationsView(c echo.Context, pool string) (views.AllocationsView, int, error) {
 	v := views.AllocationsView{Pool: pool, OwnerType: c.QueryParam("owner_type"), OwnerID: c.QueryParam("owner_id"),
-		State: c.QueryParam("state"), Cursor: c.QueryParam("cursor"), CSRF: CSRFOf(c)}
+		State: c.QueryParam("state"), Value: c.QueryParam("value"), Cursor: c.QueryParam("cursor"), CSRF: CSRFOf(c)}
 	if id := IdentityOf(c); id != nil {
 		v.CanAdmin = id.Role.Allows(allocator.RoleAdmin)
 	}
 	page, err := h.A.ListAllocations(Ctx(c), pool, allocator.AllocationFilter{OwnerType: v.OwnerType, OwnerID: v.OwnerID,
-		State: v.State, Limit: 100, Cursor: v.Cursor})
+		State: v.State, Value: v.Value, Limit: 100, Cursor: v.Cursor})
 	if err != nil {
 		if !isFormError(err) {
 			return v, 0, err
@@ -32,6 +32,19 @@ func (h *Console) allocationsView(c echo.Context, pool string) (views.Allocation
 		return v, formStatus(err), nil
 	}
 	v.Items, v.Next = page.Items, page.NextCursor
+	var owners []string
+	for _, a := range page.Items {
+		for _, o := range []*string{a.OwnerID, a.FormerOwnerID} {
+			if o != nil {
+				owners = append(owners, *o)
+			}
+		}
+	}
+	names, err := h.A.MachineNames(Ctx(c), owners)
+	if err != nil {
+		return v, 0, err
+	}
+	v.Names = names
 	return v, http.StatusOK, nil
 }
 

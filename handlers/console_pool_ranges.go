@@ -1,6 +1,9 @@
 package handlers
 
 import (
+	"net/http"
+	"strconv"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
@@ -30,30 +33,65 @@ func (h *Console) AddRange(c echo.Context) error {
 	return render(c, formStatus(err), views.PoolDetailPage(v))
 }
 
-// RemoveRange: POST /pools/:name/ranges/:id/remove (admin) —
-// allocator.RemoveRange, refused (409) while the range holds values.
-func (h *Console) RemoveRange(c echo.Context) error {
+
+func (h *Console) rangeEditView(c echo.Context) (views.RangeEditView, error) {
 	name := Param(c, "name")
-	if err := h.A.RemoveRange(Ctx(c), name, Param(c, "id")); err != nil {
-		if isFormError(err) {
-			e, _ := allocator.AsError(err)
-			return h.redirect(c, views.PoolURL(name), "bad", e.Message)
-		}
-		return err
+	r, err := h.A.GetRange(Ctx(c), name, Param(c, "id"))
+	if err != nil {
+		return views.RangeEditView{}, err
 	}
-	return h.redirect(c, views.PoolURL(name), "ok", "Range removed from "+name+".")
+	return views.RangeEditView{Page: h.page(c, "Edit range", "pools"), Pool: name,
+		Range: views.RangeInfo{ID: r.ID, First: r.First, Last: r.Last, Size: r.Size, Version: strconv.FormatInt(r.Version, 10),
+			AutoAssign: r.AutoAssign, Allocated: r.Stats.Allocated, Reserved: r.Stats.Reserved, Quar: r.Stats.Quarantined},
+		First: r.First, Last: r.Last, AutoAssign: r.AutoAssign}, nil
 }
 
-// Unquarantine: POST /pools/:name/unquarantine with form field value
-// (admin) — allocator.Unquarantine returns the value to free.
-func (h *Console) Unquarantine(c echo.Context) error {
-	name, value := Param(c, "name"), formValue(c, "value")
-	if err := h.A.Unquarantine(Ctx(c), name, value); err != nil {
-		if isFormError(err) {
-			e, _ := allocator.AsError(err)
-			return h.redirect(c, views.PoolURL(name)+"?state=quarantined", "bad", e.Message)
-		}
+// EditRange: GET /pools/:name/ranges/:id/edit (admin) — the form that
+// shrinks a range or flips its auto_assign (a dialog for htmx).
+func (h *Console) EditRange(c echo.Context) error {
+	v, err := h.rangeEditView(c)
+	if err != nil {
 		return err
 	}
-	return h.redirect(c, views.PoolURL(name)+"?state=quarantined", "ok", value+" is free again.")
+	if IsHTMX(c) {
+		return render(c, http.StatusOK, views.RangeEditDialog(v))
+	}
+	return render(c, http.StatusOK, views.RangeEditPage(v))
+}
+
+// UpdateRange: POST /pools/:name/ranges/:id (admin) —
+// allocator.UpdateRange with the form's version; a refusal (409 naming
+// the allocations, quarantines or reservations in the way, 422 for a bad
+// bound, 412 for a concurrent change) comes back beside its field.
+func (h *Console) UpdateRange(c echo.Context) error {
+	name, id := Param(c, "name"), Param(c, "id")
+	first, last, auto := formValue(c, "first"), formValue(c, "last"), checked(c, "auto_assign")
+	u := allocator.RangeUpdate{First: &first, Last: &last, AutoAssign: &auto}
+	if s := formValue(c, "version"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return allocator.Errf(allocator.CodeBadRequest, "version", "version %q is not a number", s)
+		}
+		u.Version = &n
+	}
+	r, err := h.A.UpdateRange(Ctx(c), name, id, u)
+	if err == nil {
+		kind := "explicit"
+		if r.AutoAssign {
+			kind = "auto_assign"
+		}
+		return h.redirect(c, views.PoolURL(name), "ok", "Range of "+name+" is now "+r.First+" – "+r.Last+" ("+kind+").")
+	}
+	if !isFormError(err) {
+		return err
+	}
+	v, verr := h.rangeEditView(c)
+	if verr != nil {
+		return verr
+	}
+	v.First, v.Last, v.AutoAssign, v.Errors = first, last, auto, views.FromError(err)
+	if IsHTMX(c) {
+		return render(c, formStatus(err), views.RangeEditForm(v, true))
+	}
+	return render(c, formStatus(err), views.RangeEditPage(v))
 }

@@ -56,15 +56,119 @@
     }
   }, true);
 
-  // Force delete: the confirm button stays disabled until the machine id is
-  // typed exactly (the server checks it again).
+  // Force delete: the confirm button stays disabled until the host's name
+  // (or its BMC MAC, in any spelling) is typed (the server checks again).
+  function macKey(s) { return s.toLowerCase().replace(/[^0-9a-f]/g, ""); }
+  function phraseOK(i) {
+    var want = i.getAttribute("data-confirm-phrase") || "", got = i.value.trim();
+    if (got === want) return true;
+    return i.hasAttribute("data-confirm-mac") && got.length >= 12 && macKey(got) === macKey(want);
+  }
+  function armConfirm(root) {
+    var inputs = (root || document).querySelectorAll("input[data-confirm-phrase]");
+    for (var k = 0; k < inputs.length; k++) {
+      var form = inputs[k].closest("form");
+      var btn = form && form.querySelector("button[type=submit]");
+      if (btn) btn.disabled = !phraseOK(inputs[k]);
+    }
+  }
   document.addEventListener("input", function (ev) {
-    var i = ev.target;
-    if (!i.matches || !i.matches("input[data-confirm-id]")) return;
-    var form = i.closest("form");
-    var btn = form && form.querySelector("button[type=submit]");
-    if (btn) btn.disabled = i.value.trim() !== i.getAttribute("data-confirm-id");
+    if (ev.target.matches && ev.target.matches("input[data-confirm-phrase]")) armConfirm(ev.target.closest("form"));
   });
+  document.addEventListener("htmx:afterSettle", function () { armConfirm(document); });
+  document.addEventListener("DOMContentLoaded", function () { armConfirm(document); });
+
+  // "/" focuses the header's search box (unless typing somewhere already).
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key !== "/" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    var t = ev.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    var q = document.getElementById("global-q");
+    if (!q) return;
+    ev.preventDefault();
+    q.focus();
+    q.select();
+  });
+
+  // Sortable tables: a click on a header with data-sort orders the rows
+  // of this page by that column (again: the other way). Without
+  // JavaScript the rows stay in the server's order.
+  function cellKey(row, idx) {
+    var c = row.children[idx];
+    if (!c) return "";
+    var v = c.getAttribute("data-sort-value");
+    return (v !== null ? v : c.textContent).trim().toLowerCase();
+  }
+  function ipKey(s) {
+    var m = /^(\d+)\.(\d+)\.(\d+)\.(\d+)/.exec(s);
+    if (!m) return null;
+    return ((+m[1]) * 16777216 + (+m[2]) * 65536 + (+m[3]) * 256 + (+m[4]));
+  }
+  function compare(a, b) {
+    var ia = ipKey(a), ib = ipKey(b);
+    if (ia !== null && ib !== null) return ia - ib;
+    var na = parseFloat(a), nb = parseFloat(b);
+    if (!isNaN(na) && !isNaN(nb) && /^[\d.,\s%-]+$/.test(a) && /^[\d.,\s%-]+$/.test(b)) return na - nb;
+    return a.localeCompare(b, undefined, { numeric: true });
+  }
+  function initSort(root) {
+    var ths = (root || document).querySelectorAll("table[data-sortable] th[data-sort]");
+    for (var i = 0; i < ths.length; i++) {
+      var th = ths[i];
+      if (th.querySelector("button.sort")) continue;
+      var b = document.createElement("button");
+      b.type = "button";
+      b.className = "sort";
+      b.textContent = th.textContent;
+      b.setAttribute("aria-label", "Sort by " + th.textContent);
+      th.textContent = "";
+      th.appendChild(b);
+    }
+  }
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest && ev.target.closest("th[data-sort] button.sort");
+    if (!b) return;
+    var th = b.parentElement, table = th.closest("table"), tbody = table.tBodies[0];
+    var idx = Array.prototype.indexOf.call(th.parentElement.children, th);
+    var dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
+    var ths = th.parentElement.children;
+    for (var k = 0; k < ths.length; k++) ths[k].removeAttribute("aria-sort");
+    th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
+    var rows = Array.prototype.slice.call(tbody.rows).filter(function (r) { return !r.querySelector("td[colspan]"); });
+    rows.sort(function (x, y) { return dir * compare(cellKey(x, idx), cellKey(y, idx)); });
+    for (var j = 0; j < rows.length; j++) tbody.appendChild(rows[j]);
+  });
+  document.addEventListener("DOMContentLoaded", function () { initSort(document); });
+  document.addEventListener("htmx:afterSettle", function () { initSort(document); });
+
+  // Row menus close when another opens or on a click elsewhere.
+  document.addEventListener("click", function (ev) {
+    var open = document.querySelectorAll("details.menu[open]");
+    for (var i = 0; i < open.length; i++) {
+      if (!open[i].contains(ev.target)) open[i].removeAttribute("open");
+    }
+  });
+
+  // NOC wallboard: when a refresh fails the board says since when it has
+  // not been updated, instead of freezing silently; the next good refresh
+  // clears it.
+  function nocStale(on) {
+    var b = document.getElementById("board");
+    var s = document.getElementById("noc-stale");
+    if (!b || !s) return;
+    if (on) {
+      s.textContent = "No update since " + (b.getAttribute("data-updated") || "?") + " — the server cannot be reached; retrying every 15 s";
+      s.hidden = false;
+      document.body.classList.add("stale");
+    } else {
+      s.hidden = true;
+      document.body.classList.remove("stale");
+    }
+  }
+  document.addEventListener("htmx:sendError", function (ev) { if (ev.target && ev.target.id === "board") nocStale(true); });
+  document.addEventListener("htmx:responseError", function (ev) { if (ev.target && ev.target.id === "board") nocStale(true); });
+  document.addEventListener("htmx:timeout", function (ev) { if (ev.target && ev.target.id === "board") nocStale(true); });
+  document.addEventListener("htmx:afterSettle", function () { if (document.getElementById("board")) nocStale(false); });
 
   // ExpectedDpu rows are removed in place; the form is validated again.
   // Without JavaScript the same button posts the form, which the server
@@ -91,7 +195,8 @@
 
   // Errors of htmx requests that the server retargets to #toast disappear
   // after a while; network failures get a message too.
-  document.addEventListener("htmx:sendError", function () {
+  document.addEventListener("htmx:sendError", function (ev) {
+    if (ev.target && ev.target.id === "board") return;
     var t = document.getElementById("toast");
     if (t) t.innerHTML = '<div class="alert bad">The server could not be reached. Nothing was changed by this click; try again.</div>';
   });

@@ -329,3 +329,34 @@ func (f EMForm) SpecIndex(i int) int {
 	}
 	return len(f.Dpus)
 }
+
+// Warnings places the allocator's pending-binding warnings
+// (allocator.PendingLoopbacks) beside their reservation fields: element
+// "warn-dpu-<key>-loopback_ip" of the row.
+func (f EMForm) Warnings(ps []allocator.PendingLoopback) FieldMessages {
+	out := FieldMessages{}
+	for _, p := range ps {
+		id := f.EMErrorID(p.Field)
+		if !strings.HasPrefix(id, "err-dpu-") {
+			continue
+		}
+		id = "warn-" + strings.TrimPrefix(id, "err-")
+		msg := p.Message
+		if p.Already {
+			msg = "Already pending: " + msg
+		}
+		out[id] = msg
+	}
+	return out
+}
+
+// WarnIDs lists every warning element of the form's DPU rows.
+func (f EMForm) WarnIDs() []string {
+	var ids []string
+	for _, d := range f.Dpus {
+		for _, p := range []string{"loopback_ip", "loopback_ip_v6"} {
+			ids = append(ids, "warn-dpu-"+d.Key+"-"+p)
+		}
+	}
+	return ids
+}

@@ -25,6 +25,17 @@ type Page struct {
 	CSRF      string
 	Flash     string
 	FlashKind string // ok, warn, bad, info
+	// FlashLinks follow the flash message (after a force delete: the
+	// quarantined values).
+	FlashLinks []Link
+	// Query is the text of the header's search box.
+	Query string
+}
+
+// Link is a link with its text.
+type Link struct {
+	Href string `json:"h"`
+	Text string `json:"t"`
 }
 
 // Can reports whether the user's role includes need: controls a role may
@@ -124,7 +135,26 @@ type PoolBar struct {
 	ExplAlloc string
 	Reserved  string
 	Quar      string
+	// The explicit (auto_assign=false) ranges on their own: the scarce
+	// part operators watch. ExplicitUsed counts allocated, reserved and
+	// quarantined values of those ranges.
+	HasExplicit   bool
+	ExplicitSize  string
+	ExplicitTaken string
+	ExplicitUsed  float64
+	ExplicitHot   bool
 }
+
+// ExplicitUsedText is the explicit ranges' share in use.
+func (b PoolBar) ExplicitUsedText() string {
+	if b.ExplicitUsed > 0 && b.ExplicitUsed < 0.001 {
+		return "<0.1%"
+	}
+	return fmt.Sprintf("%.1f%%", b.ExplicitUsed*100)
+}
+
+// ExplicitStyle is the width of the explicit ranges' bar.
+func (b PoolBar) ExplicitStyle() string { return fmt.Sprintf("width:%.3f%%", b.ExplicitUsed*100) }
 
 // HotThreshold is the share of a pool in use above which the dashboard and
 // the NOC wallboard raise an alert (pools above 80 %, docs/console.md).
@@ -154,6 +184,12 @@ func NewPoolBar(p allocator.Pool) PoolBar {
 		Size: bigText(size), Free: bigText(free), AutoAlloc: p.Stats.Auto.Allocated, ExplAlloc: p.Stats.Explicit.Allocated,
 		Reserved: bigText(resv), Quar: bigText(quar)}
 	b.Hot = b.Used > HotThreshold
+	if es := num(p.Stats.Explicit.Size); es.Sign() > 0 {
+		taken := new(big.Float).Sub(es, num(p.Stats.Explicit.Free))
+		r, _ := new(big.Float).Quo(taken, es).Float64()
+		b.HasExplicit, b.ExplicitSize, b.ExplicitTaken, b.ExplicitUsed = true, bigText(es), bigText(taken), r
+		b.ExplicitHot = r > HotThreshold
+	}
 	b.Segs = []Seg{
 		{"auto", pct(num(p.Stats.Auto.Allocated)), "allocated (auto_assign ranges): " + p.Stats.Auto.Allocated},
 		{"explicit", pct(num(p.Stats.Explicit.Allocated)), "allocated (explicit ranges): " + p.Stats.Explicit.Allocated},

@@ -30,7 +30,11 @@ func (s *Server) ConsoleRoutes() []Route {
 		{http.MethodPost, "/pools", A, h.CreatePool},
 		{http.MethodGet, "/pools/:name", V, h.Pool},
 		{http.MethodPost, "/pools/:name/ranges", A, h.AddRange},
+		{http.MethodGet, "/pools/:name/ranges/:id/edit", A, h.EditRange},
+		{http.MethodPost, "/pools/:name/ranges/:id", A, h.UpdateRange},
+		{http.MethodGet, "/pools/:name/ranges/:id/remove", A, h.ConfirmRemoveRange},
 		{http.MethodPost, "/pools/:name/ranges/:id/remove", A, h.RemoveRange},
+		{http.MethodGet, "/pools/:name/unquarantine", A, h.ConfirmUnquarantine},
 		{http.MethodPost, "/pools/:name/unquarantine", A, h.Unquarantine},
 		{http.MethodGet, "/events", V, h.Events},
 	}

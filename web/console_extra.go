@@ -20,14 +20,18 @@ func (s *Server) consoleExtraRoutes() []Route {
 		{http.MethodPost, "/expected-machines/import", O, h.Import},
 		{http.MethodPost, "/expected-machines/validate", O, h.ValidateExpectedMachine},
 		{http.MethodPost, "/expected-machines", O, h.SaveExpectedMachine},
+		{http.MethodGet, "/expected-machines/:id", V, h.ExpectedMachine},
 		{http.MethodGet, "/expected-machines/:id/edit", O, h.EditExpectedMachine},
+		{http.MethodGet, "/expected-machines/:id/delete", O, h.ConfirmDeleteExpectedMachine},
 		{http.MethodPost, "/expected-machines/:id", O, h.SaveExpectedMachine},
 		{http.MethodPost, "/expected-machines/:id/delete", O, h.DeleteExpectedMachine},
 		{http.MethodGet, "/machines", V, h.Machines},
+		{http.MethodGet, "/machines/:id", V, h.Machine},
 		{http.MethodGet, "/machines/:id/impact", O, h.MachineImpact},
 		{http.MethodPost, "/machines/:id/decommission", O, h.Decommission},
 		{http.MethodPost, "/machines/:id/delete", O, h.DeleteMachine},
 		{http.MethodPost, "/machines/:id/force-delete", A, h.ForceDeleteMachine},
 		{http.MethodGet, "/bindings", V, h.Bindings},
+		{http.MethodGet, "/search", V, h.Search},
 	}
 }

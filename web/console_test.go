@@ -221,21 +221,24 @@ func TestConsolePages(t *testing.T) {
 			{"/", []string{"Dashboard", "Pool utilization", `class="bar"`, "vlan-id", "is 90.0% used", "pending", "MT2242X00010", "conflict", "Recent audit events"}},
 			{"/pools", []string{"Resource pools", "lo-ip-v6", "Create a pool", `name="csrf_token"`}},
 			{"/pools/lo-ip", []string{"Pool lo-ip", "10.180.62.199", "explicit", "Add a range", `<svg class="usage"`, "In use, last 30 days", "unquarantine"}},
-			{"/pools/lo-ip?state=quarantined", []string{"quarantined", "was machine/"}},
+			{"/pools/lo-ip?state=quarantined", []string{"quarantined", "was <a href=\"/machines/fm100ds"}},
 			{"/pools/lo-ip?owner_type=tenant&owner_id=net-00-0", []string{"10.180.62.1<", "tenant/net-00-0"}},
 			{"/expected-machines", []string{"Expected machines", "1a:1b:1c:1d:1e:1f", "rack7-u12", "10.180.62.200", "fd00:180:62:1::c8", "New ExpectedMachine", "(password set)"}},
 			{"/expected-machines?q=rack8", []string{"rack8-u01", "rack8-u03"}},
 			{"/expected-machines/new", []string{"New ExpectedMachine", `name="dpu_serial"`, "Add DPU", `hx-post="/expected-machines/validate"`}},
 			{"/expected-machines/" + em.ID + "/edit", []string{"ExpectedMachine 1a:1b:1c:1d:1e:1f", "MT2242X00001", "10.180.62.200", "A password is stored", "Delete ExpectedMachine"}},
 			{"/expected-machines/import", []string{"Import a NICo expected-machines file", `type="file"`, "<progress"}},
-			{"/machines", []string{"Machines", "MT2242X00001", "10.180.62.200", "Force delete", "Decommission"}},
+			{"/machines", []string{"Machines", "rack7-u12", "MT2242X00001", "10.180.62.200", "Force delete…", "Decommission…", "Actions ▾"}},
+			{"/machines/" + host, []string{"rack7-u14", "MT2242X00002", "reserved", "Values held in every pool", "History", "Force delete…", "Decommission…", "What to do"}},
+			{"/expected-machines/" + em.ID, []string{"rack7-u12", "MT2242X00001", "10.180.62.200", "Edit", "Delete…"}},
+			{"/search?q=rack8", []string{"Search", "rack8-u01", "rack8-u03"}},
 			{"/machines?state=ready", []string{"MT2242X00002"}},
 			{"/bindings", []string{"DPU bindings", "reserved", "pending", "conflict", "MT2242X00020"}},
 			{"/bindings?status=pending", []string{"MT2242X00010"}},
 			{"/events", []string{"Audit log", "allocation.create", "console:alice"}},
 			{"/events?action=machine.&object_type=machine", []string{"machine.force_delete"}},
-			{"/noc", []string{"site address pools", `hx-trigger="every 15s"`, "vlan-id", "90.0%"}},
-			{"/machines/" + host + "/impact?action=force-delete", []string{"Force delete", "return_to_reservation", "quarantine", "Type the machine id to confirm", host}},
+			{"/noc", []string{"site addresses", `hx-trigger="every 15s"`, "vlan-id", "90.0%", "DPUs complete", "Recent force deletes", "days left"}},
+			{"/machines/" + host + "/impact?action=force-delete", []string{"Force delete", "rack7-u14", "1a:1b:1c:1d:1e:20", "return_to_reservation", "quarantine", "Type the host&#39;s name to confirm", host}},
 			{"/machines/" + host + "/impact?action=decommission", []string{"Decommission", "decommissioned", "release"}},
 		} {
 			body := expect(t, b.get(c.path), http.StatusOK, c.want...)
@@ -357,12 +360,31 @@ func TestConsolePoolForms(t *testing.T) {
 		if err != nil || len(p.Ranges) != 2 || p.Ranges[1].AutoAssign {
 			t.Fatalf("after add range: %+v %v", p, err)
 		}
-		// Remove a range that holds a value: refused with a flash, kept.
+		// Remove a range that holds a value: the confirmation comes back
+		// with the allocator's refusal naming the value (409); kept.
 		if _, _, err := site.a.Allocate(context.Background(), "lo-ip", allocator.Owner{Type: "t", ID: "x"}, "10.180.62.201"); err != nil {
 			t.Fatal(err)
 		}
-		expect(t, b.post("/pools/lo-ip/ranges/"+p.Ranges[1].ID+"/remove", nil, true), http.StatusSeeOther)
-		expect(t, b.get("/pools/lo-ip"), http.StatusOK, "still holds values", "10.180.62.201")
+		rpath := "/pools/lo-ip/ranges/" + p.Ranges[1].ID + "/remove"
+		expect(t, b.get(rpath), http.StatusOK, `id="confirm-form"`, "still holds values: the allocator refuses")
+		expect(t, b.post(rpath, nil, true), http.StatusConflict, `id="confirm-form"`, "still holds values", "10.180.62.201")
+		expect(t, b.htmx(http.MethodPost, rpath, url.Values{}), http.StatusConflict, `id="confirm-form"`, "10.180.62.201")
+		if p2, _ := site.a.GetPool(context.Background(), "lo-ip"); len(p2.Ranges) != 2 {
+			t.Fatalf("a refused removal removed the range: %+v", p2.Ranges)
+		}
+		// Shrinking the range below the held value is refused beside the
+		// form; flipping it to auto_assign while it holds a reservation-free
+		// explicit value is refused too (the value was requested).
+		epath := "/pools/lo-ip/ranges/" + p.Ranges[1].ID
+		expect(t, b.get(epath+"/edit"), http.StatusOK, `id="range-form"`, "Edit range of lo-ip")
+		expect(t, b.post(epath, url.Values{"first": {"10.180.62.210"}, "last": {"10.180.62.255"}, "version": {fmt.Sprint(p.Ranges[1].Version)}}, true),
+			http.StatusConflict, `id="range-form"`, "10.180.62.201")
+		// A shrink that keeps every value applies.
+		expect(t, b.post(epath, url.Values{"first": {"10.180.62.200"}, "last": {"10.180.62.250"}, "version": {fmt.Sprint(p.Ranges[1].Version)}}, true),
+			http.StatusSeeOther)
+		if p3, _ := site.a.GetPool(context.Background(), "lo-ip"); p3.Ranges[1].Last != "10.180.62.250" {
+			t.Fatalf("shrink not applied: %+v", p3.Ranges[1])
+		}
 	})
 }
 
@@ -572,15 +594,18 @@ func TestConsoleMachineLifecycle(t *testing.T) {
 
 		// Delete before decommission: 409 in the dialog.
 		expect(t, op.htmx(http.MethodPost, "/machines/"+host+"/delete", url.Values{}), http.StatusConflict, `id="impact-form"`, "decommission")
-		// Force delete: wrong id refused, nothing deleted.
-		expect(t, admin.htmx(http.MethodPost, "/machines/"+host+"/force-delete", url.Values{"confirm_id": {host[:10]}}),
-			http.StatusUnprocessableEntity, `data-field="confirm_id"`, "type the machine id exactly")
-		expect(t, admin.post("/machines/"+host+"/force-delete", url.Values{}, true), http.StatusUnprocessableEntity, "<html", "type the machine id")
+		// Force delete: the machine id, a wrong name or nothing is refused,
+		// nothing deleted; the host's name (not its id) confirms.
+		for _, typed := range []string{host, host[:10], "rack7-u1", "1a:1b:1c:1d:1e:20"} {
+			expect(t, admin.htmx(http.MethodPost, "/machines/"+host+"/force-delete", url.Values{"confirm_name": {typed}}),
+				http.StatusUnprocessableEntity, `data-field="confirm_name"`, "type the host&#39;s name exactly")
+		}
+		expect(t, admin.post("/machines/"+host+"/force-delete", url.Values{}, true), http.StatusUnprocessableEntity, "<html", "type the host&#39;s name")
 		if _, err := site.a.GetMachine(ctx, host); err != nil {
 			t.Fatalf("refused force delete deleted the host: %v", err)
 		}
 		// Operator may not force delete.
-		expect(t, op.post("/machines/"+host+"/force-delete", url.Values{"confirm_id": {host}}, true), http.StatusForbidden)
+		expect(t, op.post("/machines/"+host+"/force-delete", url.Values{"confirm_name": {"rack7-u14"}}, true), http.StatusForbidden)
 
 		// Decommission then delete (operator).
 		other := allocator.HostMachineID("1a:1b:1c:1d:1e:1f")
@@ -595,8 +620,8 @@ func TestConsoleMachineLifecycle(t *testing.T) {
 			t.Fatal("delete kept the machine")
 		}
 
-		// Force delete with the id typed: the automatic value is quarantined.
-		res := admin.htmx(http.MethodPost, "/machines/"+host+"/force-delete", url.Values{"confirm_id": {host}})
+		// Force delete with the name typed: the automatic value is quarantined.
+		res := admin.htmx(http.MethodPost, "/machines/"+host+"/force-delete", url.Values{"confirm_name": {"rack7-u14"}})
 		expect(t, res, http.StatusOK)
 		if res.Header.Get("HX-Redirect") != "/machines" {
 			t.Fatalf("force delete: HX-Redirect %q", res.Header.Get("HX-Redirect"))
@@ -611,15 +636,17 @@ func TestConsoleMachineLifecycle(t *testing.T) {
 		if quarantined == "" {
 			t.Fatalf("MT2242X00003's automatic loopback is not quarantined: %+v", page.Items)
 		}
-		expect(t, admin.get("/machines"), http.StatusOK, "force-deleted")
-		expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, quarantined+"<", "unquarantine")
+		// The flash names the host and links to each quarantined value.
+		expect(t, admin.get("/machines"), http.StatusOK, "rack7-u14", "force-deleted", `class="flash-link" href="/pools/lo-ip?value=`+quarantined+`"`)
+		expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, quarantined+"<", "Unquarantine…")
+		expect(t, admin.get("/pools/lo-ip/unquarantine?value="+quarantined), http.StatusOK, `id="confirm-form"`, "Unquarantine "+quarantined, "MT2242X00003")
 
 		// Unquarantine (admin) returns it to free.
 		expect(t, admin.post("/pools/lo-ip/unquarantine", url.Values{"value": {quarantined}}, true), http.StatusSeeOther)
 		if _, err := site.a.GetAllocation(ctx, "lo-ip", quarantined); err == nil {
 			t.Fatalf("%s still held after unquarantine", quarantined)
 		}
-		expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, quarantined+" is free again.")
+		expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, quarantined+" is free again in lo-ip.")
 	})
 }
 
@@ -1023,21 +1050,39 @@ func TestConsoleUXNits(t *testing.T) {
 		seedBelievableSite(t, site)
 		op := site.login(allocator.RoleOperator)
 		expect(t, op.get("/logout"), http.StatusOK, `action="/logout"`, `name="csrf_token"`, "Sign out")
-		expect(t, op.get("/machines"), http.StatusOK, "Only a decommissioned host can be deleted")
+		// Lifecycle actions live in the row menu and on the machine page,
+		// not as buttons on the list rows.
+		body := expect(t, op.get("/machines"), http.StatusOK, `<details class="menu">`, "Decommission…")
+		if strings.Contains(body, `class="button danger"`) {
+			t.Fatal("the machines list shows a red button on its rows")
+		}
 		host := allocator.HostMachineID("1a:1b:1c:1d:1e:1f")
-		body := expect(t, op.get("/machines/"+host+"/impact?action=delete"), http.StatusOK, "cannot be deleted yet", "Decommission it first")
+		body = expect(t, op.get("/machines/"+host+"/impact?action=delete"), http.StatusOK, "cannot be deleted yet", "Decommission it first")
 		if strings.Contains(body, `<button type="submit" class="danger">Delete</button>`) {
 			t.Fatal("the delete dialog of a ready host offers the Delete button")
 		}
-		expect(t, op.get("/machines/"+host+"/impact?action=decommission"), http.StatusOK, "Decommissioning changes no address", "returned to its reservation")
+		// The decommission dialog says what decommission and the later
+		// delete do, not the delete's pre-check.
+		body = expect(t, op.get("/machines/"+host+"/impact?action=decommission"), http.StatusOK, "Nothing else changes now", "After that, <strong>Delete</strong>", "returned to its reservation")
+		if strings.Contains(body, "requires decommissioning") {
+			t.Fatal("the decommission dialog shows the delete's pre-check text")
+		}
 		em, err := site.a.GetExpectedMachine(context.Background(), "1a:1b:1c:1d:1e:1f")
 		if err != nil {
 			t.Fatal(err)
 		}
-		body = expect(t, op.get("/expected-machines/"+em.ID+"/edit"), http.StatusOK, `data-confirm="Delete ExpectedMachine`, `hx-disinherit="hx-disabled-elt"`)
-		_ = body
+		// Deleting an ExpectedMachine and unquarantining open the styled
+		// confirmation, not the browser's confirm().
+		body = expect(t, op.get("/expected-machines/"+em.ID+"/edit"), http.StatusOK, `hx-get="/expected-machines/`+em.ID+`/delete"`, `hx-disinherit="hx-disabled-elt"`)
+		if strings.Contains(body, "data-confirm=") {
+			t.Fatal("the ExpectedMachine form still uses confirm()")
+		}
+		expect(t, op.get("/expected-machines/"+em.ID+"/delete"), http.StatusOK, `id="confirm-form"`, "Delete ExpectedMachine rack7-u12")
 		admin := site.login(allocator.RoleAdmin)
-		expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, `data-confirm="Unquarantine `)
+		body = expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, `hx-get="/pools/lo-ip/unquarantine?value=`)
+		if strings.Contains(body, "data-confirm=") {
+			t.Fatal("unquarantine still uses confirm()")
+		}
 		body = expect(t, admin.get("/machines/"+host+"/impact?action=force-delete"), http.StatusOK, "No value goes to quarantine", "returned to its reservation")
 		if strings.Contains(body, "keeps every value it may still carry out of use") {
 			t.Fatal("the force-delete dialog speaks of quarantine when every value returns to its reservation")

@@ -1,0 +1,36 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/views"
+)
+
+// ExpectedMachine: GET /expected-machines/:id — the read-only view of one
+// ExpectedMachine (every role), with its host and the bindings of its DPUs
+// once ingested.
+func (h *Console) ExpectedMachine(c echo.Context) error {
+	em, err := h.A.GetExpectedMachine(Ctx(c), Param(c, "id"))
+	if err != nil {
+		return err
+	}
+	name := allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)
+	v := views.EMView{Page: h.page(c, name, "expected"), EM: *em, Bindings: map[string]allocator.Binding{}}
+	if m, err := h.A.GetMachine(Ctx(c), allocator.HostMachineID(em.BmcMacAddress)); err == nil {
+		v.Host = m
+	} else if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeNotFound {
+		return err
+	}
+	for _, d := range em.ExpectedDpus {
+		b, err := h.A.GetBinding(Ctx(c), d.SerialNumber)
+		if err == nil {
+			v.Bindings[d.SerialNumber] = *b
+		} else if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeNotFound {
+			return err
+		}
+	}
+	return render(c, http.StatusOK, views.EMViewPage(v))
+}

@@ -1,0 +1,33 @@
+package handlers
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/views"
+)
+
+// eventNames resolves the display names of the machines a page mentions:
+// the objects of its audit events and the extra ids given.
+func (h *Console) eventNames(c echo.Context, events []allocator.Event, extra []string) (views.Names, error) {
+	ids := append([]string{}, extra...)
+	for _, e := range events {
+		if e.ObjectType == "machine" {
+			ids = append(ids, e.ObjectID)
+		}
+	}
+	names, err := h.A.MachineNames(Ctx(c), ids)
+	return views.Names(names), err
+}
+
+// machineIDsOf lists a machine page's machines (itself, its host, its DPUs).
+func machineIDsOf(d *allocator.MachineDetail) []string {
+	ids := []string{d.Machine.MachineID}
+	for _, x := range d.Machine.DPUs {
+		ids = append(ids, x.MachineID)
+	}
+	if d.Host != nil {
+		ids = append(ids, d.Host.MachineID)
+	}
+	return ids
+}

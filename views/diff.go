@@ -1,0 +1,125 @@
+package views
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// DiffLine is one field an audit event changed: its JSON path, the value
+// before and after ("" when absent on that side).
+type DiffLine struct {
+	Path, Old, New string
+	// Added and Removed mark a field present on one side only.
+	Added, Removed bool
+}
+
+// maxDiffLines bounds the diff shown in a table row; the full documents
+// stay behind the toggle.
+const maxDiffLines = 12
+
+// Diff lists the fields that differ between an event's before and after
+// documents, flattened to paths (metadata.name, expected_dpus[0].loopback_ip)
+// in path order. Secrets are redacted whatever the writer did: a field
+// named like a password, secret or token shows only that it changed.
+func Diff(before, after json.RawMessage) []DiffLine {
+	b, a := map[string]string{}, map[string]string{}
+	flatten("", decode(before), b)
+	flatten("", decode(after), a)
+	keys := map[string]bool{}
+	for k := range b {
+		keys[k] = true
+	}
+	for k := range a {
+		keys[k] = true
+	}
+	var out []DiffLine
+	for k := range keys {
+		ov, inB := b[k]
+		nv, inA := a[k]
+		if inA && inB && ov == nv {
+			continue
+		}
+		if secretPath(k) {
+			ov, nv = redact(ov, inB), redact(nv, inA)
+		}
+		out = append(out, DiffLine{Path: k, Old: ov, New: nv, Added: !inB, Removed: !inA})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// DiffShown is the first lines of a diff and how many more there are.
+func DiffShown(d []DiffLine) ([]DiffLine, int) {
+	if len(d) > maxDiffLines {
+		return d[:maxDiffLines], len(d) - maxDiffLines
+	}
+	return d, 0
+}
+
+func decode(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	return v
+}
+
+func flatten(prefix string, v any, out map[string]string) {
+	switch x := v.(type) {
+	case nil:
+		if prefix != "" {
+			out[prefix] = "null"
+		}
+	case map[string]any:
+		if len(x) == 0 && prefix != "" {
+			out[prefix] = "{}"
+		}
+		for k, e := range x {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			flatten(p, e, out)
+		}
+	case []any:
+		if len(x) == 0 {
+			out[prefix] = "[]"
+		}
+		for i, e := range x {
+			flatten(fmt.Sprintf("%s[%d]", prefix, i), e, out)
+		}
+	case string:
+		out[prefix] = x
+	default:
+		b, _ := json.Marshal(x)
+		out[prefix] = string(b)
+	}
+}
+
+// secretPath reports a field that holds a secret (the last path element
+// names a password, secret or token; flags such as bmc_password_set only
+// say whether one is stored and are shown).
+func secretPath(p string) bool {
+	last := strings.ToLower(p[strings.LastIndex(p, ".")+1:])
+	if strings.HasSuffix(last, "_set") || strings.HasSuffix(last, "_changed") {
+		return false
+	}
+	for _, w := range []string{"password", "secret", "token"} {
+		if strings.Contains(last, w) {
+			return true
+		}
+	}
+	return false
+}
+
+func redact(v string, present bool) string {
+	if !present || v == "" || v == "null" {
+		return v
+	}
+	return "(redacted)"
+}

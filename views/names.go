@@ -1,0 +1,127 @@
+package views
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+// The console's links and names. Every id, pool, value and owner on a page
+// is a link to its own page; machines are named by allocator's rule
+// (allocator/names.go) with the machine_id shortened beside them.
+
+// ExpectedMachineURL is an ExpectedMachine's read-only page.
+func ExpectedMachineURL(id string) string { return "/expected-machines/" + url.PathEscape(id) }
+
+// ValueURL is a pool's allocations table filtered to one value (or prefix).
+func ValueURL(pool, value string) string { return Query(PoolURL(pool), "value", value) }
+
+// SearchURL is the search page for q.
+func SearchURL(q string) string { return Query("/search", "q", q) }
+
+// OwnerURL is the page of an allocation's owner: a machine's page for
+// owner_type machine, else the search for the owner id.
+func OwnerURL(ownerType, ownerID string) string {
+	if ownerType == allocator.OwnerTypeMachine {
+		return MachineURL(ownerID)
+	}
+	return SearchURL(ownerID)
+}
+
+// Names maps machine ids to display names (allocator.MachineNames); a
+// missing id is shown as its short id.
+type Names map[string]string
+
+// Of names a machine id.
+func (n Names) Of(id string) string {
+	if s, ok := n[id]; ok && s != "" {
+		return s
+	}
+	return ShortID(id)
+}
+
+// OwnerText is an owner as pages show it: a machine by name, another
+// owner as type/id.
+func (n Names) OwnerText(ownerType, ownerID string) string {
+	if ownerType == allocator.OwnerTypeMachine {
+		if s, ok := n[ownerID]; ok {
+			return s
+		}
+	}
+	return ownerType + "/" + ownerID
+}
+
+// HitURL is the page of a search hit.
+func HitURL(h allocator.SearchHit) string {
+	switch h.Kind {
+	case allocator.HitHost, allocator.HitDPU:
+		return MachineURL(h.ID)
+	case allocator.HitExpectedMachine:
+		return ExpectedMachineURL(h.ID)
+	case allocator.HitAllocation:
+		return ValueURL(h.Pool, h.Value)
+	case allocator.HitPool:
+		if h.Value != "" {
+			return ValueURL(h.Pool, h.Value)
+		}
+		return PoolURL(h.Pool)
+	}
+	return "/"
+}
+
+// ObjectURL is the page of an audit event's object ("" when it has none).
+func ObjectURL(objectType, objectID string) string {
+	switch objectType {
+	case "machine":
+		return MachineURL(objectID)
+	case "expected_machine":
+		if objectID == "*" {
+			return "/expected-machines"
+		}
+		return ExpectedMachineURL(objectID)
+	case "pool":
+		return PoolURL(objectID)
+	case "allocation":
+		if pool, value, ok := strings.Cut(objectID, "/"); ok {
+			return ValueURL(pool, value)
+		}
+	}
+	return ""
+}
+
+// BindingAdvice is what an operator should do about a binding status.
+func BindingAdvice(status string) string {
+	switch status {
+	case allocator.BindingReserved:
+		return "Settled: the DPU carries its reserved loopback. Nothing to do."
+	case allocator.BindingAutomatic:
+		return "Settled: an automatic loopback, nothing reserved. Reserve one on the ExpectedMachine only if this DPU needs a fixed address (it applies at the next ingestion)."
+	case allocator.BindingPending:
+		return "The reservation changed while the DPU was active: it keeps its current loopback. Decommission and delete the host, then ingest it again to apply the reservation — or set the reservation back."
+	case allocator.BindingConflict:
+		return "The reserved value could not be assigned (held by another owner, quarantined, or the DPU is declared by another ExpectedMachine). Fix the ExpectedMachines or free the value; the DPU gets it at the next report or reconciliation."
+	case allocator.BindingMissing:
+		return "No loopback yet (the pool was exhausted when the DPU was ingested). Add a range to the pool: the DPU is completed automatically."
+	case allocator.BindingNone:
+		return "The family's pool does not exist and nothing is reserved: nothing to do unless the site uses it."
+	}
+	return ""
+}
+
+// HitKindLabel is a search group's heading.
+func HitKindLabel(kind string) string {
+	switch kind {
+	case allocator.HitHost:
+		return "Hosts"
+	case allocator.HitDPU:
+		return "DPUs"
+	case allocator.HitExpectedMachine:
+		return "Expected machines"
+	case allocator.HitAllocation:
+		return "Pool values"
+	case allocator.HitPool:
+		return "Pools"
+	}
+	return kind
+}
