@@ -2,10 +2,10 @@ package handlers
 
 import (
 	"bytes"
-	"encoding/json"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"

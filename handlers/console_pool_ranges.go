@@ -33,7 +33,6 @@ func (h *Console) AddRange(c echo.Context) error {
 	return render(c, formStatus(err), views.PoolDetailPage(v))
 }
 
-
 func (h *Console) rangeEditView(c echo.Context) (views.RangeEditView, error) {
 	name := Param(c, "name")
 	r, err := h.A.GetRange(Ctx(c), name, Param(c, "id"))
