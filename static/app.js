@@ -114,21 +114,14 @@
   function initSort(root) {
     var ths = (root || document).querySelectorAll("table[data-sortable] th[data-sort]");
     for (var i = 0; i < ths.length; i++) {
-      var th = ths[i];
-      if (th.querySelector("button.sort")) continue;
-      var b = document.createElement("button");
-      b.type = "button";
-      b.className = "sort";
-      b.textContent = th.textContent;
-      b.setAttribute("aria-label", "Sort by " + th.textContent);
-      th.textContent = "";
-      th.appendChild(b);
+      if (ths[i].hasAttribute("tabindex")) continue;
+      ths[i].setAttribute("tabindex", "0");
+      ths[i].setAttribute("title", "Sort by " + ths[i].textContent.trim());
+      ths[i].classList.add("sortable");
     }
   }
-  document.addEventListener("click", function (ev) {
-    var b = ev.target.closest && ev.target.closest("th[data-sort] button.sort");
-    if (!b) return;
-    var th = b.parentElement, table = th.closest("table"), tbody = table.tBodies[0];
+  function sortBy(th) {
+    var table = th.closest("table"), tbody = table.tBodies[0];
     var idx = Array.prototype.indexOf.call(th.parentElement.children, th);
     var dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
     var ths = th.parentElement.children;
@@ -137,6 +130,14 @@
     var rows = Array.prototype.slice.call(tbody.rows).filter(function (r) { return !r.querySelector("td[colspan]"); });
     rows.sort(function (x, y) { return dir * compare(cellKey(x, idx), cellKey(y, idx)); });
     for (var j = 0; j < rows.length; j++) tbody.appendChild(rows[j]);
+  }
+  document.addEventListener("click", function (ev) {
+    var th = ev.target.closest && ev.target.closest("table[data-sortable] th[data-sort]");
+    if (th) sortBy(th);
+  });
+  document.addEventListener("keydown", function (ev) {
+    var th = ev.target.closest && ev.target.closest("table[data-sortable] th[data-sort]");
+    if (th && (ev.key === "Enter" || ev.key === " ")) { ev.preventDefault(); sortBy(th); }
   });
   document.addEventListener("DOMContentLoaded", function () { initSort(document); });
   document.addEventListener("htmx:afterSettle", function () { initSort(document); });

@@ -197,7 +197,7 @@ func consoleEndToEnd(t *testing.T, site *consoleSite) {
 	)
 	run(t, ctx, "save the ExpectedMachine",
 		chromedp.Click(chromedp.CSS(`#em-form button.save`)),
-		poll(`location.pathname === "/expected-machines" && document.body.innerText.includes("`+mac+`") && document.body.innerText.includes("10.180.62.201")`),
+		poll(`location.pathname.startsWith("/expected-machines/") && document.body.innerText.includes("`+mac+`") && document.body.innerText.includes("10.180.62.201") && document.querySelector("#flash").innerText.includes("saved")`),
 	)
 
 	// The DPU is reported as site-explorer does, through the REST API,
@@ -220,13 +220,13 @@ func consoleEndToEnd(t *testing.T, site *consoleSite) {
 	)
 
 	run(t, ctx, "force delete opens the impact dialog with the quarantine warning",
-		chromedp.Navigate(base+"/machines"),
-		chromedp.WaitVisible(chromedp.CSS(`a.button.danger`)),
-		chromedp.Click(chromedp.CSS(`a.button.danger`)),
+		chromedp.Navigate(base+"/machines/"+allocator.HostMachineID(mac)),
+		chromedp.WaitVisible(chromedp.CSS(`.machine-head a[href$='action=force-delete']`)),
+		chromedp.Click(chromedp.CSS(`.machine-head a[href$='action=force-delete']`)),
 		poll(`document.querySelector("dialog[open]") !== null`),
 		poll(`document.querySelector("dialog[open]").innerText.includes("quarantine") && document.querySelector("dialog[open] .alert.bad") !== null`),
 		poll(`document.querySelector("dialog[open]").innerText.includes("returned to its reservation")`),
-		poll(`document.querySelector("dialog[open] input[name=confirm_id]") !== null`),
+		poll(`document.querySelector("dialog[open] input[name=confirm_name]") !== null`),
 	)
 	screenshot(t, ctx, "force-delete-dialog", false)
 
@@ -318,7 +318,13 @@ func TestConsoleLayoutE2E(t *testing.T) {
 					chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 					poll(`location.pathname === "/"`),
 				)
-				for _, p := range []string{"/", "/pools", "/pools/lo-ip", "/expected-machines", "/machines", "/bindings", "/events"} {
+				em, err := site.a.GetExpectedMachine(context.Background(), "1a:1b:1c:1d:1e:1f")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range []string{"/", "/pools", "/pools/lo-ip", "/expected-machines", "/machines", "/bindings", "/events",
+					"/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:20"), "/machines/" + allocator.DPUMachineID("MT2242X00020"),
+					"/expected-machines/" + em.ID, "/search?q=rack", "/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:20") + "/impact?action=force-delete"} {
 					run(t, ctx, p, chromedp.Navigate(site.srv.URL+p), poll(`document.readyState === "complete" && document.querySelector("table") !== null`))
 					time.Sleep(100 * time.Millisecond)
 					bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](layoutProblems))

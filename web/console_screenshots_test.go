@@ -118,7 +118,7 @@ func TestConsoleScreenshots(t *testing.T) {
 			poll(`location.pathname === "/"`),
 		)
 		for _, p := range pages {
-			run(t, ctx, p.name, chromedp.Navigate(base+p.path), poll(p.ready))
+			run(t, ctx, p.name, chromedp.EmulateViewport(int64(w), int64(h)), chromedp.Navigate(base+p.path), poll(p.ready))
 			screenshot(t, ctx, p.name, true)
 		}
 	}
@@ -130,7 +130,13 @@ func TestConsoleScreenshots(t *testing.T) {
 		{"machines", "/machines", `document.querySelector("table") !== null`},
 		{"bindings", "/bindings", `document.querySelector(".badge.pending") !== null`},
 		{"audit-log", "/events", `document.querySelector("table") !== null`},
-		{"noc", "/noc", `document.querySelector("#board") !== null`},
+		{"machine-page", "/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:20"), `document.querySelector("#dpus") !== null`},
+		{"dpu-page", "/machines/" + allocator.DPUMachineID("MT2242X00010"), `document.querySelector("#dpus .badge.pending") !== null`},
+		{"expected-machine-view", "/expected-machines/" + emID(t, site, "1a:1b:1c:1d:1e:20"), `document.querySelector("#em-dpus") !== null`},
+		{"search-results", "/search?q=rack", `document.querySelector(".hit-group") !== null`},
+	})
+	shoot(1920, 1080, []struct{ name, path, ready string }{
+		{"noc", "/noc", `document.querySelector("#board .kpi") !== null`},
 	})
 
 	// Inline error and force-delete dialog.
@@ -150,12 +156,43 @@ func TestConsoleScreenshots(t *testing.T) {
 		poll(`document.querySelector('.dpu-row .error[id$="-loopback_ip"]').innerText.includes("auto-assign")`),
 	)
 	screenshot(t, ctx, "expected-machine-form-inline-error", true)
-	run(t, ctx, "force delete dialog",
+	run(t, ctx, "pending warning",
+		chromedp.Navigate(base+"/expected-machines/"+emID(t, site, "2a:00:00:00:00:31")+"/edit"),
+		setInput(`.dpu-row input[name=dpu_ip]`, "10.180.62.212"),
+		poll(`document.querySelector('.dpu-row .warn-msg[id$="-loopback_ip"]').innerText.includes("10.180.62.212 applies then")`),
+	)
+	screenshot(t, ctx, "expected-machine-pending-warning", false)
+	run(t, ctx, "row menu",
 		chromedp.Navigate(base+"/machines"),
-		chromedp.Click(chromedp.CSS(`a.button.danger`)),
+		chromedp.Click(chromedp.CSS(`tr:nth-child(2) details.menu summary`)),
+		poll(`document.querySelector("details.menu[open]") !== null`),
+	)
+	screenshot(t, ctx, "machines-row-menu", false)
+	run(t, ctx, "force delete dialog",
+		chromedp.Navigate(base+"/machines/"+allocator.HostMachineID("1a:1b:1c:1d:1e:20")),
+		chromedp.Click(chromedp.CSS(`.machine-head a[href$='action=force-delete']`)),
 		poll(`document.querySelector("dialog[open]") !== null`),
+		setInput(`#confirm-name`, "rack7-u1"),
 	)
 	screenshot(t, ctx, "force-delete-dialog", false)
+	run(t, ctx, "decommission dialog",
+		chromedp.Navigate(base+"/machines/"+allocator.HostMachineID("1a:1b:1c:1d:1e:1f")),
+		chromedp.Click(chromedp.CSS(`.machine-head a[href$='action=decommission']`)),
+		poll(`document.querySelector("dialog[open]") !== null`),
+	)
+	screenshot(t, ctx, "decommission-dialog", false)
+	run(t, ctx, "unquarantine dialog",
+		chromedp.Navigate(base+"/pools/lo-ip?state=quarantined"),
+		chromedp.Click(chromedp.CSS(`table.allocations a[href*='/unquarantine?value=']`)),
+		poll(`document.querySelector("dialog[open]") !== null`),
+	)
+	screenshot(t, ctx, "unquarantine-dialog", false)
+	run(t, ctx, "range edit refused",
+		chromedp.Navigate(base+"/pools/lo-ip"),
+		chromedp.Click(chromedp.CSS(`#ranges a[href$='/edit']:last-of-type`)),
+		poll(`document.querySelector("dialog[open] #range-form") !== null`),
+	)
+	screenshot(t, ctx, "range-edit-dialog", false)
 
 	shoot(390, 844, []struct{ name, path, ready string }{
 		{"phone-dashboard", "/", `document.querySelector(".bar") !== null`},
@@ -164,5 +201,29 @@ func TestConsoleScreenshots(t *testing.T) {
 		{"phone-machines", "/machines", `document.querySelector("table") !== null`},
 		{"phone-expected-machines", "/expected-machines", `document.querySelector("#em-table") !== null`},
 		{"phone-audit-log", "/events", `document.querySelector("table") !== null`},
+		{"phone-machine-page", "/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:20"), `document.querySelector("#dpus") !== null`},
 	})
+	ctx = newBrowser(t, 390, 844)
+	run(t, ctx, "sign in",
+		chromedp.Navigate(base+"/login"),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleAdmin]),
+		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
+		poll(`location.pathname === "/"`),
+	)
+	run(t, ctx, "phone force delete dialog",
+		chromedp.Navigate(base+"/machines/"+allocator.HostMachineID("1a:1b:1c:1d:1e:20")),
+		chromedp.Click(chromedp.CSS(`.machine-head a[href$='action=force-delete']`)),
+		poll(`document.querySelector("dialog[open]") !== null`),
+	)
+	screenshot(t, ctx, "phone-force-delete-dialog", false)
+}
+
+// emID is the id of the ExpectedMachine with this BMC MAC.
+func emID(t *testing.T, site *consoleSite, mac string) string {
+	t.Helper()
+	em, err := site.a.GetExpectedMachine(context.Background(), mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return em.ID
 }

@@ -293,12 +293,26 @@ func TestConsoleViewerSeesNoControls(t *testing.T) {
 	site := newSQLiteSite(t)
 	seedBelievableSite(t, site)
 	v := site.login(allocator.RoleViewer)
+	em, err := site.a.GetExpectedMachine(context.Background(), "1a:1b:1c:1d:1e:1f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A refused page keeps the navigation and the search box.
+	expect(t, v.get("/expected-machines/new"), http.StatusForbidden, "Not allowed", `<nav aria-label="main">`, `id="global-q"`, "Sign out")
 	for path, banned := range map[string][]string{
-		"/pools":             {"Create a pool", `action="/pools"`},
-		"/pools/lo-ip":       {"Add a range", "remove", "unquarantine"},
-		"/expected-machines": {"New ExpectedMachine", "Import NICo file", "/edit"},
-		"/machines":          {"Force delete", "Decommission", "/impact"},
-		"/noc":               {"<form", "csrf"},
+		"/pools":                         {"Create a pool", `action="/pools"`},
+		"/pools/lo-ip":                   {"Add a range", "remove", "unquarantine", "Remove…", "Edit…", "Unquarantine…", "/ranges/"},
+		"/pools/lo-ip?state=quarantined": {"Unquarantine", "/unquarantine"},
+		"/expected-machines":             {"New ExpectedMachine", "Import NICo file", "/edit"},
+		"/machines":                      {"Force delete", "Decommission", "/impact"},
+		"/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:1f"): {"Force delete", "Decommission", "/impact", "Delete…", "/edit"},
+		"/machines/" + allocator.DPUMachineID("MT2242X00001"):       {"Force delete", "Decommission", "/impact", "/edit"},
+		"/expected-machines/" + em.ID:                               {"/edit", "Delete…", "/delete"},
+		"/bindings":                                                 {"/impact", "/edit"},
+		"/events":                                                   {"/impact", "/edit"},
+		"/search?q=rack":                                            {"/impact", "/edit"},
+		"/":                                                         {"/impact", "/edit", "Create a pool"},
+		"/noc":                                                      {"<form", "csrf"},
 	} {
 		body := expect(t, v.get(path), http.StatusOK)
 		for _, b := range banned {
