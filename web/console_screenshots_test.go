@@ -18,7 +18,7 @@ import (
 // days of allocation history, ExpectedMachines with reservations, ingested
 // hosts with DPUs in several binding states, and a force-deleted host whose
 // automatic loopback sits in quarantine.
-func seedBelievableSite(t *testing.T, site *consoleSite) {
+func seedBelievableSite(t testing.TB, site *consoleSite) {
 	t.Helper()
 	a := site.a
 	seedSite(t, a)
