@@ -25,11 +25,11 @@ func (h *Console) bindingAlerts(c echo.Context) ([]views.BindingAlert, error) {
 		for _, b := range page.Items {
 			if b.StatusV4 == status {
 				out = append(out, views.BindingAlert{MachineID: b.MachineID, Serial: b.SerialNumber, Family: "IPv4",
-					Status: status, Reserved: views.Str(b.ReservedIP), Active: views.Str(b.LoopbackIP)})
+					Status: status, Reserved: views.Str(b.ReservedIP), Active: views.Str(b.LoopbackIP), Host: b.HostName})
 			}
 			if b.StatusV6 == status {
 				out = append(out, views.BindingAlert{MachineID: b.MachineID, Serial: b.SerialNumber, Family: "IPv6",
-					Status: status, Reserved: views.Str(b.ReservedIPv6), Active: views.Str(b.LoopbackIPv6)})
+					Status: status, Reserved: views.Str(b.ReservedIPv6), Active: views.Str(b.LoopbackIPv6), Host: b.HostName})
 			}
 		}
 	}

@@ -226,7 +226,7 @@ func TestConsolePages(t *testing.T) {
 			{"/expected-machines", []string{"Expected machines", "1a:1b:1c:1d:1e:1f", "rack7-u12", "10.180.62.200", "fd00:180:62:1::c8", "New ExpectedMachine", "(password set)"}},
 			{"/expected-machines?q=rack8", []string{"rack8-u01", "rack8-u03"}},
 			{"/expected-machines/new", []string{"New ExpectedMachine", `name="dpu_serial"`, "Add DPU", `hx-post="/expected-machines/validate"`}},
-			{"/expected-machines/" + em.ID + "/edit", []string{"ExpectedMachine 1a:1b:1c:1d:1e:1f", "MT2242X00001", "10.180.62.200", "A password is stored", "Delete ExpectedMachine"}},
+			{"/expected-machines/" + em.ID + "/edit", []string{"Edit ExpectedMachine", "rack7-u12", "1a:1b:1c:1d:1e:1f", "MT2242X00001", "10.180.62.200", "A password is stored", "Delete ExpectedMachine"}},
 			{"/expected-machines/import", []string{"Import a NICo expected-machines file", `type="file"`, "<progress"}},
 			{"/machines", []string{"Machines", "rack7-u12", "MT2242X00001", "10.180.62.200", "Force delete…", "Decommission…", "Actions ▾"}},
 			{"/machines/" + host, []string{"rack7-u14", "MT2242X00002", "reserved", "Values held in every pool", "History", "Force delete…", "Decommission…", "What to do"}},
