@@ -188,3 +188,25 @@ func machineRowLabel(db *gorm.DB, m *models.Machine) string {
 	}
 	return "host " + n + " (" + m.MachineID + ")"
 }
+
+// ExpectedMachineNames returns the display name of each ExpectedMachine id
+// given (ExpectedMachineName); unknown ids are left out.
+func (a *Allocator) ExpectedMachineNames(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	err := a.read(ctx, func(db *gorm.DB) error {
+		for start := 0; start < len(ids); start += 500 {
+			var rows []models.ExpectedMachine
+			if err := db.Select("id", "bmc_mac_address", "metadata_name").Where("id IN ?", ids[start:min(start+500, len(ids))]).Find(&rows).Error; err != nil {
+				return err
+			}
+			for _, r := range rows {
+				out[r.ID] = ExpectedMachineName(r.MetadataName, r.BmcMacAddress)
+			}
+		}
+		return nil
+	})
+	return out, err
+}

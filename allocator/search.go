@@ -353,8 +353,17 @@ func (s *searcher) partial(q string) error {
 		return err
 	}
 	for _, em := range page.Items {
+		// An ingested ExpectedMachine is its host (as for exact matches).
+		var hosts []models.Machine
+		if err := s.db.Where("bmc_mac_address = ?", em.BmcMacAddress).Limit(1).Find(&hosts).Error; err != nil {
+			return err
+		}
+		if len(hosts) > 0 {
+			s.add(SearchHit{Kind: HitHost, ID: hosts[0].MachineID, Detail: "ExpectedMachine " + ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)})
+			continue
+		}
 		s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress),
-			Detail: "BMC MAC " + em.BmcMacAddress})
+			Detail: "BMC MAC " + em.BmcMacAddress + ", not ingested yet"})
 	}
 	if page.NextCursor != "" {
 		s.res.More = true

@@ -11,12 +11,23 @@ import (
 // the objects of its audit events and the extra ids given.
 func (h *Console) eventNames(c echo.Context, events []allocator.Event, extra []string) (views.Names, error) {
 	ids := append([]string{}, extra...)
+	var ems []string
 	for _, e := range events {
-		if e.ObjectType == "machine" {
+		switch e.ObjectType {
+		case "machine":
 			ids = append(ids, e.ObjectID)
+		case "expected_machine":
+			ems = append(ems, e.ObjectID)
 		}
 	}
 	names, err := h.A.MachineNames(Ctx(c), ids)
+	if err != nil {
+		return nil, err
+	}
+	emNames, err := h.A.ExpectedMachineNames(Ctx(c), ems)
+	for id, n := range emNames {
+		names[id] = n
+	}
 	return views.Names(names), err
 }
 

@@ -50,12 +50,49 @@ func Diff(before, after json.RawMessage) []DiffLine {
 	return out
 }
 
-// DiffShown is the first lines of a diff and how many more there are.
+// maxOneSided bounds the lines of a creation or deletion (every field is
+// "changed"): the identifying fields first, the rest behind the toggle.
+const maxOneSided = 4
+
+// keyFields are shown first when a whole document appears or goes.
+var keyFields = []string{"value", "pool", "owner_type", "owner_id", "state", "serial_number", "metadata.name",
+	"bmc_mac_address", "name", "kind", "first", "last", "auto_assign", "role"}
+
+// DiffShown is the first lines of a diff and how many more there are. A
+// creation or a deletion shows its identifying fields first and at most
+// maxOneSided lines; a change shows up to maxDiffLines changed fields.
 func DiffShown(d []DiffLine) ([]DiffLine, int) {
-	if len(d) > maxDiffLines {
-		return d[:maxDiffLines], len(d) - maxDiffLines
+	limit := maxDiffLines
+	oneSided := len(d) > 0
+	for _, l := range d {
+		oneSided = oneSided && (l.Added || l.Removed)
+	}
+	if oneSided {
+		limit = maxOneSided
+		rank := func(p string) int {
+			for i, k := range keyFields {
+				if p == k {
+					return i
+				}
+			}
+			return len(keyFields)
+		}
+		d = append([]DiffLine(nil), d...)
+		sort.SliceStable(d, func(i, j int) bool { return rank(d[i].Path) < rank(d[j].Path) })
+	}
+	if len(d) > limit {
+		return d[:limit], len(d) - limit
 	}
 	return d, 0
+}
+
+// Clip shortens a long value for a diff line (the whole value is in the
+// title and the full documents).
+func Clip(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	return s[:20] + "…" + s[len(s)-10:]
 }
 
 func decode(raw json.RawMessage) any {

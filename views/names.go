@@ -48,6 +48,8 @@ func (n Names) OwnerText(ownerType, ownerID string) string {
 		if s, ok := n[ownerID]; ok {
 			return s
 		}
+		// A machine that is gone (force-deleted): its short id.
+		return "machine " + ShortID(ownerID)
 	}
 	return ownerType + "/" + ownerID
 }

@@ -255,7 +255,7 @@ func consoleEndToEnd(t *testing.T, site *consoleSite) {
 // layoutProblems lists what is wrong with the page's layout at the
 // current width: a number, address, code value, badge, button or nav link
 // broken over two lines; the page itself scrolling sideways; a nav link
-// or a card's action button off screen; the pool stats table wider than
+// or a row's action (button, link or menu) off screen; the pool stats table wider than
 // its panel; a table in a fixed-height box; a table that scrolls sideways
 // without the visible hint.
 const layoutProblems = `(() => {
@@ -278,7 +278,7 @@ const layoutProblems = `(() => {
     const r = a.getBoundingClientRect();
     if (r.right > W + 1 || r.left < -1) bad.push("nav link off screen: " + name(a));
   }
-  for (const b of document.querySelectorAll("table.cards td.actions .button, table.cards td.actions button")) {
+  for (const b of document.querySelectorAll("td.actions .button, td.actions button, td.actions summary")) {
     const r = b.getBoundingClientRect();
     if (r.right > W + 1) bad.push("action off screen: " + name(b));
   }
