@@ -221,6 +221,23 @@ func TestConsoleScreenshots(t *testing.T) {
 		poll(`document.querySelector("dialog[open]") !== null`),
 	)
 	screenshot(t, ctx, "phone-force-delete-dialog", false)
+
+	// Last, as it stops the server: the wallboard losing its connection.
+	ctx = newBrowser(t, 1920, 1080)
+	run(t, ctx, "sign in",
+		chromedp.Navigate(base+"/login"),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleViewer]),
+		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
+		poll(`location.pathname === "/"`),
+	)
+	run(t, ctx, "noc", chromedp.EmulateViewport(1920, 1080), chromedp.Navigate(base+"/noc"), poll(`document.querySelector("#board .kpi") !== null`))
+	site.srv.CloseClientConnections()
+	site.srv.Close()
+	run(t, ctx, "noc lost connection",
+		chromedp.Evaluate[chromedp.Void](`htmx.ajax("GET", "/noc", {source: "#board", target: "#board", select: "#board", swap: "outerHTML"}), true`),
+		poll(`!document.querySelector("#noc-stale").hidden`),
+	)
+	screenshot(t, ctx, "noc-lost-connection", false)
 }
 
 // emID is the id of the ExpectedMachine with this BMC MAC.
