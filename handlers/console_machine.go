@@ -20,5 +20,18 @@ func (h *Console) Machine(c echo.Context) error {
 	if v.Names, err = h.eventNames(c, d.History, machineIDsOf(d)); err != nil {
 		return err
 	}
+	var ems []string
+	for _, b := range d.Bindings {
+		if b.ExpectedMachineID != nil {
+			ems = append(ems, *b.ExpectedMachineID)
+		}
+	}
+	emNames, err := h.A.ExpectedMachineNames(Ctx(c), ems)
+	if err != nil {
+		return err
+	}
+	for id, n := range emNames {
+		v.Names[id] = n
+	}
 	return render(c, http.StatusOK, views.MachinePage(v))
 }
