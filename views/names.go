@@ -102,9 +102,9 @@ func BindingAdvice(status string) string {
 	case allocator.BindingPending:
 		return "The reservation changed while the DPU was active: it keeps its current loopback. Decommission and delete the host, then ingest it again to apply the reservation — or set the reservation back."
 	case allocator.BindingConflict:
-		return "The reserved value could not be assigned (held by another owner, quarantined, or the DPU is declared by another ExpectedMachine). Fix the ExpectedMachines or free the value; the DPU gets it at the next report or reconciliation."
+		return "The reserved value could not be assigned (held by another owner, quarantined, or the DPU is declared by another ExpectedMachine). Fix the ExpectedMachines or free the value, then “Assign missing loopbacks now” (or wait for the next report)."
 	case allocator.BindingMissing:
-		return "No loopback yet (the pool was exhausted when the DPU was ingested). Add a range to the pool: the DPU is completed automatically."
+		return "No loopback yet (the pool was exhausted when the DPU was ingested). Add a range to the pool: the DPU is completed automatically (or use “Assign missing loopbacks now”)."
 	case allocator.BindingNone:
 		return "The family's pool does not exist and nothing is reserved: nothing to do unless the site uses it."
 	}

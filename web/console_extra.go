@@ -29,6 +29,7 @@ func (s *Server) consoleExtraRoutes() []Route {
 		{http.MethodGet, "/machines/:id", V, h.Machine},
 		{http.MethodGet, "/machines/:id/impact", O, h.MachineImpact},
 		{http.MethodPost, "/machines/:id/decommission", O, h.Decommission},
+		{http.MethodPost, "/machines/:id/ensure-loopbacks", O, h.EnsureLoopbacks},
 		{http.MethodPost, "/machines/:id/delete", O, h.DeleteMachine},
 		{http.MethodPost, "/machines/:id/force-delete", A, h.ForceDeleteMachine},
 		{http.MethodGet, "/bindings", V, h.Bindings},

@@ -1147,3 +1147,51 @@ func TestConsoleExpectedMachineFormatAndConflictTogether(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleFixConflict: a DPU reported under the wrong host is in
+// conflict; its page names the ExpectedMachine that declares it and offers
+// "Assign missing loopbacks now", which reports what is still missing
+// while the cause remains and assigns the reserved value once the operator
+// moved the declaration to the DPU's host.
+func TestConsoleFixConflict(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedBelievableSite(t, site)
+		ctx := allocator.WithActor(context.Background(), "test", "")
+		op := site.login(allocator.RoleOperator)
+		dpu := allocator.DPUMachineID("MT2242X00020")
+		page := expect(t, op.get("/machines/"+dpu), http.StatusOK, "declared by ExpectedMachine", "rack8-u03", "Assign missing loopbacks now")
+		checkFormsCarryCSRF(t, "/machines/"+dpu, page)
+		expect(t, op.post("/machines/"+dpu+"/ensure-loopbacks", nil, true), http.StatusSeeOther)
+		expect(t, op.get("/machines/"+dpu), http.StatusOK, "still not assigned", "MT2242X00020 ipv4")
+		// The fix: rack8-u03 no longer declares the DPU, its host's
+		// ExpectedMachine (rack7-u14) does, with the same reservation.
+		if _, err := site.a.PatchExpectedMachine(ctx, "2a:00:00:00:00:32", []byte(`{"expected_dpus":[]}`), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := site.a.PatchExpectedMachine(ctx, "1a:1b:1c:1d:1e:20", []byte(`{"expected_dpus":[
+			{"serial_number":"MT2242X00002","loopback_ip":"10.180.62.201"},{"serial_number":"MT2242X00003"},
+			{"serial_number":"MT2242X00020","loopback_ip":"10.180.62.220"}]}`), nil); err != nil {
+			t.Fatal(err)
+		}
+		res := op.htmx(http.MethodPost, "/machines/"+dpu+"/ensure-loopbacks", url.Values{})
+		expect(t, res, http.StatusOK)
+		if res.Header.Get("HX-Redirect") != "/machines/"+dpu {
+			t.Fatalf("HX-Redirect %q", res.Header.Get("HX-Redirect"))
+		}
+		b, err := site.a.GetBinding(context.Background(), dpu)
+		if err != nil || b.StatusV4 != allocator.BindingReserved || b.LoopbackIP == nil || *b.LoopbackIP != "10.180.62.220" {
+			t.Fatalf("binding after the fix: %+v %v", b, err)
+		}
+		body := expect(t, op.get("/machines/"+dpu), http.StatusOK, "Every loopback of MT2242X00020 is assigned")
+		if strings.Contains(body, "Assign missing loopbacks now") {
+			t.Error("the button stays once every loopback is assigned")
+		}
+		// A viewer sees no such button and may not post it.
+		v := site.login(allocator.RoleViewer)
+		if strings.Contains(expect(t, v.get("/machines/"+dpu), http.StatusOK), "ensure-loopbacks") {
+			t.Error("a viewer sees the assign button")
+		}
+		expect(t, v.post("/machines/"+dpu+"/ensure-loopbacks", nil, true), http.StatusForbidden)
+	})
+}
