@@ -233,15 +233,3 @@
   document.addEventListener("htmx:afterSettle", hints);
   window.addEventListener("resize", hints);
 })();
-
-// Forms with data-confirm ask before they post (deleting an
-// ExpectedMachine, unquarantining a value). Capturing on document runs
-// before htmx's own submit handler on the form.
-document.addEventListener("submit", function (ev) {
-  var f = ev.target;
-  var msg = f && f.getAttribute && f.getAttribute("data-confirm");
-  if (msg && !window.confirm(msg)) {
-    ev.preventDefault();
-    ev.stopImmediatePropagation();
-  }
-}, true);
