@@ -252,7 +252,7 @@ func (s *searcher) byPrefix(p netip.Prefix) error {
 			continue
 		}
 		s.add(SearchHit{Kind: HitPool, ID: pl.Name, Name: pl.Name, Pool: pl.Name, Value: p.Masked().String(),
-			Detail: fmt.Sprintf("%d range(s) overlap %s", n, p.Masked())})
+			Detail: fmt.Sprintf("%d range(s) overlap %s: every value held inside it, on the pool's page", n, p.Masked())})
 		var rows []models.Allocation
 		q := s.db.Where("pool_id = ? AND value_key >= ? AND value_key <= ?", pl.ID, first.key(), last.key())
 		if s.a.hold > 0 {
