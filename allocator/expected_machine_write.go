@@ -191,7 +191,7 @@ func (t *tx) updateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *e
 		return nil, false, emConstraintError(res.Error, r.f("expected_dpus"), r.f("bmc_mac_address"))
 	}
 	if res.RowsAffected != 1 {
-		return nil, false, Errf(CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", cur.ID)
+		return nil, false, Errf(CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
 	}
 	if r.dpusGiven {
 		if !dpusDeleted {
@@ -256,7 +256,7 @@ func (a *Allocator) ReplaceExpectedMachine(ctx context.Context, idOrMAC string, 
 		if err != nil {
 			return err
 		}
-		if err := ifMatch.check("ExpectedMachine "+cur.ID, cur.Version); err != nil {
+		if err := ifMatch.check("ExpectedMachine "+emLabelOf(cur), cur.Version); err != nil {
 			return err
 		}
 		out, err = t.replaceEM(cur, spec, false)
@@ -326,7 +326,7 @@ func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, pa
 		if err != nil {
 			return err
 		}
-		if err := ifMatch.check("ExpectedMachine "+cur.ID, cur.Version); err != nil {
+		if err := ifMatch.check("ExpectedMachine "+emLabelOf(cur), cur.Version); err != nil {
 			return err
 		}
 		cur0, err := expectedMachineOut(t.DB, cur)
@@ -391,7 +391,7 @@ func (a *Allocator) DeleteExpectedMachine(ctx context.Context, idOrMAC string, i
 		if err != nil {
 			return err
 		}
-		if err := ifMatch.check("ExpectedMachine "+cur.ID, cur.Version); err != nil {
+		if err := ifMatch.check("ExpectedMachine "+emLabelOf(cur), cur.Version); err != nil {
 			return err
 		}
 		return t.deleteEM(cur)
@@ -411,7 +411,7 @@ func (t *tx) deleteEM(cur *models.ExpectedMachine) error {
 		return res.Error
 	}
 	if res.RowsAffected != 1 {
-		return Errf(CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", cur.ID)
+		return Errf(CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
 	}
 	return t.audit("expected_machine.delete", "expected_machine", cur.ID, emAudit{ExpectedMachine: *before}, nil)
 }

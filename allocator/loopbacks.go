@@ -214,8 +214,8 @@ func (t *tx) ensureFamily(p *models.Pool, f loopbackFamily, owner Owner, serial 
 	if reserved != nil {
 		if misplaced != nil {
 			return nil, &Incomplete{Code: CodeConflict, Message: fmt.Sprintf(
-				"DPU %s is declared by ExpectedMachine %s (BMC %s), not by the ExpectedMachine of the host it was reported under; its reserved %s %s is left unassigned until the ExpectedMachines are fixed",
-				serial, misplaced.ID, misplaced.BmcMacAddress, f.pool, *reserved)}, nil
+				"DPU %s is declared by ExpectedMachine %s, not by the ExpectedMachine of the host it was reported under; its reserved %s %s is left unassigned until the ExpectedMachines are fixed",
+				serial, emLabelOf(misplaced), f.pool, *reserved)}, nil
 		}
 		row, _, err := t.allocate(p, owner, *reserved)
 		if e, ok := AsError(err); ok && (e.Code == CodeNotAvailable || e.Code == CodeConflict || e.Code == CodeInvalid) {
