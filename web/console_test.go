@@ -1195,3 +1195,37 @@ func TestConsoleFixConflict(t *testing.T) {
 		expect(t, v.post("/machines/"+dpu+"/ensure-loopbacks", nil, true), http.StatusForbidden)
 	})
 }
+
+// TestConsoleSearch: the header's search redirects one exact match (303)
+// to its page and lists several by kind, for every role, on both
+// databases; the allocations table filters by value or prefix.
+func TestConsoleSearch(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		seedBelievableSite(t, site)
+		v := site.login(allocator.RoleViewer)
+		for q, loc := range map[string]string{
+			"MT2242X00001":           "/machines/" + allocator.DPUMachineID("MT2242X00001"),
+			"1A-1B-1C-1D-1E-20":      "/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:20"),
+			"rack7-u12":              "/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:1f"),
+			"10.180.62.201":          "/machines/" + allocator.DPUMachineID("MT2242X00002"),
+			"fd00:180:62:1:0:0:0:c8": "/machines/" + allocator.DPUMachineID("MT2242X00001"),
+			"SN-R8-U03":              "/expected-machines/" + emID(t, site, "2a:00:00:00:00:32"),
+			"vlan-id":                "/pools/vlan-id",
+		} {
+			res := v.get("/search?q=" + url.QueryEscape(q))
+			readBody(t, res)
+			if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != loc {
+				t.Errorf("search %q: %d to %q, want 303 to %q", q, res.StatusCode, res.Header.Get("Location"), loc)
+			}
+		}
+		body := expect(t, v.get("/search?q=10.180.62.0/24"), http.StatusOK, `data-kind="pool"`, `data-kind="allocation"`, "lo-ip 10.180.62.1<")
+		if strings.Index(body, `data-kind="pool"`) > strings.Index(body, `data-kind="allocation"`) {
+			t.Error("a prefix's pools are not listed before its values")
+		}
+		expect(t, v.get("/search?q=nothing-here"), http.StatusOK, "Nothing matches")
+		expect(t, v.get("/search?q="+strings.Repeat("x", 201)), http.StatusUnprocessableEntity, "at most 200")
+		expect(t, v.get("/pools/lo-ip?value=10.180.62.200/30"), http.StatusOK, "10.180.62.200<", "10.180.62.201<")
+		expect(t, v.get("/pools/lo-ip?value=fd00::/64"), http.StatusUnprocessableEntity, "family")
+	})
+}
