@@ -1,6 +1,7 @@
 package views
 
 import (
+	"encoding/json"
 	"net/url"
 	"strings"
 
@@ -126,4 +127,48 @@ func HitKindLabel(kind string) string {
 		return "Pools"
 	}
 	return kind
+}
+
+// EventMachineName names the machine of an audit event: by the names
+// of the machines that exist, else from the machine as the event
+// recorded it (a deleted DPU by its serial, a deleted host by its chassis
+// serial or BMC MAC).
+func EventMachineName(e allocator.Event, names Names) string {
+	if n, ok := names[e.ObjectID]; ok && n != "" {
+		return n
+	}
+	var doc struct {
+		Chassis string  `json:"chassis_serial_number"`
+		MAC     *string `json:"bmc_mac_address"`
+		Serial  *string `json:"serial_number"`
+	}
+	for _, raw := range []json.RawMessage{e.Before, e.After} {
+		if json.Unmarshal(raw, &doc) == nil && (Str(doc.Serial) != "" || doc.Chassis != "" || Str(doc.MAC) != "") {
+			if Str(doc.Serial) != "" {
+				return Str(doc.Serial)
+			}
+			return allocator.HostName("", doc.Chassis, Str(doc.MAC), ShortID(e.ObjectID))
+		}
+	}
+	return ShortID(e.ObjectID)
+}
+
+// EventEMName names the ExpectedMachine of an audit event, from the
+// document it recorded when the record is gone.
+func EventEMName(e allocator.Event, names Names) string {
+	if n, ok := names[e.ObjectID]; ok && n != "" {
+		return n
+	}
+	var doc struct {
+		MAC      string `json:"bmc_mac_address"`
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	for _, raw := range []json.RawMessage{e.Before, e.After} {
+		if json.Unmarshal(raw, &doc) == nil && doc.MAC != "" {
+			return allocator.ExpectedMachineName(doc.Metadata.Name, doc.MAC)
+		}
+	}
+	return e.ObjectID
 }
