@@ -544,7 +544,15 @@ func TestLookupAcrossPools(t *testing.T) {
 		if err != nil || info.Entries == nil || len(info.Entries) != 0 {
 			t.Fatalf("unheld value: %+v %v", info, err)
 		}
-		for _, bad := range []string{"garbage", "10.0.0.256", "fe80::1%eth0", "::ffff:10.0.0.1", "10.0.0.0/8"} {
+		// An address with its host prefix is the plain address.
+		for in, want := range map[string][2]string{"10.0.0.12/32": {"lo-ip", "10.0.0.12"}, "FD00:0::12/128": {"lo-ip-v6", "fd00::12"}} {
+			info, err := f.a.LookupAddress(f.ctx, in)
+			if err != nil || info.Value != want[1] || !hasEntry(info, "reservation", want[0], want[1]) {
+				t.Fatalf("%s: %+v %v", in, info, err)
+			}
+		}
+		for _, bad := range []string{"garbage", "10.0.0.256", "fe80::1%eth0", "::ffff:10.0.0.1", "10.0.0.0/8",
+			"10.0.0.12/31", "fd00::12/127", "fd00::/64", "::ffff:10.0.0.1/128", "fe80::1%eth0/128"} {
 			_, err := f.a.LookupAddress(f.ctx, bad)
 			wantCode(t, err, CodeInvalid)
 		}

@@ -20,6 +20,7 @@ const (
 	CodePoolExhausted Code = "pool_exhausted"
 	CodeNotOwner      Code = "not_owner"
 	CodeStaleVersion  Code = "stale_version"
+	CodeTooLarge      Code = "too_large"
 	CodeInvalid       Code = "invalid"
 	CodeUnavailable   Code = "unavailable"
 	CodeInternal      Code = "internal"
@@ -40,6 +41,8 @@ func (c Code) Status() int {
 		return http.StatusConflict
 	case CodeStaleVersion:
 		return http.StatusPreconditionFailed
+	case CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
 	case CodeInvalid:
 		return http.StatusUnprocessableEntity
 	case CodeUnavailable:

@@ -1,11 +1,14 @@
 package allocator
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // NormalizeMAC accepts a 48-bit MAC address in any case, with ':' or '-'
@@ -46,95 +49,86 @@ func looksLikeMAC(s string) bool {
 	return err == nil
 }
 
-// DecodeExpectedMachineSpec reads one ExpectedMachine JSON object. Broken
-// JSON is 400 bad_request; a field of the wrong JSON type is 422 invalid
-// naming it with its index (expected_dpus[1].loopback_ip).
+// DecodeExpectedMachineSpec reads one ExpectedMachine JSON object with
+// the strict rules of every door (strict_json.go): broken JSON is 400
+// bad_request; a repeated or case-variant member name, or a member of the
+// wrong JSON type, is 422 invalid naming its path
+// (expected_dpus[1].loopback_ip). Members ipledger does not store are
+// ignored, as NICo's own readers do.
 func DecodeExpectedMachineSpec(b []byte) (ExpectedMachineSpec, error) {
-	return decodeSpec(b, "")
+	var s ExpectedMachineSpec
+	b = TrimBOM(b)
+	if err := CheckJSON(b, JSONOptions{}); err != nil {
+		return s, err
+	}
+	return s, decodeSpec(b, "", &s)
 }
 
-func decodeSpec(b []byte, prefix string) (ExpectedMachineSpec, error) {
-	var s ExpectedMachineSpec
-	var shape map[string]json.RawMessage
-	if err := json.Unmarshal(b, &shape); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			if prefix != "" {
-				return s, Errf(CodeInvalid, prefix, "%s must be a JSON object, not %s", prefix, te.Value)
-			}
-			return s, Errf(CodeBadRequest, "", "request body must be a JSON object, not %s", te.Value)
+// decodeSpec decodes one record already checked by CheckJSON; prefix is
+// its path in the file ("" for a body of its own).
+func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
+	if v := bytes.TrimSpace(b); string(v) == "null" || (len(v) > 0 && v[0] != '{') {
+		got := "null"
+		if string(v) != "null" {
+			got = kindName(jsontext.Value(v).Kind(), nil)
 		}
-		return s, Errf(CodeBadRequest, "", "request body is not valid JSON: %v", err)
-	}
-	if shape == nil {
 		if prefix != "" {
-			return s, Errf(CodeInvalid, prefix, "%s must be a JSON object, not null", prefix)
+			return Errf(CodeInvalid, prefix, "%s must be a JSON object, not %s", prefix, got)
 		}
-		return s, Errf(CodeBadRequest, "", "request body must be a JSON object, not null")
+		return Errf(CodeBadRequest, "", "request body must be a JSON object, not %s", got)
 	}
-	// Decode expected_dpus element by element so that a type error names
-	// its index.
-	var dpus *[]ExpectedDpu
-	if raw, ok := shape["expected_dpus"]; ok && string(raw) != "null" {
-		var elems []json.RawMessage
-		if err := json.Unmarshal(raw, &elems); err != nil {
-			return s, Errf(CodeInvalid, joinField(prefix, "expected_dpus"), "expected_dpus must be a JSON array of objects")
-		}
-		list := make([]ExpectedDpu, 0, len(elems))
-		for i, e := range elems {
-			var d ExpectedDpu
-			if err := json.Unmarshal(e, &d); err != nil {
-				f := joinField(prefix, fmt.Sprintf("expected_dpus[%d]", i))
-				var te *json.UnmarshalTypeError
-				if errors.As(err, &te) && te.Field != "" {
-					return s, Errf(CodeInvalid, f+"."+te.Field, "%s must be a JSON %s, not %s", te.Field, te.Type.String(), te.Value)
-				}
-				return s, Errf(CodeInvalid, f, "each expected DPU must be a JSON object {serial_number, loopback_ip, loopback_ip_v6}")
-			}
-			list = append(list, d)
-		}
-		dpus = &list
+	if err := jsonv2.Unmarshal(b, s); err != nil {
+		return jsonError(err, JSONOptions{Prefix: prefix})
 	}
-	delete(shape, "expected_dpus")
-	rest, _ := json.Marshal(shape)
-	if err := json.Unmarshal(rest, &s); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return s, Errf(CodeInvalid, joinField(prefix, te.Field), "%s must be a JSON %s, not %s", te.Field, te.Type.String(), te.Value)
-		}
-		return s, Errf(CodeInvalid, prefix, "%v", err)
+	return nil
+}
+
+// expectedMachinesFile is the NICo file {"expected_machines": [...]}, each
+// record kept raw so that one that does not decode names itself.
+type expectedMachinesFile struct {
+	ExpectedMachines *[]jsontext.Value `json:"expected_machines"`
+}
+
+// readExpectedMachinesFile checks the whole file (strict rules, with paths
+// from its top: expected_machines[3].metadata.name) and splits it into
+// records.
+func readExpectedMachinesFile(b []byte) ([]jsontext.Value, error) {
+	b = TrimBOM(b)
+	o := JSONOptions{What: "the file"}
+	if err := CheckJSON(b, o); err != nil {
+		return nil, err
 	}
-	s.ExpectedDpus = dpus
-	return s, nil
+	if v := bytes.TrimSpace(b); len(v) == 0 || v[0] != '{' {
+		return nil, Errf(CodeBadRequest, "", `the body must be a JSON object {"expected_machines": [...]}`)
+	}
+	var file expectedMachinesFile
+	if err := jsonv2.Unmarshal(b, &file); err != nil {
+		var se *jsonv2.SemanticError
+		if errors.As(err, &se) && se.JSONPointer != "" {
+			return nil, Errf(CodeInvalid, "expected_machines", "expected_machines must be a JSON array")
+		}
+		return nil, jsonError(err, o)
+	}
+	if file.ExpectedMachines == nil {
+		return nil, Errf(CodeInvalid, "expected_machines", `expected_machines is required: the file format is {"expected_machines": [...]} (an empty list removes every ExpectedMachine)`)
+	}
+	return *file.ExpectedMachines, nil
 }
 
 // ParseExpectedMachinesFile reads the NICo expected-machines file
 // {"expected_machines": [...]} as is (the body of replace-all and the
 // console's import). Errors name the record: expected_machines[3].bmc_username.
+// A repeated or case-variant member name anywhere refuses the whole file.
 func ParseExpectedMachinesFile(b []byte) ([]ExpectedMachineSpec, error) {
-	var file map[string]json.RawMessage
-	if err := json.Unmarshal(b, &file); err != nil || file == nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) || (err == nil && file == nil) {
-			return nil, Errf(CodeBadRequest, "", `the body must be a JSON object {"expected_machines": [...]}`)
-		}
-		return nil, Errf(CodeBadRequest, "", "the file is not valid JSON: %v", err)
+	elems, err := readExpectedMachinesFile(b)
+	if err != nil {
+		return nil, err
 	}
-	raw, ok := file["expected_machines"]
-	if !ok || string(raw) == "null" {
-		return nil, Errf(CodeInvalid, "expected_machines", `expected_machines is required: the file format is {"expected_machines": [...]} (an empty list removes every ExpectedMachine)`)
-	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, Errf(CodeInvalid, "expected_machines", "expected_machines must be a JSON array")
-	}
-	out := make([]ExpectedMachineSpec, 0, len(elems))
+	out := make([]ExpectedMachineSpec, len(elems))
 	for i, e := range elems {
-		s, err := decodeSpec(e, fmt.Sprintf("expected_machines[%d]", i))
-		if err != nil {
+		if err := decodeSpec(e, fmt.Sprintf("expected_machines[%d]", i), &out[i]); err != nil {
 			return nil, err
 		}
-		out = append(out, s)
 	}
 	return out, nil
 }
@@ -151,27 +145,21 @@ func joinField(prefix, f string) string {
 
 // ParseExpectedMachinesFileRecords reads the NICo file like
 // ParseExpectedMachinesFile, but a record that does not decode (a type
-// error, an unknown field) fails only itself: specs[i] is record i when
-// bad[i] is nil, otherwise bad[i] is its error naming
-// expected_machines[i]. The console's merge import uses it so that one
-// broken record does not stop the others. err is set only when the file
-// as a whole is unreadable.
+// error) fails only itself: specs[i] is record i when bad[i] is nil,
+// otherwise bad[i] is its error naming expected_machines[i]. The console's
+// merge import uses it so that one broken record does not stop the others.
+// err is set when the file as a whole is unreadable, and when a member
+// name is repeated (or repeated in another case) anywhere in it: such a
+// file is ambiguous about what its author meant, so none of it is taken.
 func ParseExpectedMachinesFileRecords(b []byte) (specs []ExpectedMachineSpec, bad []error, err error) {
-	var file map[string]json.RawMessage
-	if err := json.Unmarshal(b, &file); err != nil || file == nil {
-		_, perr := ParseExpectedMachinesFile(b)
-		return nil, nil, perr
-	}
-	raw, ok := file["expected_machines"]
-	var elems []json.RawMessage
-	if !ok || string(raw) == "null" || json.Unmarshal(raw, &elems) != nil {
-		_, perr := ParseExpectedMachinesFile(b)
-		return nil, nil, perr
+	elems, err := readExpectedMachinesFile(b)
+	if err != nil {
+		return nil, nil, err
 	}
 	specs = make([]ExpectedMachineSpec, len(elems))
 	bad = make([]error, len(elems))
 	for i, e := range elems {
-		specs[i], bad[i] = decodeSpec(e, fmt.Sprintf("expected_machines[%d]", i))
+		bad[i] = decodeSpec(e, fmt.Sprintf("expected_machines[%d]", i), &specs[i])
 	}
 	return specs, bad, nil
 }

@@ -313,6 +313,10 @@ func mergePatch(target any, patch any) any {
 // password, a non-empty string sets it, absent or "" keeps it. A patch
 // that is not a JSON object is 400 bad_request.
 func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, patch []byte, ifMatch IfMatch) (*ExpectedMachine, error) {
+	patch = TrimBOM(patch)
+	if err := CheckJSON(patch, JSONOptions{}); err != nil {
+		return nil, err
+	}
 	var p map[string]any
 	if err := json.Unmarshal(patch, &p); err != nil || p == nil {
 		return nil, Errf(CodeBadRequest, "", "a merge patch must be a JSON object: %v", errOr(err, "got null"))
@@ -341,6 +345,9 @@ func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, pa
 			delete(doc, k)
 			delete(p, k)
 		}
+		if err := caseVariantMember(doc, p, ""); err != nil {
+			return err
+		}
 		pw, pwGiven := p["bmc_password"]
 		delete(p, "bmc_password")
 		merged := mergePatch(doc, p).(map[string]any)
@@ -351,8 +358,8 @@ func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, pa
 		} else if v == nil {
 			merged["expected_dpus"] = []any{} // "expected_dpus": null clears
 		}
-		spec, err := decodeSpec([]byte(marshalJSONText(merged)), "")
-		if err != nil {
+		var spec ExpectedMachineSpec
+		if err := decodeSpec([]byte(marshalJSONText(merged)), "", &spec); err != nil {
 			return err
 		}
 		clearPW := false
@@ -370,6 +377,42 @@ func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, pa
 		return err
 	})
 	return out, err
+}
+
+// caseVariantMember refuses a patch member whose name differs from a
+// member of the stored record only in case ("Metadata"): names match only
+// in exact case, so it would merge in as an unknown member and the patch
+// would silently change nothing.
+func caseVariantMember(doc, patch map[string]any, path string) error {
+	for k, v := range patch {
+		if _, ok := doc[k]; ok {
+			if dm, ok := doc[k].(map[string]any); ok {
+				if pm, ok := v.(map[string]any); ok {
+					if err := caseVariantMember(dm, pm, joinField(path, k)); err != nil {
+						return err
+					}
+				}
+			}
+			continue
+		}
+		if k == "bmc_password" {
+			continue
+		}
+		names := []string{"bmc_password"}
+		if path != "" {
+			names = nil
+		}
+		for dk := range doc {
+			names = append(names, dk)
+		}
+		for _, dk := range names {
+			if strings.EqualFold(dk, k) {
+				f := joinField(path, k)
+				return Errf(CodeInvalid, f, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", f, k, dk)
+			}
+		}
+	}
+	return nil
 }
 
 func errOr(err error, s string) string {

@@ -34,7 +34,10 @@ type FilePool struct {
 // leave out), and integer bounds may be decimal or 0x hex, quoted or not.
 // Syntax errors are 400 bad_request; a field that is wrong is 422 invalid
 // with a field path such as `pools.lo-ip.ranges[1].end`.
+//
+// A leading UTF-8 byte order mark is ignored (docs/api.md).
 func ParsePoolFile(data []byte) ([]FilePool, error) {
+	data = TrimBOM(data)
 	var doc map[string]any
 	if _, err := toml.Decode(string(data), &doc); err != nil {
 		return nil, Errf(CodeBadRequest, "", "pool file is not valid TOML: %v", err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // PluginType is the `type` of the plugin's ipam object and the name of its
@@ -86,9 +87,11 @@ type Config struct {
 var legacyKeys = []string{"static_ip", "ipv6_subnet", "ipv4_subnet"}
 
 // ParseConfig parses and validates a whole network configuration as a plugin
-// receives it on stdin (the ipam object is read from its "ipam" key; keys
-// are matched like encoding/json does, so "cniVersion" also matches
-// "CNIVersion" exactly as the CNI library reads it).
+// receives it on stdin (the ipam object is read from its "ipam" key). The
+// configuration is strict (strict.go): a key repeated in one object, or
+// repeated in another case, anywhere, is refused, keys match only in their
+// exact case, and a key the plugin reads spelt in another case
+// ("CNIVersion") is refused rather than ignored.
 //
 // Every rejection is a *types.Error with code 7 (invalid network config)
 // whose message names the offending key or entry and value:
@@ -113,11 +116,15 @@ var legacyKeys = []string{"static_ip", "ipv6_subnet", "ipv4_subnet"}
 // Input that is not JSON never reaches ParseConfig through skel (skel answers
 // it with code 6); called directly, ParseConfig rejects it with code 7 too.
 func ParseConfig(data []byte) (*Config, error) {
+	data = bytes.TrimPrefix(data, utf8BOM)
+	if err := checkStrict(data); err != nil {
+		return nil, err
+	}
 	var top struct {
 		CNIVersion json.RawMessage `json:"cniVersion"`
 		IPAM       json.RawMessage `json:"ipam"`
 	}
-	if err := json.Unmarshal(data, &top); err != nil {
+	if err := jsonv2.Unmarshal(data, &top); err != nil {
 		return nil, invalid("the network configuration is not a JSON object: %s", clip(err.Error()))
 	}
 	cfg := &Config{CNIVersion: "0.1.0"}
@@ -139,7 +146,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		IPv6Subnet json.RawMessage `json:"ipv6_subnet"`
 		IPv4Subnet json.RawMessage `json:"ipv4_subnet"`
 	}
-	if json.Unmarshal(top.IPAM, &ipam) != nil {
+	if jsonv2.Unmarshal(top.IPAM, &ipam) != nil {
 		return nil, invalid("ipam must be a JSON object, got %s", clipRaw(top.IPAM))
 	}
 	legacyRaw := []json.RawMessage{ipam.StaticIP, ipam.IPv6Subnet, ipam.IPv4Subnet}
@@ -202,12 +209,12 @@ func decodeAddresses(raw json.RawMessage) ([]Address, error) {
 			Address json.RawMessage `json:"address"`
 			Gateway json.RawMessage `json:"gateway"`
 		}
-		if json.Unmarshal(item, &keys) != nil || keys == nil || json.Unmarshal(item, &entry) != nil {
+		if json.Unmarshal(item, &keys) != nil || keys == nil || jsonv2.Unmarshal(item, &entry) != nil {
 			return nil, invalid(`ipam.addresses[%d] must be an object {"address": CIDR, "gateway": IP}, got %s`, i, clipRaw(item))
 		}
 		var unknown []string
 		for k := range keys {
-			if !strings.EqualFold(k, "address") && !strings.EqualFold(k, "gateway") {
+			if k != "address" && k != "gateway" {
 				unknown = append(unknown, k)
 			}
 		}

@@ -4,21 +4,17 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -52,20 +48,39 @@ func IdentityOf(c echo.Context) *Identity {
 // expected-machines file of several thousand records fits).
 const MaxBodyBytes = 10 << 20
 
-// ReadBody reads the request body up to MaxBodyBytes.
+// ReadBody reads the request body up to MaxBodyBytes; a larger body is
+// 413 too_large with the API's error shape (a declared Content-Length over
+// the limit is refused before anything is read).
 func ReadBody(c echo.Context) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBodyBytes+1))
+	r := c.Request()
+	if r.ContentLength > MaxBodyBytes {
+		return nil, TooLarge(MaxBodyBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
 	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, TooLarge(mbe.Limit)
+		}
 		return nil, allocator.Errf(allocator.CodeBadRequest, "", "cannot read request body: %v", err)
 	}
 	if len(b) > MaxBodyBytes {
-		return nil, allocator.Errf(allocator.CodeBadRequest, "", "request body larger than %d bytes", MaxBodyBytes)
+		return nil, TooLarge(MaxBodyBytes)
 	}
 	return b, nil
 }
 
-// DecodeJSON reads a JSON body into v: unparseable JSON is 400
-// bad_request, a field of the wrong JSON type is 422 invalid naming it.
+// TooLarge is the 413 too_large error of a body over limit bytes.
+func TooLarge(limit int64) error {
+	return allocator.Errf(allocator.CodeTooLarge, "", "the request body is larger than %d bytes; nothing was changed", limit)
+}
+
+// DecodeJSON reads a JSON body into v with the strict rules every door
+// shares (allocator.DecodeJSON: no repeated or case-variant member names,
+// exact-case matching, a leading BOM ignored): unparseable JSON is 400
+// bad_request, a member of the wrong JSON type is 422 invalid naming it.
+// Members the body type does not have are ignored (reports and discovery
+// carry what a site explorer sends).
 func DecodeJSON(c echo.Context, v any) error {
 	b, err := ReadBody(c)
 	if err != nil {
@@ -77,62 +92,24 @@ func DecodeJSON(c echo.Context, v any) error {
 // DecodeJSONStrict is DecodeJSON for bodies where a misspelt field would
 // silently change what is done — an allocation whose "vaule" is ignored
 // becomes an automatic one, a range whose "auto_asign": false is ignored
-// becomes auto_assign — so a field the body type does not have is 422
-// invalid naming it, and nothing is changed.
+// becomes auto_assign — so a member the body type does not have is 422
+// invalid naming its path, and nothing is changed.
 func DecodeJSONStrict(c echo.Context, v any) error {
 	b, err := ReadBody(c)
 	if err != nil {
 		return err
 	}
-	if err := UnmarshalJSON(b, v); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if m := unknownFieldRE.FindStringSubmatch(err.Error()); m != nil {
-			return allocator.Errf(allocator.CodeInvalid, m[1], "unknown field %q (misspelt?); nothing was changed", m[1])
-		}
-		return allocator.Errf(allocator.CodeBadRequest, "", "request body is not valid JSON: %v", err)
-	}
-	return nil
+	return decode(b, v, true)
 }
 
-var unknownFieldRE = regexp.MustCompile(`unknown field "([^"]*)"`)
+// UnmarshalJSON decodes a JSON body like DecodeJSON.
+func UnmarshalJSON(b []byte, v any) error { return decode(b, v, false) }
 
-// UnmarshalJSON maps json errors to the API's error codes.
-func UnmarshalJSON(b []byte, v any) error {
-	trimmed := strings.TrimSpace(string(b))
-	if len(trimmed) == 0 {
-		return allocator.Errf(allocator.CodeBadRequest, "", "request body is empty; a JSON object is expected")
-	}
-	if trimmed == "null" {
+func decode(b []byte, v any, rejectUnknown bool) error {
+	if strings.TrimSpace(string(allocator.TrimBOM(b))) == "null" {
 		return allocator.Errf(allocator.CodeBadRequest, "", "request body must be a JSON object or array, not null")
 	}
-	// JSON text is UTF-8 (RFC 8259 §8.1). The decoder would turn invalid
-	// bytes into U+FFFD silently, so two different raw owner ids could
-	// become one owner.
-	if !utf8.Valid(b) {
-		return allocator.Errf(allocator.CodeBadRequest, "", "request body is not valid UTF-8")
-	}
-	err := json.Unmarshal(b, v)
-	if err == nil {
-		if hasNULEscape(b) {
-			if p, ok := findNUL(b); ok {
-				return allocator.Errf(allocator.CodeInvalid, p, "%s contains a NUL character", p)
-			}
-		}
-		return nil
-	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field == "" {
-			return allocator.Errf(allocator.CodeBadRequest, "", "request body must be a JSON %s, not %s", jsonKind(te.Type), te.Value)
-		}
-		field := locateField(b, te.Field, strings.Fields(te.Value + " ")[0])
-		return allocator.Errf(allocator.CodeInvalid, field, "%s must be a JSON %s, not %s", field, jsonKind(te.Type), te.Value)
-	}
-	return allocator.Errf(allocator.CodeBadRequest, "", "request body is not valid JSON: %v", err)
+	return allocator.DecodeJSON(b, v, allocator.JSONOptions{RejectUnknown: rejectUnknown})
 }
 
 // ErrorBody is the error shape of docs/api.md.
@@ -160,7 +137,7 @@ func ToAPIError(err error) (*allocator.Error, int) {
 		case http.StatusForbidden:
 			return &allocator.Error{Code: allocator.CodeForbidden, Message: msg}, he.Code
 		case http.StatusRequestEntityTooLarge:
-			return &allocator.Error{Code: allocator.CodeBadRequest, Message: msg}, he.Code
+			return &allocator.Error{Code: allocator.CodeTooLarge, Message: msg}, he.Code
 		case http.StatusServiceUnavailable:
 			return &allocator.Error{Code: allocator.CodeUnavailable, Message: msg}, he.Code
 		}

@@ -280,6 +280,13 @@ func TestPoolsREST(t *testing.T) {
 		if e := p.want(200, "GET", "/api/v1/addresses/192.0.2.1", p.viewer, ""); len(e["entries"].([]any)) != 0 {
 			t.Fatalf("lookup of a free value %v", e)
 		}
+		// With its host prefix, URL-encoded, it is the same address; any
+		// other prefix length is 422.
+		if got := p.want(200, "GET", "/api/v1/addresses/10.0.0.3%2F32", p.viewer, ""); got["value"] != "10.0.0.3" || len(got["entries"].([]any)) != 2 {
+			t.Fatalf("lookup of 10.0.0.3/32 %v", got)
+		}
+		wantAPIError(t, p.do("GET", "/api/v1/addresses/10.0.0.3%2F24", p.viewer, "", ""), 422, "invalid", "value")
+		wantAPIError(t, p.do("GET", "/api/v1/addresses/fd00::c%2F64", p.viewer, "", ""), 422, "invalid", "value")
 
 		// Audit log carries the actor and request id.
 		events := p.want(200, "GET", "/api/v1/events?action=allocation.create&limit=1", p.viewer, "")
@@ -387,7 +394,7 @@ func TestPoolsRESTBadInput(t *testing.T) {
 			// an automatic one, or an explicit range into an auto_assign one.
 			{"misspelt requested value", "POST", "/api/v1/pools/lo-ip/allocations", "", `{"owner_type":"machine","owner_id":"b","vaule":"10.0.0.12"}`, 422, "invalid", "vaule", "unknown field"},
 			{"misspelt auto_assign in a new range", "POST", "/api/v1/pools/lo-ip/ranges", "", `{"first":"10.0.1.1","last":"10.0.1.9","auto_asign":false}`, 422, "invalid", "auto_asign", "unknown field"},
-			{"misspelt auto_assign in a new pool", "POST", "/api/v1/pools", "", `{"name":"p","type":"ipv4","ranges":[{"first":"10.0.2.1","last":"10.0.2.9","autoassign":false}]}`, 422, "invalid", "autoassign", "unknown field"},
+			{"misspelt auto_assign in a new pool", "POST", "/api/v1/pools", "", `{"name":"p","type":"ipv4","ranges":[{"first":"10.0.2.1","last":"10.0.2.9","autoassign":false}]}`, 422, "invalid", "ranges[0].autoassign", "unknown field"},
 			{"misspelt field in a range patch", "PATCH", "/api/v1/pools/lo-ip/ranges/1", "", `{"auto_assing":false}`, 422, "invalid", "auto_assing", "unknown field"},
 		}
 		for _, c := range cases {

@@ -2,7 +2,6 @@ package web
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -107,8 +106,8 @@ func consoleBodyLimit(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		tooLarge := func() error {
-			return echo.NewHTTPError(http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("the form is larger than %d bytes: nothing was changed", consoleMaxBody))
+			return allocator.Errf(allocator.CodeTooLarge, "",
+				"the form is larger than %d bytes: nothing was changed", consoleMaxBody)
 		}
 		if r.ContentLength > consoleMaxBody {
 			return tooLarge()

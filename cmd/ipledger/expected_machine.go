@@ -185,17 +185,6 @@ func (f *emFlags) patchBody(cmd *cobra.Command) (map[string]any, error) {
 	return p, nil
 }
 
-// readFileArg reads -f FILE (or - for stdin).
-func readFileArg(name string) ([]byte, error) {
-	if name == "" {
-		return nil, fmt.Errorf("-f FILE is required")
-	}
-	if name == "-" {
-		return io.ReadAll(os.Stdin)
-	}
-	return os.ReadFile(name)
-}
-
 func emDpuText(d allocator.ExpectedDpu) string {
 	s := d.SerialNumber
 	if d.LoopbackIP != nil {
@@ -420,7 +409,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			data, err := readFileArg(uFile)
+			data, err := readJSONFile(uFile)
 			if err != nil {
 				return err
 			}
@@ -464,7 +453,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			data, err := readFileArg(rFile)
+			data, err := readJSONFile(rFile)
 			if err != nil {
 				return err
 			}

@@ -98,11 +98,11 @@ func newPoolCreateCmd(cf *clientFlags) *cobra.Command {
 			}
 			var body any
 			if file != "" {
-				data, err := os.ReadFile(file)
+				data, err := readJSONFile(file)
 				if err != nil {
 					return err
 				}
-				body = json.RawMessage(data)
+				body = data
 			} else {
 				if len(args) != 1 {
 					return fmt.Errorf("pool create needs NAME (or -f FILE)")

@@ -1,0 +1,255 @@
+package allocator
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Strict JSON, shared by every door that takes a JSON document (REST
+// bodies, the CLI's files, the console's import): docs/api.md "Strict
+// bodies". A document is refused when
+//
+//   - it is not JSON or not UTF-8 (400 bad_request);
+//   - an object carries the same member name twice, or two names that
+//     differ only in case (422 invalid naming the later member's path, e.g.
+//     expected_machines[3].metadata.name): whichever one a decoder took, the
+//     other was silently dropped;
+//   - a string holds a NUL character (422 invalid): PostgreSQL cannot store
+//     one and no name, address or identifier of ipledger needs it.
+//
+// Member names match their Go fields in their exact case only, and a
+// leading UTF-8 byte order mark is ignored. The syntax and the names are
+// checked with the tokenizer of github.com/go-json-experiment/json (the
+// encoding/json v2 semantics); the value is then decoded by it.
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// TrimBOM returns b without a leading UTF-8 byte order mark (JSON and TOML
+// documents written by some editors start with one).
+func TrimBOM(b []byte) []byte { return bytes.TrimPrefix(b, utf8BOM) }
+
+// JSONOptions tunes DecodeJSON.
+type JSONOptions struct {
+	// RejectUnknown refuses a member the target type does not have (422
+	// invalid naming it): used where a misspelt member would silently
+	// change what is done ("vaule" ignored turns a requested allocation
+	// into an automatic one).
+	RejectUnknown bool
+	// Prefix is the JSON path of the document inside a larger one
+	// (expected_machines[3]); error fields start with it.
+	Prefix string
+	// What names the document in messages ("request body", "the file");
+	// default "request body".
+	What string
+}
+
+func (o JSONOptions) what() string {
+	if o.What == "" {
+		return "request body"
+	}
+	return o.What
+}
+
+// DecodeJSON checks b with CheckJSON and decodes it into v: a member of
+// the wrong JSON type is 422 invalid naming its path; a document of the
+// wrong kind at the top (an array where an object is expected) is 400
+// bad_request.
+func DecodeJSON(b []byte, v any, o JSONOptions) error {
+	b = TrimBOM(b)
+	if err := CheckJSON(b, o); err != nil {
+		return err
+	}
+	err := jsonv2.Unmarshal(b, v, jsonv2.RejectUnknownMembers(o.RejectUnknown))
+	if err == nil {
+		return nil
+	}
+	return jsonError(err, o)
+}
+
+// jsonError maps an error of jsonv2.Unmarshal to the API's error.
+func jsonError(err error, o JSONOptions) error {
+	var se *jsonv2.SemanticError
+	if errors.As(err, &se) {
+		field := pointerPath(o.Prefix, se.JSONPointer)
+		if errors.Is(se.Err, jsonv2.ErrUnknownName) {
+			name := se.JSONPointer.LastToken()
+			return Errf(CodeInvalid, field, "unknown field %q (misspelt?); nothing was changed", name)
+		}
+		got := kindName(se.JSONKind, se.JSONValue)
+		want := goKindName(se.GoType)
+		if field == "" {
+			return Errf(CodeBadRequest, "", "%s must be a JSON %s, not %s", o.what(), want, got)
+		}
+		if want == "number" && se.JSONKind == '0' {
+			return Errf(CodeInvalid, field, "%s: %s does not fit (a whole number in range is expected)", field, got)
+		}
+		return Errf(CodeInvalid, field, "%s must be a JSON %s, not %s", field, want, got)
+	}
+	var sy *jsontext.SyntacticError
+	if errors.As(err, &sy) {
+		return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), sy.Err)
+	}
+	return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), err)
+}
+
+// CheckJSON enforces the rules of strict JSON on a whole document (see the
+// top of this file) without decoding it into a Go value; callers that
+// decode piecewise (json.RawMessage members) check the whole document
+// first.
+func CheckJSON(b []byte, o JSONOptions) error {
+	b = TrimBOM(b)
+	if len(bytes.TrimSpace(b)) == 0 {
+		return Errf(CodeBadRequest, "", "%s is empty; a JSON object is expected", o.what())
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true))
+	type frame struct {
+		obj      bool
+		path     string
+		wantName bool
+		name     string
+		idx      int
+		names    map[string]string // folded name → name as written
+	}
+	var stack []*frame
+	valuePath := func() string {
+		if len(stack) == 0 {
+			return o.Prefix
+		}
+		f := stack[len(stack)-1]
+		if f.obj {
+			return joinField(f.path, f.name)
+		}
+		return fmt.Sprintf("%s[%d]", f.path, f.idx)
+	}
+	done := func() { // the current value of the top frame is complete
+		if len(stack) == 0 {
+			return
+		}
+		f := stack[len(stack)-1]
+		if f.obj {
+			f.wantName = true
+		} else {
+			f.idx++
+		}
+	}
+	for {
+		tok, err := dec.ReadToken()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			var sy *jsontext.SyntacticError
+			if errors.As(err, &sy) && strings.Contains(sy.Err.Error(), "UTF-8") {
+				return Errf(CodeBadRequest, "", "%s is not valid UTF-8", o.what())
+			}
+			if errors.As(err, &sy) {
+				return Errf(CodeBadRequest, "", "%s is not valid JSON: %v (at byte %d)", o.what(), sy.Err, sy.ByteOffset)
+			}
+			return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), err)
+		}
+		k := tok.Kind()
+		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].wantName && k == '"' {
+			f := stack[n-1]
+			name := tok.String()
+			path := joinField(f.path, name)
+			if strings.ContainsRune(name, 0) {
+				return Errf(CodeInvalid, path, "member name %q contains a NUL character", name)
+			}
+			folded := strings.ToLower(name)
+			if prev, ok := f.names[folded]; ok {
+				if prev == name {
+					return Errf(CodeInvalid, path, "%s: member %q appears twice in one object; nothing was changed", path, name)
+				}
+				return Errf(CodeInvalid, path, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", path, name, prev)
+			}
+			f.names[folded] = name
+			f.name, f.wantName = name, false
+			continue
+		}
+		switch k {
+		case '{', '[':
+			stack = append(stack, &frame{obj: k == '{', path: valuePath(), wantName: k == '{', names: map[string]string{}})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+			done()
+		case '"':
+			if strings.ContainsRune(tok.String(), 0) {
+				p := valuePath()
+				return Errf(CodeInvalid, p, "%s contains a NUL character", p)
+			}
+			done()
+		default:
+			done()
+		}
+	}
+}
+
+// pointerPath turns a JSON pointer (/expected_dpus/1/loopback_ip) into the
+// project's JSON path (expected_dpus[1].loopback_ip). A token of digits
+// only is an array index: no object of this API has numeric member names.
+func pointerPath(prefix string, p jsontext.Pointer) string {
+	path := prefix
+	for tok := range p.Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil && tok != "" {
+			path = fmt.Sprintf("%s[%s]", path, tok)
+			continue
+		}
+		path = joinField(path, tok)
+	}
+	return path
+}
+
+// kindName names a JSON value in messages ("string", "number 1.5").
+func kindName(k jsontext.Kind, v jsontext.Value) string {
+	switch k {
+	case '"':
+		return "string"
+	case '0':
+		if len(v) > 0 && len(v) <= 40 {
+			return "number " + string(v)
+		}
+		return "number"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	}
+	return "value"
+}
+
+// goKindName names a Go type by the JSON kind it takes, never by its Go
+// name.
+func goKindName(t reflect.Type) string {
+	if t == nil {
+		return "value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	}
+	return "value"
+}
