@@ -34,10 +34,17 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives operational messages; defaults to slog.Default().
 	Logger *slog.Logger
-	// OnAllocate, when set, is called after each committed allocation
+	// OnChange, when set, is called after each committed allocation
 	// change ("allocate", "release", "quarantine", "unquarantine") per pool,
 	// e.g. to count it in metrics.
 	OnChange func(pool, action string)
+	// OnBatch, when set, is called after each batch of automatic
+	// allocations (group commit, batch.go) with its pool, number of
+	// requests and time from the start of its transaction to its end.
+	//
+	// Both hooks are fixed at construction: batch goroutines call them
+	// without a lock, so they are never set on a running allocator.
+	OnBatch func(pool string, size int, took time.Duration)
 }
 
 // Allocator is the one path for every write to pool state.
@@ -66,7 +73,8 @@ type Allocator struct {
 // New returns an Allocator over a migrated database.
 func New(db *gorm.DB, opts Options) *Allocator {
 	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange,
-		queues: map[string]*allocQueue{}, guesses: map[string]batchGuess{}}
+		onBatch: opts.OnBatch,
+		queues:  map[string]*allocQueue{}, guesses: map[string]batchGuess{}}
 	// Stored times are compared as text on SQLite: keep them all in UTC
 	// whatever zone the caller's clock uses, and in microseconds, as
 	// PostgreSQL stores them, so that the answer to a write shows the same
@@ -81,16 +89,6 @@ func New(db *gorm.DB, opts Options) *Allocator {
 	}
 	return a
 }
-
-// SetOnChange sets the hook called after each committed allocation change
-// (metrics); set it before serving.
-func (a *Allocator) SetOnChange(fn func(pool, action string)) { a.onChange = fn }
-
-// SetOnBatch sets the hook called after each batch of automatic
-// allocations (group commit, batch.go) with its pool, number of requests
-// and time from the start of its transaction to its end (metrics); set it
-// before serving.
-func (a *Allocator) SetOnBatch(fn func(pool string, size int, took time.Duration)) { a.onBatch = fn }
 
 // DB exposes the handle for read-only use by other packages (health checks).
 func (a *Allocator) DB() *gorm.DB { return a.db }

@@ -198,11 +198,12 @@ func TestBatchQueueUnderConcurrency(t *testing.T) {
 		f.mkPool("vni", "integer", 0, rng("1000", "1049", true))
 		var mu sync.Mutex
 		sizes := map[int]int{}
-		f.a.SetOnBatch(func(pool string, size int, _ time.Duration) {
+		// The hook is given at construction, as every caller does.
+		f.a = New(f.db, Options{Now: f.clock.Now, OnBatch: func(pool string, size int, _ time.Duration) {
 			mu.Lock()
 			sizes[size]++
 			mu.Unlock()
-		})
+		}})
 		const n = 64
 		var wg sync.WaitGroup
 		values := make([]string, n)

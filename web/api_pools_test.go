@@ -28,8 +28,9 @@ type poolAPI struct {
 
 func newPoolAPI(t *testing.T, db *gorm.DB) *poolAPI {
 	t.Helper()
-	a := allocator.New(db, allocator.Options{})
-	srv := web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	metrics := web.NewMetrics(nil)
+	a := allocator.New(db, metrics.AllocatorOptions(allocator.Options{}))
+	srv := web.New(web.Config{Allocator: a, Metrics: metrics, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx := context.Background()
 	p := &poolAPI{t: t, db: db, h: srv.Handler(), admin: "admin-token-0123456789"}
 	if _, err := a.EnsureAdminToken(ctx, p.admin); err != nil {

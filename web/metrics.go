@@ -13,6 +13,11 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 )
 
+// Metrics are the server's Prometheus metrics. The allocator's change and
+// batch hooks feed some of them: build the allocator with
+// Metrics.AllocatorOptions and give the same Metrics to New.
+type Metrics = metrics
+
 type metrics struct {
 	reg      *prometheus.Registry
 	duration *prometheus.HistogramVec
@@ -21,7 +26,12 @@ type metrics struct {
 	batchDur prometheus.Histogram
 }
 
-func newMetrics(reg *prometheus.Registry, a *allocator.Allocator) *metrics {
+// NewMetrics makes the server's metrics, registered in reg (a fresh
+// registry when nil).
+func NewMetrics(reg *prometheus.Registry) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	m := &metrics{
 		reg: reg,
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -52,10 +62,20 @@ func newMetrics(reg *prometheus.Registry, a *allocator.Allocator) *metrics {
 		Name: "ipledger_allocation_batch_guess_misses_total",
 		Help: "Guesses whose guard failed (nothing written; the batch then read the pool first).",
 	}, func() float64 { _, m := allocator.BatchGuesses(); return float64(m) })
-	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, guessHits, guessMisses, &poolCollector{a: a},
+	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, guessHits, guessMisses,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// AllocatorOptions returns o with the allocator's OnChange and OnBatch
+// hooks set to count into m.
+func (m *Metrics) AllocatorOptions(o allocator.Options) allocator.Options {
+	o.OnChange, o.OnBatch = m.Count, m.Batch
+	return o
+}
+
+// watch adds the per-pool gauges read from a at each scrape.
+func (m *metrics) watch(a *allocator.Allocator) { m.reg.MustRegister(&poolCollector{a: a}) }
 
 // Count is the allocator's OnChange hook.
 func (m *metrics) Count(pool, action string) { m.changes.WithLabelValues(pool, action).Inc() }

@@ -24,7 +24,12 @@ type Config struct {
 	Allocator *allocator.Allocator
 	Logger    *slog.Logger
 	// Registry receives the server's metrics; nil makes a fresh one.
+	// Ignored when Metrics is set.
 	Registry *prometheus.Registry
+	// Metrics are the server's metrics, made by NewMetrics before the
+	// allocator so that its hooks count into them (nil: fresh metrics,
+	// without allocation change and batch counts).
+	Metrics *Metrics
 	// SecureCookies marks console cookies Secure (set behind TLS).
 	SecureCookies bool
 	// RequestTimeout bounds each request's work (default 30s), so a stuck
@@ -61,9 +66,10 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(cfg.Registry)
 	}
+	cfg.Registry = cfg.Metrics.reg
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
@@ -71,9 +77,8 @@ func New(cfg Config) *Server {
 	e.HideBanner = true
 	e.HidePort = true
 	s := &Server{e: e, a: cfg.Allocator, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator}, cfg: cfg}
-	s.metrics = newMetrics(cfg.Registry, cfg.Allocator)
-	cfg.Allocator.SetOnChange(s.metrics.Count)
-	cfg.Allocator.SetOnBatch(s.metrics.Batch)
+	s.metrics = cfg.Metrics
+	s.metrics.watch(cfg.Allocator)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator: func() string { return allocator.NewTokenValue()[4:26] },

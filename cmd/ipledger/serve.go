@@ -27,6 +27,12 @@ func newLogger() *slog.Logger {
 }
 
 func openDatabase(url string) (*allocator.Allocator, func(), error) {
+	return openDatabaseWith(url, allocator.Options{})
+}
+
+// openDatabaseWith is openDatabase with the allocator's hooks (serve's
+// metrics) given at construction.
+func openDatabaseWith(url string, opts allocator.Options) (*allocator.Allocator, func(), error) {
 	db, _, err := models.Open(url)
 	if err != nil {
 		return nil, nil, err
@@ -44,7 +50,8 @@ func openDatabase(url string) (*allocator.Allocator, func(), error) {
 		closeFn()
 		return nil, nil, err
 	}
-	return allocator.New(db, allocator.Options{QuarantineHold: hold, Logger: slog.Default()}), closeFn, nil
+	opts.QuarantineHold, opts.Logger = hold, slog.Default()
+	return allocator.New(db, opts), closeFn, nil
 }
 
 var holdFlag string
@@ -73,7 +80,8 @@ func newServeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger()
 			slog.SetDefault(log)
-			a, closeDB, err := openDatabase(dbURL)
+			metrics := web.NewMetrics(nil)
+			a, closeDB, err := openDatabaseWith(dbURL, metrics.AllocatorOptions(allocator.Options{}))
 			if err != nil {
 				return err
 			}
@@ -110,7 +118,7 @@ func newServeCmd() *cobra.Command {
 				startDebugListener(debugListen, log)
 			}
 			a.ListenForTokenChanges(ctx)
-			srv := web.New(web.Config{Allocator: a, Logger: log, SecureCookies: os.Getenv("IPLEDGER_SECURE_COOKIES") == "true"})
+			srv := web.New(web.Config{Allocator: a, Metrics: metrics, Logger: log, SecureCookies: os.Getenv("IPLEDGER_SECURE_COOKIES") == "true"})
 			err = srv.Serve(ctx, listen, func(addr string) {
 				log.Info("ipledger listening", "addr", addr, "console", "http://"+addr+"/", "database", redactURL(dbURL))
 			})
