@@ -11,7 +11,13 @@ import (
 
 // Release frees value of pool held by owner (docs/pools.md). A value held by
 // another owner, or quarantined, is 409 not_owner and nothing changes; a
-// value that is already free is a no-op success.
+// value that is already free is a no-op success. A loopback that an
+// ingested DPU's ManagedHostNetworkConfig carries is never released by
+// hand: 409 conflict naming the DPU (its serial and machine_id); it leaves
+// only through decommission and delete, or a force delete, which clear the
+// network config in the same transaction. The check runs under the pool
+// lock, which ingestion also takes before it writes a network config, so a
+// report racing the release cannot slip in between.
 func (a *Allocator) Release(ctx context.Context, pool, value string, owner Owner) error {
 	if err := owner.Validate(); err != nil {
 		return err
@@ -28,8 +34,37 @@ func (a *Allocator) Release(ctx context.Context, pool, value string, owner Owner
 		if err := t.purgeExpired(p); err != nil {
 			return err
 		}
+		if err := t.refuseLiveLoopback(p, spaceOf(p).format(v)); err != nil {
+			return err
+		}
 		return t.release(p, v, owner)
 	})
+}
+
+// refuseLiveLoopback answers 409 conflict when value of a loopback pool
+// is carried by a DPU's network config.
+func (t *tx) refuseLiveLoopback(p *models.Pool, value string) error {
+	f, ok := familyOfPool(p.Name)
+	if !ok {
+		return nil
+	}
+	var ncs []models.NetworkConfig
+	if err := t.Where(f.column+" = ?", value).Limit(1).Find(&ncs).Error; err != nil {
+		return err
+	}
+	if len(ncs) == 0 {
+		return nil
+	}
+	serial := "unknown serial"
+	var m models.Machine
+	if err := t.Where("machine_id = ?", ncs[0].MachineID).Limit(1).Find(&m).Error; err != nil {
+		return err
+	}
+	if m.SerialNumber != nil {
+		serial = *m.SerialNumber
+	}
+	return Errf(CodeConflict, "value", "%s is the %s loopback of DPU %s (machine_id %s) in its network config: it is released only by decommissioning and deleting the host, or by a force delete",
+		value, p.Name, serial, ncs[0].MachineID)
 }
 
 func (t *tx) release(p *models.Pool, v u128, owner Owner) error {
