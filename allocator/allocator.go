@@ -129,6 +129,9 @@ type tx struct {
 	now     time.Time
 	locked  map[string]*models.Pool
 	changes []change
+	// familyLocked marks the address families whose advisory lock this
+	// transaction holds (pool_overlap.go).
+	familyLocked map[string]bool
 }
 
 type change struct{ pool, action string }

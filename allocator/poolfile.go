@@ -328,10 +328,28 @@ func (a *Allocator) loadOnce(ctx context.Context, pools []FilePool, res *LoadRes
 		for _, fp := range pools {
 			p, exists := locked[fp.Name]
 			if !exists {
-				if err := t.createPool(fp.Spec, fp.space, fp.ranges); err != nil {
+				// A range that overlaps another address pool is drift;
+				// the pool is created with the others, or not at all.
+				var keep []parsedRange
+				for _, r := range fp.ranges {
+					o, err := t.otherPoolOverlap(&models.Pool{Name: fp.Name}, fp.space, r.first, r.last, 0)
+					if err != nil {
+						return err
+					}
+					if o != nil {
+						res.Drift = append(res.Drift, overlapDrift(fp, r, o))
+						continue
+					}
+					keep = append(keep, r)
+				}
+				if len(keep) == 0 {
+					res.Drift = append(res.Drift, Drift{Pool: fp.Name, Message: "pool not created: every range of it overlaps another address pool"})
+					continue
+				}
+				if err := t.createPool(fp.Spec, fp.space, keep); err != nil {
 					return err
 				}
-				for _, r := range fp.ranges {
+				for _, r := range keep {
 					res.Created = append(res.Created, CreatedRange{Pool: fp.Name, First: fp.space.format(r.first), Last: fp.space.format(r.last)})
 				}
 				grown = append(grown, fp.Name)
@@ -366,6 +384,12 @@ func (a *Allocator) loadOnce(ctx context.Context, pools []FilePool, res *LoadRes
 				if identical || !disjoint {
 					continue
 				}
+				if o, err := t.otherPoolOverlap(p, fp.space, r.first, r.last, 0); err != nil {
+					return err
+				} else if o != nil {
+					res.Drift = append(res.Drift, overlapDrift(fp, r, o))
+					continue
+				}
 				row, err := t.insertRange(p, fp.space, r)
 				if err != nil {
 					return err
@@ -385,6 +409,12 @@ func (a *Allocator) loadOnce(ctx context.Context, pools []FilePool, res *LoadRes
 	})
 	*grownOut = grown
 	return err
+}
+
+func overlapDrift(fp FilePool, r parsedRange, o *familyRange) Drift {
+	return Drift{Pool: fp.Name, Message: fmt.Sprintf(
+		"file range %s..%s overlaps range %s..%s of pool %q (address pools never overlap one another): not created",
+		fp.space.format(r.first), fp.space.format(r.last), o.FirstValue, o.LastValue, o.Name)}
 }
 
 // PoolFileDrift returns the drift reported by the last pool file load.

@@ -242,6 +242,9 @@ func (t *tx) insertRange(p *models.Pool, sp space, r parsedRange) (*models.PoolR
 		return nil, Errf(CodeConflict, "first", "range %s..%s overlaps range %d (%s..%s) of pool %q",
 			sp.format(r.first), sp.format(r.last), o.ID, o.FirstValue, o.LastValue, p.Name)
 	}
+	if err := t.refuseOverlap(p, sp, r.first, r.last, 0, "first"); err != nil {
+		return nil, err
+	}
 	row := models.PoolRange{PoolID: p.ID, FirstKey: r.first.key(), LastKey: r.last.key(),
 		FirstValue: sp.format(r.first), LastValue: sp.format(r.last), AutoAssign: r.auto, Version: 1, CreatedAt: t.now}
 	if err := t.Create(&row).Error; err != nil {

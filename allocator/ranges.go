@@ -194,6 +194,11 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 		if others > 0 {
 			return Errf(CodeConflict, "first", "range %s..%s would overlap another range of pool %q", sp.format(pr.first), sp.format(pr.last), pool)
 		}
+		if grew && (pr.first.cmp(oldF) < 0 || pr.last.cmp(oldL) > 0) {
+			if err := t.refuseOverlap(p, sp, pr.first, pr.last, row.ID, "first"); err != nil {
+				return err
+			}
+		}
 		res := t.Model(&models.PoolRange{}).Where("id = ? AND version = ?", row.ID, row.Version).Updates(map[string]any{
 			"first_key": keep[0], "last_key": keep[1], "first_value": sp.format(pr.first), "last_value": sp.format(pr.last),
 			"auto_assign": pr.auto, "version": row.Version + 1})

@@ -87,8 +87,20 @@ func (a *Allocator) CreateToken(ctx context.Context, name string, role Role, val
 		return "", Errf(CodeInvalid, "token", "a token must be at least 16 characters")
 	}
 	err := a.write(ctx, func(t *tx) error {
+		// Token names are unique (the audit actor token:NAME names one
+		// token); the unique index of migration 12 backs this check.
+		var taken []models.APIToken
+		if err := t.Where("name = ?", name).Limit(1).Find(&taken).Error; err != nil {
+			return err
+		}
+		if len(taken) > 0 {
+			return tokenNameTaken(name, taken[0].ID)
+		}
 		row := models.APIToken{Name: name, Role: string(role), TokenHash: hashToken(value), CreatedAt: t.now}
 		if err := t.Create(&row).Error; err != nil {
+			if models.IsConstraintViolation(err) && strings.Contains(err.Error(), "name") {
+				return tokenNameTaken(name, 0)
+			}
 			return err
 		}
 		return t.audit("token.create", "token", name, nil, map[string]any{"id": row.ID, "name": name, "role": role})
@@ -115,11 +127,42 @@ func (a *Allocator) EnsureAdminToken(ctx context.Context, value string) (bool, e
 		a.tokensChanged()
 		return false, err
 	}
-	_, err := a.CreateToken(ctx, "bootstrap-admin", RoleAdmin, value)
-	if e, ok := AsError(err); ok && e.Code == CodeConflict {
-		return false, nil // another process created it at the same moment
+	// A token named bootstrap-admin may exist with another value (the
+	// variable was changed): this one gets a name of its own.
+	for _, name := range []string{"bootstrap-admin", "bootstrap-admin-" + hashToken(value)[:8]} {
+		_, err := a.CreateToken(ctx, name, RoleAdmin, value)
+		e, ok := AsError(err)
+		if !ok || e.Code != CodeConflict {
+			return err == nil, err
+		}
+		// Another process may have created it at the same moment.
+		if err := a.read(ctx, func(db *gorm.DB) error {
+			return db.Where("token_hash = ?", hashToken(value)).Find(&rows).Error
+		}); err != nil {
+			return false, err
+		}
+		if len(rows) > 0 {
+			return false, nil
+		}
 	}
-	return err == nil, err
+	return false, Errf(CodeConflict, "name", "cannot name the IPLEDGER_ADMIN_TOKEN token: bootstrap-admin and its variant are taken")
+}
+
+func tokenNameTaken(name string, id int64) error {
+	if id != 0 {
+		return Errf(CodeConflict, "name", "a token named %q already exists (id %d): token names are unique, choose another or delete that one", name, id)
+	}
+	return Errf(CodeConflict, "name", "a token named %q already exists: token names are unique, choose another or delete that one", name)
+}
+
+// TokenNameDuplicates lists the token names that several tokens shared
+// before names became unique (migration 12 keeps them all): `ipledger
+// migrate` and the start-up log report them, so that an operator deletes
+// the extra ones by id.
+func TokenNameDuplicates(ctx context.Context, db *gorm.DB) ([]string, error) {
+	var names []string
+	err := db.WithContext(ctx).Raw(`SELECT name FROM api_tokens GROUP BY name HAVING COUNT(*) > 1 ORDER BY name`).Scan(&names).Error
+	return names, err
 }
 
 // HasAdminToken reports whether any admin token exists.

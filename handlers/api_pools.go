@@ -57,6 +57,20 @@ func (h *API) CreatePool(c echo.Context) error {
 	return c.JSON(http.StatusCreated, p)
 }
 
+// CheckPools: GET /api/v1/pools:check → {"overlaps": [...]}, every pair of
+// ranges of address pools that overlap (stored before the rule existed);
+// empty when the site is clean.
+func (h *API) CheckPools(c echo.Context) error {
+	if err := OnlyQuery(c); err != nil {
+		return err
+	}
+	ov, err := h.A.CheckPools(Ctx(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"overlaps": ov})
+}
+
 // GetPool: GET /api/v1/pools/{name}.
 func (h *API) GetPool(c echo.Context) error {
 	p, err := h.A.GetPool(Ctx(c), Param(c, "name"))

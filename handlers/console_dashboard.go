@@ -11,7 +11,8 @@ import (
 )
 
 // dashboard gathers what the dashboard and the NOC wallboard show: pool
-// bars, pool-file drift, DPU bindings in pending/conflict, recent events.
+// bars, overlapping address pools, pool-file drift, DPU bindings in
+// pending/conflict, recent events.
 func (h *Console) dashboard(c echo.Context, title, nav string, events int) (views.Dashboard, error) {
 	d := views.Dashboard{Page: h.page(c, title, nav)}
 	pools, err := h.A.ListPools(Ctx(c))
@@ -25,6 +26,9 @@ func (h *Console) dashboard(c echo.Context, title, nav string, events int) (view
 		return d, err
 	}
 	if d.Bindings, err = h.bindingAlerts(c); err != nil {
+		return d, err
+	}
+	if d.Overlaps, err = h.A.CheckPools(Ctx(c)); err != nil {
 		return d, err
 	}
 	if events > 0 {

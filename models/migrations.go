@@ -51,6 +51,10 @@ var Migrations = []Migration{
 	// Version 11 (migration_v11.go): the INSERT triggers of allocations and
 	// audit events run once per statement instead of once per row.
 	{Version: 11, Name: "postgres: statement-level insert triggers", Postgres: schemaV11Postgres},
+	// Version 12 (migration_v12.go): address pools never overlap one
+	// another; token names are unique. Existing overlaps and duplicate
+	// names are kept and reported.
+	migrationV12,
 	// Version 15 (migration_v15.go): indexes of the console's search and
 	// the wallboard's recent events.
 	{Version: 15, Name: "search indexes", SQL: schemaV15},
@@ -380,7 +384,11 @@ func ordered() []Migration {
 // own transaction. On PostgreSQL a transaction-scoped advisory lock makes
 // several processes starting at once apply each migration exactly once.
 // It refuses to run against a schema newer than this build.
-func Migrate(db *gorm.DB) error {
+func Migrate(db *gorm.DB) error { return MigrateTo(db, SchemaVersion()) }
+
+// MigrateTo is Migrate stopping after version upTo: upgrade tests build an
+// older schema with it, fill it, then Migrate.
+func MigrateTo(db *gorm.DB, upTo int) error {
 	d := DialectOf(db)
 	// Two processes starting at once on an empty database race to create
 	// the bookkeeping table itself: CREATE TABLE IF NOT EXISTS is not safe
@@ -406,6 +414,9 @@ func Migrate(db *gorm.DB) error {
 		return fmt.Errorf("database schema version %d is newer than this build knows (%d): upgrade ipledger", newest, SchemaVersion())
 	}
 	for _, m := range ordered() {
+		if m.Version > upTo {
+			break
+		}
 		err := db.Transaction(func(tx *gorm.DB) error {
 			if d == Postgres {
 				if err := tx.Exec(`SELECT pg_advisory_xact_lock(7243518190)`).Error; err != nil {

@@ -30,6 +30,7 @@ func (s *Server) APIRoutes() []Route {
 		{http.MethodGet, "/pools", V, h.ListPools},
 		{http.MethodPost, "/pools", A, h.CreatePool},
 		{http.MethodPost, `/pools\:load`, A, h.LoadPools},
+		{http.MethodGet, `/pools\:check`, V, h.CheckPools},
 		{http.MethodGet, "/pools/:name", V, h.GetPool},
 		{http.MethodPost, "/pools/:name/ranges", A, h.AddRange},
 		{http.MethodGet, "/pools/:name/ranges/:id", V, h.GetRange},

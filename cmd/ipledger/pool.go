@@ -16,11 +16,53 @@ import (
 func newPoolCmd(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "pool", Short: "Resource pools, ranges and allocations"}
 	cmd.AddCommand(
-		newPoolListCmd(cf), newPoolShowCmd(cf), newPoolCreateCmd(cf), newPoolLoadCmd(cf),
+		newPoolListCmd(cf), newPoolShowCmd(cf), newPoolCreateCmd(cf), newPoolLoadCmd(cf), newPoolCheckCmd(cf),
 		newPoolAddRangeCmd(cf), newPoolSetRangeCmd(cf), newPoolRemoveRangeCmd(cf),
 		newPoolAllocateCmd(cf), newPoolReleaseCmd(cf), newPoolUnquarantineCmd(cf), newPoolAllocationsCmd(cf),
 	)
 	return cmd
+}
+
+// newPoolCheckCmd is `pool check`: every pair of overlapping address pool
+// ranges (kept from before the rule); it exits non-zero when there is one,
+// so that a script or a monitoring check notices.
+func newPoolCheckCmd(cf *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use: "check", Short: "Report address pools whose ranges overlap (exit status 1 when any do)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if _, err := c.call("GET", "/api/v1/pools:check", nil, "", nil, &raw); err != nil {
+				return err
+			}
+			var body struct {
+				Overlaps []allocator.PoolOverlap `json:"overlaps"`
+			}
+			if err := json.Unmarshal(raw, &body); err != nil {
+				return err
+			}
+			if c.json {
+				if err := printJSON(raw); err != nil {
+					return err
+				}
+			} else if len(body.Overlaps) == 0 {
+				fmt.Println("no overlapping address pools")
+			} else {
+				var rows [][]string
+				for _, o := range body.Overlaps {
+					rows = append(rows, []string{o.Pool, o.First + ".." + o.Last, o.OtherPool, o.OtherFirst + ".." + o.OtherLast})
+				}
+				table([]string{"POOL", "RANGE", "OVERLAPS POOL", "RANGE"}, rows)
+			}
+			if len(body.Overlaps) > 0 {
+				return fmt.Errorf("%d overlapping range pair(s): shrink or remove one range of each pair", len(body.Overlaps))
+			}
+			return nil
+		},
+	}
 }
 
 // newPoolListCmd is `pool list`: every pool with its utilization.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/models"
@@ -52,6 +53,29 @@ func openDatabaseWith(url string, opts allocator.Options) (*allocator.Allocator,
 	}
 	opts.QuarantineHold, opts.Logger = hold, slog.Default()
 	return allocator.New(db, opts), closeFn, nil
+}
+
+// storedProblems lists what an older database holds against rules that
+// are newer than its data: address pools that overlap and token names
+// shared by several tokens. Nothing is changed; each line says how to fix
+// it. The start-up log and `ipledger migrate` print them.
+func storedProblems(ctx context.Context, a *allocator.Allocator, db *gorm.DB) []string {
+	var out []string
+	ov, err := a.CheckPools(ctx)
+	if err != nil {
+		out = append(out, "cannot check address pools for overlaps: "+err.Error())
+	}
+	for _, o := range ov {
+		out = append(out, "address pools overlap: "+o.Message()+"; shrink or remove one (`ipledger pool check` lists them all)")
+	}
+	names, err := allocator.TokenNameDuplicates(ctx, db)
+	if err != nil {
+		out = append(out, "cannot check token names: "+err.Error())
+	}
+	for _, n := range names {
+		out = append(out, fmt.Sprintf("several tokens are named %q: the audit actor token:%s names none of them alone; delete the extra ones by id (`ipledger token list`, `ipledger token delete --id N`)", n, n))
+	}
+	return out
 }
 
 var holdFlag string
@@ -110,6 +134,9 @@ func newServeCmd() *cobra.Command {
 				if err := seedDemo(ctx, a, log); err != nil {
 					return fmt.Errorf("--demo: %w", err)
 				}
+			}
+			for _, line := range storedProblems(ctx, a, a.DB()) {
+				log.Warn(line)
 			}
 			if err := reconcileAtStartup(ctx, a, log); err != nil {
 				log.Error("startup step failed", "error", err)
@@ -195,6 +222,13 @@ func newMigrateCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schema at version %d\n", models.SchemaVersion())
+			// What the rules of migration 12 found already broken: kept,
+			// reported, for an operator to fix.
+			ctx := context.Background()
+			a := allocator.New(db, allocator.Options{})
+			for _, line := range storedProblems(ctx, a, db) {
+				fmt.Fprintln(cmd.OutOrStdout(), "warning: "+line)
+			}
 			return nil
 		},
 	}

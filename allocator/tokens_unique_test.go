@@ -1,0 +1,48 @@
+package allocator
+
+import (
+	"sync"
+	"testing"
+)
+
+// Token names are unique, also when two creations race; a changed
+// IPLEDGER_ADMIN_TOKEN still becomes an admin token, under a name of its
+// own.
+func TestTokenNamesUnique(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				_, errs[i] = f.a.CreateToken(f.ctx, "ci", RoleViewer, "")
+			}(i)
+		}
+		wg.Wait()
+		ok := 0
+		for _, err := range errs {
+			if err == nil {
+				ok++
+			} else {
+				wantCode(t, err, CodeConflict, `a token named "ci" already exists`)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("%d tokens named ci created, want 1: %v", ok, errs)
+		}
+		for _, v := range []string{"first-admin-value-0001", "second-admin-value-0002"} {
+			if created, err := f.a.EnsureAdminToken(f.ctx, v); err != nil || !created {
+				t.Fatalf("admin token %s: %v %v", v, created, err)
+			}
+			tok, err := f.a.Authenticate(f.ctx, v)
+			if err != nil || tok.Role != RoleAdmin {
+				t.Fatalf("authenticate %s: %+v %v", v, tok, err)
+			}
+		}
+		toks, _ := f.a.ListTokens(f.ctx)
+		if len(toks) != 3 || toks[1].Name != "bootstrap-admin" || toks[2].Name == "bootstrap-admin" {
+			t.Fatalf("tokens %+v", toks)
+		}
+	})
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+)
+
+// Token names are unique: a second `token create` with a name in use
+// exits non-zero naming it, and nothing is created. Tokens that shared a
+// name before the rule are kept, and `migrate` reports them.
+func TestTokenNamesUnique(t *testing.T) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		t.Run(dialect, func(t *testing.T) {
+			var dbURL string
+			if dialect == "sqlite" {
+				dbURL = dbtest.NewSQLiteURL(t)
+			} else {
+				dbURL = dbtest.NewPostgresURL(t)
+			}
+			db, _, err := models.Open(dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s, e := db.DB(); e == nil {
+				defer s.Close()
+			}
+			// An older database where two tokens are named ci.
+			if err := models.MigrateTo(db, 11); err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range []string{"h1", "h2"} {
+				if err := db.Create(&models.APIToken{Name: "ci", Role: "viewer", TokenHash: h}).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := runTokenCLI(t, "migrate", "--database", dbURL)
+			if err != nil || !strings.Contains(out, `several tokens are named "ci"`) {
+				t.Fatalf("migrate: %v\n%s", err, out)
+			}
+			if out, err := runTokenCLI(t, "token", "create", "--database", dbURL, "--name", "ops", "--role", "viewer"); err != nil {
+				t.Fatalf("create: %v\n%s", err, out)
+			}
+			for _, name := range []string{"ops", "ci"} {
+				out, err := runTokenCLI(t, "token", "create", "--database", dbURL, "--name", name, "--role", "admin")
+				if err == nil || !strings.Contains(err.Error(), `a token named "`+name+`" already exists`) {
+					t.Fatalf("second %s: %v\n%s", name, err, out)
+				}
+			}
+			a := allocator.New(db, allocator.Options{})
+			toks, err := a.ListTokens(context.Background())
+			if err != nil || len(toks) != 3 {
+				t.Fatalf("tokens %v %v", toks, err)
+			}
+		})
+	}
+}
