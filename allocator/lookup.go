@@ -3,7 +3,6 @@ package allocator
 import (
 	"context"
 	"net/netip"
-	"slices"
 	"strings"
 
 	"gorm.io/gorm"
@@ -36,33 +35,28 @@ type AddressInfo struct {
 
 // LookupAddress finds every pool entry, allocation, quarantine and
 // reservation that holds value, across all pools: an IPv4 or IPv6 address
-// (IPv6 addresses also match the ipv6prefix block that contains them), a
-// CIDR block of an ipv6prefix pool, or an integer. An address with its
-// host prefix (/32, /128) is the plain address; another prefix length is
-// an ipv6prefix pool's block when a pool delegates blocks of that length,
-// and 422 invalid otherwise. A value that is none of these is 422 invalid; a value nothing holds answers with no entries.
+// (IPv6 addresses also match the ipv6prefix block that contains them) or
+// an integer. An address with its host prefix (/32, /128) is the plain
+// address; another prefix length is 422 invalid (docs/api.md). A value
+// that is none of these is 422 invalid; a value nothing holds answers
+// with no entries.
 func (a *Allocator) LookupAddress(ctx context.Context, value string) (*AddressInfo, error) {
 	s := strings.TrimSpace(value)
 	var (
 		addr   netip.Addr
-		prefix netip.Prefix
 		isInt  bool
 		intVal u128
 	)
 	if strings.Contains(s, "/") {
 		p, err := netip.ParsePrefix(s)
 		if err != nil || p.Addr().Zone() != "" || p.Addr().Is4In6() {
-			return nil, Errf(CodeInvalid, "value", "%q is not an address, an IPv6 block or an integer", value)
+			return nil, Errf(CodeInvalid, "value", "%q is not an address or an integer", value)
 		}
-		switch {
-		case p.Bits() == p.Addr().BitLen():
-			// A host prefix (/32, /128) is the plain address.
-			addr = p.Addr()
-		case p.Addr().Is4():
-			return nil, Errf(CodeInvalid, "value", "%q: an IPv4 address is looked up alone or as a /32, not a /%d", value, p.Bits())
-		default:
-			prefix = p
+		if p.Bits() != p.Addr().BitLen() {
+			return nil, Errf(CodeInvalid, "value", "%q: an address is looked up alone or with its host prefix (/32, /128), not a /%d; any address of an ipv6prefix block finds the block", value, p.Bits())
 		}
+		// A host prefix (/32, /128) is the plain address.
+		addr = p.Addr()
 	} else if v, err := parseInteger(s); err == nil {
 		isInt, intVal = true, v
 	} else {
@@ -75,12 +69,6 @@ func (a *Allocator) LookupAddress(ctx context.Context, value string) (*AddressIn
 	var pools []models.Pool
 	if err := a.read(ctx, func(db *gorm.DB) error { return db.Order("name").Find(&pools).Error }); err != nil {
 		return nil, err
-	}
-	if prefix.IsValid() && !slices.ContainsFunc(pools, func(p models.Pool) bool {
-		sp := spaceOf(&p)
-		return sp.typ == TypeIPv6Prefix && sp.plen == prefix.Bits()
-	}) {
-		return nil, Errf(CodeInvalid, "value", "%q: an IPv6 address is looked up alone or as a /128; a /%d is the block size of no ipv6prefix pool", value, prefix.Bits())
 	}
 	info := &AddressInfo{Value: s, Entries: []AddressEntry{}}
 	for i := range pools {
@@ -96,8 +84,6 @@ func (a *Allocator) LookupAddress(ctx context.Context, value string) (*AddressIn
 			key = fromAddr(addr)
 		case addr.IsValid() && addr.Is6() && sp.typ == TypeIPv6Prefix:
 			key = fromAddr(netip.PrefixFrom(addr, sp.plen).Masked().Addr())
-		case prefix.IsValid() && sp.typ == TypeIPv6Prefix && prefix.Bits() == sp.plen:
-			key = fromAddr(prefix.Masked().Addr())
 		default:
 			continue
 		}
