@@ -99,8 +99,8 @@ func (h *Console) Import(c echo.Context) error {
 		return err
 	}
 	if len(data) > MaxBodyBytes {
-		v.Err = fmt.Sprintf("The file is larger than %d bytes.", MaxBodyBytes)
-		return render(c, http.StatusUnprocessableEntity, views.ImportPage(v))
+		v.Err = fmt.Sprintf("too_large: the file is larger than %d bytes; nothing was changed.", MaxBodyBytes)
+		return render(c, http.StatusRequestEntityTooLarge, views.ImportPage(v))
 	}
 	specs, bad, err := allocator.ParseExpectedMachinesFileRecords(data)
 	if err != nil {
