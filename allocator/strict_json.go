@@ -110,30 +110,34 @@ func CheckJSON(b []byte, o JSONOptions) error {
 		return Errf(CodeBadRequest, "", "%s is empty; a JSON object is expected", o.what())
 	}
 	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true))
+	// One frame per open object or array; frames are reused, and an
+	// object's names are compared by a linear scan (objects of this API
+	// have a handful of members), so a 10 MiB file costs few allocations.
 	type frame struct {
 		obj      bool
 		path     string
 		wantName bool
 		name     string
 		idx      int
-		names    map[string]string // folded name → name as written
+		names    []string
+		folded   map[string]string // from 16 names on: folded name → name
 	}
-	var stack []*frame
+	var stack []frame
 	valuePath := func() string {
 		if len(stack) == 0 {
 			return o.Prefix
 		}
-		f := stack[len(stack)-1]
+		f := &stack[len(stack)-1]
 		if f.obj {
 			return joinField(f.path, f.name)
 		}
-		return fmt.Sprintf("%s[%d]", f.path, f.idx)
+		return f.path + "[" + strconv.Itoa(f.idx) + "]"
 	}
 	done := func() { // the current value of the top frame is complete
 		if len(stack) == 0 {
 			return
 		}
-		f := stack[len(stack)-1]
+		f := &stack[len(stack)-1]
 		if f.obj {
 			f.wantName = true
 		} else {
@@ -157,31 +161,61 @@ func CheckJSON(b []byte, o JSONOptions) error {
 		}
 		k := tok.Kind()
 		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].wantName && k == '"' {
-			f := stack[n-1]
+			f := &stack[n-1]
 			name := tok.String()
-			path := joinField(f.path, name)
-			if strings.ContainsRune(name, 0) {
-				return Errf(CodeInvalid, path, "member name %q contains a NUL character", name)
+			var clash []string
+			if f.folded != nil {
+				if prev, ok := f.folded[strings.ToLower(name)]; ok {
+					clash = []string{prev}
+				}
+			} else {
+				clash = f.names
 			}
-			folded := strings.ToLower(name)
-			if prev, ok := f.names[folded]; ok {
+			for _, prev := range clash {
+				if !strings.EqualFold(prev, name) {
+					continue
+				}
+				path := joinField(f.path, name)
 				if prev == name {
 					return Errf(CodeInvalid, path, "%s: member %q appears twice in one object; nothing was changed", path, name)
 				}
 				return Errf(CodeInvalid, path, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", path, name, prev)
 			}
-			f.names[folded] = name
+			if strings.IndexByte(name, 0) >= 0 {
+				path := joinField(f.path, name)
+				return Errf(CodeInvalid, path, "member name %q contains a NUL character", name)
+			}
+			switch {
+			case f.folded != nil:
+				f.folded[strings.ToLower(name)] = name
+			case len(f.names) == 16:
+				// A large object (a map of many names): a linear scan
+				// would make the check quadratic.
+				f.folded = make(map[string]string, 64)
+				for _, n := range append(f.names, name) {
+					f.folded[strings.ToLower(n)] = n
+				}
+			default:
+				f.names = append(f.names, name)
+			}
 			f.name, f.wantName = name, false
 			continue
 		}
 		switch k {
 		case '{', '[':
-			stack = append(stack, &frame{obj: k == '{', path: valuePath(), wantName: k == '{', names: map[string]string{}})
+			p := valuePath()
+			if len(stack) < cap(stack) {
+				stack = stack[:len(stack)+1]
+				names := stack[len(stack)-1].names[:0]
+				stack[len(stack)-1] = frame{obj: k == '{', path: p, wantName: k == '{', names: names}
+			} else {
+				stack = append(stack, frame{obj: k == '{', path: p, wantName: k == '{'})
+			}
 		case '}', ']':
 			stack = stack[:len(stack)-1]
 			done()
 		case '"':
-			if strings.ContainsRune(tok.String(), 0) {
+			if strings.IndexByte(tok.String(), 0) >= 0 {
 				p := valuePath()
 				return Errf(CodeInvalid, p, "%s contains a NUL character", p)
 			}

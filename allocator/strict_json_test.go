@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,18 @@ func TestStrictJSONRules(t *testing.T) {
 			}
 		})
 	}
+	t.Run("large objects are checked too", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString(`{"x":{`)
+		for i := 0; i < 5000; i++ {
+			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+		}
+		b.WriteString(`"K4321":1}}`)
+		err := CheckJSON([]byte(b.String()), JSONOptions{})
+		if e, ok := AsError(err); !ok || e.Code != CodeInvalid || e.Field != "x.K4321" {
+			t.Fatalf("case variant among 5000 names: %v", err)
+		}
+	})
 	t.Run("a lone member in another case does not match", func(t *testing.T) {
 		var v body
 		if err := DecodeJSON([]byte(`{"OWNER_ID":"a"}`), &v, JSONOptions{}); err != nil || v.OwnerID != "" {
