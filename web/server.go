@@ -8,8 +8,10 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -80,6 +82,7 @@ func New(cfg Config) *Server {
 	s.metrics = cfg.Metrics
 	s.metrics.watch(cfg.Allocator)
 	e.HTTPErrorHandler = s.handleError
+	e.Use(sanitizeRequestID)
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator: func() string { return allocator.NewTokenValue()[4:26] },
 	}))
@@ -249,20 +252,46 @@ func isUnsafe(m string) bool {
 	return m != http.MethodGet && m != http.MethodHead && m != http.MethodOptions
 }
 
-// rejectNUL refuses a NUL character in the path or the query
-// with 422 invalid naming where it is: PostgreSQL cannot store one (SQLite
-// would), and no name, address or identifier of ipledger needs it. JSON
-// bodies are checked where they are decoded (handlers.UnmarshalJSON).
+// requestIDRE is what a client's own X-Request-Id may be; anything else
+// is replaced by a generated id.
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// sanitizeRequestID drops a client's X-Request-Id that is not a short
+// token: the id is written into every audit event and log line of the
+// request, and bytes that are not UTF-8 there made PostgreSQL refuse the
+// audit event, and so the whole write, with a 500.
+func sanitizeRequestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header
+		if v, ok := h[echo.HeaderXRequestID]; ok && (len(v) != 1 || !requestIDRE.MatchString(v[0])) {
+			h.Del(echo.HeaderXRequestID)
+		}
+		return next(c)
+	}
+}
+
+// rejectNUL refuses a NUL character, or bytes that are not UTF-8, in the
+// path or the query with 422 invalid naming where: PostgreSQL cannot store
+// either (SQLite would, and the two databases would then disagree), and
+// no name, address or identifier of ipledger needs them; a filter that
+// PostgreSQL cannot compare was a 500. JSON bodies are checked where they
+// are decoded (allocator.CheckJSON).
 func rejectNUL(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if strings.ContainsRune(r.URL.Path, 0) {
 			return allocator.Errf(allocator.CodeInvalid, "path", "the request path contains a NUL character")
 		}
+		if !utf8.ValidString(r.URL.Path) {
+			return allocator.Errf(allocator.CodeInvalid, "path", "the request path is not valid UTF-8")
+		}
 		for k, vs := range r.URL.Query() {
 			for _, v := range vs {
 				if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
 					return allocator.Errf(allocator.CodeInvalid, k, "query parameter %q contains a NUL character", k)
+				}
+				if !utf8.ValidString(k) || !utf8.ValidString(v) {
+					return allocator.Errf(allocator.CodeInvalid, strings.ToValidUTF8(k, "\ufffd"), "query parameter %q is not valid UTF-8", strings.ToValidUTF8(k, "\ufffd"))
 				}
 			}
 		}
