@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,9 +20,9 @@ type NULField struct {
 	Row  int
 }
 
-// FormNUL lists every form field holding a NUL character (which no name,
-// address or serial may carry: PostgreSQL cannot store one), by name and
-// row.
+// FormNUL lists every form field holding a NUL character or bytes that are
+// not UTF-8 (which no name, address or serial may carry: PostgreSQL cannot
+// store either), by name and row.
 func FormNUL(c echo.Context) []NULField {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	if !strings.HasPrefix(ct, echo.MIMEApplicationForm) && !strings.HasPrefix(ct, echo.MIMEMultipartForm) {
@@ -34,8 +35,8 @@ func FormNUL(c echo.Context) []NULField {
 	var out []NULField
 	for k, vs := range vals {
 		for i, v := range vs {
-			if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
-				out = append(out, NULField{k, i})
+			if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) || !utf8.ValidString(k) || !utf8.ValidString(v) {
+				out = append(out, NULField{strings.ToValidUTF8(k, "\uFFFD"), i})
 			}
 		}
 	}
@@ -65,7 +66,7 @@ var emRowFields = map[string]string{"dpu_serial": "serial_number", "dpu_ip": "lo
 // field (a page, or the toast for htmx).
 func (h *Console) RefuseNUL(c echo.Context, bad []NULField) error {
 	name := bad[0].Name
-	msg := "contains a NUL character, which is not allowed"
+	msg := "contains a NUL character or text that is not UTF-8, which is not allowed"
 	path := c.Path()
 	isSave := c.Request().Method == http.MethodPost && (path == "/expected-machines" || path == "/expected-machines/:id")
 	isValidate := path == "/expected-machines/validate"

@@ -1033,6 +1033,18 @@ func TestConsoleFormNUL(t *testing.T) {
 		if _, err := site.a.GetExpectedMachine(context.Background(), "2a:00:00:00:00:0a"); err == nil {
 			t.Fatal("a form with a NUL character was saved")
 		}
+		// Bytes that are not UTF-8 are refused the same way (PostgreSQL
+		// cannot store them: it was a 500).
+		f.Set("name", "rack-\xff")
+		f["dpu_serial"] = []string{"MT1", "MT2"}
+		body = expect(t, b.post("/expected-machines", f, true), http.StatusUnprocessableEntity)
+		if !nameErr.MatchString(body) {
+			t.Fatalf("no-JS: the UTF-8 message is not under the name field:\n%s", clip(body))
+		}
+		expect(t, b.post("/pools", url.Values{"name": {"p\xc3"}, "type": {"integer"}, "first": {"1"}, "last": {"9"}}, true), http.StatusUnprocessableEntity, "UTF-8")
+		if _, err := site.a.GetExpectedMachine(context.Background(), "2a:00:00:00:00:0a"); err == nil {
+			t.Fatal("a form with bytes that are not UTF-8 was saved")
+		}
 		expect(t, b.post("/pools", url.Values{"name": {"p\x00"}, "type": {"integer"}, "first": {"1"}, "last": {"9"}}, true), http.StatusUnprocessableEntity, "NUL")
 		expect(t, b.htmx(http.MethodPost, "/pools", url.Values{"name": {"p\x00"}, "type": {"integer"}, "first": {"1"}, "last": {"9"}}), http.StatusUnprocessableEntity, "NUL")
 		// Without the CSRF token it is still 403 first.
