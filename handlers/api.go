@@ -158,13 +158,19 @@ func WriteError(c echo.Context, err error) error {
 	return c.JSON(status, ErrorBody{Error: e})
 }
 
-// Param returns a path parameter, percent-decoded.
+// Param returns a path parameter, percent-decoded exactly once. echo
+// routes on the request's RawPath when it has one (the path held an
+// escape such as %2F that its default encoding would not produce), and
+// then the parameters are still escaped; otherwise it routes on the
+// decoded Path and they are decoded already, so decoding them again
+// turned the owner "a%41" (sent as a%2541) into the owner "aA".
 func Param(c echo.Context, name string) string {
 	v := c.Param(name)
-	if strings.Contains(v, "%") {
-		if u, err := url.PathUnescape(v); err == nil {
-			return u
-		}
+	if c.Request().URL.RawPath == "" || !strings.Contains(v, "%") {
+		return v
+	}
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
 	}
 	return v
 }
