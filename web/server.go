@@ -285,7 +285,15 @@ func rejectNUL(next echo.HandlerFunc) echo.HandlerFunc {
 		if !utf8.ValidString(r.URL.Path) {
 			return allocator.Errf(allocator.CodeInvalid, "path", "the request path is not valid UTF-8")
 		}
+		api := strings.HasPrefix(r.URL.Path, "/api/")
 		for k, vs := range r.URL.Query() {
+			// A parameter given twice is ambiguous, as a JSON member
+			// given twice is: this server reads the first, a proxy or
+			// a log reader may take the last (?owner_id=a&owner_id=b on
+			// a release).
+			if api && len(vs) > 1 {
+				return allocator.Errf(allocator.CodeInvalid, strings.ToValidUTF8(k, "\ufffd"), "query parameter %q is given %d times; give it once", strings.ToValidUTF8(k, "\ufffd"), len(vs))
+			}
 			for _, v := range vs {
 				if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
 					return allocator.Errf(allocator.CodeInvalid, k, "query parameter %q contains a NUL character", k)

@@ -60,7 +60,8 @@ func TestBodyOverLimitIsTooLarge(t *testing.T) {
 }
 
 // Path and query text that is not UTF-8 is 422 invalid naming where (it
-// was a 500 on PostgreSQL); a client's X-Request-Id that is not a short
+// was a 500 on PostgreSQL), and so is an API query parameter given twice
+// (which one a reader takes is ambiguous); a client's X-Request-Id that is not a short
 // token is replaced, so that it cannot break the audit event of a write.
 func TestBadTextInPathQueryAndHeaders(t *testing.T) {
 	for _, d := range dbtest.Dialects {
@@ -71,6 +72,7 @@ func TestBadTextInPathQueryAndHeaders(t *testing.T) {
 				{"/api/v1/pools/lo-ip/allocations?owner_id=%FF", "owner_id"},
 				{"/api/v1/pools/%FFpool", "path"},
 				{"/api/v1/expected-machines?q=%C3", "q"},
+				{"/api/v1/pools/lo-ip/allocations?owner_id=a&owner_id=b", "owner_id"},
 			} {
 				rec := env.do(secReq{method: "GET", path: c.path, token: env.tok.viewer})
 				var eb struct{ Error allocator.Error }
@@ -90,5 +92,29 @@ func TestBadTextInPathQueryAndHeaders(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A path parameter is percent-decoded exactly once: the owner "a%41"
+// (sent as a%2541) is not the owner "aA", whose addresses the CNI config
+// of the first used to carry; and a %2F-escaped value still decodes.
+func TestPathParametersDecodedOnce(t *testing.T) {
+	env := newSecEnv(t, dbtest.Open(t, models.SQLite))
+	propSite(t, env)
+	for _, id := range []string{"a%41", "aA"} {
+		if rec := env.do(secReq{method: "POST", path: "/api/v1/pools/lo-ip/allocations", token: env.tok.operator,
+			body: `{"owner_type":"endpoint","owner_id":"` + id + `"}`}); rec.Code != http.StatusCreated {
+			t.Fatalf("allocate for %s: %d %s", id, rec.Code, rec.Body)
+		}
+	}
+	a := env.do(secReq{method: "GET", path: "/api/v1/owners/endpoint/a%2541/cni-ipam", token: env.tok.viewer}).Body.String()
+	b := env.do(secReq{method: "GET", path: "/api/v1/owners/endpoint/aA/cni-ipam", token: env.tok.viewer}).Body.String()
+	if !strings.Contains(a, "10.180.62.1/32") || !strings.Contains(b, "10.180.62.2/32") {
+		t.Fatalf("a%%41: %s; aA: %s", a, b)
+	}
+	// With a %2F in the path echo routes on the raw path: still one decode.
+	if rec := env.do(secReq{method: "GET", path: "/api/v1/addresses/10.180.62.1%2F32", token: env.tok.viewer}); rec.Code != http.StatusOK ||
+		!strings.Contains(rec.Body.String(), `"owner_id":"a%41"`) {
+		t.Fatalf("look-up with %%2F: %d %s", rec.Code, rec.Body)
 	}
 }
