@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 
 // Token names are unique: a second `token create` with a name in use
 // exits non-zero naming it, and nothing is created. Tokens that shared a
-// name before the rule are kept, and `migrate` reports them.
+// name before the rule are kept, and `migrate` reports them, and
+// overlapping address pools too.
 func TestTokenNamesUnique(t *testing.T) {
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		t.Run(dialect, func(t *testing.T) {
@@ -38,8 +40,21 @@ func TestTokenNamesUnique(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// And two address pools that overlap.
+			for i, name := range []string{"a", "b"} {
+				p := models.Pool{Name: name, Type: "ipv4", Version: 1}
+				if err := db.Create(&p).Error; err != nil {
+					t.Fatal(err)
+				}
+				first := fmt.Sprintf("%032x", 100+50*i)
+				last := fmt.Sprintf("%032x", 200+50*i)
+				if err := db.Create(&models.PoolRange{PoolID: p.ID, FirstKey: first, LastKey: last, FirstValue: "0.0.0." + fmt.Sprint(100+50*i), LastValue: "0.0.0." + fmt.Sprint(200+50*i), Version: 1}).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
 			out, err := runTokenCLI(t, "migrate", "--database", dbURL)
-			if err != nil || !strings.Contains(out, `several tokens are named "ci"`) {
+			if err != nil || !strings.Contains(out, `several tokens are named "ci"`) ||
+				!strings.Contains(out, `address pools overlap: range 0.0.0.100..0.0.0.200 of pool "a" overlaps range 0.0.0.150..0.0.0.250 of pool "b"`) {
 				t.Fatalf("migrate: %v\n%s", err, out)
 			}
 			if out, err := runTokenCLI(t, "token", "create", "--database", dbURL, "--name", "ops", "--role", "viewer"); err != nil {
