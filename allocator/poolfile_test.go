@@ -325,3 +325,18 @@ prefix = "10.0.0.0/24"`, CodeInvalid, "pools.lo ip.name"},
 		}
 	})
 }
+
+// A pool file saved with a UTF-8 byte order mark (some editors write one)
+// loads like the same file without it; a key given twice in a table is a
+// TOML error, 400, and nothing is loaded.
+func TestPoolFileByteOrderMark(t *testing.T) {
+	file := "[pools.lo-ip]\ntype = \"ipv4\"\nprefix = \"10.180.62.0/26\"\n"
+	pools, err := ParsePoolFile(append([]byte("\xEF\xBB\xBF"), file...))
+	if err != nil || len(pools) != 1 || pools[0].Name != "lo-ip" {
+		t.Fatalf("with a BOM: %+v %v", pools, err)
+	}
+	_, err = ParsePoolFile([]byte(file + "type = \"ipv6\"\n"))
+	if e, ok := AsError(err); !ok || e.Code != CodeBadRequest {
+		t.Fatalf("a key given twice: %v", err)
+	}
+}
