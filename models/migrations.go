@@ -362,9 +362,11 @@ func statements(sql string) []string {
 }
 
 // SchemaVersion is the highest migration version this build knows.
-func SchemaVersion() int {
+func SchemaVersion() int { return highest(Migrations) }
+
+func highest(list []Migration) int {
 	v := 0
-	for _, m := range Migrations {
+	for _, m := range list {
 		if m.Version > v {
 			v = m.Version
 		}
@@ -374,8 +376,8 @@ func SchemaVersion() int {
 
 // ordered returns the migrations by version, whatever order engineers
 // appended them in.
-func ordered() []Migration {
-	out := append([]Migration(nil), Migrations...)
+func ordered(list []Migration) []Migration {
+	out := append([]Migration(nil), list...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out
 }
@@ -383,22 +385,34 @@ func ordered() []Migration {
 // Migrate applies every migration not yet recorded, in order, each in its
 // own transaction. On PostgreSQL a transaction-scoped advisory lock makes
 // several processes starting at once apply each migration exactly once.
-// It refuses to run against a schema newer than this build.
-func Migrate(db *gorm.DB) error { return MigrateTo(db, SchemaVersion()) }
+// It refuses to run against a schema newer than this build, and to apply a
+// migration whose version is lower than the highest one the database has
+// already applied: such a migration would run last on an old database and
+// first on a new one, so the two would end up with different schemas.
+// Unused version numbers (gaps) are fine.
+func Migrate(db *gorm.DB) error { return migrate(db, Migrations, SchemaVersion()) }
 
 // MigrateTo is Migrate stopping after version upTo: upgrade tests build an
 // older schema with it, fill it, then Migrate.
-func MigrateTo(db *gorm.DB, upTo int) error {
+func MigrateTo(db *gorm.DB, upTo int) error { return migrate(db, Migrations, upTo) }
+
+// migrateLock serialises migrations of several processes on PostgreSQL.
+func migrateLock(tx *gorm.DB, d Dialect) error {
+	if d != Postgres {
+		return nil
+	}
+	return tx.Exec(`SELECT pg_advisory_xact_lock(7243518190)`).Error
+}
+
+func migrate(db *gorm.DB, list []Migration, upTo int) error {
 	d := DialectOf(db)
 	// Two processes starting at once on an empty database race to create
 	// the bookkeeping table itself: CREATE TABLE IF NOT EXISTS is not safe
 	// against a concurrent create on PostgreSQL ("already exists"), so it
 	// runs under the migrations' advisory lock.
 	err := db.Transaction(func(tx *gorm.DB) error {
-		if d == Postgres {
-			if err := tx.Exec(`SELECT pg_advisory_xact_lock(7243518190)`).Error; err != nil {
-				return err
-			}
+		if err := migrateLock(tx, d); err != nil {
+			return err
 		}
 		return tx.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at ` + expand("{{TS}}", d) + ` NOT NULL)`).Error
@@ -406,22 +420,29 @@ func MigrateTo(db *gorm.DB, upTo int) error {
 	if err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	var newest int
-	if err := db.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest).Error; err != nil {
+	var applied []int
+	if err := db.Raw(`SELECT version FROM schema_migrations`).Scan(&applied).Error; err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	if newest > SchemaVersion() {
-		return fmt.Errorf("database schema version %d is newer than this build knows (%d): upgrade ipledger", newest, SchemaVersion())
+	newest := 0
+	done := map[int]bool{}
+	for _, v := range applied {
+		done[v] = true
+		newest = max(newest, v)
 	}
-	for _, m := range ordered() {
+	if newest > highest(list) {
+		return fmt.Errorf("database schema version %d is newer than this build knows (%d): upgrade ipledger", newest, highest(list))
+	}
+	if err := checkOrder(list, done, newest); err != nil {
+		return err
+	}
+	for _, m := range ordered(list) {
 		if m.Version > upTo {
 			break
 		}
 		err := db.Transaction(func(tx *gorm.DB) error {
-			if d == Postgres {
-				if err := tx.Exec(`SELECT pg_advisory_xact_lock(7243518190)`).Error; err != nil {
-					return err
-				}
+			if err := migrateLock(tx, d); err != nil {
+				return err
 			}
 			var n int64
 			if err := tx.Raw(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n).Error; err != nil {
@@ -429,6 +450,14 @@ func MigrateTo(db *gorm.DB, upTo int) error {
 			}
 			if n > 0 {
 				return nil
+			}
+			// Another process may have migrated since the check above.
+			var top int
+			if err := tx.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&top).Error; err != nil {
+				return err
+			}
+			if top > m.Version {
+				return outOfOrder(m, top)
 			}
 			all := statements(expand(m.SQL, d))
 			if d == Postgres {
@@ -449,4 +478,20 @@ func MigrateTo(db *gorm.DB, upTo int) error {
 		}
 	}
 	return nil
+}
+
+// checkOrder refuses, before anything is applied, a build whose unapplied
+// migrations include one below the database's newest applied version.
+func checkOrder(list []Migration, done map[int]bool, newest int) error {
+	for _, m := range ordered(list) {
+		if !done[m.Version] && m.Version < newest {
+			return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, outOfOrder(m, newest))
+		}
+	}
+	return nil
+}
+
+func outOfOrder(m Migration, newest int) error {
+	return fmt.Errorf("version %d is lower than version %d, the highest this database has applied: "+
+		"refusing to apply it out of order (a schema change after version %d needs a version above it)", m.Version, newest, newest)
 }

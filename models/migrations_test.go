@@ -64,6 +64,55 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	})
 }
 
+// An existing database refuses a migration whose version is lower than the
+// highest it has applied (it would run last here and first on a new
+// database), names both versions, and applies nothing; a migration above
+// the highest applies, and unused version numbers are no obstacle.
+func TestMigrateRefusesLowerVersion(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		newest := models.SchemaVersion()
+		rows := func() int64 {
+			var n int64
+			must(t, db.Raw(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n).Error)
+			return n
+		}
+		before := rows()
+		late := models.Migration{Version: 2, Name: "late table", SQL: `CREATE TABLE late_table (x INTEGER)`}
+		next := models.Migration{Version: newest + 1, Name: "next table", SQL: `CREATE TABLE next_table (x INTEGER)`}
+		err := models.MigrateList(db, append(append([]models.Migration{}, models.Migrations...), late, next))
+		want := fmt.Sprintf("version 2 is lower than version %d", newest)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "late table") {
+			t.Fatalf("want a refusal containing %q, got %v", want, err)
+		}
+		if n := rows(); n != before {
+			t.Fatalf("schema_migrations went from %d to %d rows after a refusal", before, n)
+		}
+		for _, table := range []string{"late_table", "next_table"} {
+			if db.Migrator().HasTable(table) {
+				t.Fatalf("refused migration run still created %s", table)
+			}
+		}
+
+		// A known migration whose record was lost counts as lower too.
+		third := models.Migrations[1].Version
+		must(t, db.Exec(`DELETE FROM schema_migrations WHERE version = ?`, third).Error)
+		err = models.Migrate(db)
+		want = fmt.Sprintf("version %d is lower than version %d", third, newest)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("want a refusal containing %q, got %v", want, err)
+		}
+		must(t, db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'restored', ?)`, third, t0).Error)
+
+		// Above the highest: applied, and recorded.
+		if err := models.MigrateList(db, append(append([]models.Migration{}, models.Migrations...), next)); err != nil {
+			t.Fatalf("migration above the highest: %v", err)
+		}
+		if !db.Migrator().HasTable("next_table") || rows() != before+1 {
+			t.Fatalf("migration %d not applied and recorded (%d rows, want %d)", next.Version, rows(), before+1)
+		}
+	})
+}
+
 // Several processes starting at once on a fresh database each run Migrate:
 // every migration is applied exactly once and none of them fails.
 func TestMigrateConcurrentStarts(t *testing.T) {
