@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -85,15 +84,30 @@ func sqliteTarget(path string) Target {
 // Open connects to the database named by rawURL and pings it. It does not
 // migrate; call Migrate.
 func Open(rawURL string) (*gorm.DB, Dialect, error) {
+	return OpenWith(rawURL, OpenOptions{})
+}
+
+// OpenOptions tunes a connection pool; the zero value is the default.
+type OpenOptions struct {
+	// MaxConns is the size of the connection pool of one process
+	// (0: 32 for PostgreSQL, 4 for SQLite). Several server processes
+	// share the database's max_connections.
+	MaxConns int
+}
+
+// OpenWith is Open with options.
+func OpenWith(rawURL string, o OpenOptions) (*gorm.DB, Dialect, error) {
 	t, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, "", err
 	}
-	return OpenTarget(t)
+	return openTarget(t, o)
 }
 
 // OpenTarget connects to a parsed Target.
-func OpenTarget(t Target) (*gorm.DB, Dialect, error) {
+func OpenTarget(t Target) (*gorm.DB, Dialect, error) { return openTarget(t, OpenOptions{}) }
+
+func openTarget(t Target, o OpenOptions) (*gorm.DB, Dialect, error) {
 	cfg := &gorm.Config{
 		Logger:                                   logger.Discard,
 		SkipDefaultTransaction:                   true,
@@ -127,9 +141,9 @@ func OpenTarget(t Target) (*gorm.DB, Dialect, error) {
 	if t.Dialect == SQLite {
 		// One writer at a time anyway; a small pool keeps readers going
 		// beside it without piling up BUSY waits.
-		sqlDB.SetMaxOpenConns(maxConns(4))
+		sqlDB.SetMaxOpenConns(o.maxConns(4))
 	} else {
-		n := maxConns(32)
+		n := o.maxConns(32)
 		sqlDB.SetMaxOpenConns(n)
 		sqlDB.SetMaxIdleConns(n)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
@@ -142,16 +156,9 @@ func OpenTarget(t Target) (*gorm.DB, Dialect, error) {
 	return db, t.Dialect, nil
 }
 
-// MaxConnsEnv overrides the size of the connection pool of one process
-// (default 32 for PostgreSQL, 4 for SQLite): several server processes share
-// the database's max_connections.
-const MaxConnsEnv = "IPLEDGER_DB_MAX_CONNS"
-
-func maxConns(def int) int {
-	if v := os.Getenv(MaxConnsEnv); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			return n
-		}
+func (o OpenOptions) maxConns(def int) int {
+	if o.MaxConns > 0 {
+		return o.MaxConns
 	}
 	return def
 }

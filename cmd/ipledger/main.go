@@ -25,13 +25,6 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "ipledger",
@@ -40,9 +33,13 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: false,
 	}
 	cf := &clientFlags{}
-	root.PersistentFlags().StringVar(&cf.server, "server", envOr("IPLEDGER_URL", "http://127.0.0.1:8080"), "ipledger API base URL (env IPLEDGER_URL)")
-	root.PersistentFlags().StringVar(&cf.token, "token", os.Getenv("IPLEDGER_TOKEN"), "API bearer token (env IPLEDGER_TOKEN)")
+	bindFlags(root.PersistentFlags(), clientSettings...)
 	root.PersistentFlags().StringVarP(&cf.output, "output", "o", "table", "output format: table or json")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := loadConfig(cmd.Flags(), os.LookupEnv, clientSettings...)
+		cf.server, cf.token = c.ServerURL, c.Token
+		return err
+	}
 	root.AddCommand(
 		newServeCmd(), newMigrateCmd(), newTokenCmd(),
 		newPoolCmd(cf), newEventsCmd(cf), newAddressCmd(cf),

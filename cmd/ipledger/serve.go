@@ -19,22 +19,20 @@ import (
 	"github.com/ipledger/ipledger/web"
 )
 
-func newLogger() *slog.Logger {
-	lvl := slog.LevelInfo
-	if os.Getenv("IPLEDGER_LOG_LEVEL") == "debug" {
-		lvl = slog.LevelDebug
-	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+func newLogger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-func openDatabase(url string) (*allocator.Allocator, func(), error) {
-	return openDatabaseWith(url, allocator.Options{})
+// openDatabase opens and migrates the database of c and returns its
+// allocator.
+func openDatabase(c config) (*allocator.Allocator, func(), error) {
+	return openDatabaseWith(c, allocator.Options{})
 }
 
 // openDatabaseWith is openDatabase with the allocator's hooks (serve's
 // metrics) given at construction.
-func openDatabaseWith(url string, opts allocator.Options) (*allocator.Allocator, func(), error) {
-	db, _, err := models.Open(url)
+func openDatabaseWith(c config, opts allocator.Options) (*allocator.Allocator, func(), error) {
+	db, _, err := models.OpenWith(c.DatabaseURL, models.OpenOptions{MaxConns: c.DBMaxConns})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -46,12 +44,7 @@ func openDatabaseWith(url string, opts allocator.Options) (*allocator.Allocator,
 			s.Close()
 		}
 	}
-	hold, err := quarantineHold()
-	if err != nil {
-		closeFn()
-		return nil, nil, err
-	}
-	opts.QuarantineHold, opts.Logger = hold, slog.Default()
+	opts.QuarantineHold, opts.Logger = c.QuarantineHold, slog.Default()
 	return allocator.New(db, opts), closeFn, nil
 }
 
@@ -78,34 +71,24 @@ func storedProblems(ctx context.Context, a *allocator.Allocator, db *gorm.DB) []
 	return out
 }
 
-var holdFlag string
-
-func quarantineHold() (time.Duration, error) {
-	if holdFlag == "" || holdFlag == "0" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(holdFlag)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("--quarantine-hold %q: want a duration such as 720h, or 0 to hold until released", holdFlag)
-	}
-	return d, nil
-}
-
 func newServeCmd() *cobra.Command {
-	var (
-		listen, dbURL, pools string
-		debugListen          string
-		demo                 bool
-	)
+	var demo bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the REST API and the operator console",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := newLogger()
+			cfg, err := loadConfig(cmd.Flags(), os.LookupEnv, serveSettings...)
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg.LogLevel)
 			slog.SetDefault(log)
+			for _, k := range unknownVariables(os.Environ()) {
+				log.Warn("unknown setting ignored (a typo? see the README's settings table)", "variable", k)
+			}
 			metrics := web.NewMetrics(nil)
-			a, closeDB, err := openDatabaseWith(dbURL, metrics.AllocatorOptions(allocator.Options{}))
+			a, closeDB, err := openDatabaseWith(cfg, metrics.AllocatorOptions(allocator.Options{}))
 			if err != nil {
 				return err
 			}
@@ -113,10 +96,10 @@ func newServeCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			ctx = allocator.WithActor(ctx, "system:startup", "")
-			if err := bootstrapAdmin(ctx, a, cmd); err != nil {
+			if err := bootstrapAdmin(ctx, a, cmd, cfg.AdminToken); err != nil {
 				return err
 			}
-			if pools != "" {
+			if pools := cfg.PoolFile; pools != "" {
 				data, err := os.ReadFile(pools)
 				if err != nil {
 					return fmt.Errorf("--pools: %w", err)
@@ -138,27 +121,23 @@ func newServeCmd() *cobra.Command {
 			for _, line := range storedProblems(ctx, a, a.DB()) {
 				log.Warn(line)
 			}
-			if err := reconcileAtStartup(ctx, a, log); err != nil {
+			if err := reconcileAtStartup(ctx, a, log, cfg.ReconcileInterval); err != nil {
 				log.Error("startup step failed", "error", err)
 			}
-			if debugListen != "" {
-				startDebugListener(debugListen, log)
+			if cfg.DebugListen != "" {
+				startDebugListener(cfg.DebugListen, log)
 			}
 			a.ListenForTokenChanges(ctx)
-			srv := web.New(web.Config{Allocator: a, Metrics: metrics, Logger: log, SecureCookies: os.Getenv("IPLEDGER_SECURE_COOKIES") == "true"})
-			err = srv.Serve(ctx, listen, func(addr string) {
-				log.Info("ipledger listening", "addr", addr, "console", "http://"+addr+"/", "database", redactURL(dbURL))
+			srv := web.New(web.Config{Allocator: a, Metrics: metrics, Logger: log, SecureCookies: cfg.SecureCookies})
+			err = srv.Serve(ctx, cfg.Listen, func(addr string) {
+				log.Info("ipledger listening", "addr", addr, "console", "http://"+addr+"/", "database", redactURL(cfg.DatabaseURL))
 			})
 			log.Info("ipledger stopped")
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", envOr("IPLEDGER_LISTEN", "127.0.0.1:8080"), "address to listen on (env IPLEDGER_LISTEN)")
-	cmd.Flags().StringVar(&dbURL, "database", envOr("IPLEDGER_DATABASE_URL", models.DefaultURL), "database URL: sqlite:PATH or postgres://… (env IPLEDGER_DATABASE_URL)")
-	cmd.Flags().StringVar(&pools, "pools", os.Getenv("IPLEDGER_POOLS"), "NICo pool file loaded additively at start (env IPLEDGER_POOLS)")
-	cmd.Flags().StringVar(&debugListen, "debug-listen", os.Getenv("IPLEDGER_DEBUG_LISTEN"), "address of a separate listener serving Go's /debug/pprof profiles, unauthenticated: keep it on loopback (env IPLEDGER_DEBUG_LISTEN; off when empty)")
+	bindFlags(cmd.Flags(), serveSettings...)
 	cmd.Flags().BoolVar(&demo, "demo", false, "load a small demo site when the database is empty")
-	cmd.Flags().StringVar(&holdFlag, "quarantine-hold", envOr("IPLEDGER_QUARANTINE_HOLD", "0"), "how long a quarantined value is held before it is free again (0: until an admin releases it)")
 	return cmd
 }
 
@@ -182,8 +161,8 @@ func startDebugListener(addr string, log *slog.Logger) {
 	}()
 }
 
-func bootstrapAdmin(ctx context.Context, a *allocator.Allocator, cmd *cobra.Command) error {
-	if tok := os.Getenv("IPLEDGER_ADMIN_TOKEN"); tok != "" {
+func bootstrapAdmin(ctx context.Context, a *allocator.Allocator, cmd *cobra.Command, tok string) error {
+	if tok != "" {
 		_, err := a.EnsureAdminToken(ctx, tok)
 		return err
 	}
@@ -191,7 +170,7 @@ func bootstrapAdmin(ctx context.Context, a *allocator.Allocator, cmd *cobra.Comm
 	if err != nil || has {
 		return err
 	}
-	tok, err := a.CreateToken(ctx, "first-admin", allocator.RoleAdmin, "")
+	tok, err = a.CreateToken(ctx, "first-admin", allocator.RoleAdmin, "")
 	if err != nil {
 		return err
 	}
@@ -208,13 +187,16 @@ func redactURL(u string) string {
 }
 
 func newMigrateCmd() *cobra.Command {
-	var dbURL string
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply database migrations and exit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, _, err := models.Open(dbURL)
+			c, err := loadConfig(cmd.Flags(), os.LookupEnv, databaseSettings...)
+			if err != nil {
+				return err
+			}
+			db, _, err := models.OpenWith(c.DatabaseURL, models.OpenOptions{MaxConns: c.DBMaxConns})
 			if err != nil {
 				return err
 			}
@@ -232,13 +214,13 @@ func newMigrateCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dbURL, "database", envOr("IPLEDGER_DATABASE_URL", models.DefaultURL), "database URL (env IPLEDGER_DATABASE_URL)")
+	bindFlags(cmd.Flags(), databaseSettings...)
 	return cmd
 }
 
 func newTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Manage API tokens (talks to the database directly)"}
-	var dbURL, name, role string
+	var name, role string
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a token and print it alone on the first line of stdout",
@@ -248,12 +230,7 @@ func newTokenCmd() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("--role %q: want viewer, operator or admin", role)
 			}
-			if t, err := models.ParseURL(dbURL); err == nil && t.Dialect == models.SQLite {
-				if _, err := os.Stat(t.Path); err != nil {
-					return fmt.Errorf("--database %s: no database file at %s (a typo? run the server or `ipledger migrate` there first)", dbURL, t.Path)
-				}
-			}
-			a, closeDB, err := openDatabase(dbURL)
+			a, closeDB, err := openExistingDatabase(cmd)
 			if err != nil {
 				return err
 			}
@@ -266,7 +243,7 @@ func newTokenCmd() *cobra.Command {
 			return nil
 		},
 	}
-	create.Flags().StringVar(&dbURL, "database", envOr("IPLEDGER_DATABASE_URL", models.DefaultURL), "database URL (env IPLEDGER_DATABASE_URL)")
+	bindFlags(create.Flags(), databaseSettings...)
 	create.Flags().StringVar(&name, "name", "", "token name (required)")
 	create.Flags().StringVar(&role, "role", "viewer", "viewer, operator or admin")
 	_ = create.MarkFlagRequired("name")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
@@ -12,20 +11,11 @@ import (
 
 // reconcileAtStartup completes DPUs missing a loopback (e.g. lo-ip-v6 was
 // defined in the pool file after they were ingested, or a pool grew while
-// the server was down), then keeps doing so every
-// IPLEDGER_RECONCILE_INTERVAL (default 5m, 0 turns it off) while the
-// server runs, so a conflict an operator resolves (a blocking value
+// the server was down), then keeps doing so every interval
+// (IPLEDGER_RECONCILE_INTERVAL; 0 turns it off) while the server runs, so a conflict an operator resolves (a blocking value
 // released, the ExpectedMachines fixed) is completed without waiting for
 // the next report.
-func reconcileAtStartup(ctx context.Context, a *allocator.Allocator, log *slog.Logger) error {
-	interval := 5 * time.Minute
-	if v := os.Getenv("IPLEDGER_RECONCILE_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return fmt.Errorf("IPLEDGER_RECONCILE_INTERVAL %q: want a duration such as 5m, or 0", v)
-		}
-		interval = d
-	}
+func reconcileAtStartup(ctx context.Context, a *allocator.Allocator, log *slog.Logger, interval time.Duration) error {
 	rctx := allocator.WithActor(ctx, "system:reconcile", "")
 	res, err := a.ReconcileLoopbacks(rctx)
 	if err != nil {

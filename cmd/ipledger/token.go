@@ -15,27 +15,31 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// openExistingDatabase is openDatabase that refuses a SQLite URL naming no
-// file (a typo would otherwise create an empty database).
-func openExistingDatabase(dbURL string) (*allocator.Allocator, func(), error) {
-	if t, err := models.ParseURL(dbURL); err == nil && t.Dialect == models.SQLite {
+// openExistingDatabase opens the database of cmd's settings (--database,
+// IPLEDGER_DATABASE_URL) like openDatabase, but refuses a SQLite URL naming
+// no file (a typo would otherwise create an empty database).
+func openExistingDatabase(cmd *cobra.Command) (*allocator.Allocator, func(), error) {
+	c, err := loadConfig(cmd.Flags(), os.LookupEnv, databaseSettings...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if t, err := models.ParseURL(c.DatabaseURL); err == nil && t.Dialect == models.SQLite {
 		if _, err := os.Stat(t.Path); err != nil {
-			return nil, nil, fmt.Errorf("--database %s: no database file at %s (a typo? run the server or `ipledger migrate` there first)", dbURL, t.Path)
+			return nil, nil, fmt.Errorf("--database %s: no database file at %s (a typo? run the server or `ipledger migrate` there first)", c.DatabaseURL, t.Path)
 		}
 	}
-	return openDatabase(dbURL)
+	return openDatabase(c)
 }
 
 // newTokenListCmd: `ipledger token list` — every token (id, name, role,
 // created, live console sessions); never a token value or hash.
 func newTokenListCmd() *cobra.Command {
-	var dbURL string
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List API tokens with their live console sessions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, closeDB, err := openExistingDatabase(dbURL)
+			a, closeDB, err := openExistingDatabase(cmd)
 			if err != nil {
 				return err
 			}
@@ -58,14 +62,14 @@ func newTokenListCmd() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&dbURL, "database", envOr("IPLEDGER_DATABASE_URL", models.DefaultURL), "database URL (env IPLEDGER_DATABASE_URL)")
+	bindFlags(cmd.Flags(), databaseSettings...)
 	return cmd
 }
 
 // newTokenDeleteCmd: `ipledger token delete --name N | --id ID` — deletes
 // the token and ends its console sessions at once (allocator.DeleteToken).
 func newTokenDeleteCmd() *cobra.Command {
-	var dbURL, name string
+	var name string
 	var id int64
 	cmd := &cobra.Command{
 		Use:   "delete",
@@ -78,7 +82,7 @@ func newTokenDeleteCmd() *cobra.Command {
 			if id < 0 {
 				return fmt.Errorf("--id %d: want a positive token id", id)
 			}
-			a, closeDB, err := openExistingDatabase(dbURL)
+			a, closeDB, err := openExistingDatabase(cmd)
 			if err != nil {
 				return err
 			}
@@ -94,7 +98,7 @@ func newTokenDeleteCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dbURL, "database", envOr("IPLEDGER_DATABASE_URL", models.DefaultURL), "database URL (env IPLEDGER_DATABASE_URL)")
+	bindFlags(cmd.Flags(), databaseSettings...)
 	cmd.Flags().StringVar(&name, "name", "", "name of the token to delete")
 	cmd.Flags().Int64Var(&id, "id", 0, "id of the token to delete (see `ipledger token list`)")
 	return cmd

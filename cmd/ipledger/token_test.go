@@ -45,7 +45,7 @@ func TestTokenListDelete(t *testing.T) {
 			} else {
 				dbURL = dbtest.NewPostgresURL(t)
 			}
-			a, closeDB, err := openDatabase(dbURL)
+			a, closeDB, err := openDatabase(config{DatabaseURL: dbURL})
 			if err != nil {
 				t.Fatal(err)
 			}

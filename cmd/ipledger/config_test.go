@@ -1,0 +1,112 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// envOf is a lookupEnv over "K=V" entries instead of the process's
+// environment, so tests need not change it.
+func envOf(kv ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for _, e := range kv {
+		k, v, _ := strings.Cut(e, "=")
+		m[k] = v
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// A flag wins over its variable, which wins over the default; an empty
+// variable counts as unset.
+func TestConfigPrecedence(t *testing.T) {
+	cmd := newServeCmd()
+	if err := cmd.Flags().Parse([]string{"--listen", "127.0.0.1:9999"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig(cmd.Flags(), envOf(
+		"IPLEDGER_LISTEN=127.0.0.1:7777", "IPLEDGER_QUARANTINE_HOLD=720h", "IPLEDGER_LOG_LEVEL=debug",
+		"IPLEDGER_SECURE_COOKIES=true", "IPLEDGER_DB_MAX_CONNS=8", "IPLEDGER_DEBUG_LISTEN=",
+	), serveSettings...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config{Listen: "127.0.0.1:9999", DatabaseURL: "sqlite:ipledger.db", QuarantineHold: 720 * time.Hour,
+		DBMaxConns: 8, LogLevel: slog.LevelDebug, SecureCookies: true, ReconcileInterval: 5 * time.Minute}
+	if c != want {
+		t.Fatalf("config = %+v\nwant     %+v", c, want)
+	}
+}
+
+// A malformed value is refused with the variable (or flag), the value and
+// what is wanted.
+func TestConfigBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		env, flag, want string
+	}{
+		{env: "IPLEDGER_RECONCILE_INTERVAL=soon", want: `IPLEDGER_RECONCILE_INTERVAL="soon": want a duration such as 5m, or 0`},
+		{env: "IPLEDGER_QUARANTINE_HOLD=-1h", want: `IPLEDGER_QUARANTINE_HOLD="-1h": want a duration`},
+		{flag: "--quarantine-hold=forever", want: `--quarantine-hold "forever": want a duration such as 720h`},
+		{env: "IPLEDGER_DB_MAX_CONNS=many", want: `IPLEDGER_DB_MAX_CONNS="many": want a number of connections`},
+		{env: "IPLEDGER_SECURE_COOKIES=yes please", want: `IPLEDGER_SECURE_COOKIES="yes please": want true or false`},
+		{env: "IPLEDGER_LOG_LEVEL=verbose", want: `IPLEDGER_LOG_LEVEL="verbose": want debug, info, warn or error`},
+		{env: "IPLEDGER_LISTEN=8080", want: `IPLEDGER_LISTEN="8080": want host:port`},
+		{env: "IPLEDGER_DEBUG_LISTEN=localhost", want: `IPLEDGER_DEBUG_LISTEN="localhost": want host:port`},
+		{env: "IPLEDGER_DATABASE_URL=mysql://db", want: `IPLEDGER_DATABASE_URL="mysql://db"`},
+	} {
+		cmd := newServeCmd()
+		var args []string
+		if tc.flag != "" {
+			args = append(args, tc.flag)
+		}
+		if err := cmd.Flags().Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		_, err := loadConfig(cmd.Flags(), envOf(tc.env), serveSettings...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s%s: got %v, want an error containing %q", tc.env, tc.flag, err, tc.want)
+		}
+	}
+}
+
+// Unknown IPLEDGER_* variables (typos, most likely) are reported; the
+// settings and the variables of the tests are not.
+func TestUnknownVariables(t *testing.T) {
+	got := unknownVariables([]string{"IPLEDGER_LISTEN=:1", "IPLEDGER_LISTN=:1", "PATH=/bin", "IPLEDGER_TEST_POSTGRES=x",
+		"IPLEDGER_BENCH_ALLOCATIONS=5", "IPLEDGER_SECURE_COOKIE=true", "IPLEDGER_TOKEN=t"})
+	if strings.Join(got, ",") != "IPLEDGER_LISTN,IPLEDGER_SECURE_COOKIE" {
+		t.Fatalf("unknown = %v", got)
+	}
+}
+
+// Every setting is a row of the README's settings table, with its flag,
+// and the table has no row the code does not read.
+func TestREADMEDocumentsEverySetting(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if m := regexp.MustCompile("^\\|.*\\| `(IPLEDGER_[A-Z_]+)` \\|").FindStringSubmatch(line); m != nil {
+			rows[m[1]] = line
+		}
+	}
+	for _, s := range settings {
+		row, ok := rows[s.env]
+		if !ok {
+			t.Errorf("README's settings table has no row for %s", s.env)
+			continue
+		}
+		if s.flag != "" && !strings.Contains(row, "`--"+s.flag+"`") {
+			t.Errorf("README's row for %s does not name its flag --%s: %s", s.env, s.flag, row)
+		}
+		delete(rows, s.env)
+	}
+	for env := range rows {
+		t.Errorf("README documents %s, which ipledger does not read", env)
+	}
+}
