@@ -132,6 +132,11 @@ type tx struct {
 	// familyLocked marks the address families whose advisory lock this
 	// transaction holds (pool_overlap.go).
 	familyLocked map[string]bool
+	// everyProblem makes validateRecords look for collisions with stored
+	// state (409) even when a record is malformed (422), leaving the
+	// malformed parts out, so that a form or an import can list every
+	// problem at once. A write stops at the first.
+	everyProblem bool
 }
 
 type change struct{ pool, action string }

@@ -119,6 +119,7 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 			ps.add(Errf(CodeInvalid, d.field+".serial_number", "serial_number is required"))
 		case !emSerialRE.MatchString(d.serial):
 			ps.add(Errf(CodeInvalid, d.field+".serial_number", "serial_number %q must be 1 to 64 letters, digits, '_', '.' or '-'", in.SerialNumber))
+			d.serial = "" // left out of the collision checks
 		default:
 			if j, dup := serials[d.serial]; dup {
 				ps.add(Errf(CodeInvalid, d.field+".serial_number", "serial_number %s is already used by expected_dpus[%d] of this machine", d.serial, j))

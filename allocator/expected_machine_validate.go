@@ -124,7 +124,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 			}
 		}
 	}
-	if len(*ps) > 0 {
+	if len(*ps) > 0 && !t.everyProblem {
 		return nil
 	}
 	// Pass 3: collisions with stored state (409), field order. The
@@ -236,10 +236,13 @@ func (t *tx) checkDpuCollisions(d emDpu, lp *loopbackPools, held map[string]*mod
 			if t.a.hold > 0 && al.QuarantinedAt != nil && !al.QuarantinedAt.After(t.now.Add(-t.a.hold)) {
 				continue // the hold ran out: the value is free
 			}
-			if deref(al.FormerOwnerType) != owner.Type || deref(al.FormerOwnerID) != owner.ID {
+			if d.serial != "" && (deref(al.FormerOwnerType) != owner.Type || deref(al.FormerOwnerID) != owner.ID) {
 				ps.add(Errf(CodeNotAvailable, fam.field, "%s is quarantined for another machine (former owner %s/%s)", fam.a, deref(al.FormerOwnerType), deref(al.FormerOwnerID)))
 			}
 			continue
+		}
+		if d.serial == "" {
+			continue // a malformed serial names no DPU to compare the owner with
 		}
 		if deref(al.OwnerType) != owner.Type || deref(al.OwnerID) != owner.ID {
 			ps.add(Errf(CodeNotAvailable, fam.field, "%s is allocated to %s/%s, not to DPU %s", fam.a, deref(al.OwnerType), deref(al.OwnerID), d.serial))
@@ -318,11 +321,12 @@ func (a *Allocator) ValidateExpectedMachine(ctx context.Context, id string, spec
 }
 
 // ExpectedMachineProblems is ValidateExpectedMachine returning every
-// problem found, in field order (422 problems before 409 ones), so that a
-// form can show each one beside its field.
+// problem found in one pass, 422 problems before 409 ones, so that a form
+// can show each one beside its field: the collisions of the well-formed
+// parts of a record are found even when other parts are malformed.
 func (a *Allocator) ExpectedMachineProblems(ctx context.Context, id string, spec ExpectedMachineSpec) ([]*Error, error) {
 	var ps problems
-	t := &tx{DB: a.db.WithContext(ctx), a: a, ctx: ctx, now: a.now(), locked: map[string]*models.Pool{}}
+	t := &tx{DB: a.db.WithContext(ctx), a: a, ctx: ctx, now: a.now(), locked: map[string]*models.Pool{}, everyProblem: true}
 	r := normalize("", spec, &ps)
 	replaced := map[string]bool{}
 	if id != "" {
@@ -333,10 +337,8 @@ func (a *Allocator) ExpectedMachineProblems(ctx context.Context, id string, spec
 		r.selfID = cur.ID
 		replaced[cur.ID] = r.dpusGiven
 	}
-	if len(ps) == 0 {
-		if err := t.validateRecords([]*emRecord{r}, replaced, false, &ps); err != nil {
-			return nil, mapDBError(err)
-		}
+	if err := t.validateRecords([]*emRecord{r}, replaced, false, &ps); err != nil {
+		return nil, mapDBError(err)
 	}
 	return ps, nil
 }

@@ -165,3 +165,29 @@ func (h *API) ReplaceAllExpectedMachines(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]any{"items": items})
 }
+
+// ImportExpectedMachines: POST /api/v1/expected-machines:import?mode=merge|replace
+// with a NICo expected-machines file → 200 {"mode", "created", "updated",
+// "unchanged", "items"} (allocator.ImportExpectedMachinesFile). Merge
+// (the default) updates the records whose BMC MAC is stored, keeping
+// their ids, and creates the others; replace is the replace-all. Both are
+// atomic: a refused import changes nothing and its error names the first
+// problem (expected_machines[3].expected_dpus[0].loopback_ip).
+func (h *API) ImportExpectedMachines(c echo.Context) error {
+	if err := OnlyQuery(c, "mode"); err != nil {
+		return err
+	}
+	mode, err := allocator.ParseImportMode(c.QueryParam("mode"))
+	if err != nil {
+		return err
+	}
+	body, err := ReadBody(c)
+	if err != nil {
+		return err
+	}
+	res, err := h.A.ImportExpectedMachinesFile(Ctx(c), body, mode)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}

@@ -66,24 +66,20 @@ func (h *Console) importDone(c echo.Context, v views.ImportView, status int) err
 	return c.Redirect(http.StatusSeeOther, "/expected-machines/import?result="+url.QueryEscape(val))
 }
 
-// Import: POST /expected-machines/import (operator, multipart file). The
-// NICo file is read record by record (allocator.ParseExpectedMachinesFileRecords).
-// Mode "replace" is the REST replace-all (atomic: all or nothing); when it
+// Import: POST /expected-machines/import (operator, multipart file) —
+// allocator.ImportExpectedMachinesFile: mode "merge" (the default) updates
+// the records whose BMC MAC is stored and creates the others, "replace" is
+// the replace-all; either is atomic (all records or none). When the import
 // is refused, every bad record is listed with every one of its problems.
-// Mode "merge" (the default) creates or replaces each record by its BMC
-// MAC on its own (the REST POST or PUT): a record that does not decode or
-// is refused fails alone, with all of its problems. Any other mode is 422.
 func (h *Console) Import(c echo.Context) error {
 	v := views.ImportView{Page: h.page(c, "Import expected machines", "expected"), Mode: c.FormValue("mode")}
-	switch v.Mode {
-	case "":
-		v.Mode = "merge"
-	case "merge", "replace":
-	default:
-		v.Err = fmt.Sprintf("mode: unknown import mode %q: want merge or replace", v.Mode)
-		v.Mode = "merge"
+	mode, err := allocator.ParseImportMode(v.Mode)
+	if err != nil {
+		e, _ := allocator.AsError(err)
+		v.Err, v.Mode = errText(e), "merge"
 		return render(c, http.StatusUnprocessableEntity, views.ImportPage(v))
 	}
+	v.Mode = string(mode)
 	fh, err := c.FormFile("file")
 	if err != nil {
 		v.Err = "Choose a file to import."
@@ -102,148 +98,45 @@ func (h *Console) Import(c echo.Context) error {
 		v.Err = fmt.Sprintf("too_large: the file is larger than %d bytes; nothing was changed.", MaxBodyBytes)
 		return render(c, http.StatusRequestEntityTooLarge, views.ImportPage(v))
 	}
-	specs, bad, err := allocator.ParseExpectedMachinesFileRecords(data)
-	if err != nil {
-		if !isFormError(err) {
-			return err
+	res, err := h.A.ImportExpectedMachinesFile(Ctx(c), data, mode)
+	if err != nil && !isFormError(err) {
+		return err
+	}
+	if err == nil {
+		for _, r := range res.Records {
+			out := views.ImportResult{Index: r.Index, MAC: r.BmcMacAddress, Outcome: r.Outcome}
+			if r.Outcome == allocator.ImportReplaced {
+				out.Outcome, out.Problems = "updated", []string{"part of the new list"}
+			} else if r.Outcome == allocator.ImportUnchanged {
+				out.Outcome, out.Problems = "updated", []string{"no change"}
+			}
+			v.Results = append(v.Results, out)
 		}
-		e, _ := allocator.AsError(err)
-		v.Err = errText(e)
+		v.Done = true
+		return h.importDone(c, v, http.StatusOK)
+	}
+	// Refused: nothing was written. A file that is not a list of records
+	// has no result.
+	e, _ := allocator.AsError(err)
+	v.Err = errText(e)
+	if res == nil {
 		return render(c, formStatus(err), views.ImportPage(v))
 	}
-	if v.Mode == "replace" {
-		return h.importReplace(c, v, specs, bad)
-	}
-	for i, s := range specs {
-		r := views.ImportResult{Index: i, MAC: s.BmcMacAddress}
-		if bad[i] != nil {
-			e, ok := allocator.AsError(bad[i])
-			if !ok {
-				return bad[i]
-			}
-			r.Outcome, r.Problems = "failed", []string{errText(e)}
-			v.Results = append(v.Results, r)
+	for _, r := range res.Records {
+		if r.Outcome != allocator.ImportFailed {
 			continue
 		}
-		var err error
-		id := ""
-		if _, gerr := h.A.GetExpectedMachine(Ctx(c), s.BmcMacAddress); gerr == nil {
-			id = s.BmcMacAddress
-			_, err = h.A.ReplaceExpectedMachine(Ctx(c), s.BmcMacAddress, s, nil)
-			r.Outcome = "updated"
-		} else if e, ok := allocator.AsError(gerr); ok && (e.Code == allocator.CodeNotFound || e.Code == allocator.CodeInvalid) {
-			_, err = h.A.CreateExpectedMachine(Ctx(c), s)
-			r.Outcome = "created"
-		} else {
-			err = gerr
+		out := views.ImportResult{Index: r.Index, MAC: r.BmcMacAddress, Outcome: "failed"}
+		for _, p := range r.Problems {
+			out.Problems = append(out.Problems, errText(p))
 		}
-		if err != nil {
-			e, ok := allocator.AsError(err)
-			if !ok || e.Code == allocator.CodeInternal || e.Code == allocator.CodeUnavailable {
-				return err
-			}
-			r.Outcome, r.Problems = "failed", h.recordProblems(c, i, id, s, e)
-		}
-		v.Results = append(v.Results, r)
+		v.Results = append(v.Results, out)
 	}
-	v.Done = true
-	return h.importDone(c, v, http.StatusOK)
-}
-
-// recordProblems lists every problem of record i (allocator.
-// ExpectedMachineProblems, named expected_machines[i].field), or the
-// error the write returned when validation finds none (a 412, a race).
-func (h *Console) recordProblems(c echo.Context, i int, id string, s allocator.ExpectedMachineSpec, e *allocator.Error) []string {
-	prefix := fmt.Sprintf("expected_machines[%d]", i)
-	var out []string
-	if e.Code != allocator.CodeStaleVersion {
-		if ps, err := emProblems(Ctx(c), h.A, id, s); err == nil {
-			for _, p := range ps {
-				out = append(out, errText(allocator.WithFieldPrefix(p, prefix).(*allocator.Error)))
-			}
-		}
+	v.Err = "Nothing was changed: " + v.Err
+	if n := res.Failed(); n > 0 {
+		v.Err = fmt.Sprintf("Nothing was changed: %d of %d records are refused (listed below).", n, len(res.Records))
 	}
-	if len(out) == 0 {
-		out = []string{errText(allocator.WithFieldPrefix(e, prefix).(*allocator.Error))}
-	}
-	return out
-}
-
-// importReplace is the atomic replace-all. When it is refused nothing
-// changes, and the page lists every bad record: records that do not
-// decode, records with field problems (422, each listed), and the record
-// the replace-all named (a conflict between records of the file or with
-// an ingested DPU).
-func (h *Console) importReplace(c echo.Context, v views.ImportView, specs []allocator.ExpectedMachineSpec, bad []error) error {
-	failed := map[int][]string{}
-	for i, err := range bad {
-		if err != nil {
-			e, ok := allocator.AsError(err)
-			if !ok {
-				return err
-			}
-			failed[i] = []string{errText(e)}
-		}
-	}
-	// Field problems of each record (422) first; conflicts are judged
-	// against the whole new list, so only the one replace-all names counts.
-	for i, s := range specs {
-		if bad[i] != nil {
-			continue
-		}
-		ps, err := h.A.ExpectedMachineProblems(Ctx(c), "", s)
-		if err != nil {
-			return err
-		}
-		for _, p := range ps {
-			if p.Code == allocator.CodeInvalid {
-				failed[i] = append(failed[i], errText(allocator.WithFieldPrefix(p, fmt.Sprintf("expected_machines[%d]", i)).(*allocator.Error)))
-			}
-		}
-	}
-	var cause *allocator.Error
-	if len(failed) == 0 {
-		items, err := h.A.ReplaceAllExpectedMachines(Ctx(c), specs)
-		if err == nil {
-			for i, em := range items {
-				v.Results = append(v.Results, views.ImportResult{Index: i, MAC: em.BmcMacAddress, Outcome: "updated", Problems: []string{"part of the new list"}})
-			}
-			v.Done = true
-			return h.importDone(c, v, http.StatusOK)
-		}
-		if !isFormError(err) {
-			return err
-		}
-		cause, _ = allocator.AsError(err)
-		if i, ok := recordIndex(cause.Field); ok && i < len(specs) {
-			failed[i] = []string{errText(cause)}
-		}
-	}
-	for i, s := range specs {
-		if ps, ok := failed[i]; ok {
-			v.Results = append(v.Results, views.ImportResult{Index: i, MAC: s.BmcMacAddress, Outcome: "failed", Problems: ps})
-		}
-	}
-	switch {
-	case len(failed) > 0:
-		v.Err = fmt.Sprintf("Nothing was changed: %d of %d records are refused (listed below).", len(failed), len(specs))
-	default:
-		v.Err = "Nothing was changed: " + errText(cause)
-	}
-	status := http.StatusUnprocessableEntity
-	if cause != nil {
-		status = formStatus(cause)
-	}
-	return render(c, status, views.ImportPage(v))
-}
-
-// recordIndex reads i from "expected_machines[i]...".
-func recordIndex(field string) (int, bool) {
-	var i int
-	if _, err := fmt.Sscanf(field, "expected_machines[%d]", &i); err != nil {
-		return 0, false
-	}
-	return i, true
+	return render(c, formStatus(err), views.ImportPage(v))
 }
 
 func errText(e *allocator.Error) string {

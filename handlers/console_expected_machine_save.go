@@ -86,7 +86,7 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 	e, _ := allocator.AsError(err)
 	problems := []*allocator.Error{e}
 	if e.Code != allocator.CodeStaleVersion {
-		if ps, perr := emProblems(Ctx(c), h.A, f.ID, f.Spec(pw)); perr == nil && len(ps) > 0 {
+		if ps, perr := h.A.ExpectedMachineProblems(Ctx(c), f.ID, f.Spec(pw)); perr == nil && len(ps) > 0 {
 			problems = ps
 		}
 	}

@@ -123,7 +123,7 @@ func (h *Console) ValidateExpectedMachine(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	problems, err := emProblems(Ctx(c), h.A, f.ID, f.Spec(pw))
+	problems, err := h.A.ExpectedMachineProblems(Ctx(c), f.ID, f.Spec(pw))
 	if err != nil {
 		return err
 	}

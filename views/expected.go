@@ -273,7 +273,7 @@ func (v ImportView) Tally() ImportCounts {
 		switch r.Outcome {
 		case "created":
 			n.Created++
-		case "updated":
+		case "updated", "unchanged", "replaced":
 			n.Updated++
 		default:
 			n.Failed++

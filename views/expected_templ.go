@@ -1303,7 +1303,7 @@ func ImportPage(v ImportView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 110, "> Merge: create or update each record by BMC MAC; each record succeeds or fails on its own</label> <label><input type=\"radio\" name=\"mode\" value=\"replace\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 110, "> Merge: update each record whose BMC MAC is stored, create the others, keep the rest; atomically (all records or none)</label> <label><input type=\"radio\" name=\"mode\" value=\"replace\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -312,3 +312,49 @@ func TestExpectedMachinesConcurrentPOST(t *testing.T) {
 		}
 	})
 }
+
+// POST /api/v1/expected-machines:import?mode=merge|replace: merge keeps
+// the ids of stored records and the records absent from the file, replace
+// is the replace-all; a refused import is 422/409 naming the first
+// problem and changes nothing; an unknown mode is 422 naming "mode";
+// viewers may not import.
+func TestExpectedMachinesImportREST(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		h := newEMHTTP(t, db)
+		r := h.do("POST", "/api/v1/expected-machines", h.admin, `{"bmc_mac_address":"0a:00:00:00:01:02","chassis_serial_number":"old"}`, nil)
+		if r.Code != 201 {
+			t.Fatalf("create: %d %s", r.Code, r.Body)
+		}
+		keep := decodeEM(t, r)
+		h.do("POST", "/api/v1/expected-machines", h.admin, `{"bmc_mac_address":"0a:00:00:00:01:09"}`, nil)
+		h.wantError(h.do("POST", "/api/v1/expected-machines:import", h.viewer, emSample, nil), 403, "forbidden", "")
+		h.wantError(h.do("POST", "/api/v1/expected-machines:import?mode=upsert", h.admin, emSample, nil), 422, "invalid", "mode")
+		bad := strings.Replace(emSample, `"loopback_ip": "10.180.62.211"`, `"loopback_ip": "10.180.62.21"`, 1)
+		before := h.do("GET", "/api/v1/expected-machines", h.viewer, "", nil).Body.String()
+		h.wantError(h.do("POST", "/api/v1/expected-machines:import?mode=merge", h.admin, bad, nil), 422, "invalid", "expected_machines[0].expected_dpus[1].loopback_ip")
+		if after := h.do("GET", "/api/v1/expected-machines", h.viewer, "", nil).Body.String(); after != before {
+			t.Fatalf("refused import changed state:\n%s\n%s", before, after)
+		}
+		r = h.do("POST", "/api/v1/expected-machines:import", h.admin, emSample, nil)
+		var res struct {
+			Mode                        string
+			Created, Updated, Unchanged int
+			Items                       []allocator.ExpectedMachine
+		}
+		if err := json.Unmarshal(r.Body.Bytes(), &res); r.Code != 200 || err != nil {
+			t.Fatalf("merge: %d %s", r.Code, r.Body)
+		}
+		if res.Mode != "merge" || res.Created != 1 || res.Updated != 1 || len(res.Items) != 2 || res.Items[1].ID != keep.ID ||
+			res.Items[1].ChassisSerialNumber != "CHS-000102" || strings.Contains(r.Body.String(), "factory-default") {
+			t.Fatalf("merge answer %s", r.Body)
+		}
+		if g := h.do("GET", "/api/v1/expected-machines/0a:00:00:00:01:09", h.viewer, "", nil); g.Code != 200 {
+			t.Fatalf("merge removed a record absent from the file: %d", g.Code)
+		}
+		r = h.do("POST", "/api/v1/expected-machines:import?mode=replace", h.admin, emSample, nil)
+		if r.Code != 200 || !strings.Contains(r.Body.String(), `"mode":"replace"`) {
+			t.Fatalf("replace: %d %s", r.Code, r.Body)
+		}
+		h.wantError(h.do("GET", "/api/v1/expected-machines/0a:00:00:00:01:09", h.viewer, "", nil), 404, "not_found", "")
+	})
+}

@@ -559,12 +559,26 @@ func TestConsoleImport(t *testing.T) {
 		   "expected_dpus":[{"serial_number":"MT0002","loopback_ip":"10.180.62.5","loopback_ip_v6":"fd00:180:62::5"}]},
 		  {"bmc_mac_address":"1a:1b:1c:1d:1e:21","chassis_serial_number":"SN-3"},
 		  {"bmc_mac_address":"1a:1b:1c:1d:1e:22","expected_dpus":"not-a-list"}]}`
-		body := expect(t, upload(true, "merge", file), http.StatusOK, "2 created, 0 updated, 2 failed of 4 records",
+		// Merge is atomic too: bad records refuse the whole file, each is listed.
+		count := func() int {
+			page, _ := site.a.ListExpectedMachines(context.Background(), allocator.ExpectedMachineFilter{})
+			return len(page.Items)
+		}
+		before := count()
+		body := expect(t, upload(true, "merge", file), http.StatusUnprocessableEntity, "Nothing was changed", "2 of 4 records",
 			"expected_machines[1].expected_dpus[0].loopback_ip:", "expected_machines[1].expected_dpus[0].loopback_ip_v6:", "expected_machines[3].expected_dpus")
 		if strings.Contains(body, "pw-in-file") {
 			t.Fatal("import renders a password")
 		}
-		body = noJS("merge", file, "0 created, 2 updated, 2 failed of 4 records", "expected_machines[1].expected_dpus[0].loopback_ip:", "expected_machines[3]")
+		if n := count(); n != before {
+			t.Fatalf("refused merge wrote records: %d, want %d", n, before)
+		}
+		good := `{"expected_machines":[
+		  {"bmc_mac_address":"1a:1b:1c:1d:1e:1f","bmc_username":"root","bmc_password":"pw-in-file","chassis_serial_number":"SN-1",
+		   "expected_dpus":[{"serial_number":"MT0001","loopback_ip":"10.180.62.200"}]},
+		  {"bmc_mac_address":"1a:1b:1c:1d:1e:21","chassis_serial_number":"SN-3"}]}`
+		expect(t, upload(true, "merge", good), http.StatusOK, "2 created, 0 updated, 0 failed of 2 records")
+		body = noJS("merge", good, "0 created, 2 updated, 0 failed of 2 records")
 		if strings.Contains(body, "pw-in-file") {
 			t.Fatal("the import result page renders a password")
 		}
