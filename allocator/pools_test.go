@@ -281,3 +281,36 @@ func TestPoolGateway(t *testing.T) {
 		}
 	})
 }
+
+// Pools page by name: limit and next_cursor walk every pool once, the last
+// page has no cursor, and a cursor naming no pool is 422.
+func TestListPoolsPage(t *testing.T) {
+	fndEach(t, func(t *testing.T, f *fnd) {
+		for _, n := range []string{"vlan", "asn", "lo-ip", "vni", "lo-ip-v6"} {
+			f.mkPool(n, "integer", 0, rng("1", "10", true))
+		}
+		var got []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			page, err := f.a.ListPoolsPage(f.ctx, PoolFilter{Limit: 2, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Items) > 2 || pages > 3 {
+				t.Fatalf("page %d: %d items", pages, len(page.Items))
+			}
+			for _, p := range page.Items {
+				got = append(got, p.Name)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+		}
+		if strings.Join(got, ",") != "asn,lo-ip,lo-ip-v6,vlan,vni" {
+			t.Fatalf("pages walked %v", got)
+		}
+		_, err := f.a.ListPoolsPage(f.ctx, PoolFilter{Cursor: "nope"})
+		wantField(t, err, CodeInvalid, "cursor")
+	})
+}

@@ -3,7 +3,6 @@ package handlers
 import (
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -20,26 +19,10 @@ func (h *API) ListPools(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pools, err := h.A.ListPools(Ctx(c))
+	page, err := h.A.ListPoolsPage(Ctx(c), allocator.PoolFilter{Limit: limit, Cursor: c.QueryParam("cursor")})
 	if err != nil {
 		return err
 	}
-	// Pools are few (tens); the page is cut from the list ordered by name,
-	// and the cursor is the last name of the previous page.
-	cursor := c.QueryParam("cursor")
-	start := 0
-	if cursor != "" {
-		start = sort.Search(len(pools), func(i int) bool { return pools[i].Name > cursor })
-		if start == 0 || pools[start-1].Name != cursor {
-			return allocator.Errf(allocator.CodeInvalid, "cursor", "cursor %q is not one this API returned", cursor)
-		}
-	}
-	page := map[string]any{}
-	end := min(start+limit, len(pools))
-	if end < len(pools) {
-		page["next_cursor"] = pools[end-1].Name
-	}
-	page["items"] = pools[start:end]
 	return c.JSON(http.StatusOK, page)
 }
 

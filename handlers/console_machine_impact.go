@@ -35,15 +35,10 @@ func (h *Console) impactView(c echo.Context, action string) (views.ImpactView, e
 // MachineImpact: GET /machines/:id/impact?action=decommission|delete|force-delete
 // — the confirmation with allocator.DeleteImpact: a dialog for htmx, a page
 // without JavaScript. Viewing it changes nothing. The route needs operator;
-// force-delete needs admin (checked here, as the POST route checks it).
+// action=force-delete needs admin (web.ConsoleQueryRoles), as the POST
+// route does.
 func (h *Console) MachineImpact(c echo.Context) error {
-	action := c.QueryParam("action")
-	if action == "force-delete" {
-		if id := IdentityOf(c); id == nil || !id.Role.Allows(allocator.RoleAdmin) {
-			return allocator.Errf(allocator.CodeForbidden, "", "force delete needs the admin role")
-		}
-	}
-	v, err := h.impactView(c, action)
+	v, err := h.impactView(c, c.QueryParam("action"))
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,13 @@ func (s *Server) ConsoleRoutes() []Route {
 	return append(routes, s.consoleExtraRoutes()...)
 }
 
+// ConsoleQueryRoles are the query rules of ConsoleRoutes (see QueryRole).
+func (s *Server) ConsoleQueryRoles() []QueryRole {
+	return []QueryRole{
+		{http.MethodGet, "/machines/:id/impact", "action", []string{"force-delete"}, allocator.RoleAdmin},
+	}
+}
+
 // consoleSecurityHeaders keeps console pages out of frames and limits
 // scripts to the site's own files.
 func consoleSecurityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
@@ -169,6 +176,6 @@ func (s *Server) consoleRoutes() {
 	nul := consoleFormNUL(h)
 	s.e.POST("/login", func(c echo.Context) error { return h.Login(c, store) }, consoleSecurityHeaders, loginCSRF, nul)
 	for _, r := range s.ConsoleRoutes() {
-		s.e.Add(r.Method, r.Path, s.require(r.Role, nul(r.Handler)), consoleSecurityHeaders, s.consoleAuth, consoleBodyLimit)
+		s.e.Add(r.Method, r.Path, s.require(r.Role, withQueryRoles(r, s.ConsoleQueryRoles(), nul(r.Handler))), consoleSecurityHeaders, s.consoleAuth, consoleBodyLimit)
 	}
 }

@@ -3,12 +3,14 @@ package web
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/handlers"
 )
 
 // Route is one authenticated API route and the least role it needs. The
@@ -63,6 +65,51 @@ func (s *Server) APIRoutes() []Route {
 	}
 }
 
+// QueryRole raises the role a route of a table needs when one of its
+// query parameters has one of Values (compared in any case): deleting a
+// machine is an operator's, a force delete an admin's. Like the route
+// tables, these rules are data that the security test walks.
+type QueryRole struct {
+	Method string
+	Path   string
+	Param  string
+	Values []string
+	Role   allocator.Role
+}
+
+// APIQueryRoles are the query rules of APIRoutes.
+func (s *Server) APIQueryRoles() []QueryRole {
+	return []QueryRole{
+		{http.MethodDelete, "/machines/:id", "force", []string{"true", "1"}, allocator.RoleAdmin},
+	}
+}
+
+// withQueryRoles applies to h the rules of rules that name r's method and
+// path; it runs after require, which has checked the identity.
+func withQueryRoles(r Route, rules []QueryRole, h echo.HandlerFunc) echo.HandlerFunc {
+	var mine []QueryRole
+	for _, q := range rules {
+		if q.Method == r.Method && q.Path == r.Path {
+			mine = append(mine, q)
+		}
+	}
+	if len(mine) == 0 {
+		return h
+	}
+	return func(c echo.Context) error {
+		id := handlers.IdentityOf(c)
+		for _, q := range mine {
+			v := c.QueryParam(q.Param)
+			for _, want := range q.Values {
+				if strings.EqualFold(v, want) && (id == nil || !id.Role.Allows(q.Role)) {
+					return allocator.Errf(allocator.CodeForbidden, q.Param, "%s=%s needs role %s", q.Param, v, q.Role)
+				}
+			}
+		}
+		return h(c)
+	}
+}
+
 func (s *Server) routes() {
 	e := s.e
 	e.GET("/healthz", func(c echo.Context) error {
@@ -73,7 +120,7 @@ func (s *Server) routes() {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	g := e.Group("/api/v1", s.authenticate)
 	for _, r := range s.APIRoutes() {
-		g.Add(r.Method, r.Path, s.require(r.Role, r.Handler))
+		g.Add(r.Method, r.Path, s.require(r.Role, withQueryRoles(r, s.APIQueryRoles(), r.Handler)))
 	}
 }
 

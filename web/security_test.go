@@ -441,3 +441,66 @@ func TestSecurityBMCPasswordNeverShown(t *testing.T) {
 		}
 	})
 }
+
+// Query rules (APIQueryRoles, ConsoleQueryRoles) raise the role of a route
+// when a query parameter says so: each names a route of its table, a role
+// above the route's, and with each of its values the route's own role gets
+// 403 naming the parameter while the rule's role passes the role check.
+func TestSecurityQueryRoles(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		env := newSecEnv(t, db)
+		opCk, _ := env.login(env.tok.operator)
+		adminCk, _ := env.login(env.tok.admin)
+		tables := []struct {
+			name   string
+			prefix string
+			routes []Route
+			rules  []QueryRole
+			as     func(role allocator.Role, r secReq) secReq
+		}{
+			{"API", "/api/v1", env.srv.APIRoutes(), env.srv.APIQueryRoles(), func(role allocator.Role, r secReq) secReq {
+				r.token = map[allocator.Role]string{allocator.RoleOperator: env.tok.operator, allocator.RoleAdmin: env.tok.admin}[role]
+				return r
+			}},
+			{"console", "", env.srv.ConsoleRoutes(), env.srv.ConsoleQueryRoles(), func(role allocator.Role, r secReq) secReq {
+				r.cookies = map[allocator.Role][]*http.Cookie{allocator.RoleOperator: opCk, allocator.RoleAdmin: adminCk}[role]
+				return r
+			}},
+		}
+		for _, tb := range tables {
+			if len(tb.rules) == 0 {
+				t.Fatalf("%s: no query rules (the force delete has one)", tb.name)
+			}
+			for _, q := range tb.rules {
+				var route *Route
+				for i := range tb.routes {
+					if tb.routes[i].Method == q.Method && tb.routes[i].Path == q.Path {
+						route = &tb.routes[i]
+					}
+				}
+				if route == nil {
+					t.Errorf("%s query rule %s %s names no route of its table", tb.name, q.Method, q.Path)
+					continue
+				}
+				if route.Role.Allows(q.Role) {
+					t.Errorf("%s query rule %s %s ?%s: role %s does not raise the route's %s", tb.name, q.Method, q.Path, q.Param, q.Role, route.Role)
+				}
+				for _, v := range q.Values {
+					path := concrete(tb.prefix, q.Path, sampleParams) + "?" + q.Param + "=" + url.QueryEscape(strings.ToUpper(v))
+					before := env.auditCount()
+					rec := env.do(tb.as(route.Role, secReq{method: q.Method, path: path}))
+					if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), q.Param) {
+						t.Errorf("%s %s %s as %s: %d %s, want 403 naming %s", tb.name, q.Method, path, route.Role, rec.Code, rec.Body, q.Param)
+					}
+					if env.auditCount() != before {
+						t.Errorf("%s %s %s: the refused call wrote audit events", tb.name, q.Method, path)
+					}
+					rec = env.do(tb.as(q.Role, secReq{method: q.Method, path: path}))
+					if rec.Code == http.StatusUnauthorized || rec.Code == http.StatusForbidden {
+						t.Errorf("%s %s %s as %s: %d %s, want past the role check", tb.name, q.Method, path, q.Role, rec.Code, rec.Body)
+					}
+				}
+			}
+		}
+	})
+}
