@@ -2,8 +2,6 @@ package handlers
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -181,10 +179,7 @@ func (h *Console) seal(c echo.Context, purpose string, payload []byte) (string, 
 	if err != nil {
 		return "", err
 	}
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(purpose + "\x00"))
-	m.Write(payload)
-	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
+	return base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(Sign(key, purpose, string(payload))), nil
 }
 
 // unseal verifies a value made by seal for the same purpose.
@@ -202,8 +197,5 @@ func (h *Console) unseal(c echo.Context, purpose, v string) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(purpose + "\x00"))
-	m.Write(payload)
-	return payload, hmac.Equal(got, m.Sum(nil))
+	return payload, Verify(key, purpose, string(payload), got)
 }

@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"log/slog"
@@ -70,19 +68,10 @@ func (s *sessions) signingKey(ctx context.Context) ([]byte, error) {
 	return k, nil
 }
 
-func mac(key []byte, parts ...string) []byte {
-	m := hmac.New(sha256.New, key)
-	for _, p := range parts {
-		m.Write([]byte(p))
-		m.Write([]byte{0})
-	}
-	return m.Sum(nil)
-}
-
 var b64 = base64.RawURLEncoding
 
 func (s *sessions) setCookie(c echo.Context, key []byte, id string, exp time.Time) {
-	val := "v2." + id + "." + b64.EncodeToString(mac(key, "session", id))
+	val := "v2." + id + "." + b64.EncodeToString(handlers.Sign(key, "session", id))
 	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: val, Path: "/", Expires: exp, MaxAge: int(time.Until(exp).Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})
 }
@@ -133,7 +122,7 @@ func (s *sessions) sessionID(c echo.Context) string {
 		s.log.Error("console session key unavailable", "error", err)
 		return ""
 	}
-	if !hmac.Equal(got, mac(key, "session", f[1])) {
+	if !handlers.Verify(key, "session", f[1], got) {
 		return ""
 	}
 	return f[1]
@@ -159,7 +148,7 @@ func (s *sessions) Identify(c echo.Context) *handlers.Identity {
 	if sess.Renewed {
 		s.setCookie(c, key, id, sess.Expires)
 	}
-	handlers.SetCSRF(c, b64.EncodeToString(mac(key, "csrf", id)))
+	handlers.SetCSRF(c, b64.EncodeToString(handlers.Sign(key, "csrf", id)))
 	return &handlers.Identity{Name: "console:" + sess.Token.Name, Role: sess.Token.Role, Session: true}
 }
 
