@@ -1,10 +1,10 @@
 package allocator
 
 import (
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/docs/samples"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -81,10 +81,7 @@ ranges = [{ start = "fd00::/96", end = "fd00::4:0:0/96" }]`, "fd00::/96", "fd00:
 // their ranges; [networks.*] and top-level keys are ignored; a second
 // load is a no-op.
 func TestLoadSampleSiteConfig(t *testing.T) {
-	data, err := os.ReadFile("../docs/samples/site-config.toml")
-	if err != nil {
-		t.Skipf("sample site configuration not available: %v", err)
-	}
+	data := []byte(samples.SiteConfig)
 	fndEach(t, func(t *testing.T, f *fnd) {
 		res, err := f.a.LoadPoolFile(f.ctx, data)
 		if err != nil {

@@ -14,35 +14,13 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/docs/samples"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // emSample is docs/samples/expected-machines.json: the NICo file
 // with the new expected_dpus, as operators have it.
-const emSample = `{
-  "expected_machines": [
-    {
-      "bmc_mac_address": "0a:00:00:00:01:01",
-      "bmc_username": "admin",
-      "bmc_password": "factory-default-1",
-      "chassis_serial_number": "CHS-000101",
-      "fallback_dpu_serial_numbers": [],
-      "metadata": {"name": "r01-u10", "description": "two DPUs, both reserved", "labels": [{"key": "rack", "value": "r01"}]},
-      "expected_dpus": [
-        {"serial_number": "MT2301X00011", "loopback_ip": "10.180.62.210", "loopback_ip_v6": "fd00:180:62:1::11"},
-        {"serial_number": "MT2301X00012", "loopback_ip": "10.180.62.211"}
-      ]
-    },
-    {
-      "bmc_mac_address": "0a:00:00:00:01:02",
-      "bmc_username": "admin",
-      "bmc_password": "factory-default-2",
-      "chassis_serial_number": "CHS-000102",
-      "fallback_dpu_serial_numbers": ["MT2301X00021"],
-      "metadata": {"name": "r01-u11", "description": "legacy record, no reservations", "labels": []}
-    }
-  ]
-}`
+var emSample = samples.ExpectedMachines
 
 type emHTTP struct {
 	t      *testing.T

@@ -5,38 +5,13 @@ import (
 	"log/slog"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/docs/samples"
 )
 
-// demoPools is the NICo site configuration of the demo site (the sample
-// operators already have: end is exclusive).
-const demoPools = `
-[pools.lo-ip]
-type = "ipv4"
-ranges = [
-  { start = "10.180.62.1", end = "10.180.62.200" },
-  { start = "10.180.62.200", end = "10.180.63.0", auto_assign = false },
-]
-
-[pools.lo-ip-v6]
-type = "ipv6"
-ranges = [
-  { start = "fd00:180:62::1", end = "fd00:180:62::1:0" },
-  { start = "fd00:180:62:1::", end = "fd00:180:62:1::100", auto_assign = false },
-]
-
-[pools.vlan-id]
-type = "integer"
-ranges = [{ start = "100", end = "501" }]
-
-[pools.vni]
-type = "integer"
-ranges = [{ start = "0xFA000", end = "0xFA400" }]
-
-[pools.endpoint-v6]
-type = "ipv6prefix"
-prefix = "fd00:10:ff01::/64"
-delegate_prefix_len = 96
-`
+// demoPools is the NICo site configuration of the demo site:
+// docs/samples/site-config.toml, the sample operators already have (only
+// its [pools.*] tables are read; end is exclusive).
+var demoPools = samples.SiteConfig
 
 // demoSteps add the rest of the demo site after the pools are loaded, in
 // order: the ExpectedMachines first, so that the machines step ingests

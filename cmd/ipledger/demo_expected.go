@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/docs/samples"
 )
 
 // The ExpectedMachines part of `serve --demo` (README.md): the sample
@@ -14,30 +15,7 @@ import (
 // explicit fd00:180:62:1::-fd00:180:62:1::ff).
 
 // demoExpectedMachinesSample is docs/samples/expected-machines.json.
-const demoExpectedMachinesSample = `{
-  "expected_machines": [
-    {
-      "bmc_mac_address": "0a:00:00:00:01:01",
-      "bmc_username": "admin",
-      "bmc_password": "factory-default-1",
-      "chassis_serial_number": "CHS-000101",
-      "fallback_dpu_serial_numbers": [],
-      "metadata": {"name": "r01-u10", "description": "two DPUs, both reserved", "labels": [{"key": "rack", "value": "r01"}]},
-      "expected_dpus": [
-        {"serial_number": "MT2301X00011", "loopback_ip": "10.180.62.210", "loopback_ip_v6": "fd00:180:62:1::11"},
-        {"serial_number": "MT2301X00012", "loopback_ip": "10.180.62.211"}
-      ]
-    },
-    {
-      "bmc_mac_address": "0a:00:00:00:01:02",
-      "bmc_username": "admin",
-      "bmc_password": "factory-default-2",
-      "chassis_serial_number": "CHS-000102",
-      "fallback_dpu_serial_numbers": ["MT2301X00021"],
-      "metadata": {"name": "r01-u11", "description": "legacy record, no reservations", "labels": []}
-    }
-  ]
-}`
+var demoExpectedMachinesSample = samples.ExpectedMachines
 
 // demoExpectedMachinesExtra are three more believable records.
 const demoExpectedMachinesExtra = `{
