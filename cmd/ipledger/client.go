@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -156,4 +157,26 @@ func orDash(s *string) string {
 		return "-"
 	}
 	return *s
+}
+
+// listPages reads a list of the API (path with query q), following
+// next_cursor page after page, and returns the items of every page. With
+// onePage it stops after the first page and returns that page's
+// next_cursor ("" on the last page).
+func listPages[T any](c *client, path string, q url.Values, onePage bool) (items []T, next string, err error) {
+	q = maps.Clone(q)
+	for {
+		var page struct {
+			Items      []T    `json:"items"`
+			NextCursor string `json:"next_cursor"`
+		}
+		if _, err := c.call("GET", path+"?"+q.Encode(), nil, "", nil, &page); err != nil {
+			return nil, "", err
+		}
+		items = append(items, page.Items...)
+		if page.NextCursor == "" || onePage {
+			return items, page.NextCursor, nil
+		}
+		q.Set("cursor", page.NextCursor)
+	}
 }

@@ -285,18 +285,11 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 				q.Set("limit", strconv.Itoa(lLimit))
 			}
 			all := allocator.ExpectedMachinePage{Items: []allocator.ExpectedMachine{}}
-			for {
-				var page allocator.ExpectedMachinePage
-				if _, err := c.call("GET", base+"?"+q.Encode(), nil, "", nil, &page); err != nil {
-					return err
-				}
-				all.Items = append(all.Items, page.Items...)
-				all.NextCursor = page.NextCursor
-				if page.NextCursor == "" || lLimit > 0 {
-					break
-				}
-				q.Set("cursor", page.NextCursor)
+			items, next, err := listPages[allocator.ExpectedMachine](c, base, q, lLimit > 0)
+			if err != nil {
+				return err
 			}
+			all.Items, all.NextCursor = append(all.Items, items...), next
 			if c.json {
 				b, err := json.Marshal(all)
 				if err != nil {

@@ -35,24 +35,10 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 				q.Set("state", state)
 			}
 			var items []allocator.Machine
-			var raws []json.RawMessage
-			for cursor := ""; ; {
-				q.Set("limit", "1000")
-				if cursor != "" {
-					q.Set("cursor", cursor)
-				}
-				var page struct {
-					Items      []json.RawMessage `json:"items"`
-					NextCursor string            `json:"next_cursor"`
-				}
-				if _, err := c.call("GET", "/api/v1/machines?"+q.Encode(), nil, "", nil, &page); err != nil {
-					return err
-				}
-				raws = append(raws, page.Items...)
-				if page.NextCursor == "" {
-					break
-				}
-				cursor = page.NextCursor
+			q.Set("limit", "1000")
+			raws, _, err := listPages[json.RawMessage](c, "/api/v1/machines", q, false)
+			if err != nil {
+				return err
 			}
 			if c.json {
 				b, _ := json.Marshal(map[string]any{"items": raws})
@@ -325,21 +311,10 @@ func newBindingCmd(cf *clientFlags) *cobra.Command {
 			if status != "" {
 				q.Set("status", status)
 			}
-			var all []allocator.Binding
-			for cursor := ""; ; {
-				q.Set("limit", "1000")
-				if cursor != "" {
-					q.Set("cursor", cursor)
-				}
-				var page allocator.BindingPage
-				if _, err := c.call("GET", "/api/v1/dpu-bindings?"+q.Encode(), nil, "", nil, &page); err != nil {
-					return err
-				}
-				all = append(all, page.Items...)
-				if page.NextCursor == "" {
-					break
-				}
-				cursor = page.NextCursor
+			q.Set("limit", "1000")
+			all, _, err := listPages[allocator.Binding](c, "/api/v1/dpu-bindings", q, false)
+			if err != nil {
+				return err
 			}
 			if all == nil {
 				all = []allocator.Binding{}

@@ -109,17 +109,9 @@ func newPoolAllocationsCmd(cf *clientFlags) *cobra.Command {
 				}
 			}
 			q.Set("limit", fmt.Sprint(limit))
-			var all []allocator.Allocation
-			for {
-				var page allocator.AllocationPage
-				if _, err := c.call("GET", "/api/v1/pools/"+esc(args[0])+"/allocations?"+q.Encode(), nil, "", nil, &page); err != nil {
-					return err
-				}
-				all = append(all, page.Items...)
-				if page.NextCursor == "" {
-					break
-				}
-				q.Set("cursor", page.NextCursor)
+			all, _, err := listPages[allocator.Allocation](c, "/api/v1/pools/"+esc(args[0])+"/allocations", q, false)
+			if err != nil {
+				return err
 			}
 			if c.json {
 				b, _ := json.Marshal(map[string]any{"items": all})
