@@ -30,25 +30,3 @@ func TestSQLitePathWithSpecialCharacters(t *testing.T) {
 		}
 	}
 }
-
-func TestParseURL(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want Dialect
-		ok   bool
-	}{
-		{"postgres://u@h/db", Postgres, true},
-		{"postgresql://u@h/db?sslmode=disable", Postgres, true},
-		{"sqlite:ipledger.db", SQLite, true},
-		{"sqlite:/var/lib/ipledger/x", SQLite, true},
-		{"data/site.db", SQLite, true},
-		{"sqlite:", "", false},
-		{"mysql://u@h/db", "", false},
-		{"ipledger", "", false},
-	} {
-		got, err := ParseURL(c.in)
-		if (err == nil) != c.ok || (c.ok && got.Dialect != c.want) {
-			t.Errorf("ParseURL(%q) = %+v, %v; want dialect %q ok=%v", c.in, got, err, c.want, c.ok)
-		}
-	}
-}

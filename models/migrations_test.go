@@ -399,6 +399,7 @@ func TestParseURL(t *testing.T) {
 		{"sqlite:ipledger.db", models.SQLite, "ipledger.db", false},
 		{"sqlite:///var/lib/ipledger/x.db", models.SQLite, "/var/lib/ipledger/x.db", false},
 		{"sqlite:/tmp/x", models.SQLite, "/tmp/x", false},
+		{"sqlite:/var/lib/ipledger/x", models.SQLite, "/var/lib/ipledger/x", false},
 		{"data/site.db", models.SQLite, "data/site.db", false},
 		{"sqlite:", "", "", true},
 		{"mysql://u@h/db", "", "", true},
