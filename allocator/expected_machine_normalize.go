@@ -110,7 +110,7 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 	if len(list) > emMaxDpus {
 		ps.add(Errf(CodeInvalid, r.f("expected_dpus"), "at most %d expected DPUs per machine, got %d", emMaxDpus, len(list)))
 	}
-	serials, v4s, v6s := map[string]int{}, map[netip.Addr]int{}, map[netip.Addr]int{}
+	serials, seen := map[string]int{}, [2]map[netip.Addr]int{{}, {}}
 	for i, in := range list {
 		d := emDpu{field: r.f(fmt.Sprintf("expected_dpus[%d]", i))}
 		d.serial = strings.TrimSpace(in.SerialNumber)
@@ -127,39 +127,45 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 				serials[d.serial] = i
 			}
 		}
-		if in.LoopbackIP != nil && strings.TrimSpace(*in.LoopbackIP) != "" {
-			a, err := parseAddr(strings.TrimSpace(*in.LoopbackIP))
-			switch {
-			case err != nil:
-				ps.add(Errf(CodeInvalid, d.field+".loopback_ip", "%v", err))
-			case !a.Is4():
-				ps.add(Errf(CodeInvalid, d.field+".loopback_ip", "%q is not an IPv4 address; an IPv6 reservation goes in loopback_ip_v6", *in.LoopbackIP))
-			default:
-				if j, dup := v4s[a]; dup {
-					ps.add(Errf(CodeInvalid, d.field+".loopback_ip", "%s is already reserved by expected_dpus[%d] of this machine", a, j))
-				} else {
-					v4s[a] = i
-					d.v4 = a
-				}
-			}
-		}
-		if in.LoopbackIPv6 != nil && strings.TrimSpace(*in.LoopbackIPv6) != "" {
-			a, err := parseAddr(strings.TrimSpace(*in.LoopbackIPv6))
-			switch {
-			case err != nil:
-				ps.add(Errf(CodeInvalid, d.field+".loopback_ip_v6", "%v", err))
-			case !a.Is6():
-				ps.add(Errf(CodeInvalid, d.field+".loopback_ip_v6", "%q is not an IPv6 address; an IPv4 reservation goes in loopback_ip", *in.LoopbackIPv6))
-			default:
-				if j, dup := v6s[a]; dup {
-					ps.add(Errf(CodeInvalid, d.field+".loopback_ip_v6", "%s is already reserved by expected_dpus[%d] of this machine", a, j))
-				} else {
-					v6s[a] = i
-					d.v6 = a
-				}
-			}
+		for j, raw := range []*string{in.LoopbackIP, in.LoopbackIPv6} {
+			f := loopbackFamilies[j]
+			*d.addr(f) = reservation(f, raw, d.field+"."+f.column, i, seen[j], ps)
 		}
 		r.dpus = append(r.dpus, d)
 	}
 	return r
+}
+
+// addr is the reservation of family f of the DPU (invalid when none).
+func (d *emDpu) addr(f loopbackFamily) *netip.Addr {
+	if f.name == FamilyIPv4 {
+		return &d.v4
+	}
+	return &d.v6
+}
+
+// reservation checks one family's reservation of DPU i of a record
+// (docs/reservations.md rule 2): an address of that family, not given to
+// another DPU of the same record (seen). It returns the address, or an
+// invalid one when raw is empty or refused (the problem is in ps).
+func reservation(f loopbackFamily, raw *string, field string, i int, seen map[netip.Addr]int, ps *problems) netip.Addr {
+	if raw == nil || strings.TrimSpace(*raw) == "" {
+		return netip.Addr{}
+	}
+	a, err := parseAddr(strings.TrimSpace(*raw))
+	switch {
+	case err != nil:
+		ps.add(Errf(CodeInvalid, field, "%v", err))
+	case !f.holds(a):
+		o := f.other()
+		ps.add(Errf(CodeInvalid, field, "%q is not an %s address; an %s reservation goes in %s", *raw, f.label, o.label, o.column))
+	default:
+		if j, dup := seen[a]; dup {
+			ps.add(Errf(CodeInvalid, field, "%s is already reserved by expected_dpus[%d] of this machine", a, j))
+			return netip.Addr{}
+		}
+		seen[a] = i
+		return a
+	}
+	return netip.Addr{}
 }

@@ -18,6 +18,15 @@ type loopbackPools struct {
 	v4Ranges, v6Ranges []models.PoolRange
 }
 
+// of returns the pool of family f and its ranges (nil when it does not
+// exist).
+func (lp *loopbackPools) of(f loopbackFamily) (*models.Pool, []models.PoolRange) {
+	if f.name == FamilyIPv4 {
+		return lp.v4, lp.v4Ranges
+	}
+	return lp.v6, lp.v6Ranges
+}
+
 func (t *tx) loopbackPools() (*loopbackPools, error) {
 	m, err := t.lockPools(PoolLoopbackV4, PoolLoopbackV6)
 	if err != nil {
@@ -81,7 +90,9 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 	}
 	// Pass 2: duplicates across records (replace-all) and pool membership.
 	macs := map[string]string{}
-	serials, v4s, v6s := map[string]string{}, map[netip.Addr]string{}, map[netip.Addr]string{}
+	serials := map[string]string{}
+	declared := [2]map[netip.Addr]string{{}, {}} // per family: value → the DPU field declaring it
+	v4s, v6s := declared[0], declared[1]
 	for _, r := range recs {
 		if r.mac != "" && len(recs) > 1 {
 			if other, dup := macs[r.mac]; dup {
@@ -102,24 +113,19 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 					serials[d.serial] = d.field
 				}
 			}
-			if d.v4.IsValid() {
-				if other, dup := v4s[d.v4]; dup && len(recs) > 1 {
-					ps.add(Errf(CodeInvalid, d.field+".loopback_ip", "%s is already reserved by %s", d.v4, other))
-					d.v4 = netip.Addr{}
-				} else if !checkMember(lp.v4, lp.v4Ranges, TypeIPv4, PoolLoopbackV4, d.field+".loopback_ip", d.v4, ps) {
-					d.v4 = netip.Addr{}
-				} else {
-					v4s[d.v4] = d.field
+			for j, f := range loopbackFamilies {
+				a := d.addr(f)
+				if !a.IsValid() {
+					continue
 				}
-			}
-			if d.v6.IsValid() {
-				if other, dup := v6s[d.v6]; dup && len(recs) > 1 {
-					ps.add(Errf(CodeInvalid, d.field+".loopback_ip_v6", "%s is already reserved by %s", d.v6, other))
-					d.v6 = netip.Addr{}
-				} else if !checkMember(lp.v6, lp.v6Ranges, TypeIPv6, PoolLoopbackV6, d.field+".loopback_ip_v6", d.v6, ps) {
-					d.v6 = netip.Addr{}
+				p, ranges := lp.of(f)
+				if other, dup := declared[j][*a]; dup && len(recs) > 1 {
+					ps.add(Errf(CodeInvalid, d.field+"."+f.column, "%s is already reserved by %s", *a, other))
+					*a = netip.Addr{}
+				} else if !checkMember(p, ranges, f.typ, f.pool, d.field+"."+f.column, *a, ps) {
+					*a = netip.Addr{}
 				} else {
-					v6s[d.v6] = d.field
+					declared[j][*a] = d.field
 				}
 			}
 		}

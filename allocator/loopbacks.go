@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"gorm.io/gorm"
 
@@ -16,11 +17,29 @@ type loopbackFamily struct {
 	name   string
 	pool   string
 	column string
+	label  string   // IPv4, IPv6
+	typ    PoolType // of its pool
 }
 
 var loopbackFamilies = []loopbackFamily{
-	{FamilyIPv4, PoolLoopbackV4, "loopback_ip"},
-	{FamilyIPv6, PoolLoopbackV6, "loopback_ip_v6"},
+	{FamilyIPv4, PoolLoopbackV4, "loopback_ip", "IPv4", TypeIPv4},
+	{FamilyIPv6, PoolLoopbackV6, "loopback_ip_v6", "IPv6", TypeIPv6},
+}
+
+// other is the other family.
+func (f loopbackFamily) other() loopbackFamily {
+	if f.name == FamilyIPv4 {
+		return loopbackFamilies[1]
+	}
+	return loopbackFamilies[0]
+}
+
+// holds tells whether a is an address of this family.
+func (f loopbackFamily) holds(a netip.Addr) bool {
+	if f.name == FamilyIPv4 {
+		return a.Is4()
+	}
+	return a.Is6()
 }
 
 func (f loopbackFamily) active(nc *models.NetworkConfig) *string {
