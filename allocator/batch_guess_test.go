@@ -94,7 +94,7 @@ func TestBatchGuessMatchesOneByOne(t *testing.T) {
 						nextOwner++
 					}
 				}
-				want := f.oracleFree(pool)
+				want := f.oracleFirstFree(pool, len(names))
 				reqs := f.batchOf(names...)
 				f.a.runAllocBatchOn(lc, pool, reqs)
 				batches++
@@ -139,7 +139,7 @@ func TestBatchGuessMatchesOneByOne(t *testing.T) {
 				}
 			case op == 35: // another process allocates
 				o := fmt.Sprint("other", step)
-				want := f.oracleFree(pool)
+				want := f.oracleFirstFree(pool, 1)
 				al, created, err := other.Allocate(f.ctx, pool, own(o), "")
 				if len(want) == 0 {
 					wantCode(t, err, CodePoolExhausted)
@@ -151,7 +151,7 @@ func TestBatchGuessMatchesOneByOne(t *testing.T) {
 				holders[o] = al.Value
 				owners = append(owners, o)
 			case op == 36: // declare a value where the guess would go
-				if want := f.oracleFree(pool); len(want) > 1 {
+				if want := f.oracleFirstFree(pool, 3); len(want) > 1 {
 					v := want[r.IntN(min(len(want), 3))]
 					serial := fmt.Sprint("DECL", step)
 					f.declare(serial, v, "")
@@ -312,7 +312,7 @@ func TestBatchGuessGuardCatches(t *testing.T) {
 				lc := &leaderConn{}
 				defer lc.drop()
 				run := func(owners ...string) []*allocReq {
-					want := f.oracleFree(PoolLoopbackV4)
+					want := f.oracleFirstFree(PoolLoopbackV4, len(owners))
 					reqs := f.batchOf(owners...)
 					f.a.runAllocBatchOn(lc, PoolLoopbackV4, reqs)
 					k := 0
@@ -498,7 +498,7 @@ func TestBatchGuessPoolTypes(t *testing.T) {
 				defer lc.drop()
 				hits := guessHits.Load()
 				for b := 0; b < 12; b++ {
-					want := f.oracleFree("p")
+					want := f.oracleFirstFree("p", 4)
 					var owners []string
 					for i := 0; i <= b%4; i++ {
 						owners = append(owners, fmt.Sprintf("b%d-%d", b, i))
@@ -532,7 +532,7 @@ func TestBatchGuessPoolTypes(t *testing.T) {
 // the pool's run-end flags and range counts are exact afterwards.
 func (f *fnd) runLeaderBatch(lc *leaderConn, pool string, owners ...string) {
 	f.t.Helper()
-	want := f.oracleFree(pool)
+	want := f.oracleFirstFree(pool, len(owners))
 	reqs := f.batchOf(owners...)
 	f.a.runAllocBatchOn(lc, pool, reqs)
 	for k, rq := range reqs {
