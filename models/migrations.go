@@ -465,6 +465,15 @@ func migrate(db *gorm.DB, list []Migration, upTo int) error {
 			} else {
 				all = append(all, statements(m.SQLite)...)
 			}
+			if d == Postgres && len(all) > 1 {
+				// One round trip for the whole migration (the simple query
+				// protocol runs several statements): a fresh database, and
+				// every test database, migrates several times faster.
+				if err := tx.Exec(strings.Join(all, ";\n")).Error; err != nil {
+					return err
+				}
+				all = nil
+			}
 			for _, s := range all {
 				if err := tx.Exec(s).Error; err != nil {
 					return fmt.Errorf("%w\nstatement: %s", err, s)
