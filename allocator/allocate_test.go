@@ -16,6 +16,7 @@ import (
 // returns the same value with created=false (200 at REST), and asking for
 // a different value is 409 conflict.
 func TestAllocateIdempotentPerOwner(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.10", true), rng("10.0.0.100", "10.0.0.110", false))
 		al, created, err := f.a.Allocate(f.ctx, "lo-ip", own("a"), "")
@@ -58,6 +59,7 @@ func TestAllocateIdempotentPerOwner(t *testing.T) {
 // range, be free, and not be declared for another DPU; otherwise 409
 // not_available saying which. Malformed or wrong-family values are 422.
 func TestAllocateRequestedValue(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip", "ipv4", 0, rng("10.180.62.1", "10.180.62.199", true), rng("10.180.62.200", "10.180.62.255", false))
 		f.alloc("lo-ip", "holder", "10.180.62.201")
@@ -115,6 +117,7 @@ func TestAllocateRequestedValue(t *testing.T) {
 // auto_assign ranges, skipping quarantined and declared values; released
 // values in the middle are reused first; a full pool is pool_exhausted.
 func TestAllocateLowestFreeAndGapReuse(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "109", true), rng("200", "205", false))
 		for i := 0; i < 10; i++ {
@@ -170,6 +173,7 @@ func TestAllocateLowestFreeAndGapReuse(t *testing.T) {
 // Values declared by an ExpectedDpu are skipped by automatic allocation
 // even if an operator later turned their range into an auto range.
 func TestAllocateSkipsDeclaredValues(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.3", true))
 		f.declare("MT-A", "10.0.0.1", "")
@@ -185,6 +189,7 @@ func TestAllocateSkipsDeclaredValues(t *testing.T) {
 // Run ends must be right across adjacent ranges and at both ends of each
 // value space (0 and the maximum), where next/prev have no neighbour.
 func TestAllocateAtEdgesOfSpace(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		typ    string
 		plen   int
@@ -239,6 +244,7 @@ func TestAllocateAtEdgesOfSpace(t *testing.T) {
 // ipv6prefix pools hand out /96 blocks carved from a /64, stepping by one
 // block; values are CIDR text, and requests must be aligned /96 blocks.
 func TestIPv6PrefixBlocks(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		res, err := f.a.LoadPoolFile(f.ctx, []byte("[pools.endpoint-v6]\ntype = \"ipv6prefix\"\nprefix = \"fd00:10:ff01::/64\"\ndelegate_prefix_len = 96\n"))
 		if err != nil || len(res.Created) != 1 {
@@ -290,6 +296,7 @@ func TestIPv6PrefixBlocks(t *testing.T) {
 // docs/pools.md: only the owner releases; another owner is 409 not_owner
 // and nothing changes; releasing a free value is a no-op success.
 func TestRelease(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("1", "10", true))
 		f.alloc("vlan", "a", "")
@@ -333,6 +340,7 @@ func TestRelease(t *testing.T) {
 // Quarantine (force delete) takes a value from its owner and holds it;
 // only unquarantine frees it.
 func TestQuarantineAndUnquarantine(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("1", "3", true))
 		f.alloc("vlan", "a", "")
@@ -381,6 +389,7 @@ func TestQuarantineAndUnquarantine(t *testing.T) {
 // docs/api.md: quarantine hold expiry takes effect at once for every
 // read and allocation, before any write cleans the row up.
 func TestQuarantineHoldExpiry(t *testing.T) {
+	t.Parallel()
 	for _, d := range []models.Dialect{models.SQLite, models.Postgres} {
 		t.Run(string(d), func(t *testing.T) {
 			db := dbtest.Open(t, d)
@@ -446,6 +455,7 @@ func TestQuarantineHoldExpiry(t *testing.T) {
 // Keyset pagination walks every allocation exactly once in numeric value
 // order, with filters, whatever the page size.
 func TestListAllocationsKeyset(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vni", "integer", 0, rng("1", "200", true))
 		var want []string
@@ -505,6 +515,7 @@ func TestListAllocationsKeyset(t *testing.T) {
 // GET /api/v1/addresses/{value}: every pool membership, allocation,
 // quarantine and reservation of one value, across pools.
 func TestLookupAcrossPools(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.9", true), rng("10.0.0.10", "10.0.0.19", false))
 		f.mkPool("mgmt", "ipv4", 0, rng("10.0.1.0", "10.0.1.255", true))
@@ -568,6 +579,7 @@ func TestLookupAcrossPools(t *testing.T) {
 // and every automatic allocation must return the brute-force lowest free
 // value.
 func TestAllocateRandomizedAgainstModel(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("p", "integer", 0, rng("0", "9", true), rng("10", "19", false), rng("20", "34", true), rng("35", "39", true))
 		isAuto := func(v int) bool { return v < 10 || v >= 20 }

@@ -203,6 +203,7 @@ func TestBatchGuessMatchesOneByOne(t *testing.T) {
 // handed out are exactly the lowest ones, and run ends and counts stay
 // exact — the guard sees the other leader's commits.
 func TestBatchGuessTwoLeadersOnePool(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vni", "integer", 0, rng("1000", "1399", true))
 		as := []*Allocator{f.a, New(f.db, Options{Now: f.clock.Now})}

@@ -205,6 +205,7 @@ func TestBatchAllocatesLikeOneByOne(t *testing.T) {
 // batches: exactly the lowest free values are handed out, each once, and
 // the rest are told the pool is exhausted. Batch sizes are reported.
 func TestBatchQueueUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vni", "integer", 0, rng("1000", "1049", true))
 		var mu sync.Mutex
@@ -288,6 +289,7 @@ func TestBatchFallsBackToOneByOne(t *testing.T) {
 // A caller whose context is already done gets 503 and nothing is taken;
 // an unknown pool is 404 for every request of the batch.
 func TestBatchCancelledAndUnknownPool(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
 		ctx, cancel := context.WithCancel(context.Background())
@@ -314,6 +316,7 @@ func TestBatchCancelledAndUnknownPool(t *testing.T) {
 // the owners' look-up, the gap search nor the batch INSERT (with its
 // run-end UPDATE) scans allocations.
 func TestBatchStatementsUseIndexes(t *testing.T) {
+	t.Parallel()
 	db := dbtest.Open(t, models.Postgres)
 	f := newFnd(t, db, 0)
 	f.mkPool("big", "ipv4", 0, rng("10.0.0.0", "10.255.255.255", true))
@@ -488,6 +491,7 @@ func TestBatchLeavesOutCancelledCaller(t *testing.T) {
 // The answer to an allocation shows the same allocated_at as every later
 // read (times are kept in microseconds, as PostgreSQL stores them).
 func TestAllocatedAtSameInAnswerAndRead(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := New(db, Options{})
 		ctx := context.Background()

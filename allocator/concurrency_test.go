@@ -73,6 +73,7 @@ func runAllocations(t *testing.T, as []*Allocator, n int, pool string, owner fun
 // values (the 30 lowest) and 10 pool_exhausted, nothing else — with one
 // handle and with three handles on one database.
 func TestConcurrentAllocationsExhaustExactly(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		for _, handles := range []int{1, 3} {
 			t.Run(fmt.Sprintf("%s/%d-handles", d, handles), func(t *testing.T) {
@@ -115,6 +116,7 @@ func TestConcurrentAllocationsExhaustExactly(t *testing.T) {
 // 20 concurrent requests of one owner all get the same value; exactly one
 // of them created it.
 func TestConcurrentAllocationsOneOwner(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 2)
@@ -143,6 +145,7 @@ func TestConcurrentAllocationsOneOwner(t *testing.T) {
 // 20 owners racing for one explicit value: one wins, the others are told
 // who holds it (409 not_available), never a raw database error.
 func TestConcurrentRequestsForOneValue(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 2)
@@ -174,6 +177,7 @@ func TestConcurrentRequestsForOneValue(t *testing.T) {
 // ordering by name means no deadlock surfaces, every allocation is
 // distinct, and exactly one creation of a name wins with 409 for the rest.
 func TestConcurrentMixedWritersNoDeadlock(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 3)
@@ -271,6 +275,7 @@ func checkStoredAllocations(t *testing.T, db *gorm.DB, pool string, want int) {
 // race to create a pool find it stored and have nothing to do), and the
 // pools and ranges exist once.
 func TestConcurrentPoolFileLoads(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 6)

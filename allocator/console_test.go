@@ -17,6 +17,7 @@ import (
 // TestConsoleSessionKeyIsSharedAndCreatedOnce: ten processes (allocators)
 // starting at once on one database all get the same 32-byte key.
 func TestConsoleSessionKeyIsSharedAndCreatedOnce(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		keys := make([][]byte, 10)
 		var wg sync.WaitGroup
@@ -54,6 +55,7 @@ func TestConsoleSessionKeyIsSharedAndCreatedOnce(t *testing.T) {
 // TestConsoleTokenByID: a token is found by id with its current role; a
 // deleted one is 401.
 func TestConsoleTokenByID(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := New(db, Options{})
 		ctx := context.Background()
@@ -86,6 +88,7 @@ func TestConsoleTokenByID(t *testing.T) {
 // match what was allocated, released, quarantined and unquarantined that
 // day, for this pool only.
 func TestConsolePoolUsage(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		clock := &fndClock{t: start}

@@ -14,6 +14,7 @@ import (
 // host carrying the DPU (a regression: it used to fail with "record not
 // found" because the host look-up reused the DPU's primary key).
 func TestDiscoverUnderHost(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := New(db, Options{})
 		ctx := context.Background()

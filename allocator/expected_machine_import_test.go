@@ -10,6 +10,7 @@ import (
 // it is validated against the state it leaves, so two records may swap
 // their reservations.
 func TestImportMergeKeepsIdsAndSwaps(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		a := f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MA", "10.180.62.200", "")))
@@ -57,6 +58,7 @@ func TestImportMergeKeepsIdsAndSwaps(t *testing.T) {
 // (409), each under expected_machines[i]; records that do not decode are
 // failed records too. The error is the first problem.
 func TestImportRefusedListsEveryProblem(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		f.emCreate(emSpec("0a:00:00:00:00:09", emDpu4("HELD", "10.180.62.250", "")))
@@ -108,6 +110,7 @@ func TestImportRefusedListsEveryProblem(t *testing.T) {
 // Replace through the import is the replace-all: absent records go, and
 // every record of the file is reported as replaced with its id.
 func TestImportReplace(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		a := f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MA", "10.180.62.200", "")))

@@ -84,6 +84,7 @@ func wantField(t *testing.T, err error, code Code, field string) {
 // collision with other stored state is 409 (conflict for MACs and serials,
 // not_available for values). A refused create changes nothing.
 func TestExpectedMachineValidationRules(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MT-A1", "10.180.62.210", "fd00:180:62:1::10")))
@@ -171,6 +172,7 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 // A reservation for a family whose pool does not exist is rejected (422
 // naming the field); the other family stays usable.
 func TestExpectedMachineMissingFamilyPool(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.180.62.200", "10.180.62.255", false))
 		_, err := f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:02", emDpu4("MT-1", "10.180.62.201", "fd00:180:62:1::1")))
@@ -190,6 +192,7 @@ func TestExpectedMachineMissingFamilyPool(t *testing.T) {
 // The JSON shape of docs/api.md: normalised MAC, empty metadata shape,
 // expected_dpus never null, bmc_password never returned.
 func TestExpectedMachineShape(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		em := f.emCreate(ExpectedMachineSpec{BmcMacAddress: "1A-1B-1C-1D-1E-1F", BmcPassword: sp("pw")})
@@ -227,6 +230,7 @@ func TestExpectedMachineShape(t *testing.T) {
 // survive. [] clears the list; PATCH null clears it too; PUT resets other
 // absent fields.
 func TestExpectedMachineOlderClientRoundTrip(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		em := f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MT-1", "10.180.62.201", "fd00:180:62:1::1"), emDpu4("MT-2", "10.180.62.202", "")))
@@ -276,6 +280,7 @@ func TestExpectedMachineOlderClientRoundTrip(t *testing.T) {
 // PATCH is a JSON merge patch: absent members keep, objects merge, arrays
 // replace, null resets; expected_dpus null clears; bmc_password null clears.
 func TestExpectedMachinePatch(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		spec := emSpec("0a:00:00:00:00:01", emDpu4("MT-1", "10.180.62.201", ""))
@@ -326,6 +331,7 @@ func TestExpectedMachinePatch(t *testing.T) {
 // If-Match: a stale version is 412 on PUT, PATCH and DELETE and changes
 // nothing; the current version or no precondition proceeds.
 func TestExpectedMachineIfMatch(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		em := f.emCreate(emSpec("0a:00:00:00:00:01"))
@@ -351,6 +357,7 @@ func TestExpectedMachineIfMatch(t *testing.T) {
 // Concurrent creates reserving the same value (and the same serial) from
 // 10 goroutines: exactly one wins, every other gets 409 naming the field.
 func TestExpectedMachineConcurrentReservations(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		race := func(name string, mk func(i int) ExpectedMachineSpec, code Code, field string) {
@@ -396,6 +403,7 @@ func TestExpectedMachineConcurrentReservations(t *testing.T) {
 // constraints alone decide, and their violations are still 409 with the
 // field, never 500.
 func TestExpectedMachineConcurrentSerialWithoutPools(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		var wg sync.WaitGroup
 		errs := make([]error, 10)
@@ -424,6 +432,7 @@ func TestExpectedMachineConcurrentSerialWithoutPools(t *testing.T) {
 // The database itself refuses two ExpectedDpus with one serial, one
 // loopback_ip or one loopback_ip_v6, whatever code writes them.
 func TestExpectedDpuUniqueConstraints(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.declare("MT-1", "10.180.62.201", "fd00:180:62:1::1")
 		em := models.ExpectedMachine{ID: "em-x", BmcMacAddress: "0a:00:00:00:00:09", FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]", Version: 1,
@@ -465,6 +474,7 @@ func mustAddr(t *testing.T, s string) netip.Addr {
 // id; absent records are deleted; one bad record changes nothing and the
 // error names the record index and field.
 func TestExpectedMachineReplaceAll(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		a := f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MT-A", "10.180.62.201", "fd00:180:62:1::1")))
@@ -553,6 +563,7 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 // Every change leaves an audit event with before/after, and the BMC
 // password appears in none of them.
 func TestExpectedMachineAuditRedactsPassword(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		spec := emSpec("0a:00:00:00:00:01", emDpu4("MT-1", "10.180.62.201", ""))
@@ -595,6 +606,7 @@ func TestExpectedMachineAuditRedactsPassword(t *testing.T) {
 // List filters (BMC MAC, serial — chassis, expected or fallback DPU —,
 // label, free text) and keyset pagination.
 func TestExpectedMachineListFilters(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		for i := 1; i <= 5; i++ {
@@ -655,6 +667,7 @@ func TestExpectedMachineListFilters(t *testing.T) {
 // ExpectedMachineProblems lists every problem (for a form), in field
 // order; for an existing record its own reservations do not collide.
 func TestExpectedMachineProblemsForForms(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		em := f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MT-1", "10.180.62.201", "")))
@@ -686,6 +699,7 @@ func TestExpectedMachineProblemsForForms(t *testing.T) {
 // every one succeeds (none answers 412), each moves the version once, even
 // without the loopback pools whose locks would otherwise serialize them.
 func TestExpectedMachineConcurrentUnconditionalWrites(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		em := f.emCreate(emSpec("0a:00:00:00:06:01"))
 		var wg sync.WaitGroup
@@ -729,6 +743,7 @@ func TestExpectedMachineConcurrentUnconditionalWrites(t *testing.T) {
 // "reserved value unexpectedly unavailable"); a write that does carry the
 // list is validated again and refused.
 func TestExpectedMachinePatchKeepsUntouchedReservations(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		em := f.emCreate(emSpec("0a:00:00:00:08:01", emDpu4("MT-81", "10.180.62.205", "")))

@@ -539,6 +539,7 @@ func wantActions(t *testing.T, imp *DeleteImpact, want ...string) {
 }
 
 func TestReportValidation(t *testing.T) {
+	t.Parallel()
 	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
 		cases := []struct {
 			spec  ReportSpec
@@ -577,6 +578,7 @@ func TestReportValidation(t *testing.T) {
 // TestReportOrderIndependence: DPUs reported in reversed order get the
 // same values, reserved and automatic.
 func TestReportOrderIndependence(t *testing.T) {
+	t.Parallel()
 	serials := []string{"S1", "S2", "S3", "S4"}
 	results := map[string][2]string{}
 	for _, reversed := range []bool{false, true} {
@@ -619,6 +621,7 @@ func lcOrderRun(t *testing.T, reversed bool, serials []string, results map[strin
 // TestConcurrentReportsOneDPU: 10 reports racing for one DPU allocate once
 // per family.
 func TestConcurrentReportsOneDPU(t *testing.T) {
+	t.Parallel()
 	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
 		s.em(macA, lcDpu{"S1", "", "fd00:1::9"})
 		var wg sync.WaitGroup
@@ -655,6 +658,7 @@ func TestConcurrentReportsOneDPU(t *testing.T) {
 // TestConcurrentReportsDistinctHosts: 50 hosts reported at once all get
 // distinct loopbacks of both families.
 func TestConcurrentReportsDistinctHosts(t *testing.T) {
+	t.Parallel()
 	lcEach(t, lcOpts{autoV4: [2]string{"10.0.0.1", "10.0.0.99"}}, func(t *testing.T, s *lcSite) {
 		var wg sync.WaitGroup
 		errs := make(chan error, 50)
@@ -698,6 +702,7 @@ func TestConcurrentReportsDistinctHosts(t *testing.T) {
 // value quarantined for one machine is not handed to another (the pool is
 // exhausted for it) and goes back to its own hardware.
 func TestForceDeleteReingestNeverAnothersValue(t *testing.T) {
+	t.Parallel()
 	lcEach(t, lcOpts{autoV4: [2]string{"10.0.0.1", "10.0.0.2"}}, func(t *testing.T, s *lcSite) {
 		s.report(macA, "S1")
 		s.report(macB, "S2")
@@ -716,6 +721,7 @@ func TestForceDeleteReingestNeverAnothersValue(t *testing.T) {
 // TestMachineConstraints tries to break the database rules behind the
 // machine records directly.
 func TestMachineConstraints(t *testing.T) {
+	t.Parallel()
 	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
 		s.report(macA, "S1")
 		now := time.Now().UTC()
@@ -778,6 +784,7 @@ func TestMachineConstraints(t *testing.T) {
 }
 
 func TestListMachinesAndBindings(t *testing.T) {
+	t.Parallel()
 	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
 		s.em(macA, lcDpu{"S1", "10.0.0.150", ""})
 		s.report(macA, "S1", "S2")
@@ -850,6 +857,7 @@ func TestListMachinesAndBindings(t *testing.T) {
 // never share a loopback. A force delete racing the reports leaves either
 // the machine with its values or its values quarantined, never both.
 func TestConcurrentReportsManyProcesses(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			var u string

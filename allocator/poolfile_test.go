@@ -12,6 +12,7 @@ import (
 // auto_assign, host bits are ignored, an IPv4 prefix keeps its network
 // address and drops its broadcast address, integers may be 0x hex.
 func TestParsePoolFileSemantics(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, toml  string
 		first, last string
@@ -81,6 +82,7 @@ ranges = [{ start = "fd00::/96", end = "fd00::4:0:0/96" }]`, "fd00::/96", "fd00:
 // their ranges; [networks.*] and top-level keys are ignored; a second
 // load is a no-op.
 func TestLoadSampleSiteConfig(t *testing.T) {
+	t.Parallel()
 	data := []byte(samples.SiteConfig)
 	fndEach(t, func(t *testing.T, f *fnd) {
 		res, err := f.a.LoadPoolFile(f.ctx, data)
@@ -130,6 +132,7 @@ func TestLoadSampleSiteConfig(t *testing.T) {
 // The NICo grow format: pools are top-level tables, recognised by a pool
 // type; other tables are ignored.
 func TestLoadGrowFormat(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip-v6", "ipv6", 0, rng("fd00:180:62::1", "fd00:180:62::ffff", true))
 		res, err := f.a.LoadPoolFile(f.ctx, []byte(`
@@ -166,6 +169,7 @@ prefix = "172.20.0.0/24"
 // drift — reported, never applied, never fatal — while the rest of the
 // file is applied.
 func TestLoadDrift(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.99", true), rng("10.0.0.100", "10.0.0.199", false))
 		f.mkPool("vni", "integer", 0, rng("1", "9", true))
@@ -225,6 +229,7 @@ ranges = [{ start = "5", end = "6" }]
 // in the file; either way nothing is written, not even the valid pools
 // before the bad one.
 func TestLoadPoolFileRefusals(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, toml string
 		code       Code

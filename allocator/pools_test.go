@@ -10,6 +10,7 @@ import (
 // A new pool with a bad field is 422 invalid naming the field, and nothing
 // is stored.
 func TestCreatePoolRefusals(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("taken", "integer", 0, rng("1", "2", true))
 		cases := []struct {
@@ -79,6 +80,7 @@ func TestCreatePoolRefusals(t *testing.T) {
 // docs/pools.md: ranges of one pool never overlap; a range may be added at
 // any time (growth).
 func TestAddRange(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.10", "10.0.0.19", true))
 		for _, c := range []struct {
@@ -127,6 +129,7 @@ func TestAddRange(t *testing.T) {
 // or declared reservation where it would break its rule; otherwise 409
 // conflict naming the blocking values.
 func TestUpdateAndRemoveRangeRefusals(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		p := f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.99", true), rng("10.0.0.100", "10.0.0.199", false))
 		auto, expl := p.Ranges[0].ID, p.Ranges[1].ID
@@ -214,6 +217,7 @@ func TestUpdateAndRemoveRangeRefusals(t *testing.T) {
 // 18446744073709551616 values and the whole IPv6 space 2^128; free =
 // size − allocated − quarantined − reserved, per kind of range.
 func TestPoolStatsLargeSizes(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip-v6", "ipv6", 0,
 			rng("fd00:180:62::", "fd00:180:62:0:ffff:ffff:ffff:ffff", true),
@@ -270,6 +274,7 @@ func TestPoolStatsWholeSpaces(t *testing.T) {
 
 // The pool gateway is stored canonically and shown.
 func TestPoolGateway(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		p, err := f.a.CreatePool(f.ctx, PoolSpec{Name: "ep", Type: "ipv6prefix", DelegatePrefixLen: 96, Gateway: " FD00:10::1 ",
 			Ranges: []RangeSpec{rng("fd00:10::/96", "fd00:10::ffff:0:0/96", true)}})
@@ -285,6 +290,7 @@ func TestPoolGateway(t *testing.T) {
 // Pools page by name: limit and next_cursor walk every pool once, the last
 // page has no cursor, and a cursor naming no pool is 422.
 func TestListPoolsPage(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		for _, n := range []string{"vlan", "asn", "lo-ip", "vni", "lo-ip-v6"} {
 			f.mkPool(n, "integer", 0, rng("1", "10", true))

@@ -62,6 +62,7 @@ func requireCountsTruth(t *testing.T, db *gorm.DB, when string) {
 }
 
 func TestRangeCountsFollowEveryWrite(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		a := New(db, Options{})
@@ -205,6 +206,7 @@ func isCode(err error, c Code) bool {
 // Many writers on several pools at once: the counts stay exact (every
 // change is counted in its own transaction, under its pool's lock).
 func TestRangeCountsUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		a := New(db, Options{})

@@ -12,6 +12,7 @@ import (
 // Keys are 32 hex digits whose byte order is numeric order, across the
 // 64-bit boundary too.
 func TestValueKeysSortNumerically(t *testing.T) {
+	t.Parallel()
 	vals := []u128{{0, 0}, {0, 1}, {0, 255}, {0, 256}, {0, 1<<32 - 1}, {0, 1 << 32}, {0, ^uint64(0)}, {1, 0}, {1, 1}, {^uint64(0), ^uint64(0)}}
 	for i := range vals {
 		k := vals[i].key()
@@ -34,6 +35,7 @@ func TestValueKeysSortNumerically(t *testing.T) {
 }
 
 func TestU128Arithmetic(t *testing.T) {
+	t.Parallel()
 	max := u128{^uint64(0), ^uint64(0)}
 	if s, over := max.add(u128{0, 1}); !over || s != (u128{}) {
 		t.Fatalf("max+1 = %v overflow=%t", s, over)
@@ -60,6 +62,7 @@ func TestU128Arithmetic(t *testing.T) {
 
 // next/prev/max/count at both ends of every value space.
 func TestSpaceEdges(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		sp         space
 		max        string
@@ -105,6 +108,7 @@ func TestSpaceEdges(t *testing.T) {
 }
 
 func TestParseValue(t *testing.T) {
+	t.Parallel()
 	v4, v6, in, pf := newSpace(TypeIPv4, 0), newSpace(TypeIPv6, 0), newSpace(TypeInteger, 0), newSpace(TypeIPv6Prefix, 96)
 	ok := []struct {
 		sp       space
@@ -156,6 +160,7 @@ func TestParseValue(t *testing.T) {
 // A clock in another zone is stored as UTC (SQLite compares times as
 // text), so hold expiry works whatever the caller's zone.
 func TestAllocatorClockIsUTC(t *testing.T) {
+	t.Parallel()
 	zone := time.FixedZone("UTC+5", 5*3600)
 	a := New(dbtest.Open(t, models.SQLite), Options{Now: func() time.Time { return time.Date(2026, 1, 1, 5, 0, 0, 0, zone) }})
 	if got := a.now(); got.Location() != time.UTC || got.Hour() != 0 {

@@ -9,6 +9,7 @@ import (
 // A SQLite path with URI-special characters ('#', '?', '%', spaces) opens
 // exactly that file, not a truncated name.
 func TestSQLitePathWithSpecialCharacters(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, name := range []string{"a#b.db", "c?d.db", "e%20f.db", "g h.db"} {
 		p := filepath.Join(dir, "sub#1", name)

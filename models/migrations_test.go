@@ -20,6 +20,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Migrations apply once, are recorded, and applying them again is a no-op.
 func TestMigrateIdempotent(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		for i := 0; i < 2; i++ {
 			if err := models.Migrate(db); err != nil {
@@ -52,6 +53,7 @@ func TestMigrateIdempotent(t *testing.T) {
 
 // A build refuses to run against a schema newer than it knows.
 func TestMigrateRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		next := models.SchemaVersion() + 1
 		if err := db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from the future', ?)`, next, t0).Error; err != nil {
@@ -69,6 +71,7 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 // database), names both versions, and applies nothing; a migration above
 // the highest applies, and unused version numbers are no obstacle.
 func TestMigrateRefusesLowerVersion(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		newest := models.SchemaVersion()
 		rows := func() int64 {
@@ -194,6 +197,7 @@ func must(t *testing.T, err error) {
 // databases, and the error is recognised as a constraint violation (so it
 // surfaces as 409, never 500).
 func TestConstraintsHoldWithoutTheAllocator(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		p, r := fixture(t, db)
 		em := models.ExpectedMachine{ID: "em-1", BmcMacAddress: "02:00:00:00:00:01", FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]",
@@ -320,6 +324,7 @@ var errRollback = fmt.Errorf("rollback")
 
 // Ranges of different pools may overlap; the exclusion is per pool.
 func TestRangesOfDifferentPoolsMayOverlap(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		for _, name := range []string{"a", "b"} {
 			p := models.Pool{Name: name, Type: "integer", Version: 1, CreatedAt: t0, UpdatedAt: t0}
@@ -388,6 +393,7 @@ func TestSQLiteBeginImmediateQueuesWriters(t *testing.T) {
 
 // Database URLs (README.md).
 func TestParseURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in      string
 		dialect models.Dialect

@@ -18,6 +18,7 @@ import (
 // unknown list filters, list paging of pools, If-Match on ranges, and
 // type errors that name the JSON path with its index.
 func TestAPIContractDetails(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := allocator.New(db, allocator.Options{})
 		const tok = "contract-test-admin-token"
@@ -139,6 +140,7 @@ func TestAPIContractDetails(t *testing.T) {
 // (application/x-www-form-urlencoded, `curl -d '{…}'`) is still read as
 // the JSON it is: no middleware consumes it as a form.
 func TestJSONBodyWithFormContentType(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := allocator.New(db, allocator.Options{})
 		const tok = "form-type-test-admin-token"

@@ -111,6 +111,7 @@ func decodeEM(t *testing.T, r *httptest.ResponseRecorder) allocator.ExpectedMach
 // roles, error shape with field, and the password nowhere in answers or
 // logs.
 func TestExpectedMachinesREST(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		h := newEMHTTP(t, db)
 		body := `{"bmc_mac_address":"1A-1B-1C-1D-1E-1F","bmc_username":"root","bmc_password":"hunter2-secret",
@@ -213,6 +214,7 @@ func TestExpectedMachinesREST(t *testing.T) {
 // of known BMC MACs, and is atomic: one bad record changes nothing and the
 // error names the record and field.
 func TestExpectedMachinesReplaceAllREST(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		h := newEMHTTP(t, db)
 		r := h.do("POST", "/api/v1/expected-machines", h.admin, `{"bmc_mac_address":"0a:00:00:00:01:02","chassis_serial_number":"old"}`, nil)
@@ -297,6 +299,7 @@ func TestExpectedMachinesConcurrentPOST(t *testing.T) {
 // problem and changes nothing; an unknown mode is 422 naming "mode";
 // viewers may not import.
 func TestExpectedMachinesImportREST(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		h := newEMHTTP(t, db)
 		r := h.do("POST", "/api/v1/expected-machines", h.admin, `{"bmc_mac_address":"0a:00:00:00:01:02","chassis_serial_number":"old"}`, nil)

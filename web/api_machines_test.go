@@ -87,6 +87,7 @@ func keys(v any) string {
 }
 
 func TestMachinesAPI(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		m := newMachTest(t, db)
 		m.want(201, "POST", "/api/v1/expected-machines", m.operator, `{"bmc_mac_address":"0a:00:00:00:01:01","chassis_serial_number":"CHS-1",

@@ -32,6 +32,7 @@ func ownersCall(t *testing.T, srv http.Handler, method, path, token, body string
 // as a galactic-ipam config and fed to the plugin, come out exactly as
 // decided: prefix lengths, host bits and gateways.
 func TestOwnerCNIIPAMRoundTrip(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := allocator.New(db, allocator.Options{})
 		const tok = "owners-test-admin-token"

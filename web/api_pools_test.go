@@ -142,6 +142,7 @@ func (p *poolAPI) state() string {
 }
 
 func TestPoolsREST(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		p := newPoolAPI(t, db)
 		// Create, read back at Location, list.
@@ -301,6 +302,7 @@ func TestPoolsREST(t *testing.T) {
 // IPv6 values carry colons and ipv6prefix values a slash: both work in
 // paths (the slash percent-encoded).
 func TestPoolsRESTIPv6Paths(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		p := newPoolAPI(t, db)
 		p.want(201, "POST", "/api/v1/pools", p.admin, `{"name":"ep","type":"ipv6prefix","delegate_prefix_len":96,"ranges":[{"first":"fd00:10::/96","last":"fd00:10::ff:0:0/96"}]}`)
@@ -324,6 +326,7 @@ func TestPoolsRESTIPv6Paths(t *testing.T) {
 
 // NICo pool files through REST.
 func TestPoolsRESTLoad(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		p := newPoolAPI(t, db)
 		file := "[pools.vlan-id]\ntype = \"integer\"\nranges = [{ start = \"100\", end = \"110\" }]\n[networks.admin]\nprefix = \"172.20.0.0/24\"\n"
@@ -350,6 +353,7 @@ func TestPoolsRESTLoad(t *testing.T) {
 // Bad input through REST gets a 4xx in the §5 shape naming the field and
 // value, and changes nothing.
 func TestPoolsRESTBadInput(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		p := newPoolAPI(t, db)
 		p.want(201, "POST", "/api/v1/pools", p.admin, `{"name":"lo-ip","type":"ipv4","ranges":[{"first":"10.0.0.1","last":"10.0.0.9"},{"first":"10.0.0.10","last":"10.0.0.19","auto_assign":false}]}`)
@@ -418,6 +422,7 @@ func TestPoolsRESTBadInput(t *testing.T) {
 // role below the route's; an unknown /api/v1 path is 401 without a token
 // and 404 with one.
 func TestPoolsRESTAuth(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		p := newPoolAPI(t, db)
 		p.want(201, "POST", "/api/v1/pools", p.admin, `{"name":"lo-ip","type":"ipv4","ranges":[{"first":"10.0.0.1","last":"10.0.0.9"}]}`)

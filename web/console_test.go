@@ -33,6 +33,7 @@ func concrete(path string) string {
 // browser to /login (303), and an anonymous htmx request gets 401 with
 // HX-Redirect; nothing runs.
 func TestConsoleRoutesNeedSession(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	seedSite(t, site.a)
 	s := web.New(web.Config{Allocator: site.a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -63,6 +64,7 @@ func TestConsoleRoutesNeedSession(t *testing.T) {
 // a route's least role gets 403 (with a valid CSRF token, so the role check
 // is what refuses), on both databases.
 func TestConsoleRolesAreEnforced(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
@@ -93,6 +95,7 @@ func TestConsoleRolesAreEnforced(t *testing.T) {
 // and changes nothing; the form field and the X-CSRF-Token header both
 // work.
 func TestConsoleCSRF(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	seedSite(t, site.a)
 	admin := site.login(allocator.RoleAdmin)
@@ -134,6 +137,7 @@ func TestConsoleCSRF(t *testing.T) {
 // token ends the session; post-login redirects stay on the site; logout
 // clears the cookie.
 func TestConsoleSession(t *testing.T) {
+	t.Parallel()
 	db := dbtest.Open(t, models.SQLite)
 	a := allocator.New(db, allocator.Options{})
 	tok, err := a.CreateToken(context.Background(), "alice", allocator.RoleOperator, "")
@@ -205,6 +209,7 @@ func TestConsoleSession(t *testing.T) {
 // TestConsolePages renders every page as admin and checks its key content,
 // on both databases.
 func TestConsolePages(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)
@@ -291,6 +296,7 @@ func checkFormsCarryCSRF(t *testing.T, path, body string) {
 // TestConsoleViewerSeesNoControls: a viewer's pages render no control it
 // may not use, and the NOC wallboard has no form at all.
 func TestConsoleViewerSeesNoControls(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	seedBelievableSite(t, site)
 	v := site.login(allocator.RoleViewer)
@@ -334,6 +340,7 @@ func TestConsoleViewerSeesNoControls(t *testing.T) {
 // (303) and with htmx (422/409 fragments with the message next to the
 // field), on both databases.
 func TestConsolePoolForms(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		b := site.login(allocator.RoleAdmin)
@@ -406,6 +413,7 @@ func TestConsolePoolForms(t *testing.T) {
 // TestConsoleAllocationsKeyset: 250 allocations page by 100 with a keyset
 // cursor; the filter is kept on the next page.
 func TestConsoleAllocationsKeyset(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	seedSite(t, site.a)
 	ctx := context.Background()
@@ -434,6 +442,7 @@ func TestConsoleAllocationsKeyset(t *testing.T) {
 // JavaScript adds/removes DPU rows and redirects; a stale version is 412;
 // the password is write-only; on both databases.
 func TestConsoleExpectedMachineForm(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
@@ -522,6 +531,7 @@ func withKV(v url.Values, kv ...string) url.Values {
 // is a redirect (post-redirect-get) to a signed result page. Both
 // databases.
 func TestConsoleImport(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
@@ -613,6 +623,7 @@ func TestConsoleImport(t *testing.T) {
 // through their confirmation; a force delete with a wrong machine id is
 // refused beside the field and deletes nothing; on both databases.
 func TestConsoleMachineLifecycle(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)
@@ -681,6 +692,7 @@ func TestConsoleMachineLifecycle(t *testing.T) {
 
 // TestConsoleStatic: static files are public, with the right types.
 func TestConsoleStatic(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	anon := site.anonymous()
 	for path, ct := range map[string]string{"/static/app.css": "text/css", "/static/app.js": "javascript", "/static/htmx.min.js": "javascript"} {
@@ -724,6 +736,7 @@ func withCookie(site *consoleSite, val string) *browser {
 // /login (401 for htmx); other sessions of the same token live on; deleting
 // the token (allocator.DeleteToken) ends all of its sessions at once.
 func TestConsoleSignOutEndsSession(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		b := site.login(allocator.RoleOperator)
@@ -783,6 +796,7 @@ func TestConsoleSignOutEndsSession(t *testing.T) {
 // wallboard refreshing itself) never expires; one left alone for 12 hours
 // does; the renewed expiry reaches the cookie too.
 func TestConsoleSessionSlides(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		now := time.Now().UTC()
 		var mu sync.Mutex
@@ -814,6 +828,7 @@ func TestConsoleSessionSlides(t *testing.T) {
 // save (a record without DPUs is valid), while a half-filled row is still
 // checked and its messages land on that row.
 func TestConsoleExpectedMachineEmptyDpuRow(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
@@ -846,6 +861,7 @@ func TestConsoleExpectedMachineEmptyDpuRow(t *testing.T) {
 // shows each under its own field at once — as you type, on save with and
 // without htmx — and a bad import record lists all of its problems.
 func TestConsoleExpectedMachineEveryProblem(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
@@ -877,6 +893,7 @@ func TestConsoleExpectedMachineEveryProblem(t *testing.T) {
 // TestConsoleFlashIsSigned: the one-time flash message is signed; a
 // cookie crafted by another site or script is ignored, a real one shows.
 func TestConsoleFlashIsSigned(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	seedSite(t, site.a)
 	b := site.login(allocator.RoleAdmin)
@@ -896,6 +913,7 @@ func TestConsoleFlashIsSigned(t *testing.T) {
 // whether typed with '-' or ':' in any case (docs/api.md), also a
 // partial MAC.
 func TestConsoleExpectedMachineSearchMAC(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
@@ -919,6 +937,7 @@ func TestConsoleExpectedMachineSearchMAC(t *testing.T) {
 // deleting an existing ExpectedMachine without its version (or version 0)
 // is a 422 naming version; nothing changes in either case.
 func TestConsoleExpectedMachineBrokenPosts(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
@@ -960,6 +979,7 @@ func TestConsoleExpectedMachineBrokenPosts(t *testing.T) {
 // backslashes); a cross-site POST /login is refused (login CSRF) while a
 // same-origin one signs in.
 func TestConsoleLoginNextAndCSRF(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	tok := site.tokens[allocator.RoleViewer]
 	for next, want := range map[string]string{
@@ -1020,6 +1040,7 @@ func TestConsoleLoginNextAndCSRF(t *testing.T) {
 // nothing is written; other console forms answer 422 naming the field; the
 // REST API still refuses NUL form fields itself.
 func TestConsoleFormNUL(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
@@ -1086,6 +1107,7 @@ func TestConsoleFormNUL(t *testing.T) {
 // does not hand hx-disabled-elt down to its validation element; an
 // oversized console form post is 413, not 403.
 func TestConsoleUXNits(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)
@@ -1143,6 +1165,7 @@ func TestConsoleUXNits(t *testing.T) {
 // shows both at once — the format problem and the conflict, each under its
 // own field — as you type, on save, and per record in a merge import.
 func TestConsoleExpectedMachineFormatAndConflictTogether(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)

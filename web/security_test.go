@@ -167,6 +167,7 @@ func isMutating(m string) bool {
 // the short public list; a route registered outside the tables would
 // escape the role checks below.
 func TestSecurityEveryRouteIsInATable(t *testing.T) {
+	t.Parallel()
 	env := newSecEnv(t, dbtest.Open(t, models.SQLite))
 	known := map[string]bool{}
 	for _, r := range env.srv.APIRoutes() {
@@ -193,6 +194,7 @@ func TestSecurityEveryRouteIsInATable(t *testing.T) {
 // least the operator role in the table (logging out of the console is the
 // one state change of a viewer's own session).
 func TestSecurityMutatingRoutesNeedOperator(t *testing.T) {
+	t.Parallel()
 	env := newSecEnv(t, dbtest.Open(t, models.SQLite))
 	for _, r := range env.srv.APIRoutes() {
 		if isMutating(r.Method) && r.Role == allocator.RoleViewer {
@@ -210,6 +212,7 @@ func TestSecurityMutatingRoutesNeedOperator(t *testing.T) {
 // mutating route; operators 403 on every admin route; the least role of
 // each route passes the role check. A refused call writes no audit event.
 func TestSecurityAPIRolesPerRoute(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newSecEnv(t, db)
 		roleTok := map[allocator.Role]string{allocator.RoleViewer: env.tok.viewer, allocator.RoleOperator: env.tok.operator, allocator.RoleAdmin: env.tok.admin}
@@ -287,6 +290,7 @@ func (env *secEnv) login(tok string) ([]*http.Cookie, string) {
 // or with a wrong one — is 403 and changes nothing. API calls made with the
 // session cookie need the CSRF token too.
 func TestSecurityConsoleRolesAndCSRF(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newSecEnv(t, db)
 		adminCk, adminCSRF := env.login(env.tok.admin)
@@ -349,6 +353,7 @@ func TestSecurityConsoleRolesAndCSRF(t *testing.T) {
 // answer of any GET route, no console page, no metric, no log line and no
 // audit event contains it.
 func TestSecurityBMCPasswordNeverShown(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newSecEnv(t, db)
 		secret := "Bmc-S3cret-" + allocator.NewTokenValue()[4:20]
@@ -447,6 +452,7 @@ func TestSecurityBMCPasswordNeverShown(t *testing.T) {
 // above the route's, and with each of its values the route's own role gets
 // 403 naming the parameter while the rule's role passes the role check.
 func TestSecurityQueryRoles(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newSecEnv(t, db)
 		opCk, _ := env.login(env.tok.operator)
