@@ -91,7 +91,7 @@ func TestConsolePoolUsage(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-		clock := &fndClock{t: start}
+		clock := dbtest.NewClock(start)
 		a := New(db, Options{Now: clock.Now})
 		ctx := context.Background()
 		auto := true

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,36 +17,18 @@ import (
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
-// fndClock is a settable clock for Options.Now.
-type fndClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fndClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fndClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // fnd is one test's allocator over its own database.
 type fnd struct {
 	t     *testing.T
 	db    *gorm.DB
 	a     *Allocator
 	ctx   context.Context
-	clock *fndClock
+	clock *dbtest.Clock
 }
 
 func newFnd(t *testing.T, db *gorm.DB, hold time.Duration) *fnd {
 	t.Helper()
-	clock := &fndClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := dbtest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	a := New(db, Options{QuarantineHold: hold, Now: clock.Now})
 	return &fnd{t: t, db: db, a: a, ctx: WithActor(context.Background(), "test", "req-1"), clock: clock}
 }

@@ -20,12 +20,9 @@ import (
 func TestAPIContractDetails(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		a := allocator.New(db, allocator.Options{})
 		const tok = "contract-test-admin-token"
-		if _, err := a.EnsureAdminToken(context.Background(), tok); err != nil {
-			t.Fatal(err)
-		}
-		srv := New(Config{Allocator: a}).Handler()
+		site := newAPISite(t, db, allocator.Options{}, tok)
+		srv := site.h
 		for _, n := range []string{"a", "b", "c"} {
 			if code, b := ownersCall(t, srv, "POST", "/api/v1/pools", tok, `{"name":"`+n+`","type":"integer","ranges":[{"first":"1","last":"10"}]}`); code != 201 {
 				t.Fatalf("create %s: %d %s", n, code, b)

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -34,12 +33,9 @@ func ownersCall(t *testing.T, srv http.Handler, method, path, token, body string
 func TestOwnerCNIIPAMRoundTrip(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		a := allocator.New(db, allocator.Options{})
 		const tok = "owners-test-admin-token"
-		if _, err := a.EnsureAdminToken(context.Background(), tok); err != nil {
-			t.Fatal(err)
-		}
-		srv := New(Config{Allocator: a}).Handler()
+		site := newAPISite(t, db, allocator.Options{}, tok)
+		srv := site.h
 		for _, body := range []string{
 			`{"name":"endpoint-v6","type":"ipv6prefix","delegate_prefix_len":96,"gateway":"fd00:10:ff01::1","ranges":[{"first":"fd00:10:ff01::/96","last":"fd00:10:ff01:0:ffff:ffff::/96"}]}`,
 			`{"name":"endpoint-v4","type":"ipv4","gateway":"172.20.0.1","ranges":[{"first":"172.20.1.1","last":"172.20.1.254"}]}`,

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -798,11 +797,9 @@ func TestConsoleSignOutEndsSession(t *testing.T) {
 func TestConsoleSessionSlides(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		now := time.Now().UTC()
-		var mu sync.Mutex
-		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-		advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-		a := allocator.New(db, allocator.Options{Now: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		clock := dbtest.NewClock(time.Now().UTC())
+		advance := clock.Advance
+		a := allocator.New(db, allocator.Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		srv := newHTTPTest(t, web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 		tok, err := a.CreateToken(context.Background(), "noc", allocator.RoleViewer, "")
 		if err != nil {

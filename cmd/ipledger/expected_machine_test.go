@@ -18,28 +18,11 @@ import (
 	"github.com/ipledger/ipledger/web"
 )
 
-// emRunCLI runs `ipledger ARGS…` in-process against srvURL and returns its
-// stdout (the CLI prints tables and JSON to os.Stdout).
+// emRunCLI runs `ipledger ARGS…` in-process against srvURL (runCLI with
+// no input).
 func emRunCLI(t *testing.T, srvURL, token string, args ...string) (string, error) {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = w
-	done := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		done <- string(b)
-	}()
-	cmd := newRootCmd()
-	cmd.SetArgs(append([]string{"--server", srvURL, "--token", token}, args...))
-	cmd.SetErr(io.Discard)
-	err = cmd.Execute()
-	w.Close()
-	os.Stdout = old
-	return <-done, err
+	return runCLI(t, srvURL, token, "", args...)
 }
 
 func emCLIServer(t *testing.T, db *gorm.DB) (string, string) {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -82,31 +81,6 @@ func machTestDeref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// runCLI runs the ipledger command with args against srv, feeding stdin,
-// and returns what it printed on stdout.
-func runCLI(t *testing.T, srvURL, token, stdin string, args ...string) (string, error) {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = w
-	done := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		done <- string(b)
-	}()
-	cmd := newRootCmd()
-	cmd.SetArgs(append([]string{"--server", srvURL, "--token", token}, args...))
-	cmd.SetIn(strings.NewReader(stdin))
-	cmd.SetErr(io.Discard)
-	err = cmd.Execute()
-	w.Close()
-	os.Stdout = old
-	return <-done, err
 }
 
 func TestMachineCLI(t *testing.T) {
