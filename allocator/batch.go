@@ -210,9 +210,11 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 		results []allocResult
 		err     error = errGeneralPath
 	)
+	fastFailed := false
 	if a.dialect == models.Postgres {
 		results, err = a.allocBatchPG(ctx, lc, pool, owners, now)
 		if _, final := AsError(err); err != nil && !final && !errors.Is(err, errGeneralPath) {
+			fastFailed = true
 			a.log.Debug("allocation batch: fast path failed, using the general path", "pool", pool, "error", err)
 		}
 	}
@@ -236,13 +238,21 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 		a.onBatch(pool, len(live), time.Since(start))
 	}
 	if err == nil {
+		made := map[Owner]bool{}
 		for i, r := range live {
 			res := results[i]
 			if res.err != nil {
 				r.finish(Allocation{}, false, res.err)
 				continue
 			}
-			r.finish(allocationOut(pool, res.row), res.created, nil)
+			// A fast path whose COMMIT went through while its answer was
+			// lost (a deadline cut the connection) leaves the general path
+			// finding the owners already holding values allocated at this
+			// batch's own time: this batch made them, so the first request
+			// of each owner is still a 201, as resolveBatch decides.
+			created := res.created || (fastFailed && !made[r.owner] && res.row.AllocatedAt.Equal(now))
+			made[r.owner] = true
+			r.finish(allocationOut(pool, res.row), created, nil)
 		}
 		return
 	}
