@@ -24,6 +24,7 @@ var emSample = samples.ExpectedMachines
 
 type emHTTP struct {
 	t      *testing.T
+	server *Server
 	srv    http.Handler
 	logs   *emLogBuffer
 	admin  string
@@ -58,7 +59,8 @@ func newEMHTTP(t *testing.T, db *gorm.DB) *emHTTP {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h.srv = New(Config{Allocator: a, Logger: log}).Handler()
+	h.server = New(Config{Allocator: a, Logger: log})
+	h.srv = h.server.Handler()
 	for _, body := range []string{
 		`{"name":"lo-ip","type":"ipv4","ranges":[{"first":"10.180.62.1","last":"10.180.62.199"},{"first":"10.180.62.200","last":"10.180.62.255","auto_assign":false}]}`,
 		`{"name":"lo-ip-v6","type":"ipv6","ranges":[{"first":"fd00:180:62::1","last":"fd00:180:62::ffff"},{"first":"fd00:180:62:1::","last":"fd00:180:62:1::ff","auto_assign":false}]}`,

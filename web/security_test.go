@@ -47,6 +47,11 @@ var publicRoutes = map[string]bool{
 	"POST /login":    true,
 	"GET /static/*":  true,
 	"HEAD /static/*": true,
+	// gRPC server reflection and health, public like /healthz
+	// (docs/grpc.md); the Forge RPCs are in GRPCRoutes.
+	"POST /grpc.reflection.v1.ServerReflection/*":      true,
+	"POST /grpc.reflection.v1alpha.ServerReflection/*": true,
+	"POST /grpc.health.v1.Health/*":                    true,
 }
 
 // secTokens are one token per role.
@@ -175,6 +180,9 @@ func TestSecurityEveryRouteIsInATable(t *testing.T) {
 	}
 	for _, r := range env.srv.ConsoleRoutes() {
 		known[r.Method+" "+r.Path] = true
+	}
+	for _, r := range GRPCRoutes() {
+		known["POST "+r.Procedure] = true
 	}
 	for _, r := range env.srv.Echo().Routes() {
 		if r.Method == echo.RouteNotFound {

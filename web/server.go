@@ -92,6 +92,7 @@ func New(cfg Config) *Server {
 	e.Use(s.timeout)
 	e.Use(rejectNUL)
 	s.routes()
+	s.grpcRoutes()
 	return s
 }
 
@@ -101,10 +102,21 @@ func (s *Server) Echo() *echo.Echo { return s.e }
 // Handler is the server as an http.Handler.
 func (s *Server) Handler() http.Handler { return s.e }
 
+// HTTPServer is the http.Server that Serve runs: HTTP/1.1 and HTTP/2
+// cleartext (prior knowledge, as gRPC clients speak it) on one listener,
+// so REST, the console and gRPC share the address.
+func (s *Server) HTTPServer() *http.Server {
+	srv := &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	return srv
+}
+
 // Serve listens on addr until ctx ends, then shuts down gracefully: the
 // listener closes, in-flight requests get up to 20 seconds to finish.
 func (s *Server) Serve(ctx context.Context, addr string, ready func(addr string)) error {
-	srv := &http.Server{Addr: addr, Handler: s.e, ReadHeaderTimeout: 10 * time.Second}
+	srv := s.HTTPServer()
 	ln, err := listen(addr)
 	if err != nil {
 		return err
@@ -207,15 +219,10 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var id *handlers.Identity
 		if h := c.Request().Header.Get(echo.HeaderAuthorization); h != "" {
-			scheme, tok, ok := strings.Cut(h, " ")
-			if !ok || !strings.EqualFold(scheme, "Bearer") { // the scheme is case-insensitive (RFC 7235)
-				return allocator.Errf(allocator.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
-			}
-			t, err := s.a.Authenticate(c.Request().Context(), strings.TrimSpace(tok))
-			if err != nil {
+			var err error
+			if id, err = s.bearerIdentity(c.Request().Context(), h); err != nil {
 				return err
 			}
-			id = &handlers.Identity{Name: "token:" + t.Name, Role: t.Role}
 		} else if s.sessions != nil {
 			id = s.sessions.Identify(c)
 		}
@@ -228,16 +235,39 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// bearerIdentity resolves an Authorization value "Bearer <token>" (the
+// REST header and the gRPC metadata alike) to the token's identity; the
+// audit actor is "token:NAME".
+func (s *Server) bearerIdentity(ctx context.Context, h string) (*handlers.Identity, error) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") { // the scheme is case-insensitive (RFC 7235)
+		return nil, allocator.Errf(allocator.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
+	}
+	t, err := s.a.Authenticate(ctx, strings.TrimSpace(tok))
+	if err != nil {
+		return nil, err
+	}
+	return &handlers.Identity{Name: "token:" + t.Name, Role: t.Role}, nil
+}
+
+// allow is the role check of every authenticated door (REST, gRPC).
+func allow(id *handlers.Identity, role allocator.Role) error {
+	if id == nil {
+		return allocator.Errf(allocator.CodeUnauthorized, "", "authentication required")
+	}
+	if !id.Role.Allows(role) {
+		return allocator.Errf(allocator.CodeForbidden, "", "role %s may not do this; it needs %s", id.Role, role)
+	}
+	return nil
+}
+
 // require wraps a handler with a role check; session callers of a
 // state-changing method must also pass the CSRF check.
 func (s *Server) require(role allocator.Role, h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := handlers.IdentityOf(c)
-		if id == nil {
-			return allocator.Errf(allocator.CodeUnauthorized, "", "authentication required")
-		}
-		if !id.Role.Allows(role) {
-			return allocator.Errf(allocator.CodeForbidden, "", "role %s may not do this; it needs %s", id.Role, role)
+		if err := allow(id, role); err != nil {
+			return err
 		}
 		if id.Session && s.sessions != nil && isUnsafe(c.Request().Method) {
 			if err := s.sessions.CheckCSRF(c); err != nil {
