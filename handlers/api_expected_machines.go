@@ -191,3 +191,17 @@ func (h *API) ImportExpectedMachines(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, res)
 }
+
+// DeleteAllExpectedMachines: DELETE /api/v1/expected-machines (admin) →
+// 204; every ExpectedMachine and its reservations go, in one transaction.
+func (h *API) DeleteAllExpectedMachines(c echo.Context) error {
+	// A filter here is a mistake that must not erase everything: it is
+	// refused rather than ignored.
+	for k := range c.QueryParams() {
+		return allocator.Errf(allocator.CodeInvalid, k, "DELETE /api/v1/expected-machines deletes every record and takes no query parameter (got %q); delete one record with DELETE /api/v1/expected-machines/{id}", k)
+	}
+	if _, err := h.A.DeleteAllExpectedMachines(Ctx(c)); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

@@ -341,3 +341,33 @@ func TestExpectedMachinesImportREST(t *testing.T) {
 		h.wantError(h.do("GET", "/api/v1/expected-machines/0a:00:00:00:01:09", h.viewer, "", nil), 404, "not_found", "")
 	})
 }
+
+// DELETE /api/v1/expected-machines erases every record (admin only), and
+// a query parameter (a filter meant to pick one record) is refused, not
+// ignored.
+func TestExpectedMachinesDeleteAllREST(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		h := newEMHTTP(t, db)
+		if r := h.do("PUT", "/api/v1/expected-machines", h.admin, emSample, nil); r.Code != 200 {
+			t.Fatalf("replace-all: %d %s", r.Code, r.Body)
+		}
+		h.wantError(h.do("DELETE", "/api/v1/expected-machines", h.viewer, "", nil), 403, "forbidden", "")
+		h.wantError(h.do("DELETE", "/api/v1/expected-machines?bmc_mac_address=0a:00:00:00:01:01", h.admin, "", nil), 422, "invalid", "bmc_mac_address")
+		if r := h.do("GET", "/api/v1/expected-machines", h.viewer, "", nil); strings.Count(r.Body.String(), `"bmc_mac_address"`) != 2 {
+			t.Fatalf("refused erase changed the list: %s", r.Body)
+		}
+		if r := h.do("DELETE", "/api/v1/expected-machines", h.admin, "", nil); r.Code != 204 {
+			t.Fatalf("erase: %d %s", r.Code, r.Body)
+		}
+		if r := h.do("GET", "/api/v1/expected-machines", h.viewer, "", nil); r.Code != 200 || !strings.Contains(r.Body.String(), `"items":[]`) {
+			t.Fatalf("list after erase: %s", r.Body)
+		}
+		if r := h.do("GET", "/api/v1/events?action=expected_machine.delete_all", h.viewer, "", nil); !strings.Contains(r.Body.String(), `"deleted":2`) {
+			t.Fatalf("erase event: %s", r.Body)
+		}
+		// The reserved values are plain free values again.
+		if r := h.do("GET", "/api/v1/addresses/10.180.62.211", h.viewer, "", nil); strings.Contains(r.Body.String(), `"reservation"`) {
+			t.Fatalf("reservation survived the erase: %s", r.Body)
+		}
+	})
+}

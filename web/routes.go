@@ -57,6 +57,7 @@ func (s *Server) APIRoutes() []Route {
 		{http.MethodPost, "/expected-machines", O, h.CreateExpectedMachine},
 		{http.MethodPut, "/expected-machines", O, h.ReplaceAllExpectedMachines},
 		{http.MethodPost, `/expected-machines\:import`, O, h.ImportExpectedMachines},
+		{http.MethodDelete, "/expected-machines", A, h.DeleteAllExpectedMachines},
 		{http.MethodGet, "/expected-machines/:id", V, h.GetExpectedMachine},
 		{http.MethodPut, "/expected-machines/:id", O, h.ReplaceExpectedMachine},
 		{http.MethodPatch, "/expected-machines/:id", O, h.PatchExpectedMachine},
