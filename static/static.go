@@ -1,11 +1,13 @@
 // Package static embeds the console's static files (served under /static/,
-// public): the hand-written stylesheet and script, and htmx vendored from
-// the npm package htmx.org (see README.md for the version).
+// public): the hand-written stylesheet and scripts, htmx vendored from the
+// npm package htmx.org and Swagger UI from swagger-ui-dist (see README.md
+// for the versions).
 package static
 
 import "embed"
 
-// FS holds app.css, app.js, htmx.min.js and its license.
+// FS holds app.css, app.js, api-docs.js, htmx.min.js, Swagger UI and their
+// licenses.
 //
 //go:embed *.css *.js *.LICENSE
 var FS embed.FS

@@ -34,5 +34,6 @@ func (s *Server) consoleExtraRoutes() []Route {
 		{http.MethodPost, "/machines/:id/force-delete", A, h.ForceDeleteMachine},
 		{http.MethodGet, "/bindings", V, h.Bindings},
 		{http.MethodGet, "/search", V, h.Search},
+		{http.MethodGet, "/api-docs", V, h.APIDocs},
 	}
 }

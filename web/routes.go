@@ -117,6 +117,7 @@ func (s *Server) routes() {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
 	e.GET("/readyz", s.readyz)
+	e.GET("/api/v1/openapi.json", s.serveOpenAPI)
 	s.consoleRoutes()
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	g := e.Group("/api/v1", s.authenticate)

@@ -40,13 +40,15 @@ import (
 // publicRoutes are the routes that need no token or session (docs/api.md:
 // health, readiness, metrics, the login page and static files).
 var publicRoutes = map[string]bool{
-	"GET /healthz":   true,
-	"GET /readyz":    true,
-	"GET /metrics":   true,
-	"GET /login":     true,
-	"POST /login":    true,
-	"GET /static/*":  true,
-	"HEAD /static/*": true,
+	"GET /healthz": true,
+	"GET /readyz":  true,
+	"GET /metrics": true,
+	// The OpenAPI document of the REST API.
+	"GET /api/v1/openapi.json": true,
+	"GET /login":               true,
+	"POST /login":              true,
+	"GET /static/*":            true,
+	"HEAD /static/*":           true,
 	// gRPC server reflection and health, public like /healthz
 	// (docs/grpc.md); the Forge RPCs are in GRPCRoutes.
 	"POST /grpc.reflection.v1.ServerReflection/*":      true,

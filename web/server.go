@@ -100,13 +100,23 @@ func New(cfg Config) *Server {
 func (s *Server) Echo() *echo.Echo { return s.e }
 
 // Handler is the server as an http.Handler.
-func (s *Server) Handler() http.Handler { return s.e }
+func (s *Server) Handler() http.Handler {
+	if handlerWrap != nil {
+		return handlerWrap(s.e)
+	}
+	return s.e
+}
+
+// handlerWrap, when set, wraps what Handler (and so HTTPServer) returns.
+// Production leaves it nil; this package's tests set it to check every
+// API answer they receive against the OpenAPI document.
+var handlerWrap func(http.Handler) http.Handler
 
 // HTTPServer is the http.Server that Serve runs: HTTP/1.1 and HTTP/2
 // cleartext (prior knowledge, as gRPC clients speak it) on one listener,
 // so REST, the console and gRPC share the address.
 func (s *Server) HTTPServer() *http.Server {
-	srv := &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)

@@ -1,0 +1,152 @@
+package web
+
+import (
+	"reflect"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/cni"
+)
+
+// Body types of the OpenAPI document for answers and requests that the
+// handlers build inline (maps, unexported structs).
+type (
+	poolPage struct {
+		Items      []allocator.Pool `json:"items"`
+		NextCursor string           `json:"next_cursor,omitempty"`
+	}
+	allocationRequest struct {
+		OwnerType string `json:"owner_type"`
+		OwnerID   string `json:"owner_id"`
+		Value     string `json:"value,omitempty"`
+	}
+	unquarantined struct {
+		Pool  string `json:"pool"`
+		Value string `json:"value"`
+		State string `json:"state"`
+	}
+	expectedMachineItems struct {
+		Items []allocator.ExpectedMachine `json:"items"`
+	}
+	expectedMachinesFile struct {
+		ExpectedMachines []allocator.ExpectedMachineSpec `json:"expected_machines"`
+	}
+)
+
+var (
+	pagingQuery = []string{"limit: page size (default 100, at most 1000)", "cursor: next_cursor of the previous page"}
+	emExample   = `{"bmc_mac_address": "1a:1b:1c:1d:1e:1f", "bmc_username": "root", "bmc_password": "write-only",
+		"chassis_serial_number": "SN-0001", "fallback_dpu_serial_numbers": ["MT0001"],
+		"metadata": {"name": "rack7-u12", "description": "", "labels": [{"key": "env", "value": "prod"}]},
+		"sku_id": null,
+		"expected_dpus": [{"serial_number": "MT0001", "loopback_ip": "10.180.62.200", "loopback_ip_v6": "fd00:180:62::c8"}]}`
+)
+
+func query(extra ...string) []string { return append(extra, pagingQuery...) }
+
+// apiDocs documents every route of APIRoutes, keyed by RouteKey.
+var apiDocs = map[string]apiDoc{
+	"GET /pools": {Summary: "List pools with their ranges and stats", Query: query(),
+		OK: 200, OKBody: poolPage{}, Errors: []int{422}},
+	"POST /pools": {Summary: "Create a pool", Body: allocator.PoolSpec{}, OK: 201, OKBody: allocator.Pool{}, Location: true,
+		Example: `{"name": "lo-ip", "type": "ipv4", "ranges": [{"first": "10.180.62.1", "last": "10.180.62.199"}, {"first": "10.180.62.200", "last": "10.180.62.254", "auto_assign": false}]}`,
+		Errors:  []int{400, 409, 413, 422}},
+	"POST /pools:load": {Summary: "Load a NICo site configuration (TOML): additive, drift reported, never applied",
+		BodyType: "application/toml", Example: "[pools.lo-ip]\ntype = \"ipv4\"\nprefix = \"10.180.62.0/26\"\n",
+		OK: 200, OKBody: allocator.LoadResult{}, Errors: []int{400, 413, 422}},
+	"GET /pools/:name": {Summary: "Read a pool: ranges and stats per range kind", OK: 200, OKBody: allocator.Pool{}, Errors: []int{404}},
+	"POST /pools/:name/ranges": {Summary: "Add a range (grow the pool)", Body: allocator.RangeSpec{},
+		Example: `{"first": "10.180.63.0", "last": "10.180.63.255", "auto_assign": true}`,
+		OK:      201, OKBody: allocator.Range{}, ETag: true, Location: true, Errors: []int{400, 404, 409, 413, 422}},
+	"GET /pools/:name/ranges/:id": {Summary: "Read a range with its counts", OK: 200, OKBody: allocator.Range{}, ETag: true, Errors: []int{404}},
+	"PATCH /pools/:name/ranges/:id": {Summary: "Flip auto_assign, shrink or move a range (refused when it would strand a value)",
+		Body: allocator.RangeUpdate{}, Example: `{"auto_assign": false}`,
+		OK: 200, OKBody: allocator.Range{}, ETag: true, IfMatch: true, Errors: []int{400, 404, 409, 412, 413, 422}},
+	"DELETE /pools/:name/ranges/:id": {Summary: "Remove a range (refused while it holds a value)", OK: 204, IfMatch: true,
+		Errors: []int{404, 409, 412}},
+	"GET /pools/:name/allocations": {Summary: "List allocations and quarantines, keyset-paginated",
+		Query: query("owner_type: only this owner type", "owner_id: only this owner id", "state: allocated or quarantined"),
+		OK:    200, OKBody: allocator.AllocationPage{}, Errors: []int{404, 422}},
+	"POST /pools/:name/allocations": {Summary: "Allocate a value: idempotent per owner; a requested value must be in an auto_assign=false range",
+		Body: allocationRequest{}, Example: `{"owner_type": "machine", "owner_id": "m1", "value": "10.180.62.245"}`,
+		OK: 201, Also: []int{200}, OKBody: allocator.Allocation{}, Location: true, Errors: []int{400, 404, 409, 413, 422}},
+	"GET /pools/:name/allocations/:value": {Summary: "Read one allocation or quarantine", OK: 200, OKBody: allocator.Allocation{}, Errors: []int{404, 422}},
+	"DELETE /pools/:name/allocations/:value": {Summary: "Release a value (only its owner; a free value is a no-op)",
+		Query: []string{"owner_type: the current owner's type", "owner_id: the current owner's id"},
+		OK:    204, Errors: []int{404, 409, 422}},
+	"POST /pools/:name/allocations/:value": {Path: "/pools/{name}/allocations/{value}:unquarantine",
+		Summary: "Return a quarantined value to free", OK: 200, OKBody: unquarantined{}, Errors: []int{404, 409, 422}},
+	"GET /addresses/:value": {Summary: "Everything that holds an address: pool membership, allocation, quarantine, reservation",
+		OK: 200, OKBody: allocator.AddressInfo{}, Errors: []int{422}},
+	"GET /events": {Summary: "The audit log, newest first (secrets redacted)",
+		Query: query("actor: exact actor (token:NAME)", "action: exact action", "object_type: e.g. pool, expected_machine",
+			"object_id: exact object id", "since: RFC 3339 time", "until: RFC 3339 time"),
+		OK: 200, OKBody: allocator.EventPage{}, Errors: []int{422}},
+	"POST /site-explorer/reports": {Summary: "A site-explorer report: ingest the host and its DPUs, assign loopbacks",
+		Body: allocator.ReportSpec{}, Example: `{"bmc_mac_address": "0a:00:00:00:09:01", "chassis_serial_number": "CHS-1", "dpus": [{"serial_number": "MT2309X00011"}]}`,
+		OK: 200, OKBody: allocator.IngestResult{}, Errors: []int{400, 409, 413, 422}},
+	"POST /machines:discover": {Summary: "Direct DPU discovery by serial number",
+		Body: allocator.DiscoverSpec{}, Example: `{"serial_number": "MT2309X00011"}`,
+		OK: 200, OKBody: allocator.IngestResult{}, Errors: []int{400, 409, 413, 422}},
+	"GET /machines": {Summary: "Managed hosts with their DPUs and network configs",
+		Query: query("state: ready or decommissioned"), OK: 200, OKBody: allocator.MachinePage{}, Errors: []int{422}},
+	"GET /machines/:id": {Summary: "Read a host or a DPU", OK: 200, OKBody: allocator.Machine{}, Errors: []int{404}},
+	"POST /machines/:id": {Path: "/machines/{id}:decommission", Summary: "Decommission a ready host",
+		OK: 200, OKBody: allocator.Machine{}, Errors: []int{404, 409}},
+	"GET /machines/:id/delete-impact": {Summary: "What a delete would release, return to its reservation or quarantine",
+		Query: []string{"force: true for a force delete"}, OK: 200, OKBody: allocator.DeleteImpact{}, Errors: []int{404, 422}},
+	"DELETE /machines/:id": {Summary: "Delete a decommissioned host (force=true: admin, values go to quarantine)",
+		Query: []string{"force: true to delete a host that is not decommissioned (admin)"}, OK: 204, Errors: []int{404, 409, 422}},
+	"GET /dpu-bindings": {Summary: "Per DPU: active and reserved loopbacks and their status per family",
+		Query: query("status: reserved, automatic, pending, conflict, missing or none"), OK: 200, OKBody: allocator.BindingPage{}, Errors: []int{422}},
+	"GET /expected-machines": {Summary: "List ExpectedMachines ordered by BMC MAC",
+		Query: query("bmc_mac_address: exact, any spelling", "serial_number: chassis, expected or fallback DPU serial",
+			"label: key or key=value", "q: substring of MAC, chassis serial, name or DPU serial"),
+		OK: 200, OKBody: allocator.ExpectedMachinePage{}, Errors: []int{422}},
+	"POST /expected-machines": {Summary: "Create an ExpectedMachine with its DPU loopback reservations",
+		Body: allocator.ExpectedMachineSpec{}, Example: emExample,
+		OK: 201, OKBody: allocator.ExpectedMachine{}, ETag: true, Location: true, Errors: []int{400, 409, 413, 422}},
+	"PUT /expected-machines": {Summary: "Replace every ExpectedMachine atomically (the NICo file format)",
+		Body: expectedMachinesFile{}, Example: `{"expected_machines": [` + emExample + `]}`,
+		OK: 200, OKBody: expectedMachineItems{}, Errors: []int{400, 409, 413, 422}},
+	"DELETE /expected-machines": {Summary: "Delete every ExpectedMachine and its reservations", OK: 204, Errors: []int{422}},
+	"GET /expected-machines/:id": {Summary: "Read an ExpectedMachine by UUID or BMC MAC", OK: 200, OKBody: allocator.ExpectedMachine{},
+		ETag: true, Errors: []int{404}},
+	"PUT /expected-machines/:id": {Summary: "Replace an ExpectedMachine: absent expected_dpus and bmc_password keep the stored ones",
+		Body: allocator.ExpectedMachineSpec{}, Example: emExample,
+		OK: 200, OKBody: allocator.ExpectedMachine{}, ETag: true, IfMatch: true, Errors: []int{400, 404, 409, 412, 413, 422}},
+	"PATCH /expected-machines/:id": {Summary: "JSON merge patch of an ExpectedMachine (null clears)",
+		Body: allocator.ExpectedMachineSpec{}, BodyType: "", Example: `{"sku_id": "sku-7"}`,
+		OK: 200, OKBody: allocator.ExpectedMachine{}, ETag: true, IfMatch: true, Errors: []int{400, 404, 409, 412, 413, 422}},
+	"DELETE /expected-machines/:id": {Summary: "Delete an ExpectedMachine; active DPUs keep their values", OK: 204, IfMatch: true,
+		Errors: []int{404, 412}},
+	"GET /owners/:owner_type/:owner_id/cni-ipam": {Summary: "The galactic-ipam ipam object of every address an owner holds",
+		OK: 200, OKBody: cni.IPAMConfig{}, Errors: []int{404, 409}},
+}
+
+// schemaOverrides give a schema to types whose JSON is hand-made
+// (their own MarshalJSON).
+var schemaOverrides map[reflect.Type]func(g *schemaGen) any
+
+func init() {
+	schemaOverrides = map[reflect.Type]func(g *schemaGen) any{reflect.TypeOf(allocator.Machine{}): machineSchema}
+}
+
+func machineSchema(g *schemaGen) any {
+	{
+		str := map[string]any{"type": "string"}
+		nstr := map[string]any{"type": []any{"string", "null"}}
+		nc := g.of(reflect.TypeOf(allocator.NetworkConfig{}))
+		self := map[string]any{"$ref": "#/components/schemas/Machine"}
+		return map[string]any{
+			"description": "A host (kind host, with its DPUs) or a DPU (kind dpu). A DPU inside a host has no state or host_machine_id.",
+			"type":        "object",
+			"required":    []any{"machine_id", "kind"},
+			"properties": map[string]any{
+				"machine_id": str, "kind": map[string]any{"type": "string", "enum": []any{"host", "dpu"}}, "state": str,
+				"bmc_mac_address": nstr, "chassis_serial_number": str, "expected_machine_id": nstr,
+				"dpus": map[string]any{"type": "array", "items": self}, "serial_number": str,
+				"host_machine_id": nstr, "network_config": nc,
+			},
+		}
+	}
+}
