@@ -14,10 +14,12 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 )
 
-// `ipledger expected-machine list|show|add|patch|update|delete|replace-all`:
-// a client of /api/v1/expected-machines (docs/reservations.md, docs/api.md, README.md). Omitting
-// --expected-dpu keeps the stored reservations (the REST compatibility
-// rule); --clear-expected-dpus removes them.
+// `ipledger expected-machine list|show|add|patch|update|delete|replace-all|erase`:
+// a client of /api/v1/expected-machines (docs/reservations.md, docs/api.md,
+// README.md). Omitting --expected-dpu (or NICo's
+// --dpu-loopback-reservations) keeps the stored reservations (the REST
+// compatibility rule); --clear-expected-dpus or
+// --dpu-loopback-reservations '[]' removes them.
 
 // parseExpectedDpuFlag reads SERIAL[,ipv4=A][,ipv6=B] (also loopback_ip= and
 // loopback_ip_v6=). The values are checked by the server.
@@ -51,31 +53,128 @@ func parseExpectedDpuFlag(s string) (allocator.ExpectedDpu, error) {
 	return d, nil
 }
 
-// emFlags are the record fields add and patch take.
+// emFlags are the record fields add, patch and update take. Each field
+// has today's flag and, where they differ, the spelling of NICo's admin
+// CLI (-a/--bmc-mac-address, -s/--chassis-serial-number, …), so an
+// operator's NICo habits work; giving both spellings of one field is an
+// error rather than a silent choice.
 type emFlags struct {
 	mac, username, password, passwordFile, chassis, name, description, sku string
 	fallback, labels, dpus                                                 []string
 	clearDpus                                                              bool
 	ifMatch                                                                int64
+
+	// NICo spellings, folded into the fields above by resolve.
+	nicoMAC, nicoChassis, nicoName, nicoDescription, nicoSku, reservations string
+	nicoFallback                                                           []string
+	// changed is the set of fields given, by today's flag name.
+	changed map[string]bool
+}
+
+// nicoAliases pairs today's flag with NICo's spelling of the same field.
+var nicoAliases = [][2]string{
+	{"bmc-mac", "bmc-mac-address"},
+	{"chassis-serial", "chassis-serial-number"},
+	{"fallback-dpu-serial", "fallback-dpu-serial-number"},
+	{"name", "meta-name"},
+	{"description", "meta-description"},
+	{"sku", "sku-id"},
+	{"expected-dpu", "dpu-loopback-reservations"},
+}
+
+// resolve folds the NICo spellings into today's fields and records which
+// fields were given.
+func (f *emFlags) resolve(cmd *cobra.Command) error {
+	fl := cmd.Flags()
+	f.changed = map[string]bool{}
+	for _, n := range []string{"bmc-username", "bmc-password", "bmc-password-file", "label", "clear-expected-dpus"} {
+		f.changed[n] = fl.Changed(n)
+	}
+	for _, a := range nicoAliases {
+		if fl.Changed(a[0]) && fl.Changed(a[1]) {
+			return fmt.Errorf("--%s and --%s set the same field; give one of them", a[0], a[1])
+		}
+		f.changed[a[0]] = fl.Changed(a[0]) || fl.Changed(a[1])
+	}
+	if fl.Changed("bmc-mac-address") {
+		f.mac = f.nicoMAC
+	}
+	if fl.Changed("chassis-serial-number") {
+		f.chassis = f.nicoChassis
+	}
+	if fl.Changed("fallback-dpu-serial-number") {
+		f.fallback = f.nicoFallback
+	}
+	if fl.Changed("meta-name") {
+		f.name = f.nicoName
+	}
+	if fl.Changed("meta-description") {
+		f.description = f.nicoDescription
+	}
+	if fl.Changed("sku-id") {
+		f.sku = f.nicoSku
+	}
+	return nil
+}
+
+// parseReservations reads --dpu-loopback-reservations: a JSON array of
+// {"dpu_serial_number", "loopback_ipv4", "loopback_ipv6"} (NICo's admin
+// CLI), the whole list of expected DPUs; '[]' clears it. Unknown members
+// are refused: a misspelt address must not silently become "none".
+func parseReservations(s string) ([]allocator.ExpectedDpu, error) {
+	var in []struct {
+		Serial string  `json:"dpu_serial_number"`
+		V4     *string `json:"loopback_ipv4"`
+		V6     *string `json:"loopback_ipv6"`
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || in == nil {
+		if err == nil {
+			err = fmt.Errorf("null is not a list")
+		}
+		return nil, fmt.Errorf(`--dpu-loopback-reservations: want a JSON array like [{"dpu_serial_number":"MT1","loopback_ipv4":"10.0.0.1","loopback_ipv6":"fd00::1"}] ('[]' clears): %v`, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("--dpu-loopback-reservations: text after the JSON array")
+	}
+	out := make([]allocator.ExpectedDpu, 0, len(in))
+	for _, d := range in {
+		out = append(out, allocator.ExpectedDpu{SerialNumber: d.Serial, LoopbackIP: d.V4, LoopbackIPv6: d.V6})
+	}
+	return out, nil
 }
 
 func (f *emFlags) register(cmd *cobra.Command, patch bool) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.mac, "bmc-mac", "", "BMC MAC address")
-	fl.StringVar(&f.username, "bmc-username", "", "BMC user name")
-	fl.StringVar(&f.password, "bmc-password", "", "BMC password (write-only; prefer --bmc-password-file)")
+	macHelp := "BMC MAC address"
+	if patch {
+		macHelp = "new BMC MAC address (without ID|BMC_MAC, -a/--bmc-mac-address selects the record instead)"
+	}
+	fl.StringVar(&f.mac, "bmc-mac", "", macHelp)
+	fl.StringVarP(&f.nicoMAC, "bmc-mac-address", "a", "", "NICo spelling of --bmc-mac")
+	fl.StringVarP(&f.username, "bmc-username", "u", "", "BMC user name")
+	fl.StringVarP(&f.password, "bmc-password", "p", "", "BMC password (write-only; prefer --bmc-password-file)")
 	fl.StringVar(&f.passwordFile, "bmc-password-file", "", "file holding the BMC password (- for stdin)")
 	fl.StringVar(&f.chassis, "chassis-serial", "", "chassis serial number")
+	fl.StringVarP(&f.nicoChassis, "chassis-serial-number", "s", "", "NICo spelling of --chassis-serial")
 	fl.StringArrayVar(&f.fallback, "fallback-dpu-serial", nil, "fallback DPU serial number (repeatable)")
+	fl.StringArrayVarP(&f.nicoFallback, "fallback-dpu-serial-number", "d", nil, "NICo spelling of --fallback-dpu-serial (repeatable)")
 	fl.StringVar(&f.name, "name", "", "metadata name")
+	fl.StringVar(&f.nicoName, "meta-name", "", "NICo spelling of --name")
 	fl.StringVar(&f.description, "description", "", "metadata description")
-	fl.StringArrayVar(&f.labels, "label", nil, "metadata label KEY=VALUE (repeatable)")
+	fl.StringVar(&f.nicoDescription, "meta-description", "", "NICo spelling of --description")
+	fl.StringArrayVar(&f.labels, "label", nil, "metadata label KEY=VALUE or NICo's KEY:VALUE, or KEY alone (repeatable)")
 	fl.StringVar(&f.sku, "sku", "", "SKU id")
+	fl.StringVar(&f.nicoSku, "sku-id", "", "NICo spelling of --sku")
 	dpuHelp := "SERIAL[,ipv4=A][,ipv6=B] (repeatable): an expected DPU with its optional loopback reservations"
+	resHelp := `NICo's JSON list [{"dpu_serial_number","loopback_ipv4","loopback_ipv6"}], the whole list of expected DPUs`
 	if patch {
 		dpuHelp += "; given, it replaces the stored list; omitted keeps the stored reservations"
+		resHelp += "; given, it replaces the stored list ('[]' clears); omitted keeps it"
 	}
 	fl.StringArrayVar(&f.dpus, "expected-dpu", nil, dpuHelp)
+	fl.StringVar(&f.reservations, "dpu-loopback-reservations", "", resHelp)
 	if patch {
 		fl.BoolVar(&f.clearDpus, "clear-expected-dpus", false, "remove every expected DPU and its reservations")
 		fl.Int64Var(&f.ifMatch, "if-match", 0, "only change the record if it is still at this version (412 otherwise)")
@@ -100,6 +199,9 @@ func (f *emFlags) passwordValue() (string, bool, error) {
 }
 
 func (f *emFlags) expectedDpus() ([]allocator.ExpectedDpu, error) {
+	if f.reservations != "" {
+		return parseReservations(f.reservations)
+	}
 	out := []allocator.ExpectedDpu{}
 	for _, s := range f.dpus {
 		d, err := parseExpectedDpuFlag(s)
@@ -114,20 +216,28 @@ func (f *emFlags) expectedDpus() ([]allocator.ExpectedDpu, error) {
 func (f *emFlags) labelList() ([]allocator.Label, error) {
 	out := []allocator.Label{}
 	for _, l := range f.labels {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("--label %q: want KEY=VALUE", l)
+		// KEY=VALUE (ipledger) or KEY:VALUE (NICo), whichever separator
+		// comes first; KEY alone is a label without a value.
+		sep := "="
+		if c := strings.Index(l, ":"); c >= 0 && (strings.Index(l, "=") < 0 || c < strings.Index(l, "=")) {
+			sep = ":"
+		}
+		k, v, _ := strings.Cut(l, sep)
+		if strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--label %q: want KEY=VALUE, KEY:VALUE or KEY", l)
 		}
 		out = append(out, allocator.Label{Key: strings.TrimSpace(k), Value: v})
 	}
 	return out, nil
 }
 
-// patchBody builds a JSON merge patch from the flags the user gave.
-func (f *emFlags) patchBody(cmd *cobra.Command) (map[string]any, error) {
-	ch := cmd.Flags().Changed
+// patchBody builds a JSON merge patch from the flags the user gave
+// (resolve first). selectedByMAC: -a/--bmc-mac-address picked the record,
+// so it is not a new MAC.
+func (f *emFlags) patchBody(selectedByMAC bool) (map[string]any, error) {
+	ch := func(n string) bool { return f.changed[n] }
 	p := map[string]any{}
-	if ch("bmc-mac") {
+	if ch("bmc-mac") && !selectedByMAC {
 		p["bmc_mac_address"] = f.mac
 	}
 	if ch("bmc-username") {
@@ -171,7 +281,7 @@ func (f *emFlags) patchBody(cmd *cobra.Command) (map[string]any, error) {
 		p["metadata"] = meta
 	}
 	if f.clearDpus && ch("expected-dpu") {
-		return nil, fmt.Errorf("--clear-expected-dpus and --expected-dpu contradict each other")
+		return nil, fmt.Errorf("--clear-expected-dpus and --expected-dpu/--dpu-loopback-reservations contradict each other")
 	}
 	if f.clearDpus {
 		p["expected_dpus"] = []any{}
@@ -328,15 +438,23 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 
 	addF := &emFlags{}
 	add := &cobra.Command{
-		Use:   "add --bmc-mac MAC [--expected-dpu SERIAL[,ipv4=A][,ipv6=B]]… [flags]",
+		Use: "add --bmc-mac MAC [--expected-dpu SERIAL[,ipv4=A][,ipv6=B]]… [flags]",
+		Example: `  ipledger expected-machine add --bmc-mac 0a:00:00:00:09:01 --name r09-u01 --expected-dpu MT2309X00011,ipv4=10.180.62.240
+  # NICo's admin-CLI spelling works too:
+  ipledger expected-machine add -a 0a:00:00:00:09:01 -u root -p secret -s CHS-1 -d MT2309X00011 \
+    --meta-name r09-u01 --label rack:r09 --sku-id sku-7 \
+    --dpu-loopback-reservations '[{"dpu_serial_number":"MT2309X00011","loopback_ipv4":"10.180.62.240"}]'`,
 		Short: "Create an ExpectedMachine (operator)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
+			if err := addF.resolve(cmd); err != nil {
+				return err
+			}
 			if addF.mac == "" {
-				return fmt.Errorf("--bmc-mac is required")
+				return fmt.Errorf("--bmc-mac (or -a/--bmc-mac-address) is required")
 			}
 			pw, set, err := addF.passwordValue()
 			if err != nil {
@@ -369,35 +487,69 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 	addF.register(add, false)
 	cmd.AddCommand(add)
 
+	// patchWith sends the merge patch of the field flags given; the record
+	// is ID|BMC_MAC, or the -a/--bmc-mac-address of NICo's CLI when no
+	// argument is given.
+	patchWith := func(cmd *cobra.Command, args []string, f *emFlags) error {
+		c, err := cf.client()
+		if err != nil {
+			return err
+		}
+		if err := f.resolve(cmd); err != nil {
+			return err
+		}
+		target, byMAC := "", false
+		switch {
+		case len(args) == 1:
+			target = args[0]
+		case cmd.Flags().Changed("bmc-mac-address"):
+			target, byMAC = f.mac, true
+		default:
+			return fmt.Errorf("which ExpectedMachine? give ID|BMC_MAC or -a/--bmc-mac-address")
+		}
+		body, err := f.patchBody(byMAC)
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		if _, err := c.call("PATCH", base+"/"+esc(target), body, "application/merge-patch+json", ifMatchHeader(f.ifMatch), &raw); err != nil {
+			return err
+		}
+		return emOut(c, raw)
+	}
+
 	patchF := &emFlags{}
 	patch := &cobra.Command{
 		Use:   "patch ID|BMC_MAC [flags]",
-		Short: "Change the given fields of an ExpectedMachine (operator); omitted flags keep their value", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			body, err := patchF.patchBody(cmd)
-			if err != nil {
-				return err
-			}
-			var raw json.RawMessage
-			if _, err := c.call("PATCH", base+"/"+esc(args[0]), body, "application/merge-patch+json", ifMatchHeader(patchF.ifMatch), &raw); err != nil {
-				return err
-			}
-			return emOut(c, raw)
-		},
+		Short: "Change the given fields of an ExpectedMachine (operator); omitted flags keep their value", Args: cobra.MaximumNArgs(1),
+		Example: `  ipledger expected-machine patch 0a:00:00:00:09:01 --sku-id sku-8      # reservations and password kept
+  ipledger expected-machine patch -a 0a:00:00:00:09:01 --dpu-loopback-reservations '[]'   # clears them`,
+		RunE: func(cmd *cobra.Command, args []string) error { return patchWith(cmd, args, patchF) },
 	}
 	patchF.register(patch, true)
 	cmd.AddCommand(patch)
 
 	var uFile string
-	var uIfMatch int64
+	updF := &emFlags{}
 	update := &cobra.Command{
-		Use:   "update ID|BMC_MAC -f FILE",
-		Short: "Replace an ExpectedMachine with a JSON record (PUT; absent expected_dpus and bmc_password keep the stored ones)", Args: cobra.ExactArgs(1),
+		Use: "update ID|BMC_MAC (-f FILE | [flags])",
+		Short: "Replace an ExpectedMachine with a JSON record (-f: PUT; absent expected_dpus and bmc_password keep the stored ones), " +
+			"or change the fields given as flags (as patch)",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if uFile == "" {
+				return patchWith(cmd, args, updF)
+			}
+			for _, name := range []string{"bmc-mac", "bmc-mac-address", "bmc-username", "bmc-password", "bmc-password-file", "chassis-serial",
+				"chassis-serial-number", "fallback-dpu-serial", "fallback-dpu-serial-number", "name", "meta-name", "description",
+				"meta-description", "label", "sku", "sku-id", "expected-dpu", "dpu-loopback-reservations", "clear-expected-dpus"} {
+				if cmd.Flags().Changed(name) {
+					return fmt.Errorf("-f FILE replaces the whole record; --%s cannot be combined with it", name)
+				}
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("update -f FILE needs the record: ID|BMC_MAC")
+			}
 			c, err := cf.client()
 			if err != nil {
 				return err
@@ -407,15 +559,39 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			var raw json.RawMessage
-			if _, err := c.call("PUT", base+"/"+esc(args[0]), data, "application/json", ifMatchHeader(uIfMatch), &raw); err != nil {
+			if _, err := c.call("PUT", base+"/"+esc(args[0]), data, "application/json", ifMatchHeader(updF.ifMatch), &raw); err != nil {
 				return err
 			}
 			return emOut(c, raw)
 		},
 	}
 	update.Flags().StringVarP(&uFile, "file", "f", "", "JSON record (- for stdin)")
-	update.Flags().Int64Var(&uIfMatch, "if-match", 0, "only replace the record if it is still at this version (412 otherwise)")
+	updF.register(update, true)
 	cmd.AddCommand(update)
+
+	var confirm bool
+	erase := &cobra.Command{
+		Use:   "erase --confirm",
+		Short: "Delete every ExpectedMachine and its reservations (admin); active DPUs keep their values", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !confirm {
+				return fmt.Errorf("erase deletes every ExpectedMachine and every loopback reservation; add --confirm to do it")
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			if _, err := c.call("DELETE", base, nil, "", nil, nil); err != nil {
+				return err
+			}
+			if !c.json {
+				fmt.Println("deleted every ExpectedMachine")
+			}
+			return nil
+		},
+	}
+	erase.Flags().BoolVar(&confirm, "confirm", false, "really delete every ExpectedMachine")
+	cmd.AddCommand(erase)
 
 	var dIfMatch int64
 	del := &cobra.Command{
