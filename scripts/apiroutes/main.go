@@ -18,10 +18,10 @@ import (
 )
 
 type operation struct {
-	Summary    string                     `json:"summary"`
-	Role       string                     `json:"x-ipledger-role"`
-	ID         string                     `json:"operationId"`
-	Tags       []string                   `json:"tags"`
+	Summary    string                      `json:"summary"`
+	Role       string                      `json:"x-ipledger-role"`
+	ID         string                      `json:"operationId"`
+	Tags       []string                    `json:"tags"`
 	Parameters []struct{ Name, In string } `json:"parameters"`
 	Request    *struct {
 		Content map[string]json.RawMessage `json:"content"`
