@@ -109,6 +109,8 @@ func (s *Server) serveOpenAPI(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/json", b)
 }
 
+// buildOpenAPI never fails on a route without an apiDocs entry (it is
+// listed in x-ipledger-undocumented, and the coverage test fails on it).
 func buildOpenAPI(routes []Route) (map[string]any, error) {
 	g := &schemaGen{defs: map[string]any{}}
 	paths := map[string]map[string]any{}
@@ -117,7 +119,9 @@ func buildOpenAPI(routes []Route) (map[string]any, error) {
 		key := RouteKey(r.Method, r.Path)
 		d, ok := apiDocs[key]
 		if !ok {
-			return nil, fmt.Errorf("route %s has no entry in apiDocs", key)
+			// Served anyway, marked: the route-coverage test fails on it,
+			// the document stays available.
+			d = apiDoc{Summary: "(not yet documented)", OK: http.StatusOK, OKBody: nil}
 		}
 		seen[key] = true
 		path := d.Path
@@ -128,11 +132,6 @@ func buildOpenAPI(routes []Route) (map[string]any, error) {
 			paths[path] = map[string]any{}
 		}
 		paths[path][strings.ToLower(r.Method)] = g.operation(r, d, path)
-	}
-	for k := range apiDocs {
-		if !seen[k] {
-			return nil, fmt.Errorf("apiDocs has %s, which is not a route", k)
-		}
 	}
 	g.defs["Error"] = errorSchema()
 	return map[string]any{
@@ -145,9 +144,10 @@ func buildOpenAPI(routes []Route) (map[string]any, error) {
 				"Every route takes `Authorization: Bearer <token>`; roles nest admin ⊃ operator ⊃ viewer. " +
 				"Errors are always `{\"error\": {\"code\", \"message\", \"field\"}}`.",
 		},
-		"servers":  []any{map[string]any{"url": "/api/v1"}},
-		"security": []any{map[string]any{"bearer": []any{}}},
-		"paths":    paths,
+		"servers":                 []any{map[string]any{"url": "/api/v1"}},
+		"x-ipledger-undocumented": g.undocumented,
+		"security":                []any{map[string]any{"bearer": []any{}}},
+		"paths":                   paths,
 		"components": map[string]any{
 			"schemas": g.defs,
 			"securitySchemes": map[string]any{
@@ -159,6 +159,9 @@ func buildOpenAPI(routes []Route) (map[string]any, error) {
 }
 
 func (g *schemaGen) operation(r Route, d apiDoc, path string) map[string]any {
+	if _, ok := apiDocs[RouteKey(r.Method, r.Path)]; !ok {
+		defer func() { g.undocumented = append(g.undocumented, RouteKey(r.Method, r.Path)) }()
+	}
 	op := map[string]any{
 		"operationId":      operationID(r.Handler),
 		"summary":          d.Summary,
@@ -279,6 +282,8 @@ type schemaGen struct {
 	// names what is missing), and a struct shared with answers gets its
 	// own component (ExpectedDpuInput).
 	input bool
+	// undocumented lists routes without an apiDocs entry.
+	undocumented []string
 }
 
 // in is the schema of a request body type.

@@ -181,11 +181,16 @@ func TestOpenAPICoversTheRouteTable(t *testing.T) {
 		t.Fatalf("GET /api/v1/openapi.json without a token: %d %s", rec.Code, rec.Header())
 	}
 	var doc struct {
-		OpenAPI string                                `json:"openapi"`
-		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+		OpenAPI      string                                `json:"openapi"`
+		Undocumented []string                              `json:"x-ipledger-undocumented"`
+		Paths        map[string]map[string]json.RawMessage `json:"paths"`
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || doc.OpenAPI != "3.1.0" {
 		t.Fatalf("document: %v, openapi %q", err, doc.OpenAPI)
+	}
+	stale := map[string]bool{}
+	for k := range apiDocs {
+		stale[k] = true
 	}
 	documented := map[string]string{}
 	for path, ops := range doc.Paths {
@@ -224,6 +229,15 @@ func TestOpenAPICoversTheRouteTable(t *testing.T) {
 	}
 	for k := range documented {
 		t.Errorf("the OpenAPI document has %s, which is not in the route table", k)
+	}
+	for _, r := range env.srv.APIRoutes() {
+		delete(stale, RouteKey(r.Method, r.Path))
+	}
+	for k := range stale {
+		t.Errorf("apiDocs (web/openapi_routes.go) documents %s, which is not in the route table", k)
+	}
+	for _, k := range doc.Undocumented {
+		t.Errorf("route %s has no entry in apiDocs (web/openapi_routes.go)", k)
 	}
 	v, err := openAPIValidator()
 	if err != nil {
