@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -35,6 +36,9 @@ type apiDoc struct {
 	// own (an action suffix the handler parses: {id}:decommission).
 	Path    string
 	Summary string
+	// ID overrides the operationId (the handler's name) where that name
+	// says less than the action (MachineAction is decommissionMachine).
+	ID string
 	// Query lists the query parameters: "name: description".
 	Query []string
 	// Body is a value of the request body's type (JSON); BodyType
@@ -163,7 +167,7 @@ func (g *schemaGen) operation(r Route, d apiDoc, path string) map[string]any {
 		defer func() { g.undocumented = append(g.undocumented, RouteKey(r.Method, r.Path)) }()
 	}
 	op := map[string]any{
-		"operationId":      operationID(r.Handler),
+		"operationId":      cmp.Or(d.ID, operationID(r.Handler)),
 		"summary":          d.Summary,
 		"description":      fmt.Sprintf("%s\n\nRole: **%s**.", d.Summary, r.Role),
 		"x-ipledger-role":  string(r.Role),
@@ -317,11 +321,12 @@ func (g *schemaGen) of(t reflect.Type) any {
 	case reflect.Pointer:
 		inner := g.of(t.Elem())
 		if m, ok := inner.(map[string]any); ok {
-			if typ, ok := m["type"].(string); ok && len(m) <= 2 {
-				out := map[string]any{"type": []any{typ, "null"}}
-				if f, ok := m["format"]; ok {
-					out["format"] = f
+			if typ, ok := m["type"].(string); ok {
+				out := map[string]any{}
+				for k, v := range m {
+					out[k] = v
 				}
+				out["type"] = []any{typ, "null"}
 				return out
 			}
 		}

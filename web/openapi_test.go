@@ -268,3 +268,38 @@ func TestOpenAPICheckCatchesAMismatch(t *testing.T) {
 	}
 	openAPICheck.bad = openAPICheck.bad[:before] // this one was made on purpose
 }
+
+// Every array schema says what its items are, and every object schema
+// lists its properties, so client generators produce typed code (an
+// untyped list becomes []interface{} / unknown[]).
+func TestOpenAPISchemasAreTyped(t *testing.T) {
+	b, err := OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			types := fmt.Sprint(x["type"])
+			if strings.Contains(types, "array") && x["items"] == nil {
+				t.Errorf("%s: an array schema without items", path)
+			}
+			if strings.Contains(types, "object") && x["properties"] == nil && x["additionalProperties"] == nil {
+				t.Errorf("%s: an object schema without properties", path)
+			}
+			for k, c := range x {
+				walk(path+"/"+k, c)
+			}
+		case []any:
+			for i, c := range x {
+				walk(fmt.Sprintf("%s/%d", path, i), c)
+			}
+		}
+	}
+	walk("#", doc)
+}
