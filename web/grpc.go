@@ -58,7 +58,7 @@ func (s *Server) grpcRoutes() {
 	}
 	_, forge := forgeconnect.NewForgeHandler(&handlers.Forge{A: s.a},
 		connect.WithInterceptors(s.grpcAuth(roles)),
-		connect.WithReadMaxBytes(handlers.MaxBodyBytes))
+		connect.WithReadMaxBytes(handlers.MaxBodyBytes), connect.WithCompressMinBytes(1024))
 	for _, r := range GRPCRoutes() {
 		s.e.POST(r.Procedure, s.serveGRPC(forge))
 	}
