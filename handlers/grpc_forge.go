@@ -210,8 +210,8 @@ func specFromProto(m *forge.ExpectedMachine, prefix string) (allocator.ExpectedM
 }
 
 // refuseUnknown refuses fields this server's schema does not know (sent by
-// a client built from a newer schema) anywhere in the message: they would
-// otherwise be dropped without a word.
+// a client built from a newer schema) anywhere in the message — they would
+// otherwise be dropped without a word — and strings with a NUL character.
 func refuseUnknown(r protoreflect.Message, prefix string) error {
 	if raw := r.GetUnknown(); len(raw) > 0 {
 		num, _, n := protowire.ConsumeField(raw)
@@ -226,10 +226,29 @@ func refuseUnknown(r protoreflect.Message, prefix string) error {
 	}
 	var err error
 	r.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		name := joinPath(prefix, string(fd.Name()))
+		if fd.Kind() == protoreflect.StringKind {
+			// PostgreSQL cannot store a NUL (SQLite would): refused here
+			// as REST refuses it in JSON, naming the field.
+			vals := []string{}
+			if fd.IsList() {
+				for i := 0; i < v.List().Len(); i++ {
+					vals = append(vals, v.List().Get(i).String())
+				}
+			} else {
+				vals = append(vals, v.String())
+			}
+			for _, s := range vals {
+				if strings.ContainsRune(s, 0) {
+					err = allocator.Errf(allocator.CodeInvalid, name, "%s contains a NUL character", name)
+					return false
+				}
+			}
+			return true
+		}
 		if fd.Kind() != protoreflect.MessageKind {
 			return true
 		}
-		name := joinPath(prefix, string(fd.Name()))
 		if fd.IsList() {
 			l := v.List()
 			for i := 0; i < l.Len() && err == nil; i++ {

@@ -436,6 +436,10 @@ func TestGRPCValidationErrors(t *testing.T) {
 				&forge.ExpectedDpu{SerialNumber: "MT2301X00011"})},
 				connect.CodeAlreadyExists, "expected_dpus.items[0].serial_number", "conflict"},
 			{"BMC MAC already used", &forge.ExpectedMachine{BmcMacAddress: "0A-00-00-00-01-02"}, connect.CodeAlreadyExists, "bmc_mac_address", "conflict"},
+			{"NUL in a string", &forge.ExpectedMachine{BmcMacAddress: "0a:00:00:00:0d:01", Metadata: &forge.Metadata{Labels: []*forge.Label{{Key: "a\x00b"}}}},
+				connect.CodeInvalidArgument, "metadata.labels[0].key", "invalid"},
+			{"NUL in a serial", &forge.ExpectedMachine{BmcMacAddress: "0a:00:00:00:0d:01", FallbackDpuSerialNumbers: []string{"MT\x00"}},
+				connect.CodeInvalidArgument, "fallback_dpu_serial_numbers", "invalid"},
 		} {
 			_, err := c.AddExpectedMachine(ctx, connect.NewRequest(tc.em))
 			wantCode(t, tc.name, err, tc.code, tc.field+": ")
