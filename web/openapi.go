@@ -49,6 +49,8 @@ type apiDoc struct {
 	// OK is the success status and a value of its body's type (nil: none).
 	OK     int
 	OKBody any
+	// OKExample is an example of the success body (JSON).
+	OKExample string
 	// Also are other success statuses with the same body (201 vs 200).
 	Also []int
 	// Errors are the statuses the route answers besides 401, 403 and 503,
@@ -213,7 +215,15 @@ func (g *schemaGen) operation(r Route, d apiDoc, path string) map[string]any {
 	for _, st := range append([]int{d.OK}, d.Also...) {
 		resp := map[string]any{"description": http.StatusText(st)}
 		if d.OKBody != nil {
-			resp["content"] = map[string]any{"application/json": map[string]any{"schema": g.of(reflect.TypeOf(d.OKBody))}}
+			media := map[string]any{"schema": g.of(reflect.TypeOf(d.OKBody))}
+			if d.OKExample != "" {
+				var ex any
+				if err := json.Unmarshal([]byte(d.OKExample), &ex); err != nil {
+					panic(fmt.Sprintf("answer example of %s: %v", RouteKey(r.Method, r.Path), err))
+				}
+				media["example"] = ex
+			}
+			resp["content"] = map[string]any{"application/json": media}
 		}
 		hdrs := map[string]any{}
 		if d.ETag {

@@ -39,6 +39,11 @@ var (
 		"metadata": {"name": "rack7-u12", "description": "", "labels": [{"key": "env", "value": "prod"}]},
 		"sku_id": null,
 		"expected_dpus": [{"serial_number": "MT0001", "loopback_ip": "10.180.62.200", "loopback_ip_v6": "fd00:180:62::c8"}]}`
+	emAnswer = `{"id": "0f9d2a61-6a3c-4a55-9d7e-3f1c2b8e4d10", "version": 3, "bmc_mac_address": "1a:1b:1c:1d:1e:1f",
+		"bmc_username": "root", "bmc_password_set": true, "chassis_serial_number": "SN-0001", "fallback_dpu_serial_numbers": ["MT0001"],
+		"metadata": {"name": "rack7-u12", "description": "", "labels": [{"key": "env", "value": "prod"}]}, "sku_id": null,
+		"expected_dpus": [{"serial_number": "MT0001", "loopback_ip": "10.180.62.200", "loopback_ip_v6": null}]}`
+	allocationAnswer = `{"pool": "lo-ip", "value": "10.180.62.245", "owner_type": "machine", "owner_id": "m1", "state": "allocated", "allocated_at": "2026-12-01T10:00:00Z"}`
 )
 
 func query(extra ...string) []string { return append(extra, pagingQuery...) }
@@ -68,7 +73,7 @@ var apiDocs = map[string]apiDoc{
 		OK:    200, OKBody: allocator.AllocationPage{}, Errors: []int{404, 422}},
 	"POST /pools/:name/allocations": {Summary: "Allocate a value: idempotent per owner; a requested value must be in an auto_assign=false range",
 		Body: allocationRequest{}, Example: `{"owner_type": "machine", "owner_id": "m1", "value": "10.180.62.245"}`,
-		OK: 201, Also: []int{200}, OKBody: allocator.Allocation{}, Location: true, Errors: []int{400, 404, 409, 413, 422}},
+		OK: 201, Also: []int{200}, OKBody: allocator.Allocation{}, OKExample: allocationAnswer, Location: true, Errors: []int{400, 404, 409, 413, 422}},
 	"GET /pools/:name/allocations/:value": {Summary: "Read one allocation or quarantine", OK: 200, OKBody: allocator.Allocation{}, Errors: []int{404, 422}},
 	"DELETE /pools/:name/allocations/:value": {Summary: "Release a value (only its owner; a free value is a no-op)",
 		Query: []string{"owner_type: the current owner's type", "owner_id: the current owner's id"},
@@ -104,12 +109,12 @@ var apiDocs = map[string]apiDoc{
 		OK: 200, OKBody: allocator.ExpectedMachinePage{}, Errors: []int{422}},
 	"POST /expected-machines": {Summary: "Create an ExpectedMachine with its DPU loopback reservations",
 		Body: allocator.ExpectedMachineSpec{}, Example: emExample,
-		OK: 201, OKBody: allocator.ExpectedMachine{}, ETag: true, Location: true, Errors: []int{400, 409, 413, 422}},
+		OK: 201, OKBody: allocator.ExpectedMachine{}, OKExample: emAnswer, ETag: true, Location: true, Errors: []int{400, 409, 413, 422}},
 	"PUT /expected-machines": {Summary: "Replace every ExpectedMachine atomically (the NICo file format)",
 		Body: expectedMachinesFile{}, Example: `{"expected_machines": [` + emExample + `]}`,
 		OK: 200, OKBody: expectedMachineItems{}, Errors: []int{400, 409, 413, 422}},
 	"DELETE /expected-machines": {Summary: "Delete every ExpectedMachine and its reservations", OK: 204, Errors: []int{422}},
-	"GET /expected-machines/:id": {Summary: "Read an ExpectedMachine by UUID or BMC MAC", OK: 200, OKBody: allocator.ExpectedMachine{},
+	"GET /expected-machines/:id": {Summary: "Read an ExpectedMachine by UUID or BMC MAC", OK: 200, OKBody: allocator.ExpectedMachine{}, OKExample: emAnswer,
 		ETag: true, Errors: []int{404}},
 	"PUT /expected-machines/:id": {Summary: "Replace an ExpectedMachine: absent expected_dpus and bmc_password keep the stored ones",
 		Body: allocator.ExpectedMachineSpec{}, Example: emExample,

@@ -303,3 +303,36 @@ func TestOpenAPISchemasAreTyped(t *testing.T) {
 	}
 	walk("#", doc)
 }
+
+// The answer examples of the document fit their own schemas.
+func TestOpenAPIExamplesFitTheirSchemas(t *testing.T) {
+	v, err := openAPIValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for key, d := range apiDocs {
+		if d.OKExample == "" {
+			continue
+		}
+		method, path, _ := strings.Cut(key, " ")
+		if d.Path != "" {
+			path = d.Path
+		}
+		path = pathParamRE.ReplaceAllString(openAPIPath(path), "x")
+		r := httptest.NewRequest(method, "/api/v1"+path, nil)
+		resp := &http.Response{StatusCode: d.OK, Header: http.Header{"Content-Type": {"application/json"}}, Request: r,
+			Body: io.NopCloser(strings.NewReader(d.OKExample))}
+		pathItem, errs, found := paths.FindPath(r, openAPICheck.model, config.NewValidationOptions(config.DisablePathTree()))
+		if len(errs) == 0 {
+			_, errs = v.GetResponseBodyValidator().ValidateResponseBodyWithPathItem(r, resp, pathItem, found)
+		}
+		for _, e := range errs {
+			t.Errorf("%s: the answer example does not fit: %s: %s", key, e.Message, e.Reason)
+		}
+		n++
+	}
+	if n < 3 {
+		t.Fatalf("only %d answer examples checked", n)
+	}
+}
