@@ -51,7 +51,15 @@ func (h *API) CheckPools(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"overlaps": ov})
+	if ov == nil {
+		ov = []allocator.PoolOverlap{}
+	}
+	return c.JSON(http.StatusOK, PoolCheck{Overlaps: ov})
+}
+
+// PoolCheck is the answer of GET /api/v1/pools:check.
+type PoolCheck struct {
+	Overlaps []allocator.PoolOverlap `json:"overlaps"`
 }
 
 // GetPool: GET /api/v1/pools/{name}.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/cni"
+	"github.com/ipledger/ipledger/handlers"
 )
 
 // Body types of the OpenAPI document for answers and requests that the
@@ -58,6 +59,8 @@ var apiDocs = map[string]apiDoc{
 	"POST /pools:load": {Summary: "Load a NICo site configuration (TOML): additive, drift reported, never applied",
 		BodyType: "application/toml", Example: "[pools.lo-ip]\ntype = \"ipv4\"\nprefix = \"10.180.62.0/26\"\n",
 		OK: 200, OKBody: allocator.LoadResult{}, Errors: []int{400, 413, 422}},
+	"GET /pools:check": {Summary: "Ranges of address pools that overlap another pool's (stored before the rule existed); empty on a clean site",
+		OK: 200, OKBody: handlers.PoolCheck{}, Errors: []int{422}},
 	"GET /pools/:name": {Summary: "Read a pool: ranges and stats per range kind", OK: 200, OKBody: allocator.Pool{}, Errors: []int{404}},
 	"POST /pools/:name/ranges": {Summary: "Add a range (grow the pool)", Body: allocator.RangeSpec{},
 		Example: `{"first": "10.180.63.0", "last": "10.180.63.255", "auto_assign": true}`,
