@@ -119,3 +119,59 @@ func BenchmarkAllocateAPI(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAllocateBatchAPI: one bulk request of 10,000 automatic
+// allocations (POST …/allocations:batch) through the REST API, each op a
+// request for 10,000 fresh owners, on PostgreSQL and SQLite; reports the
+// request's time in ms (docs/benchmarks.md "Bulk allocation").
+//
+//	go test ./bench -run '^$' -bench AllocateBatchAPI -benchtime 5x
+func BenchmarkAllocateBatchAPI(b *testing.B) {
+	const n = allocator.MaxBatchAllocations
+	for _, d := range dbtest.Dialects {
+		b.Run(string(d), func(b *testing.B) {
+			db := dbtest.Open(b, d)
+			quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
+			a := allocator.New(db, allocator.Options{Logger: quiet})
+			ctx := context.Background()
+			if _, err := a.EnsureAdminToken(ctx, benchToken); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "big", Type: "ipv4",
+				Ranges: []allocator.RangeSpec{{First: "10.0.0.0", Last: "10.255.255.255"}}}); err != nil {
+				b.Fatal(err)
+			}
+			h := web.New(web.Config{Allocator: a, Logger: quiet}).Handler()
+			bodies := make([]string, b.N)
+			for i := range bodies {
+				var sb strings.Builder
+				sb.WriteString(`{"allocations":[`)
+				for k := 0; k < n; k++ {
+					if k > 0 {
+						sb.WriteByte(',')
+					}
+					fmt.Fprintf(&sb, `{"owner_type":"bench","owner_id":"r%d-o%d"}`, i, k)
+				}
+				sb.WriteString(`]}`)
+				bodies[i] = sb.String()
+			}
+			var total time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				req := httptest.NewRequest("POST", "/api/v1/pools/big/allocations:batch", strings.NewReader(bodies[i]))
+				req.Header.Set("Authorization", "Bearer "+benchToken)
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				t0 := time.Now()
+				h.ServeHTTP(rec, req)
+				total += time.Since(t0)
+				if rec.Code != http.StatusOK {
+					b.Fatalf("bulk request %d: %d %.300s", i, rec.Code, rec.Body)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/request")
+			b.ReportMetric(float64(n*b.N)/total.Seconds(), "allocs/s")
+		})
+	}
+}

@@ -189,6 +189,32 @@ func (h *API) Allocate(c echo.Context) error {
 	return c.JSON(http.StatusOK, al)
 }
 
+type batchAllocateBody struct {
+	Allocations []allocateBody `json:"allocations"`
+}
+
+// AllocateBatch: POST /api/v1/pools/{name}/allocations:batch with
+// {"allocations": [{owner_type, owner_id, value?}, …]} (at most 10,000) →
+// 200 {"items": [allocation…]} in request order, all or nothing.
+func (h *API) AllocateBatch(c echo.Context) error {
+	var b batchAllocateBody
+	if err := DecodeJSONStrict(c, &b); err != nil {
+		return err
+	}
+	if b.Allocations == nil {
+		return allocator.Errf(allocator.CodeInvalid, "allocations", "allocations is required: a list of {owner_type, owner_id, value?}")
+	}
+	items := make([]allocator.BatchItem, len(b.Allocations))
+	for i, x := range b.Allocations {
+		items[i] = allocator.BatchItem{Owner: allocator.Owner{Type: x.OwnerType, ID: x.OwnerID}, Value: x.Value}
+	}
+	out, _, err := h.A.AllocateBatch(Ctx(c), Param(c, "name"), items)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": out})
+}
+
 // GetAllocation: GET /api/v1/pools/{name}/allocations/{value}.
 func (h *API) GetAllocation(c echo.Context) error {
 	al, err := h.A.GetAllocation(Ctx(c), Param(c, "name"), Param(c, "value"))

@@ -40,6 +40,7 @@ func (s *Server) APIRoutes() []Route {
 		{http.MethodDelete, "/pools/:name/ranges/:id", A, h.RemoveRange},
 		{http.MethodGet, "/pools/:name/allocations", V, h.ListAllocations},
 		{http.MethodPost, "/pools/:name/allocations", O, h.Allocate},
+		{http.MethodPost, `/pools/:name/allocations\:batch`, O, h.AllocateBatch},
 		{http.MethodGet, "/pools/:name/allocations/:value", V, h.GetAllocation},
 		{http.MethodDelete, "/pools/:name/allocations/:value", O, h.Release},
 		{http.MethodPost, "/pools/:name/allocations/:value", A, h.Unquarantine},

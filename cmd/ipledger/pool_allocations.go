@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -10,15 +11,26 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 )
 
-// newPoolAllocateCmd is `pool allocate`: the lowest free value, or the requested one.
+// newPoolAllocateCmd is `pool allocate`: the lowest free value, or the
+// requested one; with --from-file, every allocation of a file in one
+// all-or-nothing request.
 func newPoolAllocateCmd(cf *clientFlags) *cobra.Command {
-	var ownerType, ownerID, value string
+	var ownerType, ownerID, value, fromFile string
 	alloc := &cobra.Command{
-		Use: "allocate POOL --owner-type T --owner-id ID [--value V]", Short: "Allocate a value (lowest free, or the requested one)", Args: cobra.ExactArgs(1),
+		Use: "allocate POOL (--owner-type T --owner-id ID [--value V] | --from-file FILE)", Short: "Allocate a value (lowest free, or the requested one), or a file of them at once", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
+			}
+			if fromFile != "" {
+				if ownerType != "" || ownerID != "" || value != "" {
+					return fmt.Errorf("--from-file takes the owners from the file: leave out --owner-type, --owner-id and --value")
+				}
+				return allocateFromFile(c, args[0], fromFile)
+			}
+			if ownerType == "" || ownerID == "" {
+				return fmt.Errorf("--owner-type and --owner-id are required (or --from-file)")
 			}
 			var raw json.RawMessage
 			body := map[string]string{"owner_type": ownerType, "owner_id": ownerID}
@@ -41,10 +53,44 @@ func newPoolAllocateCmd(cf *clientFlags) *cobra.Command {
 	}
 	alloc.Flags().StringVar(&ownerType, "owner-type", "", "owner type, e.g. machine")
 	alloc.Flags().StringVar(&ownerID, "owner-id", "", "owner id")
-	_ = alloc.MarkFlagRequired("owner-type")
-	_ = alloc.MarkFlagRequired("owner-id")
 	alloc.Flags().StringVar(&value, "value", "", "request this exact value (must lie in an auto_assign=false range)")
+	alloc.Flags().StringVar(&fromFile, "from-file", "", `allocate for every owner of a JSON file, all or nothing: {"allocations":[{"owner_type","owner_id","value"?},…]} or the bare list (- for stdin)`)
 	return alloc
+}
+
+// allocateFromFile sends a file of allocations as one bulk request
+// (POST …/allocations:batch) and prints what each owner holds, in file
+// order. A bare JSON list is wrapped as {"allocations": list}; anything
+// else is sent as it is, for the server to check.
+func allocateFromFile(c *client, pool, name string) error {
+	data, err := readFileArg(name)
+	if err != nil {
+		return err
+	}
+	trimmed := bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		data = append(append([]byte(`{"allocations":`), trimmed...), '}')
+	}
+	var raw json.RawMessage
+	if _, err := c.call("POST", "/api/v1/pools/"+esc(pool)+"/allocations:batch", data, "application/json", nil, &raw); err != nil {
+		return err
+	}
+	if c.json {
+		return printJSON(raw)
+	}
+	var res struct {
+		Items []allocator.Allocation `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return err
+	}
+	rows := make([][]string, len(res.Items))
+	for i, al := range res.Items {
+		rows[i] = []string{al.Value, orDash(al.OwnerType), orDash(al.OwnerID)}
+	}
+	table([]string{"VALUE", "OWNER TYPE", "OWNER ID"}, rows)
+	fmt.Printf("%d allocations held\n", len(res.Items))
+	return nil
 }
 
 // newPoolReleaseCmd is `pool release`: the owner gives a value back.
