@@ -53,9 +53,9 @@ func expectedMachinesOut(db *gorm.DB, rows []models.ExpectedMachine) ([]Expected
 		ids[i] = rows[i].ID
 	}
 	var dpus []models.ExpectedDpu
-	for start := 0; start < len(ids); start += 500 {
+	for start := 0; start < len(ids); start += sqlChunk {
 		var chunk []models.ExpectedDpu
-		if err := db.Where("expected_machine_id IN ?", ids[start:min(start+500, len(ids))]).Order("expected_machine_id, position").Find(&chunk).Error; err != nil {
+		if err := db.Where("expected_machine_id IN ?", ids[start:min(start+sqlChunk, len(ids))]).Order("expected_machine_id, position").Find(&chunk).Error; err != nil {
 			return nil, err
 		}
 		dpus = append(dpus, chunk...)

@@ -86,20 +86,22 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 		}
 		// Write: remove records absent from the list, then the DPU rows of
 		// every record that gives its list (so values may move between
-		// records), then upsert each record.
+		// records), then every record, set-based (expected_machine_bulk.go).
 		inFile := map[string]bool{}
 		for _, r := range recs {
 			inFile[r.mac] = true
 		}
-		deleted := 0
+		b := &emBulk{t: t}
+		var gone []models.ExpectedMachine
 		for i := range stored {
 			if !inFile[stored[i].BmcMacAddress] {
-				if err := t.deleteEM(&stored[i]); err != nil {
-					return err
-				}
-				deleted++
+				gone = append(gone, stored[i])
 			}
 		}
+		if err := b.deleteEMs(gone); err != nil {
+			return err
+		}
+		deleted := len(gone)
 		var kept []models.ExpectedMachine
 		var rewrite []string
 		for _, r := range recs {
@@ -118,10 +120,8 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 		for i := range outs {
 			befores[outs[i].ID] = &outs[i]
 		}
-		for start := 0; start < len(rewrite); start += 500 {
-			if err := t.Where("expected_machine_id IN ?", rewrite[start:min(start+500, len(rewrite))]).Delete(&models.ExpectedDpu{}).Error; err != nil {
-				return err
-			}
+		if _, err := t.deleteWhereIn("expected_dpus", "expected_machine_id", rewrite); err != nil {
+			return err
 		}
 		created, updated := 0, 0
 		out = make([]ExpectedMachine, 0, len(recs))
@@ -130,7 +130,7 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 				if !r.dpusGiven {
 					r.dpus = nil // kept rows stay where they are
 				}
-				em, changed, err := t.updateEM(cur, befores[cur.ID], r, r.dpusGiven)
+				em, changed, err := b.update(cur, befores[cur.ID], r)
 				if err != nil {
 					return err
 				}
@@ -140,12 +140,15 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 				out = append(out, *em)
 				continue
 			}
-			em, err := t.insertEM(r, uuid.NewString())
+			em, err := b.create(r, uuid.NewString())
 			if err != nil {
 				return err
 			}
 			created++
 			out = append(out, *em)
+		}
+		if err := b.flush(); err != nil {
+			return err
 		}
 		return t.audit("expected_machine.replace_all", "expected_machine", "*", nil, map[string]int{
 			"records": len(recs), "created": created, "updated": updated, "deleted": deleted, "unchanged": len(recs) - created - updated})

@@ -158,21 +158,9 @@ func (t *tx) insertEM(r *emRecord, id string) (*ExpectedMachine, error) {
 // when nothing changes. dpusDeleted tells that the caller already removed
 // cur's DPU rows (replace-all).
 func (t *tx) updateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *emRecord, dpusDeleted bool) (*ExpectedMachine, bool, error) {
-	after := *before
-	after.BmcMacAddress, after.BmcUsername, after.ChassisSerialNumber = r.mac, r.username, r.chassis
-	after.FallbackDpuSerialNumbers, after.Metadata, after.SkuID = r.fallback, r.meta, r.sku
-	newPW := cur.BmcPassword
-	if r.password != nil {
-		newPW = *r.password
-	} else if r.clearPassword {
-		newPW = ""
-	}
-	pwChanged := newPW != cur.BmcPassword
-	after.BmcPasswordSet = newPW != ""
-	if r.dpusGiven {
-		after.ExpectedDpus = r.dpuList()
-	}
-	if !pwChanged && marshalJSONText(after) == marshalJSONText(before) {
+	u := planUpdateEM(cur, before, r)
+	newPW, pwChanged, after := u.password, u.pwChanged, u.after
+	if !u.changed {
 		if dpusDeleted {
 			if err := t.writeDpus(cur.ID, r); err != nil {
 				return nil, false, err
@@ -204,7 +192,6 @@ func (t *tx) updateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *e
 		}
 	}
 	out := after
-	out.Version = cur.Version + 1
 	if err := t.audit("expected_machine.update", "expected_machine", cur.ID, emAudit{ExpectedMachine: *before},
 		emAudit{ExpectedMachine: out, BmcPasswordChanged: pwChanged}); err != nil {
 		return nil, false, err
