@@ -9,6 +9,7 @@ package allocator
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,6 +125,10 @@ func ActorFrom(ctx context.Context) Actor {
 // changes to report after commit.
 type tx struct {
 	*gorm.DB
+	// conn is the transaction's own connection when the write asked for
+	// one (writeOnConn, PostgreSQL): bulk writes send their rows with COPY
+	// on it.
+	conn    *sql.Conn
 	a       *Allocator
 	ctx     context.Context
 	now     time.Time
@@ -146,13 +151,33 @@ type change struct{ pool, action string }
 // maps database errors: constraint violations become 409 conflict, lost
 // connections 503 unavailable.
 func (a *Allocator) write(ctx context.Context, fn func(t *tx) error) error {
+	return a.writeWith(ctx, false, fn)
+}
+
+// writeOnConn is write on a connection of its own, which the transaction
+// can use directly (tx.conn; COPY on PostgreSQL). On SQLite it is write.
+func (a *Allocator) writeOnConn(ctx context.Context, fn func(t *tx) error) error {
+	return a.writeWith(ctx, a.dialect == models.Postgres, fn)
+}
+
+func (a *Allocator) writeWith(ctx context.Context, ownConn bool, fn func(t *tx) error) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		t := &tx{a: a, ctx: ctx, now: a.now(), locked: map[string]*models.Pool{}}
-		err = a.db.WithContext(ctx).Transaction(func(g *gorm.DB) error {
-			t.DB = g
-			return fn(t)
-		})
+		run := func(g *gorm.DB) error {
+			return g.Transaction(func(g *gorm.DB) error {
+				t.DB = g
+				return fn(t)
+			})
+		}
+		if ownConn {
+			err = a.db.WithContext(ctx).Connection(func(c *gorm.DB) error {
+				t.conn, _ = c.Statement.ConnPool.(*sql.Conn)
+				return run(c)
+			})
+		} else {
+			err = run(a.db.WithContext(ctx))
+		}
 		if err == nil {
 			if a.onChange != nil {
 				for _, c := range t.changes {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -165,10 +168,11 @@ func (t *tx) insertEvents(events []models.AuditEvent) error {
 const maxParams = 30000
 
 // sqliteParams bounds them on SQLite: the driver binds each parameter by
-// searching the statement's parameters, so a statement's binding costs the
+// searching the statement's arguments, so a statement's binding costs the
 // square of their number (a 30,000-parameter INSERT took longer than the
-// rows one by one). About 20 rows per statement, prepared once.
-const sqliteParams = 256
+// rows one by one), while each statement is parsed again at every
+// execution; about a thousand is the balance.
+const sqliteParams = 999
 
 // insertRows inserts rows (values in cols order) into table with
 // multi-row INSERTs, on the transaction's connection directly (gorm would
@@ -176,6 +180,9 @@ const sqliteParams = 256
 func (t *tx) insertRows(table string, cols []string, rows [][]any) error {
 	if len(rows) == 0 {
 		return nil
+	}
+	if t.conn != nil && t.a.dialect == models.Postgres {
+		return t.copyRows(table, cols, rows)
 	}
 	limit := maxParams
 	if t.a.dialect != models.Postgres {
@@ -280,8 +287,7 @@ func (t *tx) deleteWhereIn(table, col string, vals []string) (int64, error) {
 
 // updateEMRows writes the updated records, each only if still at the
 // version read (412 stale_version otherwise): on PostgreSQL one UPDATE …
-// FROM unnest(arrays), on SQLite (in-process) one prepared UPDATE run per
-// record.
+// FROM unnest(arrays), on SQLite UPDATE … FROM VALUES in chunks.
 func (t *tx) updateEMRows(ups []emBulkUpdate) error {
 	if len(ups) == 0 {
 		return nil
@@ -310,18 +316,29 @@ func (t *tx) updateEMRows(ups []emBulkUpdate) error {
 			return err
 		}
 	} else {
-		st, err := t.Statement.ConnPool.PrepareContext(t.ctx, `UPDATE expected_machines SET bmc_username = ?, bmc_password = ?,
- chassis_serial_number = ?, fallback_dpu_serial_numbers = ?, metadata_name = ?, metadata_description = ?, metadata_labels = ?,
- sku_id = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?`)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		for i := range ups {
-			res, err := st.ExecContext(t.ctx, users[i], pws[i], chassis[i], fallbacks[i], names[i], descs[i], labels[i], skus[i],
-				versions[i]+1, t.now, ids[i], versions[i])
+		// UPDATE … FROM VALUES, about 80 records per statement.
+		const cols = 12
+		per := sqliteParams / cols
+		for start := 0; start < n; start += per {
+			end := min(start+per, n)
+			var sb strings.Builder
+			sb.WriteString(`UPDATE expected_machines SET bmc_username = u.column2, bmc_password = u.column3,
+ chassis_serial_number = u.column4, fallback_dpu_serial_numbers = u.column5, metadata_name = u.column6,
+ metadata_description = u.column7, metadata_labels = u.column8, sku_id = u.column9, version = u.column10 + 1,
+ updated_at = u.column11 FROM (VALUES `)
+			args := make([]any, 0, (end-start)*cols)
+			for i := start; i < end; i++ {
+				if i > start {
+					sb.WriteByte(',')
+				}
+				sb.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
+				args = append(args, ids[i], users[i], pws[i], chassis[i], fallbacks[i], names[i], descs[i], labels[i], skus[i],
+					versions[i], t.now, versions[i])
+			}
+			sb.WriteString(`) AS u WHERE expected_machines.id = u.column1 AND expected_machines.version = u.column12`)
+			res, err := t.Statement.ConnPool.ExecContext(t.ctx, sb.String(), args...)
 			if err != nil {
-				return emConstraintError(err, ups[i].r.f("expected_dpus"), ups[i].r.f("bmc_mac_address"))
+				return emConstraintError(err, "expected_machines", "expected_machines")
 			}
 			k, err := res.RowsAffected()
 			if err != nil {
@@ -368,4 +385,24 @@ func (b *emBulk) deleteEMs(gone []models.ExpectedMachine) error {
 		}
 	}
 	return nil
+}
+
+// copyRows is insertRows with PostgreSQL's COPY on the transaction's own
+// connection (inside its transaction): the rows stream in binary without
+// a statement to parse or parameters to bind.
+func (t *tx) copyRows(table string, cols []string, rows [][]any) error {
+	return t.conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("COPY into %s: the connection is not a pgx connection", table)
+		}
+		n, err := sc.Conn().CopyFrom(t.ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows))
+		if err != nil {
+			return err
+		}
+		if n != int64(len(rows)) {
+			return fmt.Errorf("COPY into %s stored %d of %d rows", table, n, len(rows))
+		}
+		return nil
+	})
 }

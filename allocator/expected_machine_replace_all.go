@@ -21,7 +21,7 @@ import (
 // list are deleted. It returns the records in list order.
 func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []ExpectedMachineSpec) ([]ExpectedMachine, error) {
 	var out []ExpectedMachine
-	err := a.write(ctx, func(t *tx) error {
+	err := a.writeOnConn(ctx, func(t *tx) error {
 		if err := t.prepareEM(); err != nil {
 			return err
 		}
