@@ -110,10 +110,11 @@ func (b *emBulk) create(r *emRecord, id string) (*ExpectedMachine, error) {
 }
 
 // update records the replacement of stored cur (read as before) by r;
-// its DPU rows were removed already when r gives its list.
-func (b *emBulk) update(cur *models.ExpectedMachine, before *ExpectedMachine, r *emRecord) (*ExpectedMachine, bool, error) {
+// its DPU rows were removed already when r gives its list, unless
+// keepDpus (the list is the stored one, whose rows stay).
+func (b *emBulk) update(cur *models.ExpectedMachine, before *ExpectedMachine, r *emRecord, keepDpus bool) (*ExpectedMachine, bool, error) {
 	u := planUpdateEM(cur, before, r)
-	if r.dpusGiven {
+	if r.dpusGiven && !keepDpus {
 		b.dpus = append(b.dpus, dpuRows(cur.ID, r)...)
 	}
 	if !u.changed {
@@ -131,23 +132,23 @@ func (b *emBulk) flush() error {
 	t := b.t
 	cols := []string{"id", "bmc_mac_address", "bmc_username", "bmc_password", "chassis_serial_number", "fallback_dpu_serial_numbers",
 		"metadata_name", "metadata_description", "metadata_labels", "sku_id", "version", "created_at", "updated_at"}
-	rows := make([][]any, len(b.inserts))
-	for i, e := range b.inserts {
-		rows[i] = []any{e.ID, e.BmcMacAddress, e.BmcUsername, e.BmcPassword, e.ChassisSerialNumber, e.FallbackDpuSerialNumbers,
-			e.MetadataName, e.MetadataDescription, e.MetadataLabels, e.SkuID, e.Version, e.CreatedAt, e.UpdatedAt}
+	em := func(i int, dst []any) []any {
+		e := &b.inserts[i]
+		return append(dst, e.ID, e.BmcMacAddress, e.BmcUsername, e.BmcPassword, e.ChassisSerialNumber, e.FallbackDpuSerialNumbers,
+			e.MetadataName, e.MetadataDescription, e.MetadataLabels, e.SkuID, e.Version, e.CreatedAt, e.UpdatedAt)
 	}
-	if err := t.insertRows("expected_machines", cols, rows); err != nil {
+	if err := t.insertRows("expected_machines", cols, len(b.inserts), em); err != nil {
 		return emConstraintError(err, "expected_machines", "expected_machines")
 	}
 	if err := t.updateEMRows(b.updates); err != nil {
 		return err
 	}
 	dcols := []string{"expected_machine_id", "position", "serial_number", "loopback_ip", "loopback_ip_key", "loopback_ip_v6", "loopback_ip_v6_key"}
-	drows := make([][]any, len(b.dpus))
-	for i, d := range b.dpus {
-		drows[i] = []any{d.ExpectedMachineID, d.Position, d.SerialNumber, d.LoopbackIP, d.LoopbackIPKey, d.LoopbackIPv6, d.LoopbackIPv6Key}
+	dpu := func(i int, dst []any) []any {
+		d := &b.dpus[i]
+		return append(dst, d.ExpectedMachineID, d.Position, d.SerialNumber, d.LoopbackIP, d.LoopbackIPKey, d.LoopbackIPv6, d.LoopbackIPv6Key)
 	}
-	if err := t.insertRows("expected_dpus", dcols, drows); err != nil {
+	if err := t.insertRows("expected_dpus", dcols, len(b.dpus), dpu); err != nil {
 		return emConstraintError(err, "expected_machines", "expected_machines")
 	}
 	return t.insertEvents(b.events)
@@ -156,11 +157,10 @@ func (b *emBulk) flush() error {
 // insertEvents stores audit events in their order.
 func (t *tx) insertEvents(events []models.AuditEvent) error {
 	cols := []string{"at", "actor", "action", "object_type", "object_id", "request_id", "before_json", "after_json"}
-	rows := make([][]any, len(events))
-	for i, e := range events {
-		rows[i] = []any{e.At, e.Actor, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON}
-	}
-	return t.insertRows("audit_events", cols, rows)
+	return t.insertRows("audit_events", cols, len(events), func(i int, dst []any) []any {
+		e := &events[i]
+		return append(dst, e.At, e.Actor, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON)
+	})
 }
 
 // maxParams bounds the parameters of one statement on PostgreSQL (its
@@ -174,15 +174,19 @@ const maxParams = 30000
 // execution; about a thousand is the balance.
 const sqliteParams = 999
 
-// insertRows inserts rows (values in cols order) into table with
-// multi-row INSERTs, on the transaction's connection directly (gorm would
-// rebuild every statement): the full chunks share one prepared statement.
-func (t *tx) insertRows(table string, cols []string, rows [][]any) error {
-	if len(rows) == 0 {
+// rowFunc appends the values of row i (in the columns' order) to dst.
+type rowFunc func(i int, dst []any) []any
+
+// insertRows inserts n rows into table with multi-row INSERTs, on the
+// transaction's connection directly (gorm would rebuild every statement):
+// the full chunks share one prepared statement. The rows are made one at
+// a time by row, never all at once.
+func (t *tx) insertRows(table string, cols []string, n int, row rowFunc) error {
+	if n == 0 {
 		return nil
 	}
 	if t.conn != nil && t.a.dialect == models.Postgres {
-		return t.copyRows(table, cols, rows)
+		return t.copyRows(table, cols, n, row)
 	}
 	limit := maxParams
 	if t.a.dialect != models.Postgres {
@@ -218,14 +222,14 @@ func (t *tx) insertRows(table string, cols []string, rows [][]any) error {
 		}
 	}()
 	args := make([]any, 0, per*len(cols))
-	for start := 0; start < len(rows); start += per {
-		chunk := rows[start:min(start+per, len(rows))]
+	for start := 0; start < n; start += per {
+		end := min(start+per, n)
 		args = args[:0]
-		for _, r := range chunk {
-			args = append(args, r...)
+		for i := start; i < end; i++ {
+			args = row(i, args)
 		}
 		var err error
-		if len(chunk) == per && len(rows) > per {
+		if end-start == per && n > per {
 			if full == nil {
 				if full, err = t.Statement.ConnPool.PrepareContext(t.ctx, text(per)); err != nil {
 					return err
@@ -233,7 +237,7 @@ func (t *tx) insertRows(table string, cols []string, rows [][]any) error {
 			}
 			_, err = full.ExecContext(t.ctx, args...)
 		} else {
-			_, err = t.Statement.ConnPool.ExecContext(t.ctx, text(len(chunk)), args...)
+			_, err = t.Statement.ConnPool.ExecContext(t.ctx, text(end-start), args...)
 		}
 		if err != nil {
 			return err
@@ -390,18 +394,27 @@ func (b *emBulk) deleteEMs(gone []models.ExpectedMachine) error {
 // copyRows is insertRows with PostgreSQL's COPY on the transaction's own
 // connection (inside its transaction): the rows stream in binary without
 // a statement to parse or parameters to bind.
-func (t *tx) copyRows(table string, cols []string, rows [][]any) error {
+func (t *tx) copyRows(table string, cols []string, n int, row rowFunc) error {
 	return t.conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("COPY into %s: the connection is not a pgx connection", table)
 		}
-		n, err := sc.Conn().CopyFrom(t.ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows))
+		i, vals := 0, make([]any, 0, len(cols))
+		src := pgx.CopyFromFunc(func() ([]any, error) {
+			if i == n {
+				return nil, nil
+			}
+			vals = row(i, vals[:0])
+			i++
+			return vals, nil
+		})
+		stored, err := sc.Conn().CopyFrom(t.ctx, pgx.Identifier{table}, cols, src)
 		if err != nil {
 			return err
 		}
-		if n != int64(len(rows)) {
-			return fmt.Errorf("COPY into %s stored %d of %d rows", table, n, len(rows))
+		if stored != int64(n) {
+			return fmt.Errorf("COPY into %s stored %d of %d rows", table, stored, n)
 		}
 		return nil
 	})

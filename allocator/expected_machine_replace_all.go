@@ -103,13 +103,9 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 		}
 		deleted := len(gone)
 		var kept []models.ExpectedMachine
-		var rewrite []string
 		for _, r := range recs {
 			if cur := byMAC[r.mac]; cur != nil {
 				kept = append(kept, *cur)
-				if r.dpusGiven {
-					rewrite = append(rewrite, cur.ID)
-				}
 			}
 		}
 		outs, err := expectedMachinesOut(t.DB, kept)
@@ -119,6 +115,21 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 		befores := map[string]*ExpectedMachine{}
 		for i := range outs {
 			befores[outs[i].ID] = &outs[i]
+		}
+		// The DPU rows of a record that gives its list are rewritten,
+		// unless the list is the stored one exactly (then its rows stay:
+		// the final state, validated above, has none of its values
+		// elsewhere).
+		var rewrite []string
+		sameDpus := map[*emRecord]bool{}
+		for _, r := range recs {
+			if cur := byMAC[r.mac]; cur != nil && r.dpusGiven {
+				if sameDpuList(befores[cur.ID].ExpectedDpus, r.dpuList()) {
+					sameDpus[r] = true
+					continue
+				}
+				rewrite = append(rewrite, cur.ID)
+			}
 		}
 		if _, err := t.deleteWhereIn("expected_dpus", "expected_machine_id", rewrite); err != nil {
 			return err
@@ -130,7 +141,7 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 				if !r.dpusGiven {
 					r.dpus = nil // kept rows stay where they are
 				}
-				em, changed, err := b.update(cur, befores[cur.ID], r)
+				em, changed, err := b.update(cur, befores[cur.ID], r, sameDpus[r])
 				if err != nil {
 					return err
 				}
@@ -154,4 +165,19 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 			"records": len(recs), "created": created, "updated": updated, "deleted": deleted, "unchanged": len(recs) - created - updated})
 	})
 	return out, err
+}
+
+// sameDpuList tells whether two DPU lists are equal, in order.
+func sameDpuList(a, b []ExpectedDpu) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].SerialNumber != b[i].SerialNumber || deref(a[i].LoopbackIP) != deref(b[i].LoopbackIP) ||
+			deref(a[i].LoopbackIPv6) != deref(b[i].LoopbackIPv6) || (a[i].LoopbackIP == nil) != (b[i].LoopbackIP == nil) ||
+			(a[i].LoopbackIPv6 == nil) != (b[i].LoopbackIPv6 == nil) {
+			return false
+		}
+	}
+	return true
 }

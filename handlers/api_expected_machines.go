@@ -163,7 +163,7 @@ func (h *API) ReplaceAllExpectedMachines(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"items": items})
+	return writeItems(c, items)
 }
 
 // ImportExpectedMachines: POST /api/v1/expected-machines:import?mode=merge|replace

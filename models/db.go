@@ -74,7 +74,7 @@ func sqliteTarget(path string) Target {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_pragma", "cache_size(-32768)")
+	q.Add("_pragma", "cache_size(-16384)")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set("_txlock", "immediate")
 	// The path is a URI path: '%', '?' and '#' would otherwise be read as

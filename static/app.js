@@ -186,11 +186,19 @@
     if (v && window.htmx) window.htmx.trigger(v, "change");
   });
 
-  // Upload progress of the import form.
+  // Upload progress of the import form; once the file is up, the status
+  // says that the server is at work (a file of tens of thousands of
+  // records takes several seconds to check and write, all at once).
   document.addEventListener("htmx:xhr:progress", function (ev) {
     var p = document.getElementById("import-progress");
     if (p && ev.detail && ev.detail.lengthComputable) {
       p.value = Math.round(ev.detail.loaded / ev.detail.total * 100);
+      var s = document.getElementById("import-status");
+      if (s) {
+        s.textContent = ev.detail.loaded < ev.detail.total
+          ? "Uploading the file… " + p.value + " %"
+          : "Uploaded (" + Math.round(ev.detail.total / 1024) + " KiB). Checking and writing every record; a large file takes several seconds.";
+      }
     }
   });
 

@@ -37,6 +37,12 @@ type Config struct {
 	// RequestTimeout bounds each request's work (default 30s), so a stuck
 	// database answers 503 instead of hanging.
 	RequestTimeout time.Duration
+	// BulkTimeout bounds the requests that carry a whole file of work —
+	// a replace-all of ExpectedMachines, a bulk allocation — (default 5
+	// minutes): a replace-all of 60,000 records takes seconds, but tens of
+	// seconds on a machine shared with other work, and it is atomic, so
+	// cutting it short loses all of it.
+	BulkTimeout time.Duration
 }
 
 // Server is the assembled echo application.
@@ -74,6 +80,9 @@ func New(cfg Config) *Server {
 	cfg.Registry = cfg.Metrics.reg
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.BulkTimeout == 0 {
+		cfg.BulkTimeout = 5 * time.Minute
 	}
 	e := echo.New()
 	e.HideBanner = true
@@ -154,13 +163,24 @@ func (s *Server) Serve(ctx context.Context, addr string, ready func(addr string)
 
 func (s *Server) timeout(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if strings.HasPrefix(c.Request().URL.Path, "/api/") {
-			ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.RequestTimeout)
+		if p := c.Request().URL.Path; strings.HasPrefix(p, "/api/") {
+			limit := s.cfg.RequestTimeout
+			if isBulk(c.Request().Method, p) {
+				limit = s.cfg.BulkTimeout
+			}
+			ctx, cancel := context.WithTimeout(c.Request().Context(), limit)
 			defer cancel()
 			c.SetRequest(c.Request().WithContext(ctx))
 		}
 		return next(c)
 	}
+}
+
+// isBulk tells the requests that get BulkTimeout: PUT of the whole
+// ExpectedMachine list and bulk allocations.
+func isBulk(method, path string) bool {
+	return (method == http.MethodPut && strings.TrimSuffix(path, "/") == "/api/v1/expected-machines") ||
+		(method == http.MethodPost && strings.HasSuffix(path, "/allocations:batch"))
 }
 
 func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {

@@ -87,6 +87,7 @@ func newServeCmd() *cobra.Command {
 			for _, k := range unknownVariables(os.Environ()) {
 				log.Warn("unknown setting ignored (a typo? see the README's settings table)", "variable", k)
 			}
+			setMemoryLimit(log)
 			metrics := web.NewMetrics(nil)
 			a, closeDB, err := openDatabaseWith(cfg, metrics.AllocatorOptions(allocator.Options{}))
 			if err != nil {
