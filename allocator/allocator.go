@@ -65,6 +65,9 @@ type Allocator struct {
 	// guesses keeps each pool's guess for its next batch between leaders
 	// (batch_guess.go), also under qmu.
 	guesses map[string]batchGuess
+	// reports is the queue of site-explorer reports waiting for their
+	// batch (group commit, ingest_batch.go), also under qmu.
+	reports reportQueue
 
 	// tokens caches Authenticate's answers while ListenForTokenChanges
 	// runs (tokencache.go).

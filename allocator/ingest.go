@@ -97,36 +97,60 @@ func (a *Allocator) Report(ctx context.Context, spec ReportSpec) (*IngestResult,
 		serials = append(serials, s)
 	}
 	sort.Strings(serials)
+	return a.queueReport(ctx, &report{mac: mac, chassis: chassis, serials: serials, index: index})
+}
+
+// report is a validated site-explorer report: the canonical BMC MAC, the
+// chassis serial, the DPU serials in serial order and each one's position
+// in the request (for error fields).
+type report struct {
+	mac, chassis string
+	serials      []string
+	index        map[string]int
+}
+
+// ingestReport is Report inside a transaction that holds lo-ip and
+// lo-ip-v6 (pools, locked first).
+func (t *tx) ingestReport(pools map[string]*models.Pool, r *report) (*IngestResult, error) {
+	res := &IngestResult{Incomplete: []Incomplete{}}
+	em, err := expectedMachineByMAC(t.DB, r.mac)
+	if err != nil {
+		return nil, err
+	}
+	host, err := t.upsertHost(r.mac, r.chassis, em)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range r.serials {
+		dpu, err := t.upsertDPU(s, &host.MachineID)
+		if err != nil {
+			if e, ok := AsError(err); ok && e.Field == "serial_number" {
+				return nil, WithFieldPrefix(&Error{Code: e.Code, Message: e.Message}, fmt.Sprintf("dpus[%d].serial_number", r.index[s]))
+			}
+			return nil, err
+		}
+		_, inc, err := t.ensureLoopbacks(pools, dpu)
+		if err != nil {
+			return nil, err
+		}
+		res.Incomplete = append(res.Incomplete, inc...)
+	}
+	res.Machines, err = t.a.machinesOut(t.ctx, t.DB, []models.Machine{*host})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// reportAlone runs one report in a transaction of its own.
+func (a *Allocator) reportAlone(ctx context.Context, r *report) (*IngestResult, error) {
 	var res *IngestResult
-	err = a.write(ctx, func(t *tx) error {
-		res = &IngestResult{Incomplete: []Incomplete{}}
+	err := a.write(ctx, func(t *tx) error {
 		pools, err := t.lockPools(PoolLoopbackV4, PoolLoopbackV6)
 		if err != nil {
 			return err
 		}
-		em, err := expectedMachineByMAC(t.DB, mac)
-		if err != nil {
-			return err
-		}
-		host, err := t.upsertHost(mac, chassis, em)
-		if err != nil {
-			return err
-		}
-		for _, s := range serials {
-			dpu, err := t.upsertDPU(s, &host.MachineID)
-			if err != nil {
-				if e, ok := AsError(err); ok && e.Field == "serial_number" {
-					return WithFieldPrefix(&Error{Code: e.Code, Message: e.Message}, fmt.Sprintf("dpus[%d].serial_number", index[s]))
-				}
-				return err
-			}
-			_, inc, err := t.ensureLoopbacks(pools, dpu)
-			if err != nil {
-				return err
-			}
-			res.Incomplete = append(res.Incomplete, inc...)
-		}
-		res.Machines, err = t.a.machinesOut(t.ctx, t.DB, []models.Machine{*host})
+		res, err = t.ingestReport(pools, r)
 		return err
 	})
 	if err != nil {
