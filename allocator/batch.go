@@ -230,7 +230,7 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 			if err != nil {
 				return err
 			}
-			results, err = t.allocateAutoBatch(p, owners)
+			results, err = t.allocateAutoBatch(p, owners, false)
 			return err
 		})
 	}

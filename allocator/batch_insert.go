@@ -70,13 +70,19 @@ type allocResult struct {
 // owners get 409 pool_exhausted. It runs in a transaction holding p's lock,
 // in a fixed number of statements whatever len(reqs) is (plus one per gap
 // between held runs that the search crosses).
-func (t *tx) allocateAutoBatch(p *models.Pool, reqs []autoOwner) ([]allocResult, error) {
+//
+// noneHeld tells that the caller knows, under p's lock, that none of the
+// owners holds a value of p (the owners' look-up is skipped).
+func (t *tx) allocateAutoBatch(p *models.Pool, reqs []autoOwner, noneHeld bool) ([]allocResult, error) {
 	if err := t.purgeExpired(p); err != nil {
 		return nil, err
 	}
-	held, err := t.heldBy(p, reqs)
-	if err != nil {
-		return nil, err
+	held := map[Owner]*models.Allocation{}
+	if !noneHeld {
+		var err error
+		if held, err = t.heldBy(p, reqs); err != nil {
+			return nil, err
+		}
 	}
 	res := make([]allocResult, len(reqs))
 	fresh, firstOf := classify(reqs, held, res)

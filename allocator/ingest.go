@@ -325,8 +325,12 @@ func machineAudit(m *models.Machine) map[string]any {
 // empty one (version 1) when it has none.
 func (t *tx) networkConfig(machineID string) (*models.NetworkConfig, error) {
 	row := models.NetworkConfig{MachineID: machineID, Version: 1, UpdatedAt: t.now}
-	if err := t.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
-		return nil, err
+	res := t.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected == 1 {
+		return &row, nil // created now: the row is what was inserted
 	}
 	var nc models.NetworkConfig
 	if err := t.Where("machine_id = ?", machineID).Take(&nc).Error; err != nil {

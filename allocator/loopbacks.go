@@ -257,7 +257,13 @@ func (t *tx) ensureFamily(p *models.Pool, f loopbackFamily, owner Owner, serial 
 		}
 		return strp(row.Value), nil, nil
 	}
-	row, _, err := t.allocate(p, owner, "")
+	// The owner holds nothing in p (looked up above, under p's lock): the
+	// automatic allocation need not look again.
+	res, err := t.allocateAutoBatch(p, []autoOwner{{ctx: t.ctx, owner: owner}}, true)
+	var row *models.Allocation
+	if err == nil {
+		row, err = res[0].row, res[0].err
+	}
 	if e, ok := AsError(err); ok && e.Code == CodePoolExhausted {
 		return nil, &Incomplete{Code: CodePoolExhausted, Message: fmt.Sprintf("DPU %s: %s", serial, e.Message)}, nil
 	}
