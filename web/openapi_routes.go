@@ -20,6 +20,12 @@ type (
 		OwnerID   string `json:"owner_id"`
 		Value     string `json:"value,omitempty"`
 	}
+	batchAllocationRequest struct {
+		Allocations []allocationRequest `json:"allocations"`
+	}
+	allocationItems struct {
+		Items []allocator.Allocation `json:"items"`
+	}
 	unquarantined struct {
 		Pool  string `json:"pool"`
 		Value string `json:"value"`
@@ -77,6 +83,9 @@ var apiDocs = map[string]apiDoc{
 	"POST /pools/:name/allocations": {Summary: "Allocate a value: idempotent per owner; a requested value must be in an auto_assign=false range",
 		Body: allocationRequest{}, Example: `{"owner_type": "machine", "owner_id": "m1", "value": "10.180.62.245"}`,
 		OK: 201, Also: []int{200}, OKBody: allocator.Allocation{}, OKExample: allocationAnswer, Location: true, Errors: []int{400, 404, 409, 413, 422}},
+	"POST /pools/:name/allocations:batch": {Summary: "Allocate for up to 10,000 owners in one transaction, all or nothing, each as a single allocation would (idempotent per owner); the answer lists them in request order",
+		Body: batchAllocationRequest{}, Example: `{"allocations": [{"owner_type": "machine", "owner_id": "m1"}, {"owner_type": "machine", "owner_id": "m2", "value": "10.180.62.245"}]}`,
+		OK: 200, OKBody: allocationItems{}, Errors: []int{400, 404, 409, 413, 422}},
 	"GET /pools/:name/allocations/:value": {Summary: "Read one allocation or quarantine", OK: 200, OKBody: allocator.Allocation{}, Errors: []int{404, 422}},
 	"DELETE /pools/:name/allocations/:value": {Summary: "Release a value (only its owner; a free value is a no-op)",
 		Query: []string{"owner_type: the current owner's type", "owner_id: the current owner's id"},
