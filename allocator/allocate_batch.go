@@ -425,18 +425,5 @@ func (t *tx) insertRowsBulk(p *models.Pool, rows []models.Allocation, prevs []st
 	if err != nil {
 		return err
 	}
-	defer res.Close()
-	ids := make(map[string]int64, len(rows))
-	for res.Next() {
-		var id int64
-		var key string
-		if err := res.Scan(&id, &key); err != nil {
-			return err
-		}
-		ids[key] = id
-	}
-	if err := res.Err(); err != nil {
-		return err
-	}
-	return assignIDs(p, rows, ids)
+	return scanAssignIDs(p, rows, res)
 }

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"time"
 
@@ -193,20 +194,7 @@ func (t *tx) insertAllocations(p *models.Pool, rows []models.Allocation, prevs [
 	if err != nil {
 		return err
 	}
-	defer res.Close()
-	ids := make(map[string]int64, len(rows))
-	for res.Next() {
-		var id int64
-		var key string
-		if err := res.Scan(&id, &key); err != nil {
-			return err
-		}
-		ids[key] = id
-	}
-	if err := res.Err(); err != nil {
-		return err
-	}
-	return assignIDs(p, rows, ids)
+	return scanAssignIDs(p, rows, res)
 }
 
 // heldBy returns the allocations of p held by the owners of reqs, in one
@@ -240,4 +228,23 @@ func heldIn(db *gorm.DB, p *models.Pool, reqs []autoOwner) (map[Owner]*models.Al
 		out[Owner{Type: deref(rows[i].OwnerType), ID: deref(rows[i].OwnerID)}] = &rows[i]
 	}
 	return out, nil
+}
+
+// scanAssignIDs reads the (id, value_key) rows an INSERT … RETURNING gave
+// back and sets each inserted row's id (assignIDs).
+func scanAssignIDs(p *models.Pool, rows []models.Allocation, res *sql.Rows) error {
+	defer res.Close()
+	ids := make(map[string]int64, len(rows))
+	for res.Next() {
+		var id int64
+		var key string
+		if err := res.Scan(&id, &key); err != nil {
+			return err
+		}
+		ids[key] = id
+	}
+	if err := res.Err(); err != nil {
+		return err
+	}
+	return assignIDs(p, rows, ids)
 }

@@ -236,14 +236,8 @@ func (a *Allocator) CreateExpectedMachine(ctx context.Context, spec ExpectedMach
 func (a *Allocator) ReplaceExpectedMachine(ctx context.Context, idOrMAC string, spec ExpectedMachineSpec, ifMatch IfMatch) (*ExpectedMachine, error) {
 	var out *ExpectedMachine
 	err := a.write(ctx, func(t *tx) error {
-		if err := t.prepareEM(); err != nil {
-			return err
-		}
-		cur, err := t.lockExpectedMachine(idOrMAC)
+		cur, err := t.lockEMForEdit(idOrMAC, ifMatch)
 		if err != nil {
-			return err
-		}
-		if err := ifMatch.check("ExpectedMachine "+emLabelOf(cur), cur.Version); err != nil {
 			return err
 		}
 		out, err = t.replaceEM(cur, spec, false)
@@ -310,14 +304,8 @@ func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, pa
 	}
 	var out *ExpectedMachine
 	err := a.write(ctx, func(t *tx) error {
-		if err := t.prepareEM(); err != nil {
-			return err
-		}
-		cur, err := t.lockExpectedMachine(idOrMAC)
+		cur, err := t.lockEMForEdit(idOrMAC, ifMatch)
 		if err != nil {
-			return err
-		}
-		if err := ifMatch.check("ExpectedMachine "+emLabelOf(cur), cur.Version); err != nil {
 			return err
 		}
 		cur0, err := expectedMachineOut(t.DB, cur)
@@ -414,14 +402,8 @@ func errOr(err error, s string) string {
 // explicit ranges; active DPUs keep their values, docs/reservations.md).
 func (a *Allocator) DeleteExpectedMachine(ctx context.Context, idOrMAC string, ifMatch IfMatch) error {
 	return a.write(ctx, func(t *tx) error {
-		if err := t.prepareEM(); err != nil {
-			return err
-		}
-		cur, err := t.lockExpectedMachine(idOrMAC)
+		cur, err := t.lockEMForEdit(idOrMAC, ifMatch)
 		if err != nil {
-			return err
-		}
-		if err := ifMatch.check("ExpectedMachine "+emLabelOf(cur), cur.Version); err != nil {
 			return err
 		}
 		return t.deleteEM(cur)
@@ -444,4 +426,20 @@ func (t *tx) deleteEM(cur *models.ExpectedMachine) error {
 		return Errf(CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
 	}
 	return t.audit("expected_machine.delete", "expected_machine", cur.ID, emAudit{ExpectedMachine: *before}, nil)
+}
+
+// lockEMForEdit prepares an ExpectedMachine write and locks the record,
+// checking the If-Match precondition (412 stale_version on mismatch).
+func (t *tx) lockEMForEdit(idOrMAC string, ifMatch IfMatch) (*models.ExpectedMachine, error) {
+	if err := t.prepareEM(); err != nil {
+		return nil, err
+	}
+	cur, err := t.lockExpectedMachine(idOrMAC)
+	if err != nil {
+		return nil, err
+	}
+	if err := ifMatch.check("ExpectedMachine "+emLabelOf(cur), cur.Version); err != nil {
+		return nil, err
+	}
+	return cur, nil
 }
