@@ -26,6 +26,10 @@ func (m IfMatch) check(what string, v int64) error {
 func (m IfMatch) String() string {
 	var s []string
 	for _, v := range m {
+		if v < 1 {
+			s = append(s, "a tag that is not a version")
+			continue
+		}
 		s = append(s, fmt.Sprint(v))
 	}
 	return strings.Join(s, " or ")

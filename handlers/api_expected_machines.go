@@ -22,8 +22,10 @@ func setETag(c echo.Context, version int64) {
 }
 
 // IfMatchOf reads the If-Match header: absent or "*" is no precondition;
-// each entity tag ("3", W/"3") is a version. A tag that is not a version
-// can never match, so it becomes -1 (412 stale_version).
+// each entity tag ("3", W/"3") is a version. Tags compare as strings, so
+// only the quoted canonical decimal of a version names it: 3 unquoted,
+// "03" or "+3" are tags that are not a version and can never match, so
+// they become -1 (412 stale_version).
 func IfMatchOf(c echo.Context) allocator.IfMatch {
 	h := strings.TrimSpace(c.Request().Header.Get("If-Match"))
 	if h == "" {
@@ -35,15 +37,23 @@ func IfMatchOf(c echo.Context) allocator.IfMatch {
 		if tag == "*" {
 			return nil
 		}
-		tag = strings.TrimPrefix(tag, "W/")
-		tag = strings.Trim(tag, `"`)
-		n, err := strconv.ParseInt(tag, 10, 64)
-		if err != nil || n < 1 {
-			n = -1
-		}
-		m = append(m, n)
+		m = append(m, etagVersion(tag))
 	}
 	return m
+}
+
+// etagVersion is the version an entity tag names, or -1 when it names none.
+func etagVersion(tag string) int64 {
+	tag = strings.TrimPrefix(tag, "W/")
+	if len(tag) < 3 || tag[0] != '"' || tag[len(tag)-1] != '"' {
+		return -1
+	}
+	inner := tag[1 : len(tag)-1]
+	n, err := strconv.ParseInt(inner, 10, 64)
+	if err != nil || n < 1 || strconv.FormatInt(n, 10) != inner {
+		return -1
+	}
+	return n
 }
 
 func expectedMachineLocation(id string) string {
