@@ -87,7 +87,7 @@ var nicoAliases = [][2]string{
 func (f *emFlags) resolve(cmd *cobra.Command) error {
 	fl := cmd.Flags()
 	f.changed = map[string]bool{}
-	for _, n := range []string{"bmc-username", "bmc-password", "bmc-password-file", "label", "clear-expected-dpus"} {
+	for _, n := range []string{"bmc-username", "bmc-password", "bmc-password-file", "label", "clear-expected-dpus", "dpu-loopback-reservations"} {
 		f.changed[n] = fl.Changed(n)
 	}
 	for _, a := range nicoAliases {
@@ -122,21 +122,23 @@ func (f *emFlags) resolve(cmd *cobra.Command) error {
 // CLI), the whole list of expected DPUs; '[]' clears it. Unknown members
 // are refused: a misspelt address must not silently become "none".
 func parseReservations(s string) ([]allocator.ExpectedDpu, error) {
+	const want = `want a JSON array like [{"dpu_serial_number":"MT1","loopback_ipv4":"10.0.0.1","loopback_ipv6":"fd00::1"}] ('[]' clears)`
+	if strings.TrimSpace(string(allocator.TrimBOM([]byte(s)))) == "" {
+		return nil, fmt.Errorf("--dpu-loopback-reservations is empty: %s", want)
+	}
 	var in []struct {
 		Serial string  `json:"dpu_serial_number"`
 		V4     *string `json:"loopback_ipv4"`
 		V6     *string `json:"loopback_ipv6"`
 	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil || in == nil {
-		if err == nil {
-			err = fmt.Errorf("null is not a list")
-		}
-		return nil, fmt.Errorf(`--dpu-loopback-reservations: want a JSON array like [{"dpu_serial_number":"MT1","loopback_ipv4":"10.0.0.1","loopback_ipv6":"fd00::1"}] ('[]' clears): %v`, err)
+	// The same strict decoder as every JSON body: a member given twice or
+	// in another case is refused, not resolved by "the last one wins" or
+	// a case-insensitive match.
+	if err := allocator.DecodeJSON([]byte(s), &in, allocator.JSONOptions{RejectUnknown: true, What: "--dpu-loopback-reservations"}); err != nil {
+		return nil, fmt.Errorf("--dpu-loopback-reservations: %s: %v", want, err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("--dpu-loopback-reservations: text after the JSON array")
+	if in == nil {
+		return nil, fmt.Errorf("--dpu-loopback-reservations: %s: null is not a list", want)
 	}
 	out := make([]allocator.ExpectedDpu, 0, len(in))
 	for _, d := range in {
@@ -199,7 +201,7 @@ func (f *emFlags) passwordValue() (string, bool, error) {
 }
 
 func (f *emFlags) expectedDpus() ([]allocator.ExpectedDpu, error) {
-	if f.reservations != "" {
+	if f.changed["dpu-loopback-reservations"] {
 		return parseReservations(f.reservations)
 	}
 	out := []allocator.ExpectedDpu{}

@@ -66,6 +66,11 @@ func TestExpectedMachineCLINICoFlags(t *testing.T) {
 			{[]string{"patch", "0a:00:00:00:08:02", "--expected-dpu", "MT-1", "--dpu-loopback-reservations", "[]"}, "same field"},
 			{[]string{"patch", "0a:00:00:00:08:02", "--dpu-loopback-reservations", `[{"dpu_serial":"MT-1"}]`}, "unknown field"},
 			{[]string{"patch", "0a:00:00:00:08:02", "--dpu-loopback-reservations", `null`}, "want a JSON array"},
+			{[]string{"patch", "0a:00:00:00:08:02", "--dpu-loopback-reservations", `[{"dpu_serial_number":"MT-1","dpu_serial_number":"MT-2"}]`}, "appears twice"},
+			{[]string{"patch", "0a:00:00:00:08:02", "--dpu-loopback-reservations", `[{"dpu_serial_number":"MT-1","Loopback_IPv4":"10.180.62.242"}]`}, "Loopback_IPv4"},
+			{[]string{"patch", "0a:00:00:00:08:02", "--dpu-loopback-reservations", `[{"dpu_serial_number":"MT-1","loopback_ipv4":"10.180.62.242","LOOPBACK_IPV4":"10.180.62.243"}]`}, "only in case"},
+			{[]string{"patch", "0a:00:00:00:08:02", "--dpu-loopback-reservations", ``}, "is empty"},
+			{[]string{"patch", "0a:00:00:00:08:02", "--dpu-loopback-reservations", `[] x`}, "--dpu-loopback-reservations"},
 			{[]string{"patch", "--sku-id", "x"}, "give ID|BMC_MAC or -a/--bmc-mac-address"},
 			{[]string{"update", "0a:00:00:00:08:02", "-f", "x.json", "--sku-id", "x"}, "cannot be combined"},
 			{[]string{"erase"}, "add --confirm"},
@@ -73,6 +78,13 @@ func TestExpectedMachineCLINICoFlags(t *testing.T) {
 			if out, err := run(append([]string{"expected-machine"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%v: %v (want %q)\n%s", c.args, err, c.want, out)
 			}
+		}
+		// The refused flags changed nothing; a leading BOM is ignored.
+		if em = runJSON("show", "0a:00:00:00:08:02"); len(em.ExpectedDpus) != 0 || em.Version == 0 {
+			t.Fatalf("a refused --dpu-loopback-reservations changed the record: %+v", em)
+		}
+		if em = runJSON("patch", "0a:00:00:00:08:02", "--dpu-loopback-reservations", "\ufeff[{\"dpu_serial_number\":\"MT-84\"}]"); len(em.ExpectedDpus) != 1 {
+			t.Fatalf("--dpu-loopback-reservations with a BOM: %+v", em)
 		}
 		for _, sub := range []string{"add", "patch", "update"} {
 			out, err := run("expected-machine", sub, "--help")
