@@ -88,6 +88,9 @@ func parseFilePool(name, field string, m map[string]any) (FilePool, error) {
 	typStr, _ := m["type"].(string)
 	typ, ok := ParsePoolType(typStr)
 	if !ok {
+		if _, given := m["type"]; !given {
+			return FilePool{}, Errf(CodeInvalid, field+".type", "pool %q has no type: want ipv4, ipv6, ipv6prefix or integer", name)
+		}
 		return FilePool{}, Errf(CodeInvalid, field+".type", "unknown pool type %q: want ipv4, ipv6, ipv6prefix or integer", fmt.Sprint(m["type"]))
 	}
 	spec := PoolSpec{Name: name, Type: string(typ)}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -131,8 +132,8 @@ func (h *API) RemoveRange(c echo.Context) error {
 // LoadPools: POST /api/v1/pools:load with a TOML pool file body
 // (application/toml or text/plain).
 func (h *API) LoadPools(c echo.Context) error {
-	ct := strings.ToLower(c.Request().Header.Get(echo.HeaderContentType))
-	if ct != "" && !strings.HasPrefix(ct, "application/toml") && !strings.HasPrefix(ct, "text/plain") {
+	ct := strings.ToLower(strings.TrimSpace(c.Request().Header.Get(echo.HeaderContentType)))
+	if mt, _, err := mime.ParseMediaType(ct); ct != "" && (err != nil || (mt != "application/toml" && mt != "text/plain")) {
 		return allocator.Errf(allocator.CodeBadRequest, "", "Content-Type %q: pools:load takes application/toml or text/plain", ct)
 	}
 	body, err := ReadBody(c)

@@ -391,6 +391,8 @@ func TestPoolsRESTBadInput(t *testing.T) {
 			{"garbage TOML", "POST", "/api/v1/pools:load", "application/toml", "[[[ not toml", 400, "bad_request", "", "TOML"},
 			{"TOML with a wrong field", "POST", "/api/v1/pools:load", "text/plain", "[pools.x]\ntype = \"ipv4\"\nranges = [{ start = \"10.1.0.9\", end = \"10.1.0.1\" }]\n", 422, "invalid", "pools.x.ranges[0].end", "10.1.0.1"},
 			{"pool file as JSON", "POST", "/api/v1/pools:load", "application/json", `{"pools":{}}`, 400, "bad_request", "", "application/toml"},
+			{"pool file of a type that only starts like TOML", "POST", "/api/v1/pools:load", "application/tomlx", "[pools.x]\ntype = \"integer\"\nranges = [{ start = 1, end = 2 }]\n", 400, "bad_request", "", "application/toml"},
+			{"pool file without a type", "POST", "/api/v1/pools:load", "application/toml", "[pools.x]\nranges = [{ start = 1, end = 2 }]\n", 422, "invalid", "pools.x.type", "has no type"},
 			{"lookup of garbage", "GET", "/api/v1/addresses/not-an-address", "", "", 422, "invalid", "value", "not-an-address"},
 			{"lookup of a zoned address", "GET", "/api/v1/addresses/fe80::1%25eth0", "", "", 422, "invalid", "value", "fe80::1%eth0"},
 			{"unknown range id", "PATCH", "/api/v1/pools/lo-ip/ranges/999", "", `{"auto_assign":false}`, 404, "not_found", "", "999"},
