@@ -204,7 +204,10 @@ func OnlyQuery(c echo.Context, allowed ...string) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if !slices.Contains(allowed, k) {
-			return allocator.Errf(allocator.CodeInvalid, k, "unknown query parameter %q; this list takes %s", k, strings.Join(allowed, ", "))
+			if len(allowed) == 0 {
+				return allocator.Errf(allocator.CodeInvalid, k, "unknown query parameter %q; this route takes none", k)
+			}
+			return allocator.Errf(allocator.CodeInvalid, k, "unknown query parameter %q; this route takes %s", k, strings.Join(allowed, ", "))
 		}
 	}
 	return nil

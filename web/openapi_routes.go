@@ -126,7 +126,7 @@ var apiDocs = map[string]apiDoc{
 		Body: expectedMachinesFile{}, Example: `{"expected_machines": [` + emExample + `]}`,
 		OK: 200, OKBody: expectedMachineItems{}, Errors: []int{400, 409, 413, 422}},
 	"POST /expected-machines:import": {Summary: "Import a NICo expected-machines file atomically: merge (the default: update by BMC MAC, create the rest) or replace",
-		Query: query("mode: merge (default) or replace"),
+		Query: []string{"mode: merge (default) or replace"},
 		Body:  expectedMachinesFile{}, Example: `{"expected_machines": [` + emExample + `]}`,
 		OK: 200, OKBody: allocator.ImportResult{}, Errors: []int{400, 409, 413, 422}},
 	"DELETE /expected-machines": {Summary: "Delete every ExpectedMachine and its reservations", OK: 204, Errors: []int{422}},
