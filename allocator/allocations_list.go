@@ -3,6 +3,8 @@ package allocator
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -52,13 +54,6 @@ func (a *Allocator) ListAllocations(ctx context.Context, pool string, f Allocati
 	if f.Limit > 1000 {
 		f.Limit = 1000
 	}
-	if f.Cursor != "" {
-		k, err := parseKey(f.Cursor)
-		if err != nil {
-			return nil, Errf(CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
-		}
-		f.Cursor = k.key() // canonical lower-case: keys compare bytewise
-	}
 	var p models.Pool
 	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", pool).Take(&p).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -66,6 +61,16 @@ func (a *Allocator) ListAllocations(ctx context.Context, pool string, f Allocati
 	}
 	if err != nil {
 		return nil, err
+	}
+	if f.Cursor != "" {
+		// A cursor names its pool: a value key alone would be read in
+		// another pool's space and silently skip or repeat its rows.
+		id, key, ok := strings.Cut(f.Cursor, "-")
+		k, err := parseKey(key)
+		if !ok || err != nil || id != strconv.FormatInt(p.ID, 10) {
+			return nil, Errf(CodeInvalid, "cursor", "cursor %q is not one this API returned for the allocations of pool %q", f.Cursor, pool)
+		}
+		f.Cursor = k.key() // canonical lower-case: keys compare bytewise
 	}
 	vFirst, vLast, err := valueKeyRange(spaceOf(&p), f.Value)
 	if err != nil {
@@ -100,7 +105,7 @@ func (a *Allocator) ListAllocations(ctx context.Context, pool string, f Allocati
 	page := &AllocationPage{Items: []Allocation{}}
 	for i := range rows {
 		if i == f.Limit {
-			page.NextCursor = rows[i-1].ValueKey
+			page.NextCursor = strconv.FormatInt(p.ID, 10) + "-" + rows[i-1].ValueKey
 			break
 		}
 		page.Items = append(page.Items, allocationOut(pool, &rows[i]))
