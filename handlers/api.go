@@ -178,12 +178,14 @@ func Param(c echo.Context, name string) string {
 // Limit reads ?limit= (default 100, above 1000 treated as 1000); a
 // non-number is 422 invalid.
 func Limit(c echo.Context) (int, error) {
-	s := c.QueryParam("limit")
-	if s == "" {
+	if _, given := c.QueryParams()["limit"]; !given {
 		return 100, nil
 	}
+	// Digits only: strconv.Atoi alone would take "+5"; an empty ?limit=
+	// is a mistake of the caller's, not the default.
+	s := c.QueryParam("limit")
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
+	if err != nil || n < 1 || strings.Trim(s, "0123456789") != "" {
 		return 0, allocator.Errf(allocator.CodeInvalid, "limit", "limit %q must be a positive integer", s)
 	}
 	if n > 1000 {

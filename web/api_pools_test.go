@@ -231,6 +231,10 @@ func TestPoolsREST(t *testing.T) {
 		}
 		wantAPIError(t, p.do("GET", "/api/v1/pools/lo-ip/allocations?limit=abc", p.viewer, "", ""), 422, "invalid", "limit")
 		wantAPIError(t, p.do("GET", "/api/v1/pools/lo-ip/allocations?limit=0", p.viewer, "", ""), 422, "invalid", "limit")
+		for _, l := range []string{"", "+5", "-0", "%205", "1e3"} {
+			wantAPIError(t, p.do("GET", "/api/v1/pools/lo-ip/allocations?limit="+l, p.viewer, "", ""), 422, "invalid", "limit")
+			wantAPIError(t, p.do("GET", "/api/v1/expected-machines?limit="+l, p.viewer, "", ""), 422, "invalid", "limit")
+		}
 		wantAPIError(t, p.do("GET", "/api/v1/pools/lo-ip/allocations?state=free", p.viewer, "", ""), 422, "invalid", "state")
 		wantAPIError(t, p.do("GET", "/api/v1/pools/lo-ip/allocations?cursor=xyz", p.viewer, "", ""), 422, "invalid", "cursor")
 
