@@ -233,6 +233,15 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	if s.htmlError != nil && !strings.HasPrefix(c.Request().URL.Path, "/api/") &&
 		!strings.HasPrefix(c.Request().URL.Path, "/healthz") && !strings.HasPrefix(c.Request().URL.Path, "/readyz") {
+		// An error raised before the console's own middleware ran (an
+		// unknown path, a NUL in the query of the header search) still
+		// belongs to a signed-in operator: identify the session so the
+		// error page keeps the navigation instead of offering "Sign in".
+		if handlers.IdentityOf(c) == nil && s.sessions != nil {
+			if id := s.sessions.Identify(c); id != nil {
+				handlers.SetIdentity(c, id)
+			}
+		}
 		s.htmlError(err, c)
 		return
 	}
