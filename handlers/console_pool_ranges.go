@@ -66,13 +66,16 @@ func (h *Console) UpdateRange(c echo.Context) error {
 	name, id := Param(c, "name"), Param(c, "id")
 	first, last, auto := formValue(c, "first"), formValue(c, "last"), checked(c, "auto_assign")
 	u := allocator.RangeUpdate{First: &first, Last: &last, AutoAssign: &auto}
-	if s := formValue(c, "version"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return allocator.Errf(allocator.CodeBadRequest, "version", "version %q is not a number", s)
-		}
-		u.Version = &n
+	// The edit form always carries the version it was opened at; a post
+	// without one (a broken or hand-made form) would overwrite a change
+	// made in the meantime, so it is refused like an ExpectedMachine save
+	// without a version.
+	s := formValue(c, "version")
+	n, perr := strconv.ParseInt(s, 10, 64)
+	if perr != nil {
+		return allocator.Errf(allocator.CodeInvalid, "version", "version %q: the range form must carry the range's version (reload the page and edit again)", s)
 	}
+	u.Version = &n
 	r, err := h.A.UpdateRange(Ctx(c), name, id, u)
 	if err == nil {
 		kind := "explicit"

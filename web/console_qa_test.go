@@ -1,7 +1,10 @@
 package web_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -27,4 +30,30 @@ func TestConsoleEarlyErrorsKeepNavigation(t *testing.T) {
 	}
 	// Anonymous callers still get the bare page with the sign-in link.
 	expect(t, site.anonymous().get("/no-such-page"), http.StatusNotFound, `href="/login">Sign in`)
+}
+
+// TestConsoleRangeEditNeedsVersion: the range form always carries the
+// version it was opened at; a post without one is refused (422 naming
+// version) instead of silently overwriting a change made in between.
+func TestConsoleRangeEditNeedsVersion(t *testing.T) {
+	site := newSQLiteSite(t)
+	b := site.login(allocator.RoleAdmin)
+	expect(t, b.post("/pools", url.Values{"name": {"lo-ip"}, "type": {"ipv4"}, "first": {"10.180.62.1"}, "last": {"10.180.62.199"}, "auto_assign": {"true"}}, true), http.StatusSeeOther)
+	p, err := site.a.GetPool(context.Background(), "lo-ip")
+	if err != nil || len(p.Ranges) != 1 {
+		t.Fatalf("pool: %+v %v", p, err)
+	}
+	epath := "/pools/lo-ip/ranges/" + p.Ranges[0].ID
+	for _, v := range []url.Values{
+		{"first": {"10.180.62.1"}, "last": {"10.180.62.100"}},
+		{"first": {"10.180.62.1"}, "last": {"10.180.62.100"}, "version": {""}},
+		{"first": {"10.180.62.1"}, "last": {"10.180.62.100"}, "version": {"x"}},
+	} {
+		expect(t, b.post(epath, v, true), http.StatusUnprocessableEntity, "version", "reload")
+	}
+	if p2, _ := site.a.GetPool(context.Background(), "lo-ip"); p2.Ranges[0].Last != "10.180.62.199" || p2.Ranges[0].Version != p.Ranges[0].Version {
+		t.Fatalf("a refused edit changed the range: %+v", p2.Ranges[0])
+	}
+	// With the version it applies.
+	expect(t, b.post(epath, url.Values{"first": {"10.180.62.1"}, "last": {"10.180.62.100"}, "auto_assign": {"true"}, "version": {fmt.Sprint(p.Ranges[0].Version)}}, true), http.StatusSeeOther)
 }
