@@ -57,3 +57,19 @@ func TestConsoleRangeEditNeedsVersion(t *testing.T) {
 	// With the version it applies.
 	expect(t, b.post(epath, url.Values{"first": {"10.180.62.1"}, "last": {"10.180.62.100"}, "auto_assign": {"true"}, "version": {fmt.Sprint(p.Ranges[0].Version)}}, true), http.StatusSeeOther)
 }
+
+// TestConsoleConflictAdviceNamesCause: a DPU in conflict because another
+// ExpectedMachine declares its serial gets advice naming both records
+// (on its host's page and its own), not the list of every possible cause.
+func TestConsoleConflictAdviceNamesCause(t *testing.T) {
+	site := newSQLiteSite(t)
+	seedBelievableSite(t, site)
+	v := site.login(allocator.RoleViewer)
+	want := "Move the ExpectedDpu from ExpectedMachine rack8-u03 to ExpectedMachine rack7-u14"
+	for _, path := range []string{"/machines/" + allocator.DPUMachineID("MT2242X00020"), "/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:20")} {
+		body := expect(t, v.get(path), http.StatusOK, "conflict", want)
+		if strings.Contains(body, "held by another owner, quarantined, or the DPU is declared") {
+			t.Fatalf("%s: the conflict of a misplaced DPU still lists every possible cause", path)
+		}
+	}
+}

@@ -238,7 +238,7 @@ func TestConsolePages(t *testing.T) {
 			{"/search?q=rack8", []string{"Search", "rack8-u01", "rack8-u03"}},
 			{"/machines?state=ready", []string{"MT2242X00002"}},
 			{"/bindings", []string{"DPU bindings", "reserved", "pending", "conflict", "MT2242X00020"}},
-			{"/machines/" + allocator.DPUMachineID("MT2242X00020"), []string{"MT2242X00020", "conflict", "declared by ExpectedMachine", "rack8-u03", "Fix the ExpectedMachines"}},
+			{"/machines/" + allocator.DPUMachineID("MT2242X00020"), []string{"MT2242X00020", "conflict", "declared by ExpectedMachine", "rack8-u03", "Move the ExpectedDpu from ExpectedMachine rack8-u03 to ExpectedMachine rack7-u14"}},
 			{"/bindings?status=pending", []string{"MT2242X00010"}},
 			{"/events", []string{"Audit log", "allocation.create", "console:alice"}},
 			{"/events?action=machine.&object_type=machine", []string{"machine.force_delete"}},
