@@ -122,28 +122,38 @@ func (a *Allocator) MachineNames(ctx context.Context, ids []string) (map[string]
 		return out, nil
 	}
 	err := a.read(ctx, func(db *gorm.DB) error {
-		var rows []models.Machine
-		for start := 0; start < len(ids); start += 500 {
-			var chunk []models.Machine
-			if err := db.Where("machine_id IN ?", ids[start:min(start+500, len(ids))]).Find(&chunk).Error; err != nil {
-				return err
-			}
-			rows = append(rows, chunk...)
-		}
-		names, err := emNamesByMAC(db, rows)
-		if err != nil {
-			return err
-		}
-		for _, m := range rows {
-			if m.Kind == KindDPU {
-				out[m.MachineID] = deref(m.SerialNumber)
-				continue
-			}
-			out[m.MachineID] = HostName(names[deref(m.BmcMacAddress)], m.ChassisSerialNumber, deref(m.BmcMacAddress), m.MachineID)
-		}
-		return nil
+		var err error
+		out, _, err = machineNames(db, ids)
+		return err
 	})
 	return out, err
+}
+
+// machineNames is MachineNames inside a read or a transaction; kinds maps
+// each id found to its kind (host or dpu).
+func machineNames(db *gorm.DB, ids []string) (names, kinds map[string]string, err error) {
+	out, kinds := map[string]string{}, map[string]string{}
+	var rows []models.Machine
+	for start := 0; start < len(ids); start += 500 {
+		var chunk []models.Machine
+		if err := db.Where("machine_id IN ?", ids[start:min(start+500, len(ids))]).Find(&chunk).Error; err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, chunk...)
+	}
+	em, err := emNamesByMAC(db, rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, m := range rows {
+		kinds[m.MachineID] = m.Kind
+		if m.Kind == KindDPU {
+			out[m.MachineID] = deref(m.SerialNumber)
+			continue
+		}
+		out[m.MachineID] = HostName(em[deref(m.BmcMacAddress)], m.ChassisSerialNumber, deref(m.BmcMacAddress), m.MachineID)
+	}
+	return out, kinds, nil
 }
 
 // emNamesByMAC maps the BMC MAC of each host row to its ExpectedMachine's
