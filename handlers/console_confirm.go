@@ -85,6 +85,10 @@ func (h *Console) unquarantineView(c echo.Context, value string) (views.ConfirmV
 	if views.Str(al.FormerOwnerType) == allocator.OwnerTypeMachine {
 		if n, err := h.A.MachineNames(Ctx(c), []string{views.Str(al.FormerOwnerID)}); err == nil && n[views.Str(al.FormerOwnerID)] != "" {
 			was = n[views.Str(al.FormerOwnerID)] + " (" + was + ")"
+		} else if err == nil {
+			// The usual case: the machine was force-deleted. Its
+			// 58-character id says nothing; the reason below names it.
+			was = "machine " + views.ShortID(views.Str(al.FormerOwnerID)) + ", no longer ingested (the reason names it)"
 		}
 	}
 	v := views.ConfirmView{Page: h.page(c, "Unquarantine", "pools"), Heading: "Unquarantine " + al.Value + " in " + name,

@@ -73,3 +73,26 @@ func TestConsoleConflictAdviceNamesCause(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleUnquarantineNamesGoneOwner: the confirmation of a value
+// quarantined by a force delete does not print the deleted machine's
+// 58-character id as its former owner.
+func TestConsoleUnquarantineNamesGoneOwner(t *testing.T) {
+	site := newSQLiteSite(t)
+	seedBelievableSite(t, site)
+	b := site.login(allocator.RoleAdmin)
+	page, err := site.a.ListAllocations(context.Background(), "lo-ip", allocator.AllocationFilter{State: "quarantined"})
+	if err != nil || len(page.Items) == 0 {
+		t.Fatalf("no quarantined value in the seeded site: %v", err)
+	}
+	al := page.Items[0]
+	gone := *al.FormerOwnerID
+	if n, _ := site.a.MachineNames(context.Background(), []string{gone}); n[gone] != "" {
+		t.Fatalf("the former owner %s still exists", gone)
+	}
+	body := expect(t, b.get("/pools/lo-ip/unquarantine?value="+url.QueryEscape(al.Value)), http.StatusOK,
+		"no longer ingested", "Unquarantine "+al.Value)
+	if strings.Contains(body, "<dd class=\"mono\">machine/"+gone) {
+		t.Fatalf("the former owner is printed as its full machine_id")
+	}
+}
