@@ -343,11 +343,19 @@ func (s *searcher) byText(q string) error {
 	return nil
 }
 
+// macFragmentRE is two or more hex octets joined by '-': part of a MAC.
+var macFragmentRE = regexp.MustCompile(`^[0-9A-Fa-f]{2}(-[0-9A-Fa-f]{2})+$`)
+
 // partial looks for q inside ExpectedMachine names, MACs, chassis and DPU
 // serials (the list page's search) and inside machine serials, chassis
 // serials and ids. These are substring scans of the machine tables (never
 // of allocations); they run only when nothing matched exactly.
 func (s *searcher) partial(q string) error {
+	// Part of a MAC typed with '-' (00-01-03), as some vendors print it,
+	// is looked for in the stored ':' spelling.
+	if macFragmentRE.MatchString(q) {
+		q = strings.ToLower(strings.ReplaceAll(q, "-", ":"))
+	}
 	page, err := s.a.ListExpectedMachines(s.ctx, ExpectedMachineFilter{Search: q, Limit: searchLimit})
 	if err != nil {
 		return err

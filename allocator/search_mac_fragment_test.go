@@ -1,0 +1,36 @@
+package allocator
+
+import "testing"
+
+// TestSearchFindsPartOfAMACWithDashes: the header search finds part of a
+// BMC MAC typed with '-' in any case (00-00-02), as it does with ':' and
+// as the ExpectedMachine list's search does; for an ingested record the
+// hit is its host, for another the ExpectedMachine, and for a host
+// without an ExpectedMachine the host itself.
+func TestSearchFindsPartOfAMACWithDashes(t *testing.T) {
+	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
+		crSite(t, s)
+		em2, err := s.a.GetExpectedMachine(s.ctx, "0a:00:00:00:00:02")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q, want := range map[string]SearchHit{
+			"00-00-02": {Kind: HitExpectedMachine, ID: em2.ID},
+			"00-00-01": {Kind: HitHost, ID: HostMachineID("0a:00:00:00:00:01")},
+			"0A-00-00": {Kind: HitHost, ID: HostMachineID("0a:00:00:00:00:01")},
+			"00-00-09": {Kind: HitHost, ID: HostMachineID("0a:00:00:00:00:09")},
+		} {
+			r, err := s.a.Search(s.ctx, q)
+			if err != nil {
+				t.Fatalf("search %q: %v", q, err)
+			}
+			found := false
+			for _, h := range r.Hits {
+				found = found || (h.Kind == want.Kind && h.ID == want.ID)
+			}
+			if !found {
+				t.Errorf("search %q: no %s %s in %+v", q, want.Kind, want.ID, r.Hits)
+			}
+		}
+	})
+}
