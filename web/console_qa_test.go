@@ -96,3 +96,24 @@ func TestConsoleUnquarantineNamesGoneOwner(t *testing.T) {
 		t.Fatalf("the former owner is printed as its full machine_id")
 	}
 }
+
+// TestConsoleLoginPageWhenSignedIn: opening /login?next=… while signed in
+// (signed in again in another tab) goes to next when it is a plain path on
+// this site, else to the dashboard.
+func TestConsoleLoginPageWhenSignedIn(t *testing.T) {
+	site := newSQLiteSite(t)
+	v := site.login(allocator.RoleViewer)
+	for next, want := range map[string]string{
+		"/machines?state=ready": "/machines?state=ready",
+		"//evil.example/x":      "/",
+		"https://evil.example":  "/",
+		"/\\evil.example":       "/",
+		"":                      "/",
+	} {
+		res := v.get("/login?next=" + url.QueryEscape(next))
+		expect(t, res, http.StatusSeeOther)
+		if got := res.Header.Get("Location"); got != want {
+			t.Errorf("next %q: redirected to %q, want %q", next, got, want)
+		}
+	}
+}
