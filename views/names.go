@@ -172,3 +172,12 @@ func EventEMName(e allocator.Event, names Names) string {
 	}
 	return e.ObjectID
 }
+
+// KindWord is how a sentence calls a machine of this kind: "DPU" for a
+// DPU (a host-less DPU is force-deleted on its own), else "host".
+func KindWord(kind string) string {
+	if kind == allocator.KindDPU {
+		return "DPU"
+	}
+	return "host"
+}

@@ -117,3 +117,21 @@ func TestConsoleLoginPageWhenSignedIn(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleForceDeleteDialogOfHostlessDPU: a DPU without a host is
+// force-deleted on its own; its dialog says "The DPU is", not "The host
+// is", and asks for its serial.
+func TestConsoleForceDeleteDialogOfHostlessDPU(t *testing.T) {
+	site := newSQLiteSite(t)
+	seedBelievableSite(t, site)
+	ctx := allocator.WithActor(context.Background(), "test", "")
+	if _, err := site.a.Discover(ctx, allocator.DiscoverSpec{SerialNumber: "MT2242X00777"}); err != nil {
+		t.Fatal(err)
+	}
+	b := site.login(allocator.RoleAdmin)
+	body := expect(t, b.get("/machines/"+allocator.DPUMachineID("MT2242X00777")+"/impact?action=force-delete"), http.StatusOK,
+		"Force delete", "MT2242X00777", "The DPU is", "serial number to confirm")
+	if strings.Contains(body, "The host is") {
+		t.Fatal("the force-delete dialog of a host-less DPU calls it a host")
+	}
+}
