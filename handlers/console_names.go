@@ -24,6 +24,17 @@ func (h *Console) eventNames(c echo.Context, events []allocator.Event, extra []s
 	if err != nil {
 		return nil, err
 	}
+	// A deleted machine is named from any event on the page that recorded
+	// its document (its create or delete), so its network_config events,
+	// whose documents carry no serial, are not left as bare ids.
+	for _, e := range events {
+		if e.ObjectType != "machine" || names[e.ObjectID] != "" {
+			continue
+		}
+		if n := views.EventMachineName(e, nil); n != views.ShortID(e.ObjectID) {
+			names[e.ObjectID] = n
+		}
+	}
 	emNames, err := h.A.ExpectedMachineNames(Ctx(c), ems)
 	for id, n := range emNames {
 		names[id] = n

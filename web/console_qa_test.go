@@ -135,3 +135,25 @@ func TestConsoleForceDeleteDialogOfHostlessDPU(t *testing.T) {
 		t.Fatal("the force-delete dialog of a host-less DPU calls it a host")
 	}
 }
+
+// TestConsoleEventsNameDeletedMachine: on the audit log, every event of a
+// force-deleted DPU (its network_config updates too, whose documents
+// carry no serial) is named by the serial another event recorded.
+func TestConsoleEventsNameDeletedMachine(t *testing.T) {
+	site := newSQLiteSite(t)
+	ctx := allocator.WithActor(context.Background(), "test", "")
+	b := site.login(allocator.RoleAdmin)
+	expect(t, b.post("/pools", url.Values{"name": {"lo-ip"}, "type": {"ipv4"}, "first": {"10.180.62.1"}, "last": {"10.180.62.199"}, "auto_assign": {"true"}}, true), http.StatusSeeOther)
+	if _, err := site.a.Discover(ctx, allocator.DiscoverSpec{SerialNumber: "MT2242X00888"}); err != nil {
+		t.Fatal(err)
+	}
+	dpu := allocator.DPUMachineID("MT2242X00888")
+	if _, err := site.a.DeleteMachine(ctx, dpu, true); err != nil {
+		t.Fatal(err)
+	}
+	short := dpu[:12] + "…" + dpu[len(dpu)-6:]
+	body := expect(t, b.get("/events?object_type=machine"), http.StatusOK, "network_config.update")
+	if strings.Contains(body, ">"+short+"</a>") {
+		t.Fatalf("an event of the deleted DPU is named by its id:\n%s", clip(body))
+	}
+}
