@@ -175,14 +175,14 @@ func CheckJSON(b []byte, o JSONOptions) error {
 				if !strings.EqualFold(prev, name) {
 					continue
 				}
-				path := joinField(f.path, name)
+				path := memberPath(f.path, name)
 				if prev == name {
 					return Errf(CodeInvalid, path, "%s: member %q appears twice in one object; nothing was changed", path, name)
 				}
 				return Errf(CodeInvalid, path, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", path, name, prev)
 			}
 			if strings.IndexByte(name, 0) >= 0 {
-				path := joinField(f.path, name)
+				path := memberPath(f.path, name)
 				return Errf(CodeInvalid, path, "member name %q contains a NUL character", name)
 			}
 			switch {
@@ -286,4 +286,14 @@ func goKindName(t reflect.Type) string {
 		return "object"
 	}
 	return "value"
+}
+
+// memberPath is the field path of member name of the object at path. A
+// member named "" is written [""], so that an error about it still names
+// a field.
+func memberPath(path, name string) string {
+	if name == "" {
+		return path + `[""]`
+	}
+	return joinField(path, name)
 }

@@ -28,6 +28,8 @@ func TestStrictJSONRules(t *testing.T) {
 		{"case variant", `{"owner_id":"a","OWNER_ID":"b"}`, CodeInvalid, "OWNER_ID", "only in case"},
 		{"case variant deep", `{"items":[{"name":"a"},{"name":"b","Name":"c"}]}`, CodeInvalid, "items[1].Name", "only in case"},
 		{"repeated deep in unknown member", `{"x":{"y":[1,{"z":1,"z":2}]}}`, CodeInvalid, "x.y[1].z", "appears twice"},
+		{"empty name repeated", `{"":"","":""}`, CodeInvalid, `[""]`, "appears twice"},
+		{"empty name repeated deep", `{"items":[{"":1,"":2}]}`, CodeInvalid, `items[0][""]`, "appears twice"},
 		{"NUL in a value", `{"owner_id":"a\u0000b"}`, CodeInvalid, "owner_id", "NUL"},
 		{"NUL in a name", `{"a\u0000":1}`, CodeInvalid, "a\x00", "NUL"},
 		{"invalid UTF-8", "{\"owner_id\":\"\xff\"}", CodeBadRequest, "", "UTF-8"},
