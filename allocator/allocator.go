@@ -72,13 +72,20 @@ type Allocator struct {
 	// tokens caches Authenticate's answers while ListenForTokenChanges
 	// runs (tokencache.go).
 	tokens tokenCache
+
+	// feed wakes the change feed's sequencer, readers and webhook
+	// deliveries (feed_sequencer.go); onFeedPass counts sequencer passes
+	// (metrics).
+	feed       *feedHub
+	onFeedPass func(events int)
+	hooks      webhookEngine
 }
 
 // New returns an Allocator over a migrated database.
 func New(db *gorm.DB, opts Options) *Allocator {
 	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange,
 		onBatch: opts.OnBatch,
-		queues:  map[string]*allocQueue{}, guesses: map[string]batchGuess{}}
+		queues:  map[string]*allocQueue{}, guesses: map[string]batchGuess{}, feed: newFeedHub()}
 	// Stored times are compared as text on SQLite: keep them all in UTC
 	// whatever zone the caller's clock uses, and in microseconds, as
 	// PostgreSQL stores them, so that the answer to a write shows the same
@@ -182,6 +189,7 @@ func (a *Allocator) writeWith(ctx context.Context, ownConn bool, fn func(t *tx) 
 			err = run(a.db.WithContext(ctx))
 		}
 		if err == nil {
+			a.feedCommitted()
 			if a.onChange != nil {
 				for _, c := range t.changes {
 					a.onChange(c.pool, c.action)

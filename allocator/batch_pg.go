@@ -267,6 +267,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, guess *batc
 	pgFastBatches.Add(1)
 	guess.learn(p, picks, ranges)
 	batchResults(p, reqs, res, fresh, firstOf, rows)
+	a.feedCommitted()
 	if a.onChange != nil {
 		for range rows {
 			a.onChange(p.Name, "allocate")

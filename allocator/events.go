@@ -24,6 +24,13 @@ type Event struct {
 	RequestID  string          `json:"request_id,omitempty"`
 	Before     json.RawMessage `json:"before"`
 	After      json.RawMessage `json:"after"`
+	// Revision is the event's place in commit order (docs/feed.md); null
+	// for the moment between its commit and its numbering.
+	Revision *int64 `json:"revision"`
+	// Pool and Value name the pool value an allocation event is about
+	// (Pool alone for a pool's own events).
+	Pool  string `json:"pool,omitempty"`
+	Value string `json:"value,omitempty"`
 }
 
 // EventFilter selects audit events; empty fields match everything.
@@ -113,5 +120,7 @@ func eventOut(r *models.AuditEvent) Event {
 	if r.AfterJSON != nil {
 		e.After = json.RawMessage(*r.AfterJSON)
 	}
+	e.Revision = r.Revision
+	e.Pool, e.Value = eventPool(r.ObjectType, r.ObjectID)
 	return e
 }

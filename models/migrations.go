@@ -55,6 +55,9 @@ var Migrations = []Migration{
 	// another; token names are unique. Existing overlaps and duplicate
 	// names are kept and reported.
 	migrationV12,
+	// Version 13 (migration_v13.go): audit event revisions in commit
+	// order, webhooks and their delivery queue (docs/feed.md).
+	{Version: 13, Name: "change feed revisions and webhooks", SQL: schemaV13},
 	// Version 15 (migration_v15.go): indexes of the console's search and
 	// the wallboard's recent events.
 	{Version: 15, Name: "search indexes", SQL: schemaV15},

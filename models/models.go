@@ -75,6 +75,10 @@ type AuditEvent struct {
 	RequestID  string
 	BeforeJSON *string
 	AfterJSON  *string
+	// Revision is the event's place in commit order, set by the feed's
+	// sequencer after the event's transaction committed (NULL until then);
+	// writers never set it.
+	Revision *int64 `gorm:"->"`
 }
 
 // APIToken is a bearer token; only its SHA-256 is stored.

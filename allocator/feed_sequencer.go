@@ -1,0 +1,327 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// The feed's sequencer gives every committed audit event its revision
+// (docs/feed.md). Writers insert events with revision NULL, on whatever
+// path (gorm, the batch statements), and know nothing of the feed. After
+// their commit, a sequencer pass numbers the events it can see:
+//
+//	UPDATE audit_events SET revision = head + row_number()
+//	WHERE id IN (the oldest events without a revision)
+//
+// Passes run one at a time across every server process (a transaction-
+// scoped advisory lock on PostgreSQL; SQLite has one writer at a time
+// anyway), and a pass sees only committed events, so the revisions one
+// pass assigns are all above every revision of every earlier pass, and a
+// pass's revisions become visible together at its commit. A reader that
+// has seen revision R has therefore seen every revision up to R, and the
+// next revision it can ever see is above R: resuming after R misses
+// nothing and repeats nothing. A process killed during a pass rolls the
+// pass back (and PostgreSQL frees its lock); any other process's next pass
+// numbers those events.
+//
+// The same transaction queues the events for the webhooks that want them
+// (webhook_delivery.go), and on PostgreSQL notifies FeedChannel so that the
+// readers of every process wake up.
+
+// FeedChannel is the PostgreSQL notification channel a sequencer pass that
+// numbered events notifies at its commit.
+const FeedChannel = "ipledger_feed"
+
+// feedLockKey is the advisory lock that serialises sequencer passes.
+const feedLockKey int64 = 0x69706c6564676572 // "ipledger"
+
+// feedPassLimit bounds the events one pass numbers (a burst is numbered
+// in several passes, back to back).
+const feedPassLimit = 1000
+
+// feedHub wakes the sequencer after local commits and the feed's readers
+// and the delivery engine after new revisions.
+type feedHub struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced when new revisions appear
+	head    int64         // the highest revision this process has seen
+	running bool          // RunFeed is sequencing in this process
+
+	kick    chan struct{} // the sequencer's wake-up (capacity 1)
+	deliver chan struct{} // the delivery engine's wake-up (capacity 1)
+}
+
+func newFeedHub() *feedHub {
+	return &feedHub{changed: make(chan struct{}), kick: make(chan struct{}, 1), deliver: make(chan struct{}, 1)}
+}
+
+// wait returns a channel closed at the next broadcast.
+func (h *feedHub) wait() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changed
+}
+
+// advance records head and wakes every waiter when it moved (force wakes
+// them anyway: a notification from another process).
+func (h *feedHub) advance(head int64, force bool) {
+	h.mu.Lock()
+	moved := head > h.head
+	if moved {
+		h.head = head
+	}
+	if moved || force {
+		close(h.changed)
+		h.changed = make(chan struct{})
+	}
+	h.mu.Unlock()
+	if moved || force {
+		signal(h.deliver)
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// feedCommitted is called after every committed write of this process: the
+// sequencer numbers its events now rather than at its next poll.
+func (a *Allocator) feedCommitted() { signal(a.feed.kick) }
+
+// FeedOptions configure RunFeed.
+type FeedOptions struct {
+	// Poll is the fallback interval at which the sequencer looks for
+	// events no local commit told it about (other processes' CLI writes, a
+	// lost notification); default 1s.
+	Poll time.Duration
+}
+
+// RunFeed sequences audit events and wakes the feed's readers until ctx
+// ends: a pass after every local commit and every Poll, and on PostgreSQL
+// a listener on FeedChannel for the passes of other processes. It returns
+// at once; done is closed when everything has stopped.
+func (a *Allocator) RunFeed(ctx context.Context, opts FeedOptions) (done <-chan struct{}) {
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	a.feed.mu.Lock()
+	a.feed.running = true
+	a.feed.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.sequenceLoop(ctx, opts.Poll)
+	}()
+	if a.dialect == models.Postgres {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.listenFeed(ctx)
+		}()
+	}
+	d := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(d)
+	}()
+	return d
+}
+
+func (a *Allocator) sequenceLoop(ctx context.Context, poll time.Duration) {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		n, err := a.SequenceOnce(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Warn("feed sequencer pass failed; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		if n == feedPassLimit {
+			continue // a burst: the next pass at once
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+		case <-a.feed.kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// sequenced is one event a pass numbered.
+type sequenced struct {
+	ID         int64
+	Revision   int64
+	Action     string
+	ObjectType string
+	ObjectID   string
+}
+
+// SequenceOnce runs one sequencer pass and returns how many events it
+// numbered. RunFeed calls it; tests and tools may call it directly.
+func (a *Allocator) SequenceOnce(ctx context.Context) (int, error) {
+	var (
+		rows []sequenced
+		head int64
+	)
+	err := a.db.WithContext(ctx).Transaction(func(g *gorm.DB) error {
+		rows, head = nil, 0
+		lock := ""
+		if a.dialect == models.Postgres {
+			if err := g.Exec(`SELECT pg_advisory_xact_lock(?)`, feedLockKey).Error; err != nil {
+				return err
+			}
+			lock = " FOR UPDATE"
+		}
+		err := g.Raw(`WITH next AS (SELECT id FROM audit_events WHERE revision IS NULL ORDER BY id LIMIT ?`+lock+`),
+base AS (SELECT COALESCE(MAX(revision), 0) AS m FROM audit_events),
+num AS (SELECT next.id AS eid, base.m + row_number() OVER (ORDER BY next.id) AS rev FROM next CROSS JOIN base)
+UPDATE audit_events SET revision = num.rev FROM num WHERE audit_events.id = num.eid
+RETURNING id, revision, action, object_type, object_id`, feedPassLimit).Scan(&rows).Error
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return g.Raw(`SELECT COALESCE(MAX(revision), 0) FROM audit_events`).Scan(&head).Error
+		}
+		sort.Slice(rows, func(i, j int) bool { return rows[i].Revision < rows[j].Revision })
+		head = rows[len(rows)-1].Revision
+		if err := a.queueDeliveries(g, rows); err != nil {
+			return err
+		}
+		if a.dialect == models.Postgres {
+			return g.Exec(`SELECT pg_notify(?, ?)`, FeedChannel, fmt.Sprint(head)).Error
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, mapCtxError(ctx, err)
+	}
+	a.feed.advance(head, false)
+	if a.onFeedPass != nil {
+		a.onFeedPass(len(rows))
+	}
+	return len(rows), nil
+}
+
+// queueDeliveries creates, in the pass's transaction, one pending
+// delivery per (enabled webhook, numbered event it matches).
+func (a *Allocator) queueDeliveries(g *gorm.DB, rows []sequenced) error {
+	var hooks []models.Webhook
+	if err := g.Select("id, actions, pools").Where("enabled").Find(&hooks).Error; err != nil {
+		return err
+	}
+	if len(hooks) == 0 {
+		return nil
+	}
+	now := a.now()
+	giveUp := now.Add(a.hooks.opts().GiveUpAfter)
+	var out []models.WebhookDelivery
+	for _, h := range hooks {
+		m, err := webhookMatcher(&h)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if !m.match(r.Action, r.ObjectType, r.ObjectID) {
+				continue
+			}
+			out = append(out, models.WebhookDelivery{WebhookID: h.ID, DeliveryID: uuid.NewString(), EventID: r.ID,
+				Revision: r.Revision, Action: r.Action, State: models.DeliveryPending, CreatedAt: now, GiveUpAt: giveUp, NextAttemptAt: &now})
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return g.CreateInBatches(&out, 500).Error
+}
+
+// FeedHead returns the highest revision readers can see (0 when none).
+func (a *Allocator) FeedHead(ctx context.Context) (int64, error) {
+	var head int64
+	err := a.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT COALESCE(MAX(revision), 0) FROM audit_events`).Scan(&head).Error
+	})
+	return head, err
+}
+
+// listenFeed wakes this process's readers and delivery engine on every
+// notification of FeedChannel (other processes' passes), reconnecting when
+// the connection fails; the sequencer's poll covers the time it is down.
+func (a *Allocator) listenFeed(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := a.listenFeedOnce(ctx, func() { backoff = 100 * time.Millisecond })
+		if ctx.Err() != nil {
+			return
+		}
+		a.log.Warn("feed listener lost its connection; readers wake up by polling until it is back", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (a *Allocator) listenFeedOnce(ctx context.Context, listening func()) error {
+	conn, err := a.dialLike(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+FeedChannel); err != nil {
+		return err
+	}
+	listening()
+	// Whatever was sequenced while this listener was away.
+	a.feed.advance(0, true)
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			a.feed.advance(0, true)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+}

@@ -1,0 +1,370 @@
+package allocator
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// The delivery engine POSTs each queued delivery to its webhook
+// (docs/feed.md). Per webhook, one delivery is in flight at a time across
+// every server process: a process sends only while it holds the
+// webhook's lease (lease_owner, lease_until on its row), renews it before
+// each attempt, and sends the oldest pending delivery first, so a
+// webhook's events arrive in revision order. A process killed mid-way
+// leaves its lease to expire; another process takes the webhook over and
+// sends the same delivery again (same X-Ipledger-Delivery): at least
+// once.
+
+// WebhookOptions configure RunWebhooks; zero fields take the defaults.
+type WebhookOptions struct {
+	// Timeout of one attempt, answer included (10s).
+	Timeout time.Duration
+	// BackoffBase is the wait after the first failed attempt, doubled
+	// after each further one (1s) up to BackoffMax (10m).
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// GiveUpAfter: a delivery still failing this long after it was queued
+	// is marked failed (24h).
+	GiveUpAfter time.Duration
+	// Lease is how long a process holds a webhook between renewals (30s;
+	// more than Timeout, so a live sender never loses it mid-attempt).
+	Lease time.Duration
+	// Poll is the fallback interval for due retries and other processes'
+	// queues (1s).
+	Poll time.Duration
+	// Concurrency bounds the webhooks this process sends to at once (8).
+	Concurrency int
+	// Transport, when set, replaces the HTTP transport (tests).
+	Transport http.RoundTripper
+}
+
+func (o WebhookOptions) withDefaults() WebhookOptions {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.Timeout, 10*time.Second)
+	def(&o.BackoffBase, time.Second)
+	def(&o.BackoffMax, 10*time.Minute)
+	def(&o.GiveUpAfter, 24*time.Hour)
+	def(&o.Lease, 30*time.Second)
+	def(&o.Poll, time.Second)
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	return o
+}
+
+// MaxResponseBody bounds the part of a receiver's answer that is stored.
+const MaxResponseBody = 4096
+
+type webhookEngine struct {
+	mu       sync.Mutex
+	o        *WebhookOptions
+	owner    string
+	active   map[int64]bool
+	client   *http.Client
+	finished chan struct{}
+	// onResult counts attempts by outcome (metrics): "delivered",
+	// "retry", "failed".
+	onResult func(outcome string)
+}
+
+func (e *webhookEngine) opts() WebhookOptions {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.o == nil {
+		return WebhookOptions{}.withDefaults()
+	}
+	return *e.o
+}
+
+// SetOnDelivery sets the hook called after each delivery attempt with its
+// outcome: "delivered", "retry" or "failed" (metrics); set it before
+// RunWebhooks.
+func (a *Allocator) SetOnDelivery(fn func(outcome string)) { a.hooks.onResult = fn }
+
+// SetOnFeedPass sets the hook called after each sequencer pass with the
+// number of events it numbered (metrics).
+func (a *Allocator) SetOnFeedPass(fn func(events int)) { a.onFeedPass = fn }
+
+// RunWebhooks delivers queued webhook deliveries until ctx ends. It
+// returns at once; done is closed when every attempt in flight ended.
+func (a *Allocator) RunWebhooks(ctx context.Context, opts WebhookOptions) (done <-chan struct{}) {
+	o := opts.withDefaults()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	e := &a.hooks
+	e.mu.Lock()
+	e.o = &o
+	e.owner = hex.EncodeToString(b[:])
+	e.active = map[int64]bool{}
+	e.finished = make(chan struct{}, 1)
+	tr := o.Transport
+	if tr == nil {
+		tr = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: o.Timeout}
+	}
+	e.client = &http.Client{Transport: tr, Timeout: o.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	e.mu.Unlock()
+	d := make(chan struct{})
+	go func() {
+		defer close(d)
+		a.dispatch(ctx)
+	}()
+	return d
+}
+
+type dueHook struct {
+	ID     int64
+	NextAt time.Time
+}
+
+// dispatch starts a sender for each webhook whose oldest pending delivery
+// is due and whose lease is free, and sleeps until the next due time, a
+// new delivery, a sender's end or the poll.
+func (a *Allocator) dispatch(ctx context.Context) {
+	e := &a.hooks
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		now := a.now()
+		wake := now.Add(e.o.Poll)
+		var due []dueHook
+		err := a.read(ctx, func(db *gorm.DB) error {
+			return db.Raw(`SELECT w.id AS id, h.next_attempt_at AS next_at FROM webhooks w
+JOIN webhook_deliveries h ON h.webhook_id = w.id AND h.state = 'pending'
+ AND h.revision = (SELECT MIN(d.revision) FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.state = 'pending')
+WHERE w.enabled AND (w.lease_until IS NULL OR w.lease_until < ?)`, now).Scan(&due).Error
+		})
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("webhook dispatcher: reading the queues failed", "error", err)
+		}
+		for _, h := range due {
+			if h.NextAt.After(now) {
+				if h.NextAt.Before(wake) {
+					wake = h.NextAt
+				}
+				continue
+			}
+			e.mu.Lock()
+			busy := e.active[h.ID] || len(e.active) >= e.o.Concurrency
+			e.mu.Unlock()
+			if busy || !a.takeLease(ctx, h.ID) {
+				continue
+			}
+			e.mu.Lock()
+			e.active[h.ID] = true
+			e.mu.Unlock()
+			wg.Add(1)
+			go func(id int64) {
+				defer wg.Done()
+				a.sendQueue(ctx, id)
+				e.mu.Lock()
+				delete(e.active, id)
+				e.mu.Unlock()
+				signal(e.finished)
+			}(h.ID)
+		}
+		t := time.NewTimer(max(time.Until(wake), time.Millisecond))
+		select {
+		case <-ctx.Done():
+		case <-a.feed.deliver:
+		case <-e.finished:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (a *Allocator) takeLease(ctx context.Context, id int64) bool {
+	now := a.now()
+	e := &a.hooks
+	res := a.db.WithContext(ctx).Model(&models.Webhook{}).
+		Where("id = ? AND enabled AND (lease_until IS NULL OR lease_until < ? OR lease_owner = ?)", id, now, e.owner).
+		Updates(map[string]any{"lease_owner": e.owner, "lease_until": now.Add(e.o.Lease)})
+	return res.Error == nil && res.RowsAffected == 1
+}
+
+func (a *Allocator) renewLease(ctx context.Context, id int64) bool {
+	now := a.now()
+	e := &a.hooks
+	res := a.db.WithContext(ctx).Model(&models.Webhook{}).
+		Where("id = ? AND enabled AND lease_owner = ?", id, e.owner).
+		Update("lease_until", now.Add(e.o.Lease))
+	return res.Error == nil && res.RowsAffected == 1
+}
+
+func (a *Allocator) releaseLease(id int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a.db.WithContext(ctx).Model(&models.Webhook{}).Where("id = ? AND lease_owner = ?", id, a.hooks.owner).
+		Updates(map[string]any{"lease_owner": nil, "lease_until": nil})
+}
+
+// queued is a webhook's oldest pending delivery with what sending it needs.
+type queued struct {
+	models.WebhookDelivery
+	URL    string
+	Secret string
+}
+
+// sendQueue sends one webhook's pending deliveries in revision order while
+// it holds the lease, until the queue is empty or its head is not due.
+func (a *Allocator) sendQueue(ctx context.Context, id int64) {
+	defer a.releaseLease(id)
+	for ctx.Err() == nil {
+		if !a.renewLease(ctx, id) {
+			return // deleted, disabled, or taken over
+		}
+		var q queued
+		err := a.read(ctx, func(db *gorm.DB) error {
+			return db.Raw(`SELECT d.*, w.url AS url, w.secret AS secret FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+WHERE d.webhook_id = ? AND d.state = 'pending' ORDER BY d.revision LIMIT 1`, id).Scan(&q).Error
+		})
+		if err != nil || q.ID == 0 || q.NextAttemptAt == nil || q.NextAttemptAt.After(a.now()) {
+			return
+		}
+		var ev models.AuditEvent
+		if err := a.read(ctx, func(db *gorm.DB) error { return db.Where("id = ?", q.EventID).Take(&ev).Error }); err != nil {
+			return
+		}
+		body, err := json.Marshal(eventOut(&ev))
+		if err != nil {
+			return
+		}
+		status, answer, sendErr := a.hooks.send(ctx, &q, body)
+		if ctx.Err() != nil {
+			return // shutting down: the attempt is not counted, it is made again
+		}
+		a.recordAttempt(ctx, &q, status, answer, sendErr)
+	}
+}
+
+// Signature is the X-Ipledger-Signature header of body for secret.
+func Signature(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+func (e *webhookEngine) send(ctx context.Context, q *queued, body []byte) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, q.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "ipledger-webhook")
+	h.Set("X-Ipledger-Event", q.Action)
+	h.Set("X-Ipledger-Revision", strconv.FormatInt(q.Revision, 10))
+	h.Set("X-Ipledger-Delivery", q.DeliveryID)
+	h.Set("X-Ipledger-Signature", Signature(q.Secret, body))
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	answer := storableText(b)
+	if err != nil {
+		return resp.StatusCode, answer, err
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return resp.StatusCode, answer, fmt.Errorf("answered %d (redirect to %q, not followed)", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, answer, fmt.Errorf("answered %d", resp.StatusCode)
+	}
+	return resp.StatusCode, answer, nil
+}
+
+// storableText keeps valid UTF-8 without NULs (both databases store it as
+// text), at most MaxResponseBody bytes.
+func storableText(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	for len(s) > MaxResponseBody {
+		_, n := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-n]
+	}
+	return s
+}
+
+// attemptError is the stored text of a failed attempt: the transport's
+// reason without the URL (which may carry a token in its path).
+func attemptError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Client.Timeout") {
+		return "timed out"
+	}
+	return storableText([]byte(err.Error()))
+}
+
+// recordAttempt stores an attempt's result while the lease is still ours
+// (a webhook deleted meanwhile drops it).
+func (a *Allocator) recordAttempt(ctx context.Context, q *queued, status int, answer string, sendErr error) {
+	e := &a.hooks
+	now := a.now()
+	up := map[string]any{"attempts": gorm.Expr("attempts + 1"), "response_body": answer}
+	if status > 0 {
+		up["status_code"] = status
+	} else {
+		up["status_code"] = nil
+	}
+	outcome := "delivered"
+	switch {
+	case sendErr == nil:
+		up["state"], up["error"], up["delivered_at"], up["next_attempt_at"] = models.DeliveryDelivered, "", now, nil
+	case !now.Before(q.GiveUpAt):
+		outcome = "failed"
+		up["state"], up["error"], up["next_attempt_at"] = models.DeliveryFailed, attemptError(sendErr), nil
+	default:
+		outcome = "retry"
+		up["error"], up["next_attempt_at"] = attemptError(sendErr), now.Add(backoff(e.o.BackoffBase, e.o.BackoffMax, q.Attempts+1))
+	}
+	res := a.db.WithContext(ctx).Model(&models.WebhookDelivery{}).
+		Where("id = ? AND state = ? AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = ? AND w.lease_owner = ?)", q.ID, models.DeliveryPending, q.WebhookID, e.owner).
+		Updates(up)
+	if res.Error != nil {
+		a.log.Warn("webhook delivery: recording the attempt failed; it will be made again", "webhook_id", q.WebhookID, "delivery_id", q.DeliveryID, "error", res.Error)
+		return
+	}
+	if res.RowsAffected == 1 && e.onResult != nil {
+		e.onResult(outcome)
+	}
+}
+
+// backoff is the wait after the n-th failed attempt: base, doubling, at
+// most limit.
+func backoff(base, limit time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
