@@ -230,34 +230,65 @@ type queued struct {
 }
 
 // sendQueue sends one webhook's pending deliveries in revision order while
-// it holds the lease, until the queue is empty or its head is not due.
+// it holds the lease, until the queue is empty or its head is not due. It
+// reads the queue a page at a time and renews the lease every third of
+// its duration (each attempt is shorter than that), so a delivery costs
+// one write: its result.
 func (a *Allocator) sendQueue(ctx context.Context, id int64) {
 	defer a.releaseLease(id)
+	var renewed time.Time
+	lease := a.hooks.o.Lease
 	for ctx.Err() == nil {
-		if !a.renewLease(ctx, id) {
-			return // deleted, disabled, or taken over
-		}
-		var q queued
+		var page []queued
 		err := a.read(ctx, func(db *gorm.DB) error {
 			return db.Raw(`SELECT d.*, w.url AS url, w.secret AS secret FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
-WHERE d.webhook_id = ? AND d.state = 'pending' ORDER BY d.revision LIMIT 1`, id).Scan(&q).Error
+WHERE d.webhook_id = ? AND d.state = 'pending' ORDER BY d.revision LIMIT 50`, id).Scan(&page).Error
 		})
-		if err != nil || q.ID == 0 || q.NextAttemptAt == nil || q.NextAttemptAt.After(a.now()) {
+		if err != nil || len(page) == 0 {
 			return
 		}
-		var ev models.AuditEvent
-		if err := a.read(ctx, func(db *gorm.DB) error { return db.Where("id = ?", q.EventID).Take(&ev).Error }); err != nil {
+		events := map[int64]*models.AuditEvent{}
+		ids := make([]int64, len(page))
+		for i := range page {
+			ids[i] = page[i].EventID
+		}
+		var rows []models.AuditEvent
+		if err := a.read(ctx, func(db *gorm.DB) error { return db.Where("id IN ?", ids).Find(&rows).Error }); err != nil {
 			return
 		}
-		body, err := json.Marshal(eventOut(&ev))
-		if err != nil {
-			return
+		for i := range rows {
+			events[rows[i].ID] = &rows[i]
 		}
-		status, answer, sendErr := a.hooks.send(ctx, &q, body)
-		if ctx.Err() != nil {
-			return // shutting down: the attempt is not counted, it is made again
+		for i := range page {
+			q := &page[i]
+			if q.NextAttemptAt == nil || q.NextAttemptAt.After(a.now()) {
+				return // the dispatcher wakes at its time
+			}
+			if time.Since(renewed) > lease/3 {
+				if !a.renewLease(ctx, id) {
+					return // deleted, disabled, or taken over
+				}
+				renewed = time.Now()
+			}
+			ev, ok := events[q.EventID]
+			if !ok {
+				return
+			}
+			body, err := json.Marshal(eventOut(ev))
+			if err != nil {
+				return
+			}
+			status, answer, sendErr := a.hooks.send(ctx, q, body)
+			if ctx.Err() != nil {
+				return // shutting down: the attempt is not counted, it is made again
+			}
+			if !a.recordAttempt(ctx, q, status, answer, sendErr) {
+				return
+			}
+			if sendErr != nil {
+				break // the head waits for its retry: read the queue again
+			}
 		}
-		a.recordAttempt(ctx, &q, status, answer, sendErr)
 	}
 }
 
@@ -326,8 +357,8 @@ func attemptError(err error) string {
 }
 
 // recordAttempt stores an attempt's result while the lease is still ours
-// (a webhook deleted meanwhile drops it).
-func (a *Allocator) recordAttempt(ctx context.Context, q *queued, status int, answer string, sendErr error) {
+// (a webhook deleted meanwhile drops it) and tells whether it did.
+func (a *Allocator) recordAttempt(ctx context.Context, q *queued, status int, answer string, sendErr error) bool {
 	e := &a.hooks
 	now := a.now()
 	up := map[string]any{"attempts": gorm.Expr("attempts + 1"), "response_body": answer}
@@ -352,11 +383,15 @@ func (a *Allocator) recordAttempt(ctx context.Context, q *queued, status int, an
 		Updates(up)
 	if res.Error != nil {
 		a.log.Warn("webhook delivery: recording the attempt failed; it will be made again", "webhook_id", q.WebhookID, "delivery_id", q.DeliveryID, "error", res.Error)
-		return
+		return false
 	}
-	if res.RowsAffected == 1 && e.onResult != nil {
+	if res.RowsAffected != 1 {
+		return false
+	}
+	if e.onResult != nil {
 		e.onResult(outcome)
 	}
+	return true
 }
 
 // backoff is the wait after the n-th failed attempt: base, doubling, at

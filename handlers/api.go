@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -24,6 +25,9 @@ import (
 // API serves /api/v1.
 type API struct {
 	A *allocator.Allocator
+	// StreamKeepAlive is the idle interval of the event stream's comment
+	// lines (DefaultStreamKeepAlive when 0).
+	StreamKeepAlive time.Duration
 }
 
 // Identity is who a request acts as: an API token or a console session.

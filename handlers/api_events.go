@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -11,7 +12,17 @@ import (
 
 // ListEvents: GET /api/v1/events?actor=&action=&object_type=&object_id=&since=&until=&limit=&cursor=
 // (since/until RFC 3339), newest first.
+//
+// With after=R it is the change feed instead (readFeed, docs/feed.md).
 func (h *API) ListEvents(c echo.Context) error {
+	if c.QueryParams().Has("after") {
+		return h.readFeed(c)
+	}
+	for _, p := range []string{"wait", "pool"} {
+		if c.QueryParams().Has(p) {
+			return allocator.Errf(allocator.CodeInvalid, p, "%s filters the change feed, which is read with after=REVISION (after=0 from the start)", p)
+		}
+	}
 	if err := OnlyQuery(c, "actor", "action", "object_type", "object_id", "since", "until", "limit", "cursor"); err != nil {
 		return err
 	}
@@ -19,7 +30,11 @@ func (h *API) ListEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := allocator.EventFilter{Actor: c.QueryParam("actor"), Action: c.QueryParam("action"),
+	action := c.QueryParam("action")
+	if p, ok := strings.CutSuffix(action, ".*"); ok {
+		action = p + "." // the feed's prefix syntax means the same here
+	}
+	f := allocator.EventFilter{Actor: c.QueryParam("actor"), Action: action,
 		ObjectType: c.QueryParam("object_type"), ObjectID: c.QueryParam("object_id"), Limit: limit, Cursor: c.QueryParam("cursor")}
 	for _, p := range []struct {
 		name string

@@ -165,7 +165,13 @@ func (s *Server) timeout(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if p := c.Request().URL.Path; strings.HasPrefix(p, "/api/") {
 			limit := s.cfg.RequestTimeout
-			if isBulk(c.Request().Method, p) {
+			switch {
+			case p == "/api/v1/events:stream":
+				// An event stream lasts as long as its reader.
+				return next(c)
+			case p == "/api/v1/events" && c.QueryParams().Has("wait"):
+				limit += allocator.MaxFeedWait // a long poll waits first
+			case isBulk(c.Request().Method, p):
 				limit = s.cfg.BulkTimeout
 			}
 			ctx, cancel := context.WithTimeout(c.Request().Context(), limit)

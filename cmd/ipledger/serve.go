@@ -130,9 +130,17 @@ func newServeCmd() *cobra.Command {
 			}
 			a.ListenForTokenChanges(ctx)
 			srv := web.New(web.Config{Allocator: a, Metrics: metrics, Logger: log, SecureCookies: cfg.SecureCookies})
+			// The change feed's sequencer and the webhook deliveries
+			// (docs/feed.md) run in every server process; they share the
+			// work through the database.
+			feedDone := a.RunFeed(ctx, allocator.FeedOptions{})
+			hooksDone := a.RunWebhooks(ctx, allocator.WebhookOptions{})
 			err = srv.Serve(ctx, cfg.Listen, func(addr string) {
 				log.Info("ipledger listening", "addr", addr, "console", "http://"+addr+"/", "database", redactURL(cfg.DatabaseURL))
 			})
+			stop()
+			<-feedDone
+			<-hooksDone
 			log.Info("ipledger stopped")
 			return err
 		},

@@ -1,0 +1,378 @@
+package allocator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+)
+
+// hookReq is one request a test receiver got.
+type hookReq struct {
+	delivery, event, signature string
+	revision                   int64
+	body                       []byte
+}
+
+// receiver records requests and answers with answer(n) for the n-th
+// (from 0).
+type receiver struct {
+	mu       sync.Mutex
+	reqs     []hookReq
+	got      chan struct{}
+	inFlight atomic.Int32
+	maxIn    atomic.Int32
+	srv      *httptest.Server
+}
+
+func newReceiver(t *testing.T, answer func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+	rc := &receiver{got: make(chan struct{}, 100000)}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := rc.inFlight.Add(1)
+		defer rc.inFlight.Add(-1)
+		for {
+			m := rc.maxIn.Load()
+			if in <= m || rc.maxIn.CompareAndSwap(m, in) {
+				break
+			}
+		}
+		b, _ := io.ReadAll(r.Body)
+		rev, _ := strconv.ParseInt(r.Header.Get("X-Ipledger-Revision"), 10, 64)
+		rc.mu.Lock()
+		n := len(rc.reqs)
+		rc.reqs = append(rc.reqs, hookReq{r.Header.Get("X-Ipledger-Delivery"), r.Header.Get("X-Ipledger-Event"), r.Header.Get("X-Ipledger-Signature"), rev, b})
+		rc.mu.Unlock()
+		rc.got <- struct{}{}
+		answer(n, w, r)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) waitFor(t *testing.T, n int) []hookReq {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		rc.mu.Lock()
+		k := len(rc.reqs)
+		rc.mu.Unlock()
+		if k >= n {
+			break
+		}
+		select {
+		case <-rc.got:
+		case <-deadline:
+			t.Fatalf("receiver got %d requests, want %d", k, n)
+		}
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]hookReq(nil), rc.reqs...)
+}
+
+const testSecret = "s3cret-s3cret-s3cret"
+
+// fastHooks are delivery options for tests: millisecond backoff.
+func fastHooks() WebhookOptions {
+	return WebhookOptions{BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, Poll: 20 * time.Millisecond, Timeout: 2 * time.Second}
+}
+
+func runHooks(t *testing.T, a *Allocator, o WebhookOptions) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := a.RunWebhooks(ctx, o)
+	t.Cleanup(func() { cancel(); <-done })
+	return cancel
+}
+
+func hookEach(t *testing.T, fn func(t *testing.T, f *fnd)) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := &fnd{t: t, db: db, a: New(db, Options{}), ctx: WithActor(context.Background(), "test", "req-1")}
+		fn(t, f)
+	})
+}
+
+func (f *fnd) mkHook(url string, actions []string, pools []string) *Webhook {
+	f.t.Helper()
+	w, err := f.a.CreateWebhook(f.ctx, WebhookSpec{Name: "h" + strconv.Itoa(int(time.Now().UnixNano()%1e6)), URL: url, Secret: testSecret, Actions: actions, Pools: pools})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return w
+}
+
+// A receiver that answers 500 three times and then 200 gets the same
+// delivery (id, revision, body, valid signature) four times, then the
+// next event; the log shows 4 attempts then 1.
+func TestWebhookRetriesThenNextInOrder(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+			if n < 3 {
+				w.WriteHeader(500)
+				io.WriteString(w, "busy")
+				return
+			}
+			io.WriteString(w, "ok")
+		})
+		f.mkPool("wp", "integer", 0, rng("1", "100", true))
+		hook := f.mkHook(rc.srv.URL+"/in", []string{"allocation.*"}, []string{"wp"})
+		runFeed(t, f.a)
+		runHooks(t, f.a, fastHooks())
+		f.alloc("wp", "m1", "")
+		f.alloc("wp", "m2", "")
+		reqs := rc.waitFor(t, 5)
+		for i := 1; i < 4; i++ {
+			if reqs[i].delivery != reqs[0].delivery || reqs[i].revision != reqs[0].revision || string(reqs[i].body) != string(reqs[0].body) {
+				t.Fatalf("attempt %d differs from the first: %+v vs %+v", i+1, reqs[i], reqs[0])
+			}
+		}
+		if reqs[4].delivery == reqs[0].delivery || reqs[4].revision <= reqs[0].revision {
+			t.Fatalf("fifth request is not the next event: %+v after %+v", reqs[4], reqs[0])
+		}
+		for _, r := range reqs {
+			if r.signature != Signature(testSecret, r.body) || r.event != "allocation.create" {
+				t.Fatalf("bad signature or event header: %+v", r)
+			}
+			var ev Event
+			if err := json.Unmarshal(r.body, &ev); err != nil || ev.Revision == nil || *ev.Revision != r.revision || ev.Pool != "wp" || ev.Value == "" {
+				t.Fatalf("body %s: %v", r.body, err)
+			}
+			if strings.Contains(string(r.body), testSecret) {
+				t.Fatal("the secret is in the body")
+			}
+		}
+		page, err := f.a.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, func() bool {
+			page, _ = f.a.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+			return len(page.Items) == 2 && page.Items[0].State == models.DeliveryDelivered
+		})
+		old, nw := page.Items[1], page.Items[0]
+		if old.Attempts != 4 || old.State != models.DeliveryDelivered || old.StatusCode == nil || *old.StatusCode != 200 || old.Response != "ok" || old.DeliveredAt == nil || old.NextAttemptAt != nil {
+			t.Fatalf("first delivery: %+v", old)
+		}
+		if nw.Attempts != 1 || nw.DeliveryID != reqs[4].delivery {
+			t.Fatalf("second delivery: %+v", nw)
+		}
+		// Redeliver sends the first again, with its id.
+		if _, err := f.a.Redeliver(f.ctx, hook.ID, old.DeliveryID); err != nil {
+			t.Fatal(err)
+		}
+		reqs = rc.waitFor(t, 6)
+		if reqs[5].delivery != old.DeliveryID {
+			t.Fatalf("redelivery sent %s, want %s", reqs[5].delivery, old.DeliveryID)
+		}
+		_, err = f.a.Redeliver(f.ctx, hook.ID, "nope")
+		wantCode(t, err, CodeNotFound)
+	})
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A 301 is a failed attempt: the redirect is not followed, the error
+// names it, and the delivery stays pending for a retry.
+func TestWebhookRedirectIsNotFollowed(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		var elsewhere atomic.Int32
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { elsewhere.Add(1) }))
+		defer other.Close()
+		rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL, http.StatusMovedPermanently)
+		})
+		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
+		runFeed(t, f.a)
+		runHooks(t, f.a, fastHooks())
+		f.mkPool("rp", "integer", 0, rng("1", "10", true))
+		rc.waitFor(t, 3)
+		page, _ := f.a.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		d := page.Items[len(page.Items)-1]
+		if d.State != models.DeliveryPending || d.StatusCode == nil || *d.StatusCode != 301 || !strings.Contains(d.Error, "not followed") {
+			t.Fatalf("delivery after 301s: %+v", d)
+		}
+		if elsewhere.Load() != 0 {
+			t.Fatal("the redirect was followed")
+		}
+	})
+}
+
+// A receiver that hangs costs one timed-out attempt; the retry succeeds.
+func TestWebhookHangingReceiverTimesOut(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		release := make(chan struct{})
+		defer close(release)
+		rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+			if n == 0 {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}
+		})
+		hook := f.mkHook(rc.srv.URL, []string{"pool.create"}, nil)
+		runFeed(t, f.a)
+		o := fastHooks()
+		o.Timeout = 200 * time.Millisecond
+		runHooks(t, f.a, o)
+		f.mkPool("hp", "integer", 0, rng("1", "10", true))
+		rc.waitFor(t, 2)
+		var d Delivery
+		waitUntil(t, func() bool {
+			page, _ := f.a.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+			d = page.Items[0]
+			return d.State == models.DeliveryDelivered
+		})
+		if d.Attempts != 2 {
+			t.Fatalf("delivery: %+v", d)
+		}
+	})
+}
+
+// Three processes deliver one webhook's queue: never two requests at
+// once, revisions strictly increasing, every event once.
+func TestWebhookOneInFlightAcrossProcesses(t *testing.T) {
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			u := concurrencyURL(t, d)
+			as := allocators(t, u, 3)
+			ctx := WithActor(context.Background(), "test", "")
+			rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { time.Sleep(2 * time.Millisecond) })
+			if _, err := as[0].CreateWebhook(ctx, WebhookSpec{Name: "one", URL: rc.srv.URL, Secret: testSecret, Actions: []string{"allocation.create"}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := as[0].CreatePool(ctx, PoolSpec{Name: "op", Type: "integer", Ranges: []RangeSpec{rng("1", "1000", true)}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range as {
+				runFeed(t, a)
+				runHooks(t, a, fastHooks())
+			}
+			const n = 60
+			var wg sync.WaitGroup
+			for i := 0; i < n; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					if _, _, err := as[i%3].Allocate(ctx, "op", own(fmt.Sprint("o", i)), ""); err != nil {
+						t.Error(err)
+					}
+				}(i)
+			}
+			wg.Wait()
+			reqs := rc.waitFor(t, n)
+			time.Sleep(100 * time.Millisecond)
+			reqs = rc.waitFor(t, n)
+			if len(reqs) != n || rc.maxIn.Load() != 1 {
+				t.Fatalf("%d requests (want %d), at most %d at once (want 1)", len(reqs), n, rc.maxIn.Load())
+			}
+			for i := 1; i < len(reqs); i++ {
+				if reqs[i].revision <= reqs[i-1].revision {
+					t.Fatalf("request %d: revision %d after %d", i, reqs[i].revision, reqs[i-1].revision)
+				}
+			}
+		})
+	}
+}
+
+// A lease held by a process that died is taken over once it expires, and
+// not before; the delivery it had in flight is sent again.
+func TestWebhookExpiredLeaseTakenOver(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
+		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
+		id, _ := strconv.ParseInt(hook.ID, 10, 64)
+		until := time.Now().UTC().Add(700 * time.Millisecond)
+		if err := f.db.Model(&models.Webhook{}).Where("id = ?", id).Updates(map[string]any{"lease_owner": "killed", "lease_until": until}).Error; err != nil {
+			t.Fatal(err)
+		}
+		runFeed(t, f.a)
+		runHooks(t, f.a, fastHooks())
+		f.mkPool("lp", "integer", 0, rng("1", "10", true))
+		rc.waitFor(t, 1)
+		if time.Now().Before(until) {
+			t.Fatal("delivered while another process held the lease")
+		}
+	})
+}
+
+// Deleting a webhook while its delivery is in flight drops the queue and
+// the result; the engine goes on with the other webhooks.
+func TestWebhookDeletedWhileInFlight(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+			once.Do(func() { close(entered); <-release })
+		})
+		rc2 := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
+		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
+		runFeed(t, f.a)
+		runHooks(t, f.a, fastHooks())
+		f.mkPool("dp", "integer", 0, rng("1", "10", true))
+		f.alloc("dp", "m1", "")
+		<-entered
+		if err := f.a.DeleteWebhook(f.ctx, hook.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		f.mkHook(rc2.srv.URL, []string{"*"}, nil)
+		f.alloc("dp", "m2", "")
+		rc2.waitFor(t, 1)
+		if n := f.countRows(&models.WebhookDelivery{}, "webhook_id = ?", hook.ID); n != 0 {
+			t.Fatalf("%d deliveries left for the deleted webhook", n)
+		}
+		if got := len(rc.waitFor(t, 1)); got != 1 {
+			t.Fatalf("deleted webhook got %d requests", got)
+		}
+	})
+}
+
+// A burst of events written by one statement (10,000 on PostgreSQL) is
+// numbered in several passes and delivered in order, each once.
+func TestWebhookBurstDeliveredInOrder(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		n := 2000
+		if f.a.dialect == models.Postgres {
+			n = 10000
+		}
+		rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
+		f.mkHook(rc.srv.URL, []string{"test.burst"}, nil)
+		if err := f.db.Exec(`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
+INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id) SELECT ?, 'test', 'test.burst', 'test', CAST(i AS TEXT), '' FROM s`, n, time.Now().UTC()).Error; err != nil {
+			t.Fatal(err)
+		}
+		runFeed(t, f.a)
+		start := time.Now()
+		o := fastHooks()
+		runHooks(t, f.a, o)
+		reqs := rc.waitFor(t, n)
+		t.Logf("%d deliveries in %s (%.0f/s)", n, time.Since(start), float64(n)/time.Since(start).Seconds())
+		for i := 1; i < len(reqs); i++ {
+			if reqs[i].revision <= reqs[i-1].revision {
+				t.Fatalf("request %d: revision %d after %d", i, reqs[i].revision, reqs[i-1].revision)
+			}
+		}
+	})
+}
