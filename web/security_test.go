@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"gorm.io/gorm"
@@ -133,6 +134,12 @@ func (env *secEnv) do(r secReq) *httptest.ResponseRecorder {
 	}
 	for k, v := range r.header {
 		req.Header.Set(k, v)
+	}
+	if strings.HasSuffix(req.URL.Path, ":stream") {
+		// An event stream answers until its reader leaves: leave soon.
+		ctx, cancel := context.WithTimeout(req.Context(), 300*time.Millisecond)
+		defer cancel()
+		req = req.WithContext(ctx)
 	}
 	rec := httptest.NewRecorder()
 	env.h.ServeHTTP(rec, req)

@@ -43,6 +43,9 @@ type Config struct {
 	// seconds on a machine shared with other work, and it is atomic, so
 	// cutting it short loses all of it.
 	BulkTimeout time.Duration
+	// StreamKeepAlive is the idle interval of the event stream's comment
+	// lines (15s when 0).
+	StreamKeepAlive time.Duration
 }
 
 // Server is the assembled echo application.
@@ -87,7 +90,7 @@ func New(cfg Config) *Server {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	s := &Server{e: e, a: cfg.Allocator, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator}, cfg: cfg}
+	s := &Server{e: e, a: cfg.Allocator, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator, StreamKeepAlive: cfg.StreamKeepAlive}, cfg: cfg}
 	s.metrics = cfg.Metrics
 	s.metrics.watch(cfg.Allocator)
 	e.HTTPErrorHandler = s.handleError
