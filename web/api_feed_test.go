@@ -38,10 +38,10 @@ func newFeedEnv(t *testing.T, db *gorm.DB) *feedEnv {
 		t.Fatal(err)
 	}
 	e.viewer = v
+	e.h = New(Config{Allocator: a, StreamKeepAlive: 100 * time.Millisecond}).Handler()
 	fctx, cancel := context.WithCancel(ctx)
 	done := a.RunFeed(fctx, allocator.FeedOptions{Poll: 50 * time.Millisecond})
 	t.Cleanup(func() { cancel(); <-done })
-	e.h = New(Config{Allocator: a, StreamKeepAlive: 100 * time.Millisecond}).Handler()
 	e.srv = httptest.NewServer(e.h)
 	t.Cleanup(e.srv.Close)
 	return e

@@ -64,6 +64,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}, func() float64 { _, m := allocator.BatchGuesses(); return float64(m) })
 	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, guessHits, guessMisses,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerFeedMetrics(reg, a)
 	return m
 }
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# What the change feed costs an allocation (docs/benchmarks.md "Change
+# feed"): automatic allocations per second through one `ipledger serve`
+# at 8 and 32 clients, for
+#   base     the build of $BASE (default main), without the feed,
+#   feed     this build (sequencer numbering events after commit),
+#   trigger  this build plus a statement-level AFTER INSERT trigger on
+#            audit_events that calls pg_notify (the design that wakes
+#            the sequencer from inside every writing transaction),
+# in interleaved rounds so that a busy shared machine affects each alike.
+#
+#   scripts/bench-feed-cost.sh
+#   DURATION=10s ROUNDS=3 CLIENTS="8 32" scripts/bench-feed-cost.sh
+source "$(dirname "$0")/lib.sh"
+
+DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-2}
+CLIENTS=${CLIENTS:-8 32}
+BASE=${BASE:-main}
+
+log "building this tree and $BASE"
+build
+mkdir -p "$H7_TMP/base"
+(cd "$ROOT" && git archive "$BASE" | tar -x -C "$H7_TMP/base")
+(cd "$H7_TMP/base" && go build -o "$BIN/ipledger-base" ./cmd/ipledger)
+pg_start
+
+run_variant() {
+	local variant=$1 c=$2 bin=$BIN/ipledger
+	server_stop $P1
+	reset_db
+	[ "$variant" = base ] && bin=$BIN/ipledger-base
+	IPLEDGER_ADMIN_TOKEN=$ADMIN_TOKEN "$bin" migrate --database "$DB_URL" >/dev/null 2>&1 || true
+	if [ "$variant" = trigger ]; then
+		psql_q -c "CREATE FUNCTION bench_feed_notify() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN PERFORM pg_notify('ipledger_feed_wake', ''); RETURN NULL; END \$\$" \
+			-c "CREATE TRIGGER bench_feed_notify AFTER INSERT ON audit_events FOR EACH STATEMENT EXECUTE FUNCTION bench_feed_notify()"
+	fi
+	IPLEDGER_ADMIN_TOKEN=$ADMIN_TOKEN "$bin" serve --listen "127.0.0.1:$P1" --database "$DB_URL" >>"$H7_TMP/server-$P1.log" 2>&1 &
+	SERVER_PIDS+=("$!")
+	eval "SERVER_PID_$P1=$!"
+	for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$P1/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+	api POST /api/v1/pools '{"name":"bench","type":"ipv4","ranges":[{"first":"10.0.0.0","last":"10.255.255.255"}]}' >/dev/null
+	"$BIN/loadgen" -mode allocate -servers "http://127.0.0.1:$P1" -clients "$c" -duration "$DURATION" -pools bench -label "$variant" |
+		python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(round(d["per_second"]))'
+}
+
+echo "| round | clients | base /s | feed /s | trigger /s |"
+echo "|---|---|---|---|---|"
+for r in $(seq 1 "$ROUNDS"); do
+	for c in $CLIENTS; do
+		b=$(run_variant base "$c")
+		f=$(run_variant feed "$c")
+		t=$(run_variant trigger "$c")
+		echo "| $r | $c | $b | $f | $t |"
+	done
+done
+server_stop $P1
+machine_info
