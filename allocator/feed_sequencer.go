@@ -106,6 +106,11 @@ type FeedOptions struct {
 	// events no local commit told it about (other processes' CLI writes, a
 	// lost notification); default 1s.
 	Poll time.Duration
+	// MinGap is the least time between two passes of this process that
+	// follow each other (default 5ms): an idle sequencer numbers a new
+	// event at once, a busy one gathers the commits of MinGap into one
+	// pass instead of one pass (and one more commit) per commit.
+	MinGap time.Duration
 }
 
 // RunFeed sequences audit events and wakes the feed's readers until ctx
@@ -116,6 +121,9 @@ func (a *Allocator) RunFeed(ctx context.Context, opts FeedOptions) (done <-chan 
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
+	if opts.MinGap <= 0 {
+		opts.MinGap = 5 * time.Millisecond
+	}
 	a.feed.mu.Lock()
 	a.feed.running = true
 	a.feed.mu.Unlock()
@@ -123,7 +131,7 @@ func (a *Allocator) RunFeed(ctx context.Context, opts FeedOptions) (done <-chan 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		a.sequenceLoop(ctx, opts.Poll)
+		a.sequenceLoop(ctx, opts.Poll, opts.MinGap)
 	}()
 	if a.dialect == models.Postgres {
 		wg.Add(1)
@@ -140,9 +148,18 @@ func (a *Allocator) RunFeed(ctx context.Context, opts FeedOptions) (done <-chan 
 	return d
 }
 
-func (a *Allocator) sequenceLoop(ctx context.Context, poll time.Duration) {
+func (a *Allocator) sequenceLoop(ctx context.Context, poll, minGap time.Duration) {
 	backoff := 50 * time.Millisecond
+	var last time.Time
 	for ctx.Err() == nil {
+		if wait := minGap - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
 		n, err := a.SequenceOnce(ctx)
 		if err != nil {
 			if ctx.Err() != nil {

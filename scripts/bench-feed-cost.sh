@@ -25,34 +25,40 @@ mkdir -p "$H7_TMP/base"
 (cd "$H7_TMP/base" && go build -o "$BIN/ipledger-base" ./cmd/ipledger)
 pg_start
 
+# run_variant VARIANT CLIENTS sets RATE to the allocations per second of
+# one run (in this shell, so that the server it starts is cleaned up).
 run_variant() {
 	local variant=$1 c=$2 bin=$BIN/ipledger
-	server_stop $P1
+	[ -z "$(server_pid $P1)" ] || server_stop $P1
 	reset_db
 	[ "$variant" = base ] && bin=$BIN/ipledger-base
-	IPLEDGER_ADMIN_TOKEN=$ADMIN_TOKEN "$bin" migrate --database "$DB_URL" >/dev/null 2>&1 || true
+	"$bin" migrate --database "$DB_URL" >/dev/null
 	if [ "$variant" = trigger ]; then
 		psql_q -c "CREATE FUNCTION bench_feed_notify() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN PERFORM pg_notify('ipledger_feed_wake', ''); RETURN NULL; END \$\$" \
 			-c "CREATE TRIGGER bench_feed_notify AFTER INSERT ON audit_events FOR EACH STATEMENT EXECUTE FUNCTION bench_feed_notify()"
 	fi
 	IPLEDGER_ADMIN_TOKEN=$ADMIN_TOKEN "$bin" serve --listen "127.0.0.1:$P1" --database "$DB_URL" >>"$H7_TMP/server-$P1.log" 2>&1 &
-	SERVER_PIDS+=("$!")
-	eval "SERVER_PID_$P1=$!"
+	local pid=$!
+	SERVER_PIDS+=("$pid")
+	eval "SERVER_PID_$P1=$pid"
 	for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$P1/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 	api POST /api/v1/pools '{"name":"bench","type":"ipv4","ranges":[{"first":"10.0.0.0","last":"10.255.255.255"}]}' >/dev/null
-	"$BIN/loadgen" -mode allocate -servers "http://127.0.0.1:$P1" -clients "$c" -duration "$DURATION" -pools bench -label "$variant" |
-		python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(round(d["per_second"]))'
+	"$BIN/loadgen" -mode allocate -servers "http://127.0.0.1:$P1" -clients "$c" -duration "$DURATION" -pools bench -label "$variant" >"$H7_TMP/run.json"
+	RATE=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["per_second"]))' "$H7_TMP/run.json")
+	server_stop $P1
+	eval "SERVER_PID_$P1="
 }
 
 echo "| round | clients | base /s | feed /s | trigger /s |"
 echo "|---|---|---|---|---|"
 for r in $(seq 1 "$ROUNDS"); do
 	for c in $CLIENTS; do
-		b=$(run_variant base "$c")
-		f=$(run_variant feed "$c")
-		t=$(run_variant trigger "$c")
-		echo "| $r | $c | $b | $f | $t |"
+		run_variant base "$c"
+		b=$RATE
+		run_variant feed "$c"
+		f=$RATE
+		run_variant trigger "$c"
+		echo "| $r | $c | $b | $f | $RATE |"
 	done
 done
-server_stop $P1
 machine_info

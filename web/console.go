@@ -37,6 +37,13 @@ func (s *Server) ConsoleRoutes() []Route {
 		{http.MethodPost, "/pools/:name/unquarantine", A, h.Unquarantine},
 		{http.MethodGet, "/events", V, h.Events},
 	}
+	routes = append(routes,
+		Route{http.MethodGet, "/webhooks", A, h.Webhooks},
+		Route{http.MethodPost, "/webhooks", A, h.CreateWebhook},
+		Route{http.MethodGet, "/webhooks/:id", A, h.Webhook},
+		Route{http.MethodPost, "/webhooks/:id/redeliver", A, h.RedeliverWebhook},
+		Route{http.MethodPost, "/webhooks/:id/delete", A, h.DeleteWebhook},
+	)
 	return append(routes, s.consoleExtraRoutes()...)
 }
 
