@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,9 +85,6 @@ func (h *feedHub) advance(head int64, force bool) {
 		h.changed = make(chan struct{})
 	}
 	h.mu.Unlock()
-	if moved || force {
-		signal(h.deliver)
-	}
 }
 
 func signal(ch chan struct{}) {
@@ -107,7 +105,7 @@ type FeedOptions struct {
 	// lost notification); default 1s.
 	Poll time.Duration
 	// MinGap is the least time between two passes of this process that
-	// follow each other (default 5ms): an idle sequencer numbers a new
+	// follow each other (default 20ms): an idle sequencer numbers a new
 	// event at once, a busy one gathers the commits of MinGap into one
 	// pass instead of one pass (and one more commit) per commit.
 	MinGap time.Duration
@@ -122,7 +120,7 @@ func (a *Allocator) RunFeed(ctx context.Context, opts FeedOptions) (done <-chan 
 		opts.Poll = time.Second
 	}
 	if opts.MinGap <= 0 {
-		opts.MinGap = 5 * time.Millisecond
+		opts.MinGap = 20 * time.Millisecond
 	}
 	a.feed.mu.Lock()
 	a.feed.running = true
@@ -201,11 +199,12 @@ type sequenced struct {
 // numbered. RunFeed calls it; tests and tools may call it directly.
 func (a *Allocator) SequenceOnce(ctx context.Context) (int, error) {
 	var (
-		rows []sequenced
-		head int64
+		rows   []sequenced
+		head   int64
+		queued int
 	)
 	err := a.db.WithContext(ctx).Transaction(func(g *gorm.DB) error {
-		rows, head = nil, 0
+		rows, head, queued = nil, 0, 0
 		lock := ""
 		if a.dialect == models.Postgres {
 			if err := g.Exec(`SELECT pg_advisory_xact_lock(?)`, feedLockKey).Error; err != nil {
@@ -226,11 +225,17 @@ RETURNING id, revision, action, object_type, object_id`, feedPassLimit).Scan(&ro
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Revision < rows[j].Revision })
 		head = rows[len(rows)-1].Revision
-		if err := a.queueDeliveries(g, rows); err != nil {
+		if queued, err = a.queueDeliveries(g, rows); err != nil {
 			return err
 		}
 		if a.dialect == models.Postgres {
-			return g.Exec(`SELECT pg_notify(?, ?)`, FeedChannel, fmt.Sprint(head)).Error
+			// The payload tells the other processes whether there is
+			// something new to deliver.
+			payload := fmt.Sprint(head)
+			if queued > 0 {
+				payload += " deliveries"
+			}
+			return g.Exec(`SELECT pg_notify(?, ?)`, FeedChannel, payload).Error
 		}
 		return nil
 	})
@@ -238,6 +243,9 @@ RETURNING id, revision, action, object_type, object_id`, feedPassLimit).Scan(&ro
 		return 0, mapCtxError(ctx, err)
 	}
 	a.feed.advance(head, false)
+	if queued > 0 {
+		signal(a.feed.deliver)
+	}
 	if a.onFeedPass != nil {
 		a.onFeedPass(len(rows))
 	}
@@ -245,14 +253,15 @@ RETURNING id, revision, action, object_type, object_id`, feedPassLimit).Scan(&ro
 }
 
 // queueDeliveries creates, in the pass's transaction, one pending
-// delivery per (enabled webhook, numbered event it matches).
-func (a *Allocator) queueDeliveries(g *gorm.DB, rows []sequenced) error {
+// delivery per (enabled webhook, numbered event it matches), and returns
+// how many.
+func (a *Allocator) queueDeliveries(g *gorm.DB, rows []sequenced) (int, error) {
 	var hooks []models.Webhook
 	if err := g.Select("id, actions, pools").Where("enabled").Find(&hooks).Error; err != nil {
-		return err
+		return 0, err
 	}
 	if len(hooks) == 0 {
-		return nil
+		return 0, nil
 	}
 	now := a.now()
 	giveUp := now.Add(a.hooks.opts().GiveUpAfter)
@@ -260,7 +269,7 @@ func (a *Allocator) queueDeliveries(g *gorm.DB, rows []sequenced) error {
 	for _, h := range hooks {
 		m, err := webhookMatcher(&h)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		for _, r := range rows {
 			if !m.match(r.Action, r.ObjectType, r.ObjectID) {
@@ -271,9 +280,9 @@ func (a *Allocator) queueDeliveries(g *gorm.DB, rows []sequenced) error {
 		}
 	}
 	if len(out) == 0 {
-		return nil
+		return 0, nil
 	}
-	return g.CreateInBatches(&out, 500).Error
+	return len(out), g.CreateInBatches(&out, 500).Error
 }
 
 // FeedHead returns the highest revision readers can see (0 when none).
@@ -321,13 +330,17 @@ func (a *Allocator) listenFeedOnce(ctx context.Context, listening func()) error 
 	listening()
 	// Whatever was sequenced while this listener was away.
 	a.feed.advance(0, true)
+	signal(a.feed.deliver)
 	for {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := conn.WaitForNotification(wctx)
+		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
 		case err == nil:
 			a.feed.advance(0, true)
+			if n == nil || strings.HasSuffix(n.Payload, " deliveries") {
+				signal(a.feed.deliver)
+			}
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded):

@@ -43,13 +43,27 @@ run_variant() {
 	eval "SERVER_PID_$P1=$pid"
 	for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$P1/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 	api POST /api/v1/pools '{"name":"bench","type":"ipv4","ranges":[{"first":"10.0.0.0","last":"10.255.255.255"}]}' >/dev/null
+	local before after cpu0 cpu1
+	before=$(psql_q -c "SELECT xact_commit || ' ' || pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') FROM pg_stat_database WHERE datname = 'ipledger'")
+	cpu0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
 	"$BIN/loadgen" -mode allocate -servers "http://127.0.0.1:$P1" -clients "$c" -duration "$DURATION" -pools bench -label "$variant" >"$H7_TMP/run.json"
-	RATE=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["per_second"]))' "$H7_TMP/run.json")
+	cpu1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+	sleep 1.5 # PostgreSQL publishes its counters at most once a second
+	after=$(psql_q -c "SELECT xact_commit || ' ' || pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') FROM pg_stat_database WHERE datname = 'ipledger'")
+	RATE=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); ok = d["ok"]
+c0, w0 = map(float, sys.argv[2].split()); c1, w1 = map(float, sys.argv[3].split())
+ticks = float(sys.argv[5]) - float(sys.argv[4])
+print("%d / %.2f / %.0f / %.0f" % (round(d["per_second"]), (c1 - c0) / ok, (w1 - w0) / ok, ticks * 10000 / ok))
+' "$H7_TMP/run.json" "$before" "$after" "$cpu0" "$cpu1")
 	server_stop $P1
 	eval "SERVER_PID_$P1="
 }
 
-echo "| round | clients | base /s | feed /s | trigger /s |"
+echo "Each cell: allocations/s / commits per allocation / WAL bytes per allocation / server CPU µs per allocation"
+echo
+echo "| round | clients | base | feed | trigger |"
 echo "|---|---|---|---|---|"
 for r in $(seq 1 "$ROUNDS"); do
 	for c in $CLIENTS; do
