@@ -16,8 +16,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { extraCommands = append(extraCommands, newCNIIPAMCmd) }
-
 // newCNIIPAMCmd: ipledger cni-ipam show|watch --owner-type T --owner-id ID.
 func newCNIIPAMCmd(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "cni-ipam", Short: "The galactic-ipam ipam object of an owner's addresses (docs/cni.md, docs/feed.md)"}

@@ -44,6 +44,7 @@ func newRootCmd() *cobra.Command {
 		newServeCmd(), newMigrateCmd(), newTokenCmd(),
 		newPoolCmd(cf), newEventsCmd(cf), newAddressCmd(cf),
 		newExpectedMachineCmd(cf), newMachineCmd(cf), newBindingCmd(cf),
+		newWebhookCmd(cf), newCNIIPAMCmd(cf),
 	)
 	return root
 }

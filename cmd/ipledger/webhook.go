@@ -12,8 +12,6 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 )
 
-func init() { extraCommands = append(extraCommands, newWebhookCmd) }
-
 // newWebhookCmd: ipledger webhook create|list|show|delete|deliveries|redeliver
 // (admin; docs/feed.md).
 func newWebhookCmd(cf *clientFlags) *cobra.Command {
