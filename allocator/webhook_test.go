@@ -376,3 +376,30 @@ INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id)
 		}
 	})
 }
+
+// A slow receiver holds only its own queue: a fast webhook gets every
+// event while the slow one is still on its first.
+func TestWebhookSlowReceiverDelaysOnlyItself(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		slow := newReceiver(t, func(int, http.ResponseWriter, *http.Request) { time.Sleep(700 * time.Millisecond) })
+		fast := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
+		f.mkHook(slow.srv.URL, []string{"allocation.*"}, nil)
+		f.mkHook(fast.srv.URL, []string{"allocation.*"}, nil)
+		f.mkPool("sp", "integer", 0, rng("1", "100", true))
+		runFeed(t, f.a)
+		runHooks(t, f.a, fastHooks())
+		for i := 0; i < 5; i++ {
+			f.alloc("sp", fmt.Sprint("m", i), "")
+		}
+		fast.waitFor(t, 5)
+		slow.mu.Lock()
+		n := len(slow.reqs)
+		slow.mu.Unlock()
+		if n > 2 {
+			t.Fatalf("the slow receiver got %d requests before the fast one had all 5", n)
+		}
+		if got := slow.waitFor(t, 5); got[4].revision <= got[0].revision {
+			t.Fatal("slow receiver's order")
+		}
+	})
+}
