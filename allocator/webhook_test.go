@@ -403,3 +403,29 @@ func TestWebhookSlowReceiverDelaysOnlyItself(t *testing.T) {
 		}
 	})
 }
+
+// A receiver's answer is stored truncated to 4 KiB, as valid text (NULs
+// and invalid UTF-8 dropped or replaced: PostgreSQL refuses them), however
+// large or binary it is.
+func TestWebhookHugeBinaryAnswerStoredTruncated(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+			w.Write([]byte("\x00\xff\xfeé"))
+			w.Write([]byte(strings.Repeat("x", 1<<20)))
+		})
+		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
+		runFeed(t, f.a)
+		runHooks(t, f.a, fastHooks())
+		f.mkPool("bp", "integer", 0, rng("1", "10", true))
+		rc.waitFor(t, 1)
+		var d Delivery
+		waitUntil(t, func() bool {
+			page, _ := f.a.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+			d = page.Items[0]
+			return d.State == models.DeliveryDelivered
+		})
+		if len(d.Response) > MaxResponseBody || len(d.Response) < MaxResponseBody-8 || strings.ContainsRune(d.Response, 0) || !strings.HasPrefix(d.Response, "\uFFFD") {
+			t.Fatalf("stored answer: %d bytes, starts %q", len(d.Response), d.Response[:min(12, len(d.Response))])
+		}
+	})
+}
