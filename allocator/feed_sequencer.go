@@ -105,8 +105,10 @@ type FeedOptions struct {
 	// lost notification); default 1s.
 	Poll time.Duration
 	// MinGap is the least time between two passes of this process that
-	// follow each other (default 20ms): an idle sequencer numbers a new
+	// follow each other (default 50ms; an event waits at most that long
+	// plus a pass while the process is busy): an idle sequencer numbers a new
 	// event at once, a busy one gathers the commits of MinGap into one
+	//
 	// pass instead of one pass (and one more commit) per commit.
 	MinGap time.Duration
 }
@@ -120,7 +122,7 @@ func (a *Allocator) RunFeed(ctx context.Context, opts FeedOptions) (done <-chan 
 		opts.Poll = time.Second
 	}
 	if opts.MinGap <= 0 {
-		opts.MinGap = 20 * time.Millisecond
+		opts.MinGap = 50 * time.Millisecond
 	}
 	a.feed.mu.Lock()
 	a.feed.running = true
