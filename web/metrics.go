@@ -64,7 +64,6 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}, func() float64 { _, m := allocator.BatchGuesses(); return float64(m) })
 	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, guessHits, guessMisses,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registerFeedMetrics(reg, a)
 	return m
 }
 
@@ -75,8 +74,12 @@ func (m *Metrics) AllocatorOptions(o allocator.Options) allocator.Options {
 	return o
 }
 
-// watch adds the per-pool gauges read from a at each scrape.
-func (m *metrics) watch(a *allocator.Allocator) { m.reg.MustRegister(&poolCollector{a: a}) }
+// watch adds the per-pool gauges read from a at each scrape, and the
+// change feed's and webhooks' metrics (metrics_feed.go).
+func (m *metrics) watch(a *allocator.Allocator) {
+	m.reg.MustRegister(&poolCollector{a: a})
+	registerFeedMetrics(m.reg, a)
+}
 
 // Count is the allocator's OnChange hook.
 func (m *metrics) Count(pool, action string) { m.changes.WithLabelValues(pool, action).Inc() }
