@@ -322,3 +322,20 @@ func TestEventStream(t *testing.T) {
 		}
 	})
 }
+
+// /metrics shows the feed's lag and head, webhook outcomes and each
+// webhook's queue depth.
+func TestFeedMetrics(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		e := newFeedEnv(t, db)
+		e.must(t, "POST", "/api/v1/webhooks", `{"name":"m1","url":"http://127.0.0.1:9/","secret":"metrics-secret-0123456789","actions":["*"]}`, 201)
+		waitNumbered(t, e.a)
+		code, b := e.call(t, "GET", "/metrics", "", "")
+		for _, want := range []string{"ipledger_feed_lag_events 0", "ipledger_feed_lag_seconds 0", "ipledger_feed_head_revision ",
+			`ipledger_webhook_deliveries_total{outcome="delivered"} 0`, `ipledger_webhook_queue_depth{webhook="m1"} `, "ipledger_feed_pass_events_count "} {
+			if code != 200 || !strings.Contains(string(b), want) {
+				t.Fatalf("/metrics lacks %q (%d):\n%s", want, code, b)
+			}
+		}
+	})
+}

@@ -32,13 +32,16 @@ var validBodies = map[string]string{
 	"PUT /expected-machines/:id":            `{"bmc_mac_address":"0a:00:00:00:0a:01","bmc_username":"admin","chassis_serial_number":"CHS-A1","metadata":{"name":"a1-renamed","description":"","labels":[{"key":"k","value":"v"}]},"expected_dpus":[{"serial_number":"MT-A1","loopback_ip":"10.180.62.203"}]}`,
 	"POST /expected-machines\\:import":      `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:0d:01","bmc_username":"root","chassis_serial_number":"CHS-D1","metadata":{"name":"d1","labels":[{"key":"env","value":"prod"}]},"expected_dpus":[{"serial_number":"MT-D1","loopback_ip":"10.180.62.204"}]}]}`,
 	"PATCH /expected-machines/:id":          `{"metadata":{"name":"patched","labels":[{"key":"a","value":"b"}]},"expected_dpus":[{"serial_number":"MT-A1","loopback_ip_v6":"fd00:1::7"}]}`,
+	"POST /webhooks":                        `{"name":"w-prop","url":"http://127.0.0.1:9/hook","secret":"prop-secret-0123456789","actions":["allocation.*","pool.create"],"pools":["lo-ip"],"enabled":true}`,
+	"PATCH /webhooks/:id":                   `{"actions":["*"],"pools":null,"enabled":false}`,
 }
 
 // noJSONBody are the writing routes that read no JSON body, and why.
 var noJSONBody = map[string]string{
-	`POST /pools\:load`:                    "takes a TOML pool file (a key repeated in TOML is a syntax error of its own)",
-	"POST /pools/:name/allocations/:value": "the :unquarantine action reads no body",
-	"POST /machines/:id":                   "the :decommission action reads no body",
+	`POST /pools\:load`:                       "takes a TOML pool file (a key repeated in TOML is a syntax error of its own)",
+	"POST /pools/:name/allocations/:value":    "the :unquarantine action reads no body",
+	"POST /machines/:id":                      "the :decommission action reads no body",
+	"POST /webhooks/:id/deliveries/:delivery": "the :redeliver action reads no body",
 }
 
 // Property (every JSON door of the REST API): take a valid body, repeat a
@@ -111,6 +114,12 @@ func propSite(t *testing.T, env *secEnv) map[string]string {
 	if rec := env.do(secReq{method: "POST", path: "/api/v1/expected-machines", body: em, token: env.tok.admin}); rec.Code != http.StatusCreated {
 		t.Fatalf("expected machine: %d %s", rec.Code, rec.Body)
 	}
+	hook := `{"name":"w-patch","url":"http://127.0.0.1:9/","secret":"prop-secret-0123456789","actions":["*"]}`
+	var w struct{ ID string }
+	if rec := env.do(secReq{method: "POST", path: "/api/v1/webhooks", body: hook, token: env.tok.admin}); rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &w) != nil {
+		t.Fatalf("webhook: %d %s", rec.Code, rec.Body)
+	}
+	webhookID := w.ID
 	var p allocator.Pool
 	rec := env.do(secReq{method: "GET", path: "/api/v1/pools/lo-ip", token: env.tok.admin})
 	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || len(p.Ranges) == 0 {
@@ -120,6 +129,7 @@ func propSite(t *testing.T, env *secEnv) map[string]string {
 		"PATCH /pools/:name/ranges/:id": p.Ranges[0].ID,
 		"PUT /expected-machines/:id":    "0a:00:00:00:0a:01",
 		"PATCH /expected-machines/:id":  "0a-00-00-00-0a-01",
+		"PATCH /webhooks/:id":           webhookID,
 	}
 }
 
@@ -129,7 +139,7 @@ func tableCounts(t *testing.T, db *gorm.DB) string {
 	t.Helper()
 	var parts []string
 	for _, table := range []string{"pools", "pool_ranges", "allocations", "audit_events", "expected_machines", "expected_dpus",
-		"machines", "network_configs", "api_tokens"} {
+		"machines", "network_configs", "api_tokens", "webhooks", "webhook_deliveries"} {
 		var n int64
 		if err := db.Table(table).Count(&n).Error; err != nil {
 			t.Fatal(err)
