@@ -11,15 +11,18 @@ import (
 )
 
 // Migration 13 numbers the events that exist before it in id order, 1..N.
-// The test undoes migration 13 on a fresh database, writes events the old
-// way, and migrates again.
+// The test undoes migrations 13 and 15 (later ones are applied in order
+// only) on a fresh database, writes events the old way, and migrates
+// again.
 func TestMigrationNumbersExistingEvents(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		for _, s := range []string{
 			`DROP TABLE webhook_deliveries`, `DROP TABLE webhooks`,
 			`DROP INDEX audit_events_unsequenced`, `DROP INDEX audit_events_revision`,
 			`ALTER TABLE audit_events DROP COLUMN revision`,
-			`DELETE FROM schema_migrations WHERE version = 13`,
+			`DROP INDEX machines_chassis`, `DROP INDEX expected_machines_chassis`,
+			`DROP INDEX expected_machines_name`, `DROP INDEX audit_events_action`,
+			`DELETE FROM schema_migrations WHERE version IN (13, 15)`,
 		} {
 			must(t, db.Exec(s).Error)
 		}
