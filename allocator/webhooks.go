@@ -22,7 +22,7 @@ type Webhook struct {
 	Name      string    `json:"name"`
 	URL       string    `json:"url"`
 	Actions   []string  `json:"actions"`
-	Pools     []string  `json:"pools"` // null: every pool and events of none
+	Pools     *[]string `json:"pools"` // null: every pool and events of none
 	Enabled   bool      `json:"enabled"`
 	SecretSet bool      `json:"secret_set"`
 	Version   int64     `json:"version"`
@@ -319,7 +319,10 @@ func (a *Allocator) PatchWebhook(ctx context.Context, id string, p WebhookPatch,
 		}
 		before := webhookAudit(w)
 		cur := webhookOut(w, 0)
-		actions, pools := cur.Actions, cur.Pools
+		actions, pools := cur.Actions, []string(nil)
+		if cur.Pools != nil {
+			pools = *cur.Pools
+		}
 		if p.Name != nil {
 			w.Name = *p.Name
 		}

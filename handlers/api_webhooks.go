@@ -11,10 +11,10 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 )
 
-// webhookBody is the JSON of a webhook create or patch; a pointer is nil
+// WebhookBody is the JSON of a webhook create or patch; a pointer is nil
 // when the member is absent. Pools keeps its raw form so that PATCH can
 // tell null (every pool) from absent (unchanged).
-type webhookBody struct {
+type WebhookBody struct {
 	Name    *string         `json:"name"`
 	URL     *string         `json:"url"`
 	Secret  *string         `json:"secret"`
@@ -23,7 +23,7 @@ type webhookBody struct {
 	Enabled *bool           `json:"enabled"`
 }
 
-func (b *webhookBody) pools() (set bool, pools []string, err error) {
+func (b *WebhookBody) pools() (set bool, pools []string, err error) {
 	if b.Pools == nil {
 		return false, nil, nil
 	}
@@ -40,7 +40,7 @@ func webhookLocation(id string) string { return "/api/v1/webhooks/" + url.PathEs
 
 // CreateWebhook: POST /api/v1/webhooks {name, url, secret, actions, pools?, enabled?}.
 func (h *API) CreateWebhook(c echo.Context) error {
-	var b webhookBody
+	var b WebhookBody
 	if err := DecodeJSONStrict(c, &b); err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (h *API) GetWebhook(c echo.Context) error {
 // PatchWebhook: PATCH /api/v1/webhooks/{id} (If-Match honoured); absent
 // members keep their value, "pools": null means every pool.
 func (h *API) PatchWebhook(c echo.Context) error {
-	var b webhookBody
+	var b WebhookBody
 	if err := DecodeJSONStrict(c, &b); err != nil {
 		return err
 	}

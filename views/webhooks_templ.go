@@ -47,11 +47,11 @@ func (v WebhookView) NextURL() string {
 	return Query(WebhookURL(v.Webhook.ID), "state", v.State, "cursor", v.Next)
 }
 
-func poolsText(p []string) string {
+func poolsText(p *[]string) string {
 	if p == nil {
 		return "every pool"
 	}
-	return strings.Join(p, ", ")
+	return strings.Join(*p, ", ")
 }
 
 func statusText(c *int) string {

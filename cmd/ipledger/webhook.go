@@ -26,7 +26,7 @@ func webhookRows(ws []allocator.Webhook) [][]string {
 	for _, w := range ws {
 		pools := "(every pool)"
 		if w.Pools != nil {
-			pools = strings.Join(w.Pools, ",")
+			pools = strings.Join(*w.Pools, ",")
 		}
 		rows = append(rows, []string{w.ID, w.Name, w.URL, strings.Join(w.Actions, ","), pools, fmt.Sprint(w.Enabled), fmt.Sprint(w.Pending)})
 	}
