@@ -132,7 +132,10 @@ func (t *tx) allocate(p *models.Pool, owner Owner, requested string) (*models.Al
 		if err != nil {
 			return nil, false, err
 		}
-		return res[0].row, res[0].created, res[0].err
+		// A retry finding the value an earlier attempt of this write
+		// committed (its answer lost) still reports it as created.
+		created := res[0].created || (res[0].err == nil && t.attempt > 0 && res[0].row.AllocatedAt.Equal(t.now))
+		return res[0].row, created, res[0].err
 	}
 	if err := t.purgeExpired(p); err != nil {
 		return nil, false, err

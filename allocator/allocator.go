@@ -134,6 +134,8 @@ func ActorFrom(ctx context.Context) Actor {
 // tx is one write transaction of the allocator with its context and the
 // changes to report after commit.
 type tx struct {
+	// attempt counts the retries of this write (0 on the first run).
+	attempt int
 	*gorm.DB
 	// conn is the transaction's own connection when the write asked for
 	// one (writeOnConn, PostgreSQL): bulk writes send their rows with COPY
@@ -172,8 +174,12 @@ func (a *Allocator) writeOnConn(ctx context.Context, fn func(t *tx) error) error
 
 func (a *Allocator) writeWith(ctx context.Context, ownConn bool, fn func(t *tx) error) error {
 	var err error
+	// Every attempt of one write shares its time, so that an attempt can
+	// recognise what an earlier one committed before its answer was lost
+	// (an allocation held since t.now was made by this write).
+	now := a.now()
 	for attempt := 0; attempt < 5; attempt++ {
-		t := &tx{a: a, ctx: ctx, now: a.now(), locked: map[string]*models.Pool{}}
+		t := &tx{a: a, ctx: ctx, now: now, attempt: attempt, locked: map[string]*models.Pool{}}
 		run := func(g *gorm.DB) error {
 			return g.Transaction(func(g *gorm.DB) error {
 				t.DB = g

@@ -210,17 +210,20 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 		results []allocResult
 		err     error = errGeneralPath
 	)
-	fastFailed := false
+	earlierTry := false
 	if a.dialect == models.Postgres {
 		results, err = a.allocBatchPG(ctx, lc, pool, owners, now)
 		if _, final := AsError(err); err != nil && !final && !errors.Is(err, errGeneralPath) {
-			fastFailed = true
+			earlierTry = true
 			a.log.Debug("allocation batch: fast path failed, using the general path", "pool", pool, "error", err)
 		}
 	}
 	if _, final := AsError(err); err != nil && !final {
 		err = a.write(ctx, func(t *tx) error {
 			t.now = now
+			if t.attempt > 0 {
+				earlierTry = true // the last attempt may have committed
+			}
 			if testHookBatchFail != nil {
 				if err := testHookBatchFail(len(live)); err != nil {
 					return err
@@ -245,12 +248,12 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 				r.finish(Allocation{}, false, res.err)
 				continue
 			}
-			// A fast path whose COMMIT went through while its answer was
-			// lost (a deadline cut the connection) leaves the general path
-			// finding the owners already holding values allocated at this
-			// batch's own time: this batch made them, so the first request
-			// of each owner is still a 201, as resolveBatch decides.
-			created := res.created || (fastFailed && !made[r.owner] && res.row.AllocatedAt.Equal(now))
+			// An earlier try (the fast path, or a retried attempt) whose
+			// COMMIT went through while its answer was lost leaves the
+			// owners already holding values allocated at this batch's own
+			// time: this batch made them, so the first request of each
+			// owner is still a 201, as resolveBatch decides.
+			created := res.created || (earlierTry && !made[r.owner] && res.row.AllocatedAt.Equal(now))
 			made[r.owner] = true
 			r.finish(allocationOut(pool, res.row), created, nil)
 		}
