@@ -61,6 +61,9 @@ var Migrations = []Migration{
 	// Version 15 (migration_v15.go): indexes of the console's search and
 	// the wallboard's recent events.
 	{Version: 15, Name: "search indexes", SQL: schemaV15},
+	// Version 16 (migration_v16.go): the BMC MAC look-up of reports is an
+	// index probe.
+	{Version: 16, Name: "expected machines by BMC MAC in any case", SQL: schemaV16},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when
