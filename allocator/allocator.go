@@ -68,6 +68,10 @@ type Allocator struct {
 	// reports is the queue of site-explorer reports waiting for their
 	// batch (group commit, ingest_batch.go), also under qmu.
 	reports reportQueue
+	// reportOrder, set by tests only, is told the order in which each
+	// report batch ran its reports: the set-based path's (the first
+	// plain), then the others.
+	reportOrder func(order []*report, plain int)
 
 	// tokens caches Authenticate's answers while ListenForTokenChanges
 	// runs (tokencache.go).

@@ -72,6 +72,15 @@ type IngestResult struct {
 // conflict when the host or one of the DPUs is decommissioned (delete it
 // before ingesting it again).
 func (a *Allocator) Report(ctx context.Context, spec ReportSpec) (*IngestResult, error) {
+	r, err := newReport(spec)
+	if err != nil {
+		return nil, err
+	}
+	return a.queueReport(ctx, r)
+}
+
+// newReport validates a report (Report's 422 errors).
+func newReport(spec ReportSpec) (*report, error) {
 	mac, err := canonicalMAC(spec.BmcMacAddress)
 	if err != nil {
 		return nil, Errf(CodeInvalid, "bmc_mac_address", "bmc_mac_address %q is not a MAC address (six hex octets separated by ':' or '-')", spec.BmcMacAddress)
@@ -97,7 +106,7 @@ func (a *Allocator) Report(ctx context.Context, spec ReportSpec) (*IngestResult,
 		serials = append(serials, s)
 	}
 	sort.Strings(serials)
-	return a.queueReport(ctx, &report{mac: mac, chassis: chassis, serials: serials, index: index})
+	return &report{mac: mac, chassis: chassis, serials: serials, index: index}, nil
 }
 
 // report is a validated site-explorer report: the canonical BMC MAC, the

@@ -127,17 +127,17 @@ func (a *Allocator) runReportBatch(batch []*reportReq) {
 			}
 		}
 	}()
-	switch len(live) {
-	case 0:
-		return
-	case 1:
-		a.reportClaimed(live[0])
+	if len(live) == 0 {
 		return
 	}
 	ctx, cancel := reportBatchContext(live)
 	defer cancel()
 	results := make([]*IngestResult, len(live))
 	refusals := make([]error, len(live))
+	items := make([]bulkItem, len(live))
+	for i, q := range live {
+		items[i] = bulkItem{ctx: q.ctx, r: q.r}
+	}
 	err := a.write(ctx, func(t *tx) error {
 		if testHookReportBatchFail != nil {
 			if err := testHookReportBatchFail(len(live)); err != nil {
@@ -148,8 +148,29 @@ func (a *Allocator) runReportBatch(batch []*reportReq) {
 		if err != nil {
 			return err
 		}
-		for i, q := range live {
-			results[i], refusals[i] = nil, nil
+		clear(results)
+		clear(refusals)
+		plain, rest, err := t.ingestBulk(pools, items)
+		if err != nil {
+			return err
+		}
+		for i, res := range plain {
+			results[i] = res
+		}
+		if a.reportOrder != nil {
+			var order []*report
+			for i, q := range live {
+				if plain[i] != nil {
+					order = append(order, q.r)
+				}
+			}
+			for _, i := range rest {
+				order = append(order, live[i].r)
+			}
+			a.reportOrder(order, len(plain))
+		}
+		for _, i := range rest {
+			q := live[i]
 			sp := fmt.Sprintf("report%d", i)
 			if err := t.SavePoint(sp).Error; err != nil {
 				return err

@@ -1,0 +1,339 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// Set-based ingestion of a batch of reports (docs/decisions.md "Group
+// commit of reports").
+//
+// Most reports of a bring-up are of the two plainest kinds: a host and
+// DPUs the site has never seen, whose loopbacks are their reservations or
+// automatic values, and a report repeated by site-explorer that changes
+// nothing. Run one after the other, such a report costs about forty
+// statements, all while lo-ip and lo-ip-v6 are locked. ingestBulk reads
+// what every report of the batch needs in a few queries, decides each
+// plain report in memory exactly as ingestReport would, and writes them
+// all in a few multi-row statements; any report with something unusual
+// (a decommissioned or moved machine, a DPU declared by another
+// ExpectedMachine, a quarantine, a reservation that is not free, a
+// changed host, a network config that disagrees with the pool) is left
+// to ingestReport, which the caller runs after the plain ones. The batch
+// therefore equals running its plain reports in arrival order, then the
+// others in arrival order.
+
+// bulkItem is one report of a batch with its caller's context (actor and
+// request id of its audit events).
+type bulkItem struct {
+	ctx context.Context
+	r   *report
+}
+
+// bulkSite is what the reports of a batch find stored, read in one query
+// per table.
+type bulkSite struct {
+	ems      map[string]*models.ExpectedMachine // by lower-case BMC MAC
+	machines map[string]*models.Machine         // by machine_id
+	decls    map[string]*models.ExpectedDpu     // by serial
+	ncs      map[string]*models.NetworkConfig   // by DPU machine_id
+	held     map[string]map[string]*models.Allocation
+	odd      map[string]bool // DPU machine_ids with a quarantined or unheld row in a loopback pool
+	ranges   map[int64][]models.PoolRange
+}
+
+// bulkFamily is one family of one planned DPU.
+type bulkFamily struct {
+	f        loopbackFamily
+	p        *models.Pool
+	value    *string // decided value (nil: unassigned or not yet picked)
+	reserved *u128   // the reservation to insert
+	auto     bool    // an automatic value to pick
+	row      *models.Allocation
+	event    *models.AuditEvent // allocation.create of row
+	problem  *Incomplete
+}
+
+// bulkDPU is one planned DPU of a report.
+type bulkDPU struct {
+	serial string
+	row    *models.Machine // new (create) or stored
+	isNew  bool
+	fams   []*bulkFamily
+}
+
+// bulkPlan is one plain report.
+type bulkPlan struct {
+	item    bulkItem
+	idx     int
+	host    *models.Machine
+	newHost bool
+	dpus    []*bulkDPU
+}
+
+// ingestBulk ingests the plain reports of items (see above) and returns
+// their results by position, and the positions of the others, in order,
+// for the caller to run with ingestReport.
+func (t *tx) ingestBulk(pools map[string]*models.Pool, items []bulkItem) (map[int]*IngestResult, []int, error) {
+	site, err := t.readBulkSite(pools, items)
+	if err != nil {
+		return nil, nil, err
+	}
+	var plans []*bulkPlan
+	var rest []int
+	seen := map[string]bool{}
+	for i, it := range items {
+		if p := site.plan(pools, it, i, seen); p != nil {
+			plans = append(plans, p)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	if len(plans) == 0 {
+		return map[int]*IngestResult{}, rest, nil
+	}
+	plans, later, err := t.assignBulk(pools, site, plans)
+	if err != nil {
+		return nil, nil, err
+	}
+	rest = mergeSorted(rest, later)
+	if err := t.writeBulk(plans); err != nil {
+		return nil, nil, err
+	}
+	out, err := t.bulkResults(plans)
+	return out, rest, err
+}
+
+// readBulkSite reads the stored state every report of items depends on.
+func (t *tx) readBulkSite(pools map[string]*models.Pool, items []bulkItem) (*bulkSite, error) {
+	s := &bulkSite{ems: map[string]*models.ExpectedMachine{}, machines: map[string]*models.Machine{},
+		decls: map[string]*models.ExpectedDpu{}, ncs: map[string]*models.NetworkConfig{},
+		held: map[string]map[string]*models.Allocation{}, odd: map[string]bool{}, ranges: map[int64][]models.PoolRange{}}
+	var macs, ids, serials, dpuIDs []string
+	for _, it := range items {
+		macs = append(macs, strings.ToLower(it.r.mac))
+		ids = append(ids, HostMachineID(it.r.mac))
+		for _, sn := range it.r.serials {
+			serials = append(serials, sn)
+			dpuIDs = append(dpuIDs, DPUMachineID(sn))
+		}
+	}
+	ids = append(ids, dpuIDs...)
+	var ems []models.ExpectedMachine
+	if err := t.Where("LOWER(bmc_mac_address) IN ?", macs).Find(&ems).Error; err != nil {
+		return nil, err
+	}
+	for i := range ems {
+		s.ems[strings.ToLower(ems[i].BmcMacAddress)] = &ems[i]
+	}
+	var ms []models.Machine
+	if err := t.Where("machine_id IN ?", ids).Find(&ms).Error; err != nil {
+		return nil, err
+	}
+	for i := range ms {
+		s.machines[ms[i].MachineID] = &ms[i]
+	}
+	if len(serials) == 0 {
+		return s, nil
+	}
+	var ds []models.ExpectedDpu
+	if err := t.Where("serial_number IN ?", serials).Find(&ds).Error; err != nil {
+		return nil, err
+	}
+	for i := range ds {
+		s.decls[ds[i].SerialNumber] = &ds[i]
+	}
+	var ncs []models.NetworkConfig
+	if err := t.Where("machine_id IN ?", dpuIDs).Find(&ncs).Error; err != nil {
+		return nil, err
+	}
+	for i := range ncs {
+		s.ncs[ncs[i].MachineID] = &ncs[i]
+	}
+	var poolIDs []int64
+	for _, f := range loopbackFamilies {
+		if p := pools[f.pool]; p != nil {
+			poolIDs = append(poolIDs, p.ID)
+			s.held[f.pool] = map[string]*models.Allocation{}
+		}
+	}
+	if len(poolIDs) == 0 {
+		return s, nil
+	}
+	var owned, former []models.Allocation
+	if err := t.Where("pool_id IN ? AND owner_type = ? AND owner_id IN ?", poolIDs, OwnerTypeMachine, dpuIDs).Find(&owned).Error; err != nil {
+		return nil, err
+	}
+	if err := t.Where("pool_id IN ? AND former_owner_type = ? AND former_owner_id IN ?", poolIDs, OwnerTypeMachine, dpuIDs).Find(&former).Error; err != nil {
+		return nil, err
+	}
+	for i := range owned {
+		r := &owned[i]
+		if r.State != models.StateAllocated {
+			s.odd[deref(r.OwnerID)] = true
+			continue
+		}
+		for _, f := range loopbackFamilies {
+			if p := pools[f.pool]; p != nil && p.ID == r.PoolID {
+				s.held[f.pool][deref(r.OwnerID)] = r
+			}
+		}
+	}
+	for i := range former {
+		s.odd[deref(former[i].FormerOwnerID)] = true
+	}
+	var rs []models.PoolRange
+	if err := t.Where("pool_id IN ?", poolIDs).Find(&rs).Error; err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		s.ranges[r.PoolID] = append(s.ranges[r.PoolID], r)
+	}
+	return s, nil
+}
+
+// plan decides report it of position idx in memory, or returns nil when
+// it is not plain. seen holds the BMC MACs and serials of the reports
+// planned before it: a report naming one of them again runs after them,
+// one by one.
+func (s *bulkSite) plan(pools map[string]*models.Pool, it bulkItem, idx int, seen map[string]bool) *bulkPlan {
+	r := it.r
+	hostID := HostMachineID(r.mac)
+	if seen["mac:"+r.mac] {
+		return nil
+	}
+	for _, sn := range r.serials {
+		if seen["dpu:"+sn] {
+			return nil
+		}
+	}
+	em := s.ems[strings.ToLower(r.mac)]
+	chassis := r.chassis
+	var emID *string
+	if em != nil {
+		emID = strp(em.ID)
+		if chassis == "" {
+			chassis = em.ChassisSerialNumber
+		}
+	}
+	p := &bulkPlan{item: it, idx: idx}
+	if cur := s.machines[hostID]; cur != nil {
+		if cur.State != StateReady || (chassis != "" && chassis != cur.ChassisSerialNumber) || deref(emID) != deref(cur.ExpectedMachineID) {
+			return nil // refused (409) or updated: ingestReport
+		}
+		p.host = cur
+	} else {
+		p.host = &models.Machine{MachineID: hostID, Kind: KindHost, State: StateReady, BmcMacAddress: strp(r.mac),
+			ChassisSerialNumber: chassis, ExpectedMachineID: emID, Version: 1}
+		p.newHost = true
+	}
+	for _, sn := range r.serials {
+		d := s.planDPU(pools, em, hostID, sn)
+		if d == nil {
+			return nil
+		}
+		p.dpus = append(p.dpus, d)
+	}
+	seen["mac:"+r.mac] = true
+	for _, sn := range r.serials {
+		seen["dpu:"+sn] = true
+	}
+	return p
+}
+
+// planDPU decides one DPU of a plain report, or nil when it is not plain.
+func (s *bulkSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMachine, hostID, serial string) *bulkDPU {
+	id := DPUMachineID(serial)
+	decl := s.decls[serial]
+	if decl != nil && em != nil && decl.ExpectedMachineID != em.ID {
+		return nil // perhaps misplaced (docs/reservations.md): ingestReport decides
+	}
+	if s.odd[id] {
+		return nil // a quarantine of or for this DPU
+	}
+	d := &bulkDPU{serial: serial}
+	nc := s.ncs[id]
+	if cur := s.machines[id]; cur != nil {
+		if cur.Kind != KindDPU || cur.State != StateReady || deref(cur.HostMachineID) != hostID || nc == nil {
+			return nil
+		}
+		d.row = cur
+		// A known DPU is plain when it holds a value of every family and
+		// its network config names them: the report changes nothing.
+		for _, f := range loopbackFamilies {
+			p := pools[f.pool]
+			if p == nil {
+				continue
+			}
+			h := s.held[f.pool][id]
+			if h == nil || deref(f.active(nc)) != h.Value {
+				return nil
+			}
+			d.fams = append(d.fams, &bulkFamily{f: f, p: p, value: strp(h.Value)})
+		}
+		return d
+	}
+	if nc != nil {
+		return nil
+	}
+	d.row = &models.Machine{MachineID: id, Kind: KindDPU, HostMachineID: strp(hostID), State: StateReady,
+		SerialNumber: strp(serial), Version: 1}
+	d.isNew = true
+	for _, f := range loopbackFamilies {
+		p := pools[f.pool]
+		if p == nil {
+			continue
+		}
+		bf := &bulkFamily{f: f, p: p}
+		switch res := f.reserved(decl); {
+		case s.held[f.pool][id] != nil:
+			bf.value = strp(s.held[f.pool][id].Value)
+		case res != nil:
+			v, err := spaceOf(p).parse(*res)
+			if err != nil || !s.inRequestableRange(p, v) {
+				return nil // not available: ingestReport words why
+			}
+			bf.reserved = &v
+		default:
+			bf.auto = true
+		}
+		d.fams = append(d.fams, bf)
+	}
+	return d
+}
+
+// inRequestableRange tells whether v lies in an auto_assign=false range of
+// p (the only ranges a value can be requested from).
+func (s *bulkSite) inRequestableRange(p *models.Pool, v u128) bool {
+	k := v.key()
+	for _, r := range s.ranges[p.ID] {
+		if r.FirstKey <= k && k <= r.LastKey {
+			return !r.AutoAssign
+		}
+	}
+	return false
+}
+
+// mergeSorted merges two ascending lists of positions.
+func mergeSorted(a, b []int) []int {
+	out := make([]int, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		if j == len(b) || (i < len(a) && a[i] < b[j]) {
+			out = append(out, a[i])
+			i++
+		} else {
+			out = append(out, b[j])
+			j++
+		}
+	}
+	return out
+}
+
+// bulkMachineAuditErr wraps an audit encoding error of report idx.
+func bulkMachineAuditErr(err error, idx int) error {
+	return fmt.Errorf("report %d of a batch: %w", idx, err)
+}
