@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -273,25 +274,31 @@ func (t *tx) lockPools(names ...string) (map[string]*models.Pool, error) {
 	sorted := append([]string(nil), names...)
 	sort.Strings(sorted)
 	out := map[string]*models.Pool{}
-	for _, n := range sorted {
+	var missing []string
+	for _, n := range slices.Compact(sorted) {
 		if p, ok := t.locked[n]; ok {
 			out[n] = p
 			continue
 		}
-		var p models.Pool
-		q := t.DB
-		if t.a.dialect == models.Postgres {
-			q = q.Clauses(clause.Locking{Strength: "UPDATE"})
-		}
-		err := q.Where("name = ?", n).Take(&p).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		t.locked[n] = &p
-		out[n] = &p
+		missing = append(missing, n)
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	// One statement for all of them: PostgreSQL locks the rows in the
+	// order the ORDER BY returns them, name order.
+	var rows []models.Pool
+	q := t.DB
+	if t.a.dialect == models.Postgres {
+		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	if err := q.Where("name IN ?", missing).Order("name").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		p := &rows[i]
+		t.locked[p.Name] = p
+		out[p.Name] = p
 	}
 	return out, nil
 }

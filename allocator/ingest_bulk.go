@@ -163,15 +163,25 @@ func (t *tx) readBulkSite(pools map[string]*models.Pool, items []bulkItem) (*bul
 	if len(poolIDs) == 0 {
 		return s, nil
 	}
-	var owned, former []models.Allocation
-	if err := t.Where("pool_id IN ? AND owner_type = ? AND owner_id IN ?", poolIDs, OwnerTypeMachine, dpuIDs).Find(&owned).Error; err != nil {
+	// Rows held by these DPUs, and quarantines held for them, in one query
+	// over the two owner indexes.
+	var owned []models.Allocation
+	if err := t.Where("pool_id IN ? AND ((owner_type = ? AND owner_id IN ?) OR (former_owner_type = ? AND former_owner_id IN ?))",
+		poolIDs, OwnerTypeMachine, dpuIDs, OwnerTypeMachine, dpuIDs).Find(&owned).Error; err != nil {
 		return nil, err
 	}
-	if err := t.Where("pool_id IN ? AND former_owner_type = ? AND former_owner_id IN ?", poolIDs, OwnerTypeMachine, dpuIDs).Find(&former).Error; err != nil {
-		return nil, err
+	ours := make(map[string]bool, len(dpuIDs))
+	for _, id := range dpuIDs {
+		ours[id] = true
 	}
 	for i := range owned {
 		r := &owned[i]
+		if deref(r.FormerOwnerType) == OwnerTypeMachine && ours[deref(r.FormerOwnerID)] {
+			s.odd[deref(r.FormerOwnerID)] = true
+		}
+		if deref(r.OwnerType) != OwnerTypeMachine || !ours[deref(r.OwnerID)] {
+			continue
+		}
 		if r.State != models.StateAllocated {
 			s.odd[deref(r.OwnerID)] = true
 			continue
@@ -181,9 +191,6 @@ func (t *tx) readBulkSite(pools map[string]*models.Pool, items []bulkItem) (*bul
 				s.held[f.pool][deref(r.OwnerID)] = r
 			}
 		}
-	}
-	for i := range former {
-		s.odd[deref(former[i].FormerOwnerID)] = true
 	}
 	var rs []models.PoolRange
 	if err := t.Where("pool_id IN ?", poolIDs).Find(&rs).Error; err != nil {

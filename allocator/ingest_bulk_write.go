@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/ipledger/ipledger/models"
 )
@@ -33,8 +34,8 @@ func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*
 	}
 	// Pass 1: expired quarantines go first (as every allocation does), then
 	// the reservations that are not free take their plans out.
-	dropped := map[*bulkPlan]bool{}
-	taken := map[string]map[string]bool{} // pool → value keys stored
+	var keyConds []string
+	var keyArgs []any
 	for _, f := range loopbackFamilies {
 		cs := byPool[f.pool]
 		if len(cs) == 0 {
@@ -54,19 +55,28 @@ func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*
 				}
 			}
 		}
-		taken[f.pool] = map[string]bool{}
-		if len(keys) == 0 {
-			continue
+		if len(keys) > 0 {
+			keyConds = append(keyConds, "(pool_id = ? AND value_key IN ?)")
+			keyArgs = append(keyArgs, p.ID, keys)
 		}
-		var stored []string
-		if err := t.Model(&models.Allocation{}).Where("pool_id = ? AND value_key IN ?", p.ID, keys).Pluck("value_key", &stored).Error; err != nil {
+	}
+	taken := map[int64]map[string]bool{} // pool id → value keys stored
+	if len(keyConds) > 0 {
+		var stored []models.Allocation
+		if err := t.Select("pool_id", "value_key").Where(strings.Join(keyConds, " OR "), keyArgs...).Find(&stored).Error; err != nil {
 			return nil, nil, err
 		}
-		for _, k := range stored {
-			taken[f.pool][k] = true
+		for _, r := range stored {
+			if taken[r.PoolID] == nil {
+				taken[r.PoolID] = map[string]bool{}
+			}
+			taken[r.PoolID][r.ValueKey] = true
 		}
+	}
+	dropped := map[*bulkPlan]bool{}
+	for _, cs := range byPool {
 		for _, c := range cs {
-			if c.fam.reserved != nil && taken[f.pool][c.fam.reserved.key()] {
+			if c.fam.reserved != nil && taken[c.fam.p.ID][c.fam.reserved.key()] {
 				dropped[c.plan] = true
 			}
 		}
@@ -80,82 +90,130 @@ func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*
 			kept = append(kept, pl)
 		}
 	}
-	// Pass 2: insert, per pool, the reservations and then the automatic
-	// values (whose search sees the reservations already stored).
+	// Pass 2: the automatic values (one search per pool, which reads the
+	// ranges of both pools at once), then every new row of both pools in
+	// one INSERT and the run ends they close in one UPDATE.
+	resv, auto := map[string][]cand{}, map[string][]cand{}
+	var autoPools []*models.Pool
 	for _, f := range loopbackFamilies {
-		var resv, auto []cand
 		for _, c := range byPool[f.pool] {
 			switch {
 			case dropped[c.plan]:
 			case c.fam.reserved != nil:
-				resv = append(resv, c)
+				resv[f.pool] = append(resv[f.pool], c)
 			default:
-				auto = append(auto, c)
+				auto[f.pool] = append(auto[f.pool], c)
 			}
 		}
+		if len(auto[f.pool]) > 0 {
+			autoPools = append(autoPools, pools[f.pool])
+		}
+	}
+	ranges, err := t.autoRangesOf(autoPools)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows []models.Allocation
+	var owners []cand
+	prevConds, prevArgs := []string{}, []any{}
+	for _, f := range loopbackFamilies {
 		p := pools[f.pool]
-		if len(resv) > 0 {
-			sp := spaceOf(p)
-			inBatch := make(map[u128]bool, len(resv))
-			for _, c := range resv {
-				inBatch[*c.fam.reserved] = true
-			}
-			rows := make([]models.Allocation, len(resv))
-			var prevs []string
-			for k, c := range resv {
-				v := *c.fam.reserved
-				runEnd := true
-				if n, ok := sp.next(v); ok {
-					runEnd = !taken[f.pool][n.key()] && !inBatch[n]
-				}
-				if pv, ok := sp.prev(v); ok && !inBatch[pv] {
-					prevs = append(prevs, pv.key())
-				}
-				rows[k] = models.Allocation{PoolID: p.ID, ValueKey: v.key(), Value: sp.format(v), State: models.StateAllocated,
-					OwnerType: strp(OwnerTypeMachine), OwnerID: strp(c.dpu.row.MachineID), RunEnd: runEnd, AllocatedAt: t.now}
-			}
-			if err := t.insertBulkAllocations(p, rows, prevs); err != nil {
-				return nil, nil, err
-			}
-			for k, c := range resv {
-				if err := c.fam.took(t, c.plan, &rows[k]); err != nil {
-					return nil, nil, err
-				}
-			}
-		}
-		if len(auto) == 0 {
+		if p == nil || len(resv[f.pool])+len(auto[f.pool]) == 0 {
 			continue
 		}
-		picks, err := t.lowestFreeN(p, len(auto))
-		if err != nil {
-			return nil, nil, err
-		}
-		reqs := make([]autoOwner, len(auto))
-		fresh := make([]int, len(auto))
-		for k, c := range auto {
-			reqs[k] = autoOwner{ctx: c.plan.item.ctx, owner: Owner{Type: OwnerTypeMachine, ID: c.dpu.row.MachineID}}
-			fresh[k] = k
-		}
-		rows, prevs, _, err := newAllocations(p, reqs, fresh, picks, t.now)
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(rows) > 0 {
-			if err := t.insertBulkAllocations(p, rows, prevs); err != nil {
+		sp := spaceOf(p)
+		var picks []freePick
+		if n := len(auto[f.pool]); n > 0 {
+			if picks, err = pickFree(p, n, ranges[p.ID], gormGaps{t: t, p: p}); err != nil {
 				return nil, nil, err
 			}
 		}
-		for k, c := range auto {
-			if k < len(rows) {
-				if err := c.fam.took(t, c.plan, &rows[k]); err != nil {
-					return nil, nil, err
-				}
-				continue
+		first := len(rows)
+		inBatch := map[u128]bool{}
+		for _, c := range resv[f.pool] {
+			inBatch[*c.fam.reserved] = true
+		}
+		for _, pk := range picks {
+			inBatch[pk.v] = true
+		}
+		add := func(c cand, v u128, runEnd bool) {
+			if n, ok := sp.next(v); ok && (taken[p.ID][n.key()] || inBatch[n]) {
+				runEnd = false
 			}
+			rows = append(rows, models.Allocation{PoolID: p.ID, ValueKey: v.key(), Value: sp.format(v), State: models.StateAllocated,
+				OwnerType: strp(OwnerTypeMachine), OwnerID: strp(c.dpu.row.MachineID), RunEnd: runEnd, AllocatedAt: t.now})
+			owners = append(owners, c)
+		}
+		for _, c := range resv[f.pool] {
+			add(c, *c.fam.reserved, true)
+		}
+		for k, pk := range picks {
+			add(auto[f.pool][k], pk.v, pk.runEnd)
+		}
+		for _, c := range auto[f.pool][len(picks):] {
 			c.fam.problem = &Incomplete{Code: CodePoolExhausted, Message: fmt.Sprintf("DPU %s: pool %q has no free value in its auto_assign ranges", c.dpu.serial, p.Name)}
+		}
+		var prevs []string
+		for _, r := range rows[first:] {
+			v, err := parseKey(r.ValueKey)
+			if err != nil {
+				return nil, nil, err
+			}
+			if pv, ok := sp.prev(v); ok && !inBatch[pv] {
+				prevs = append(prevs, pv.key())
+			}
+		}
+		if len(prevs) > 0 {
+			prevConds = append(prevConds, "(pool_id = ? AND value_key IN ?)")
+			prevArgs = append(prevArgs, p.ID, prevs)
+		}
+	}
+	if len(rows) > 0 {
+		if err := t.Create(&rows).Error; err != nil {
+			return nil, nil, err
+		}
+		if len(prevConds) > 0 {
+			if err := t.Exec(`UPDATE allocations SET run_end = ? WHERE run_end AND (`+strings.Join(prevConds, " OR ")+`)`,
+				append([]any{false}, prevArgs...)...).Error; err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for k, c := range owners {
+		if err := c.fam.took(t, c.plan, &rows[k]); err != nil {
+			return nil, nil, err
 		}
 	}
 	return kept, later, nil
+}
+
+// autoRangesOf reads the auto_assign ranges of pools, each with the gap
+// columns from its first value (autoRangesQuery for several pools), in one
+// query.
+func (t *tx) autoRangesOf(pools []*models.Pool) (map[int64][]rangeGap, error) {
+	out := map[int64][]rangeGap{}
+	if len(pools) == 0 {
+		return out, nil
+	}
+	ids := make([]int64, len(pools))
+	for i, p := range pools {
+		ids[i] = p.ID
+	}
+	rows, err := t.Raw(`SELECT r.pool_id, r.first_key, r.last_key, `+gapColumns("r.pool_id", "r.first_key")+
+		` FROM pool_ranges r WHERE r.pool_id IN ? AND r.auto_assign = ? ORDER BY r.pool_id, r.first_key`, ids, true).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var r rangeGap
+		if err := rows.Scan(&id, &r.first, &r.last, &r.cols[0], &r.cols[1], &r.cols[2]); err != nil {
+			return nil, err
+		}
+		out[id] = append(out[id], r)
+	}
+	return out, rows.Err()
 }
 
 // took records that the family got row, with its allocation.create event
@@ -168,18 +226,6 @@ func (bf *bulkFamily) took(t *tx, pl *bulkPlan, row *models.Allocation) error {
 	bf.row, bf.event, bf.value = row, &ev, strp(row.Value)
 	t.changed(bf.p.Name, "allocate")
 	return nil
-}
-
-// insertBulkAllocations stores rows of p and clears the run-end flag of
-// the stored values in prevs (a no-op where free).
-func (t *tx) insertBulkAllocations(p *models.Pool, rows []models.Allocation, prevs []string) error {
-	if err := t.Create(&rows).Error; err != nil {
-		return err
-	}
-	if len(prevs) == 0 {
-		return nil
-	}
-	return t.Exec(`UPDATE allocations SET run_end = ? WHERE pool_id = ? AND run_end AND value_key IN ?`, false, p.ID, prevs).Error
 }
 
 // writeBulk stores the new machines and network configs of plans and
@@ -238,8 +284,10 @@ func (t *tx) writeBulk(plans []*bulkPlan) error {
 			ncs = append(ncs, nc)
 		}
 	}
-	// Hosts before their DPUs: a DPU row refers to its host's.
-	for _, batch := range []any{&hosts, &dpus, &ncs, &events} {
+	// One INSERT for hosts and DPUs, hosts first; a DPU row refers to its
+	// host's, which both databases check at the end of the statement.
+	machines := append(hosts, dpus...)
+	for _, batch := range []any{&machines, &ncs, &events} {
 		if err := createAll(t, batch); err != nil {
 			return err
 		}
