@@ -3,6 +3,7 @@
 package emfile
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"strconv"
 )
@@ -58,6 +59,15 @@ type = "ipv6"
 ranges = [{ start = "fd00:180::", end = "fd00:180::4:0" }, { start = "fd00:181::", end = "fd00:181::8:0", auto_assign = false }]
 `
 
+// IngestMAC is the BMC MAC of report n of client id in loadgen's ingest
+// run run: a locally administered address derived from all three, so that
+// the runs of one script report distinct hosts (a MAC shared by two runs
+// would make the second run's reports updates of the first run's hosts).
+func IngestMAC(run string, id, n int) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d", run, id, n))
+	return fmt.Sprintf("02:%02x:%02x:%02x:%02x:%02x", h[0], h[1], h[2], h[3], h[4])
+}
+
 // GenerateForIngest returns the ExpectedMachines of the hosts that
 // bench/loadgen's ingest mode reports with -run run: per client 0 …
 // clients-1, its reports 0 … per-1, the host's BMC MAC and dpus DPU
@@ -72,8 +82,7 @@ func GenerateForIngest(run string, clients, per, dpus, offset int) []byte {
 			if id > 0 || n > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, fmt.Sprintf(`{"bmc_mac_address":"02:%02x:%02x:%02x:%02x:%02x","expected_dpus":[`,
-				id&0xff, (n>>24)&0xff, (n>>16)&0xff, (n>>8)&0xff, n&0xff)...)
+			b = append(b, `{"bmc_mac_address":"`+IngestMAC(run, id, n)+`","expected_dpus":[`...)
 			for d := 0; d < dpus; d++ {
 				if d > 0 {
 					b = append(b, ',')

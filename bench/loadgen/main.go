@@ -53,6 +53,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ipledger/ipledger/bench/emfile"
 )
 
 type config struct {
@@ -271,7 +273,7 @@ func (r *runner) client_(ctx context.Context, id int) []result {
 				r.ack(pool, owner, respBody)
 			}
 		case "ingest":
-			mac := fmt.Sprintf("02:%02x:%02x:%02x:%02x:%02x", id&0xff, (n>>24)&0xff, (n>>16)&0xff, (n>>8)&0xff, n&0xff)
+			mac := emfile.IngestMAC(r.c.run, id, n)
 			var dpus []map[string]string
 			for d := 0; d < r.c.dpus; d++ {
 				dpus = append(dpus, map[string]string{"serial_number": fmt.Sprintf("%s-%d-%d-%d", r.c.run, id, n, d)})
