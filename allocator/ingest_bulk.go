@@ -164,11 +164,18 @@ func (t *tx) readBulkSite(pools map[string]*models.Pool, items []bulkItem) (*bul
 		return s, nil
 	}
 	// Rows held by these DPUs, and quarantines held for them, in one query
-	// over the two owner indexes.
+	// over the two owner indexes. The pools are picked out here: a
+	// condition on pool_id lets PostgreSQL's generic plan read every row of
+	// the pools through the (pool_id, owner_type, owner_id) index instead,
+	// a cost that grows with the site.
 	var owned []models.Allocation
-	if err := t.Where("pool_id IN ? AND ((owner_type = ? AND owner_id IN ?) OR (former_owner_type = ? AND former_owner_id IN ?))",
-		poolIDs, OwnerTypeMachine, dpuIDs, OwnerTypeMachine, dpuIDs).Find(&owned).Error; err != nil {
+	if err := t.Where("(owner_type = ? AND owner_id IN ?) OR (former_owner_type = ? AND former_owner_id IN ?)",
+		OwnerTypeMachine, dpuIDs, OwnerTypeMachine, dpuIDs).Find(&owned).Error; err != nil {
 		return nil, err
+	}
+	inPools := map[int64]bool{}
+	for _, id := range poolIDs {
+		inPools[id] = true
 	}
 	ours := make(map[string]bool, len(dpuIDs))
 	for _, id := range dpuIDs {
@@ -176,6 +183,9 @@ func (t *tx) readBulkSite(pools map[string]*models.Pool, items []bulkItem) (*bul
 	}
 	for i := range owned {
 		r := &owned[i]
+		if !inPools[r.PoolID] {
+			continue
+		}
 		if deref(r.FormerOwnerType) == OwnerTypeMachine && ours[deref(r.FormerOwnerID)] {
 			s.odd[deref(r.FormerOwnerID)] = true
 		}
