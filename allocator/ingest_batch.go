@@ -12,13 +12,12 @@ import (
 //
 // Every report locks lo-ip and lo-ip-v6 before it touches a machine row
 // (the lock order that keeps reports, deletes and ExpectedMachine edits
-// free of deadlocks), so the reports of a site run one at a time: run
-// alone, each one also waits for the lock, begins and commits (a WAL
-// flush) while holding it, and eight clients got less done than one. As
+// free of deadlocks), so the reports of a site run one at a time. As
 // automatic allocations do (batch.go), the reports that arrive in one
 // process while a batch runs queue up, and one goroutine runs the queue
-// as the next batch: one transaction, one lock acquisition, one commit,
-// the reports one after the other in arrival order, each behind a
+// as the next batch: one transaction, one lock acquisition, one commit.
+// The batch's plain reports are ingested set-based first (ingest_bulk.go);
+// the others then run one after the other in arrival order, each behind a
 // savepoint — a report refused (a decommissioned host, 409) is rolled
 // back to its savepoint and answers its caller alone, the others commit.
 // Each report's writes and audit events are exactly those it makes alone
