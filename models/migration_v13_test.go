@@ -11,8 +11,8 @@ import (
 )
 
 // Migration 13 numbers the events that exist before it in id order, 1..N.
-// The test undoes migrations 13 and 15 (later ones are applied in order
-// only) on a fresh database, writes events the old way, and migrates
+// The test undoes migrations 13, 15 and 16 (later ones are applied in
+// order only) on a fresh database, writes events the old way, and migrates
 // again.
 func TestMigrationNumbersExistingEvents(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
@@ -22,7 +22,8 @@ func TestMigrationNumbersExistingEvents(t *testing.T) {
 			`ALTER TABLE audit_events DROP COLUMN revision`,
 			`DROP INDEX machines_chassis`, `DROP INDEX expected_machines_chassis`,
 			`DROP INDEX expected_machines_name`, `DROP INDEX audit_events_action`,
-			`DELETE FROM schema_migrations WHERE version IN (13, 15)`,
+			`DROP INDEX expected_machines_bmc_mac_lower`,
+			`DELETE FROM schema_migrations WHERE version IN (13, 15, 16)`,
 		} {
 			must(t, db.Exec(s).Error)
 		}
