@@ -11,6 +11,9 @@
 #     being back,
 #   - every allocation a client saw acknowledged is in the database, no
 #     value is held twice, run_end flags and audit events are consistent,
+#   - no site-explorer report (a 4-client ingestion load runs beside the
+#     allocations) is half-written: every DPU has its network config and
+#     its loopback,
 #   - the load saw no 5xx other than 503 and no hang.
 #
 #   scripts/reliability-pg-restart.sh                       # 30 s load
@@ -36,6 +39,7 @@ API_PORT=$P1
 server_start $P1
 server_start $P2
 api POST /api/v1/pools '{"name":"rel","type":"ipv4","ranges":[{"first":"10.64.0.0","last":"10.95.255.255","auto_assign":true}]}' >/dev/null
+api POST /api/v1/pools '{"name":"lo-ip","type":"ipv4","ranges":[{"first":"10.180.0.0","last":"10.180.255.255","auto_assign":true}]}' >/dev/null
 
 urls=http://127.0.0.1:$P1,http://127.0.0.1:$P2
 # The load keeps going through the outage: each client retries its request
@@ -43,6 +47,9 @@ urls=http://127.0.0.1:$P1,http://127.0.0.1:$P2
 "$BIN/loadgen" -mode allocate -servers "$urls" -clients "$CLIENTS" -duration "$LOAD" -pools rel -retry -allow-unavailable \
 	-timeout 15s -acked "$H7_TMP/acked.tsv" -label pg-restart-allocate >"$H7_TMP/load-alloc.json" &
 LG=$!
+"$BIN/loadgen" -mode ingest -servers "$urls" -clients 4 -dpus 2 -duration "$LOAD" -retry -allow-unavailable \
+	-timeout 15s -label pg-restart-ingest >"$H7_TMP/load-ingest.json" &
+LG2=$!
 
 # probe NAME METHOD URL [BODY]: one request during the outage; it must be a
 # 503 with code "unavailable", answered within PROBE_TIMEOUT seconds.
@@ -106,13 +113,18 @@ for port in $P1 $P2; do
 	kill -0 "$(server_pid $port)" 2>/dev/null || violation "server :$port exited during the outage"
 done
 wait $LG || true
+wait $LG2 || true
 
 line=$(cat "$H7_TMP/load-alloc.json")
 log "allocation load: $line"
 check_loadgen "$line"
+ingest_line=$(cat "$H7_TMP/load-ingest.json")
+log "ingestion load: $ingest_line"
+check_loadgen "$ingest_line"
 check_acked "$H7_TMP/acked.tsv"
 check_unique
 check_run_ends rel
+check_ingestion
 if grep -q '"status":500' "$H7_TMP"/server-*.log; then
 	violation "the servers logged 500 answers: $(grep -c '"status":500' "$H7_TMP"/server-*.log | tr '\n' ' ')"
 fi
