@@ -187,7 +187,8 @@ func (a *Allocator) runReportBatch(batch []*reportReq) {
 	for i, q := range live {
 		items[i] = bulkItem{ctx: q.ctx, r: q.r}
 	}
-	err := a.write(ctx, func(t *tx) error {
+	// On its own connection: the set-based path pipelines its reads on it.
+	err := a.writeOnConn(ctx, func(t *tx) error {
 		if testHookReportBatchFail != nil {
 			if err := testHookReportBatchFail(len(live)); err != nil {
 				return err

@@ -122,92 +122,60 @@ func (t *tx) readBulkSite(pools map[string]*models.Pool, items []bulkItem) (*bul
 		}
 	}
 	ids = append(ids, dpuIDs...)
-	var ems []models.ExpectedMachine
-	if err := t.Where("LOWER(bmc_mac_address) IN ?", macs).Find(&ems).Error; err != nil {
-		return nil, err
-	}
-	for i := range ems {
-		s.ems[strings.ToLower(ems[i].BmcMacAddress)] = &ems[i]
-	}
-	var ms []models.Machine
-	if err := t.Where("machine_id IN ?", ids).Find(&ms).Error; err != nil {
-		return nil, err
-	}
-	for i := range ms {
-		s.machines[ms[i].MachineID] = &ms[i]
-	}
-	if len(serials) == 0 {
-		return s, nil
-	}
-	var ds []models.ExpectedDpu
-	if err := t.Where("serial_number IN ?", serials).Find(&ds).Error; err != nil {
-		return nil, err
-	}
-	for i := range ds {
-		s.decls[ds[i].SerialNumber] = &ds[i]
-	}
-	var ncs []models.NetworkConfig
-	if err := t.Where("machine_id IN ?", dpuIDs).Find(&ncs).Error; err != nil {
-		return nil, err
-	}
-	for i := range ncs {
-		s.ncs[ncs[i].MachineID] = &ncs[i]
-	}
 	var poolIDs []int64
+	inPools := map[int64]bool{}
 	for _, f := range loopbackFamilies {
 		if p := pools[f.pool]; p != nil {
 			poolIDs = append(poolIDs, p.ID)
+			inPools[p.ID] = true
 			s.held[f.pool] = map[string]*models.Allocation{}
 		}
 	}
-	if len(poolIDs) == 0 {
-		return s, nil
-	}
-	// Rows held by these DPUs, and quarantines held for them, in one query
-	// over the two owner indexes. The pools are picked out here: a
-	// condition on pool_id lets PostgreSQL's generic plan read every row of
-	// the pools through the (pool_id, owner_type, owner_id) index instead,
-	// a cost that grows with the site.
-	var owned []models.Allocation
-	if err := t.Where("(owner_type = ? AND owner_id IN ?) OR (former_owner_type = ? AND former_owner_id IN ?)",
-		OwnerTypeMachine, dpuIDs, OwnerTypeMachine, dpuIDs).Find(&owned).Error; err != nil {
+	r, err := t.readBulk(macs, ids, serials, dpuIDs, poolIDs)
+	if err != nil {
 		return nil, err
 	}
-	inPools := map[int64]bool{}
-	for _, id := range poolIDs {
-		inPools[id] = true
+	for i := range r.ems {
+		s.ems[strings.ToLower(r.ems[i].BmcMacAddress)] = &r.ems[i]
+	}
+	for i := range r.machines {
+		s.machines[r.machines[i].MachineID] = &r.machines[i]
+	}
+	for i := range r.decls {
+		s.decls[r.decls[i].SerialNumber] = &r.decls[i]
+	}
+	for i := range r.ncs {
+		s.ncs[r.ncs[i].MachineID] = &r.ncs[i]
 	}
 	ours := make(map[string]bool, len(dpuIDs))
 	for _, id := range dpuIDs {
 		ours[id] = true
 	}
-	for i := range owned {
-		r := &owned[i]
-		if !inPools[r.PoolID] {
+	// Rows held by these DPUs, and quarantines held for them (in any pool:
+	// the loopback pools are picked out here).
+	for i := range r.owned {
+		a := &r.owned[i]
+		if !inPools[a.PoolID] {
 			continue
 		}
-		if deref(r.FormerOwnerType) == OwnerTypeMachine && ours[deref(r.FormerOwnerID)] {
-			s.odd[deref(r.FormerOwnerID)] = true
+		if deref(a.FormerOwnerType) == OwnerTypeMachine && ours[deref(a.FormerOwnerID)] {
+			s.odd[deref(a.FormerOwnerID)] = true
 		}
-		if deref(r.OwnerType) != OwnerTypeMachine || !ours[deref(r.OwnerID)] {
+		if deref(a.OwnerType) != OwnerTypeMachine || !ours[deref(a.OwnerID)] {
 			continue
 		}
-		if r.State != models.StateAllocated {
-			s.odd[deref(r.OwnerID)] = true
+		if a.State != models.StateAllocated {
+			s.odd[deref(a.OwnerID)] = true
 			continue
 		}
 		for _, f := range loopbackFamilies {
-			if p := pools[f.pool]; p != nil && p.ID == r.PoolID {
-				s.held[f.pool][deref(r.OwnerID)] = r
+			if p := pools[f.pool]; p != nil && p.ID == a.PoolID {
+				s.held[f.pool][deref(a.OwnerID)] = a
 			}
 		}
 	}
-	var rs []models.PoolRange
-	if err := t.Where("pool_id IN ?", poolIDs).Find(&rs).Error; err != nil {
-		return nil, err
-	}
-	for _, r := range rs {
-		s.ranges[r.PoolID] = append(s.ranges[r.PoolID], r)
+	for _, pr := range r.ranges {
+		s.ranges[pr.PoolID] = append(s.ranges[pr.PoolID], pr)
 	}
 	return s, nil
 }
