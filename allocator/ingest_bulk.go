@@ -95,12 +95,13 @@ func (t *tx) ingestBulk(pools map[string]*models.Pool, items []bulkItem) (map[in
 	if len(plans) == 0 {
 		return map[int]*IngestResult{}, rest, nil
 	}
-	plans, later, err := t.assignBulk(pools, site, plans)
+	w := &bulkWrites{}
+	plans, later, err := t.assignBulk(pools, site, plans, w)
 	if err != nil {
 		return nil, nil, err
 	}
 	rest = mergeSorted(rest, later)
-	if err := t.writeBulk(plans); err != nil {
+	if err := t.writeBulk(plans, w); err != nil {
 		return nil, nil, err
 	}
 	out, err := t.bulkResults(plans)

@@ -16,7 +16,7 @@ import (
 // (a plan whose reserved value is taken moves to later, for ingestReport
 // to explain), then the automatic values of the remaining plans in their
 // order, from one lowest-free search per pool. It returns the plans kept.
-func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*bulkPlan) ([]*bulkPlan, []int, error) {
+func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*bulkPlan, w *bulkWrites) ([]*bulkPlan, []int, error) {
 	type cand struct {
 		plan *bulkPlan
 		dpu  *bulkDPU
@@ -115,7 +115,6 @@ func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*
 	}
 	var rows []models.Allocation
 	var owners []cand
-	prevConds, prevArgs := []string{}, []any{}
 	for _, f := range loopbackFamilies {
 		p := pools[f.pool]
 		if p == nil || len(resv[f.pool])+len(auto[f.pool]) == 0 {
@@ -153,32 +152,18 @@ func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*
 		for _, c := range auto[f.pool][len(picks):] {
 			c.fam.problem = &Incomplete{Code: CodePoolExhausted, Message: fmt.Sprintf("DPU %s: pool %q has no free value in its auto_assign ranges", c.dpu.serial, p.Name)}
 		}
-		var prevs []string
 		for _, r := range rows[first:] {
 			v, err := parseKey(r.ValueKey)
 			if err != nil {
 				return nil, nil, err
 			}
 			if pv, ok := sp.prev(v); ok && !inBatch[pv] {
-				prevs = append(prevs, pv.key())
-			}
-		}
-		if len(prevs) > 0 {
-			prevConds = append(prevConds, "(pool_id = ? AND value_key IN ?)")
-			prevArgs = append(prevArgs, p.ID, prevs)
-		}
-	}
-	if len(rows) > 0 {
-		if err := t.Create(&rows).Error; err != nil {
-			return nil, nil, err
-		}
-		if len(prevConds) > 0 {
-			if err := t.Exec(`UPDATE allocations SET run_end = ? WHERE run_end AND (`+strings.Join(prevConds, " OR ")+`)`,
-				append([]any{false}, prevArgs...)...).Error; err != nil {
-				return nil, nil, err
+				w.prevPools = append(w.prevPools, p.ID)
+				w.prevKeys = append(w.prevKeys, pv.key())
 			}
 		}
 	}
+	w.allocations = rows
 	for k, c := range owners {
 		if err := c.fam.took(t, c.plan, &rows[k]); err != nil {
 			return nil, nil, err
@@ -232,10 +217,10 @@ func (bf *bulkFamily) took(t *tx, pl *bulkPlan, row *models.Allocation) error {
 // every audit event, in the order ingestReport would write them: per
 // report the host, then per DPU its creation and per family the
 // allocation and the network-config update that names it.
-func (t *tx) writeBulk(plans []*bulkPlan) error {
+func (t *tx) writeBulk(plans []*bulkPlan, w *bulkWrites) error {
 	var hosts, dpus []models.Machine
-	var ncs []models.NetworkConfig
-	var events []models.AuditEvent
+	ncs := w.ncs
+	events := w.events
 	add := func(pl *bulkPlan, action, objType, objID string, before, after any) error {
 		ev, err := auditEvent(pl.item.ctx, t.now, action, objType, objID, before, after)
 		if err != nil {
@@ -284,32 +269,10 @@ func (t *tx) writeBulk(plans []*bulkPlan) error {
 			ncs = append(ncs, nc)
 		}
 	}
-	// One INSERT for hosts and DPUs, hosts first; a DPU row refers to its
-	// host's, which both databases check at the end of the statement.
-	machines := append(hosts, dpus...)
-	for _, batch := range []any{&machines, &ncs, &events} {
-		if err := createAll(t, batch); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// createAll inserts a slice of rows in one statement (nothing when empty).
-func createAll(t *tx, rows any) error {
-	n := 0
-	switch r := rows.(type) {
-	case *[]models.Machine:
-		n = len(*r)
-	case *[]models.NetworkConfig:
-		n = len(*r)
-	case *[]models.AuditEvent:
-		n = len(*r)
-	}
-	if n == 0 {
-		return nil
-	}
-	return t.Create(rows).Error
+	// Hosts first: a DPU row refers to its host's, which both databases
+	// check at the end of the statement.
+	w.machines, w.ncs, w.events = append(hosts, dpus...), ncs, events
+	return t.flushBulk(w)
 }
 
 // bulkResults answers each plan as ingestReport would: its host with its
