@@ -95,6 +95,12 @@ for c in 1 8 32; do
 	offset=$((offset + c * per * 2))
 	curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
 		--data-binary "@$H7_TMP/resv.json" "$U1/api/v1/expected-machines"
+	# The declaration is done before the bring-up starts: let the feed
+	# number its events first, so the cell measures reports alone.
+	for _ in $(seq 1 100); do
+		[ "$(psql_q -c "SELECT count(*) FROM audit_events WHERE revision IS NULL")" = 0 ] && break
+		sleep 0.2
+	done
 	cell "ingestresv,$c" "$U1" ingest "$c" -run "resv$c"
 done
 reserved=$(psql_q -c "SELECT count(*) FROM network_configs n JOIN expected_dpus d ON d.loopback_ip = n.loopback_ip")
