@@ -44,9 +44,8 @@ func findExpectedMachine(db *gorm.DB, idOrMAC string) (*models.ExpectedMachine, 
 }
 
 func expectedMachinesOut(db *gorm.DB, rows []models.ExpectedMachine) ([]ExpectedMachine, error) {
-	out := make([]ExpectedMachine, 0, len(rows))
 	if len(rows) == 0 {
-		return out, nil
+		return []ExpectedMachine{}, nil
 	}
 	ids := make([]string, len(rows))
 	for i := range rows {
@@ -60,18 +59,35 @@ func expectedMachinesOut(db *gorm.DB, rows []models.ExpectedMachine) ([]Expected
 		}
 		dpus = append(dpus, chunk...)
 	}
+	return expectedMachinesFrom(rows, dpusByMachine(dpus)), nil
+}
+
+// dpusByMachine groups DPU rows (in position order) by their record's id,
+// as the API shows them.
+func dpusByMachine(dpus []models.ExpectedDpu) map[string][]ExpectedDpu {
 	by := map[string][]ExpectedDpu{}
 	for _, d := range dpus {
 		by[d.ExpectedMachineID] = append(by[d.ExpectedMachineID], ExpectedDpu{SerialNumber: d.SerialNumber, LoopbackIP: d.LoopbackIP, LoopbackIPv6: d.LoopbackIPv6})
 	}
+	return by
+}
+
+// expectedMachinesFrom builds the API view of stored rows from their DPUs
+// (dpusByMachine).
+func expectedMachinesFrom(rows []models.ExpectedMachine, by map[string][]ExpectedDpu) []ExpectedMachine {
+	out := make([]ExpectedMachine, 0, len(rows))
 	for i := range rows {
 		r := &rows[i]
 		em := ExpectedMachine{ID: r.ID, Version: r.Version, BmcMacAddress: r.BmcMacAddress, BmcUsername: r.BmcUsername,
 			BmcPasswordSet: r.BmcPassword != "", ChassisSerialNumber: r.ChassisSerialNumber, SkuID: r.SkuID,
 			Metadata:                 Metadata{Name: r.MetadataName, Description: r.MetadataDescription, Labels: []Label{}},
 			FallbackDpuSerialNumbers: []string{}, ExpectedDpus: by[r.ID]}
-		_ = json.Unmarshal([]byte(r.FallbackDpuSerialNumbers), &em.FallbackDpuSerialNumbers)
-		_ = json.Unmarshal([]byte(r.MetadataLabels), &em.Metadata.Labels)
+		if r.FallbackDpuSerialNumbers != "[]" {
+			_ = json.Unmarshal([]byte(r.FallbackDpuSerialNumbers), &em.FallbackDpuSerialNumbers)
+		}
+		if r.MetadataLabels != "[]" {
+			_ = json.Unmarshal([]byte(r.MetadataLabels), &em.Metadata.Labels)
+		}
 		if em.FallbackDpuSerialNumbers == nil {
 			em.FallbackDpuSerialNumbers = []string{}
 		}
@@ -83,7 +99,7 @@ func expectedMachinesOut(db *gorm.DB, rows []models.ExpectedMachine) ([]Expected
 		}
 		out = append(out, em)
 	}
-	return out, nil
+	return out
 }
 
 func expectedMachineOut(db *gorm.DB, row *models.ExpectedMachine) (*ExpectedMachine, error) {

@@ -42,7 +42,18 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 		for i, s := range specs {
 			recs[i] = normalize(fmt.Sprintf("expected_machines[%d]", i), s, &ps)
 		}
-		var storedDpus map[string][]models.ExpectedDpu // loaded when a record keeps its list
+		// Every stored DPU row, read once: the lists records keep, the
+		// records' views before the write, and what the write removes.
+		var storedDpus []models.ExpectedDpu
+		if len(stored) > 0 {
+			if err := t.Order("expected_machine_id, position").Find(&storedDpus).Error; err != nil {
+				return err
+			}
+		}
+		dpuRowsOf := map[string][]models.ExpectedDpu{}
+		for _, d := range storedDpus {
+			dpuRowsOf[d.ExpectedMachineID] = append(dpuRowsOf[d.ExpectedMachineID], d)
+		}
 		replaced := map[string]bool{}
 		for _, st := range stored {
 			replaced[st.ID] = true
@@ -54,17 +65,7 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 			}
 			r.selfID = cur.ID
 			if !r.dpusGiven {
-				if storedDpus == nil {
-					storedDpus = map[string][]models.ExpectedDpu{}
-					var all []models.ExpectedDpu
-					if err := t.Order("expected_machine_id, position").Find(&all).Error; err != nil {
-						return err
-					}
-					for _, d := range all {
-						storedDpus[d.ExpectedMachineID] = append(storedDpus[d.ExpectedMachineID], d)
-					}
-				}
-				for _, k := range storedDpus[cur.ID] {
+				for _, k := range dpuRowsOf[cur.ID] {
 					d := emDpu{field: r.f("expected_dpus"), serial: k.SerialNumber, kept: true}
 					if k.LoopbackIP != nil {
 						d.v4, _ = netip.ParseAddr(*k.LoopbackIP)
@@ -86,19 +87,24 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 		}
 		// Write: remove records absent from the list, then the DPU rows of
 		// every record that gives its list (so values may move between
-		// records), then every record, set-based (expected_machine_bulk.go).
+		// records), then every record, set-based (expected_machine_bulk.go)
+		// in chunks of records: every state in between is part of the
+		// final one, which validation accepted, so no constraint can
+		// fail half-way, and the rows and events of a chunk are let go
+		// once written.
 		inFile := map[string]bool{}
 		for _, r := range recs {
 			inFile[r.mac] = true
 		}
 		b := &emBulk{t: t}
+		views := dpusByMachine(storedDpus)
 		var gone []models.ExpectedMachine
 		for i := range stored {
 			if !inFile[stored[i].BmcMacAddress] {
 				gone = append(gone, stored[i])
 			}
 		}
-		if err := b.deleteEMs(gone); err != nil {
+		if err := b.deleteEMs(gone, expectedMachinesFrom(gone, views)); err != nil {
 			return err
 		}
 		deleted := len(gone)
@@ -108,10 +114,8 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 				kept = append(kept, *cur)
 			}
 		}
-		outs, err := expectedMachinesOut(t.DB, kept)
-		if err != nil {
-			return err
-		}
+		outs := expectedMachinesFrom(kept, views)
+		views = nil
 		befores := map[string]*ExpectedMachine{}
 		for i := range outs {
 			befores[outs[i].ID] = &outs[i]
@@ -121,6 +125,7 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 		// the final state, validated above, has none of its values
 		// elsewhere).
 		var rewrite []string
+		rewritten := 0 // their stored DPU rows
 		sameDpus := map[*emRecord]bool{}
 		for _, r := range recs {
 			if cur := byMAC[r.mac]; cur != nil && r.dpusGiven {
@@ -129,9 +134,14 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 					continue
 				}
 				rewrite = append(rewrite, cur.ID)
+				rewritten += len(dpuRowsOf[cur.ID])
 			}
 		}
-		if _, err := t.deleteWhereIn("expected_dpus", "expected_machine_id", rewrite); err != nil {
+		left := len(storedDpus)
+		for i := range gone {
+			left -= len(dpuRowsOf[gone[i].ID])
+		}
+		if err := t.deleteDpusOf(rewrite, rewritten == left); err != nil {
 			return err
 		}
 		created, updated := 0, 0
@@ -149,6 +159,9 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 					updated++
 				}
 				out = append(out, *em)
+				if err := b.flushEvery(emFlushRecords); err != nil {
+					return err
+				}
 				continue
 			}
 			em, err := b.create(r, uuid.NewString())
@@ -157,8 +170,11 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 			}
 			created++
 			out = append(out, *em)
+			if err := b.flushEvery(emFlushRecords); err != nil {
+				return err
+			}
 		}
-		if err := b.flush(); err != nil {
+		if err := b.flushEvery(1); err != nil {
 			return err
 		}
 		return t.audit("expected_machine.replace_all", "expected_machine", "*", nil, map[string]int{
