@@ -50,13 +50,14 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 				return err
 			}
 		}
-		dpuRowsOf := map[string][]models.ExpectedDpu{}
-		for _, d := range storedDpus {
-			dpuRowsOf[d.ExpectedMachineID] = append(dpuRowsOf[d.ExpectedMachineID], d)
-		}
-		replaced := map[string]bool{}
-		for _, st := range stored {
-			replaced[st.ID] = true
+		dpuRowsOf := map[string][]models.ExpectedDpu{} // runs of storedDpus, not copies
+		for i := 0; i < len(storedDpus); {
+			j, id := i, storedDpus[i].ExpectedMachineID
+			for j < len(storedDpus) && storedDpus[j].ExpectedMachineID == id {
+				j++
+			}
+			dpuRowsOf[id] = storedDpus[i:j:j]
+			i = j
 		}
 		for _, r := range recs {
 			cur := byMAC[r.mac]
@@ -78,7 +79,9 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 			}
 		}
 		if len(ps) == 0 {
-			if err := t.validateRecords(recs, replaced, true, &ps); err != nil {
+			// Every stored record is replaced (all): none of their
+			// declarations collides, so no set of ids is needed.
+			if err := t.validateRecords(recs, nil, true, &ps); err != nil {
 				return err
 			}
 		}
@@ -97,29 +100,23 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 			inFile[r.mac] = true
 		}
 		b := &emBulk{t: t}
-		views := dpusByMachine(storedDpus)
-		var gone []models.ExpectedMachine
-		for i := range stored {
-			if !inFile[stored[i].BmcMacAddress] {
-				gone = append(gone, stored[i])
-			}
-		}
-		if err := b.deleteEMs(gone, expectedMachinesFrom(gone, views)); err != nil {
-			return err
-		}
-		deleted := len(gone)
-		var kept []models.ExpectedMachine
-		for _, r := range recs {
-			if cur := byMAC[r.mac]; cur != nil {
-				kept = append(kept, *cur)
-			}
-		}
-		outs := expectedMachinesFrom(kept, views)
-		views = nil
+		outs := expectedMachinesFrom(stored, dpusByMachine(storedDpus))
 		befores := map[string]*ExpectedMachine{}
 		for i := range outs {
 			befores[outs[i].ID] = &outs[i]
 		}
+		var gone []models.ExpectedMachine
+		var goneViews []ExpectedMachine
+		for i := range stored {
+			if !inFile[stored[i].BmcMacAddress] {
+				gone = append(gone, stored[i])
+				goneViews = append(goneViews, outs[i])
+			}
+		}
+		if err := b.deleteEMs(gone, goneViews); err != nil {
+			return err
+		}
+		deleted := len(gone)
 		// The DPU rows of a record that gives its list are rewritten,
 		// unless the list is the stored one exactly (then its rows stay:
 		// the final state, validated above, has none of its values
