@@ -186,20 +186,57 @@
     if (v && window.htmx) window.htmx.trigger(v, "change");
   });
 
-  // Upload progress of the import form; once the file is up, the status
-  // says that the server is at work (a file of tens of thousands of
-  // records takes several seconds to check and write, all at once).
+  // Upload progress of the import form. Once the file is up the server
+  // checks and writes every record in one transaction (several seconds for
+  // tens of thousands), which it cannot report piecemeal: the status then
+  // says how many records it is processing and counts the seconds until
+  // the outcome replaces it (docs/console.md "Import").
+  var importRecords = null, importTimer = null;
+  document.addEventListener("change", function (ev) {
+    if (!ev.target || ev.target.id !== "i-file") return;
+    importRecords = null;
+    delete ev.target.dataset.records;
+    var f = ev.target.files && ev.target.files[0];
+    if (!f || !f.text) return;
+    f.text().then(function (text) {
+      var doc = JSON.parse(text);
+      if (doc && Array.isArray(doc.expected_machines) && ev.target.files[0] === f) {
+        importRecords = doc.expected_machines.length;
+        ev.target.dataset.records = String(importRecords);
+      }
+    }).catch(function () { /* the server names what is wrong with the file */ });
+  });
+  function stopImportTimer() {
+    if (importTimer) clearInterval(importTimer);
+    importTimer = null;
+  }
   document.addEventListener("htmx:xhr:progress", function (ev) {
     var p = document.getElementById("import-progress");
-    if (p && ev.detail && ev.detail.lengthComputable) {
-      p.value = Math.round(ev.detail.loaded / ev.detail.total * 100);
-      var s = document.getElementById("import-status");
-      if (s) {
-        s.textContent = ev.detail.loaded < ev.detail.total
-          ? "Uploading the file… " + p.value + " %"
-          : "Uploaded (" + Math.round(ev.detail.total / 1024) + " KiB). Checking and writing every record; a large file takes several seconds.";
-      }
+    if (!p || !ev.detail || !ev.detail.lengthComputable) return;
+    p.value = Math.round(ev.detail.loaded / ev.detail.total * 100);
+    var s = document.getElementById("import-status");
+    if (!s) return;
+    if (ev.detail.loaded < ev.detail.total) {
+      s.textContent = "Uploading the file… " + p.value + " %";
+      return;
     }
+    if (importTimer) return;
+    var what = importRecords === null ? "every record"
+      : importRecords.toLocaleString("en-US") + (importRecords === 1 ? " record" : " records");
+    var head = "Uploaded (" + Math.round(ev.detail.total / 1024) + " KiB). The server is checking and writing " + what + " in one transaction";
+    var t0 = Date.now();
+    var tick = function () {
+      s.textContent = head + "… " + Math.round((Date.now() - t0) / 1000) + " s";
+    };
+    p.removeAttribute("value"); // indeterminate: the server's work has no percentage
+    tick();
+    importTimer = setInterval(tick, 1000);
+  });
+  document.addEventListener("htmx:afterRequest", function (ev) {
+    if (!importTimer) return;
+    stopImportTimer();
+    var p = document.getElementById("import-progress");
+    if (p) p.value = 100;
   });
 
   // Errors of htmx requests that the server retargets to #toast disappear

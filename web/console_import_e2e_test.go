@@ -1,0 +1,70 @@
+package web_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/bench/emfile"
+)
+
+// TestConsoleImportShowsServerWork imports a NICo file of 3,000 records in
+// replace mode through the console in headless Chromium: once the upload
+// bar is full, the status names the number of records the server is
+// checking and writing (counted from the chosen file) until the outcome
+// replaces it (docs/console.md "Import").
+func TestConsoleImportShowsServerWork(t *testing.T) {
+	site := newSQLiteSite(t)
+	if _, err := site.a.LoadPoolFile(context.Background(), []byte(emfile.Pools)); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "expected-machines.json")
+	if err := os.WriteFile(file, emfile.Generate(3000, 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := newBrowser(t, 1280, 900)
+	base := site.srv.URL
+	run(t, ctx, "sign in",
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleOperator]),
+		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
+		poll(`location.pathname === "/" && document.querySelector("h1").innerText === "Dashboard"`),
+	)
+	run(t, ctx, "choose the file: the page counts its records",
+		chromedp.Navigate(base+"/expected-machines/import"),
+		chromedp.WaitVisible(chromedp.CSS(`#i-file`)),
+		chromedp.SetUploadFiles(chromedp.CSS(`#i-file`), []string{file}),
+		poll(`document.querySelector("#i-file").dataset.records === "3000"`),
+	)
+	run(t, ctx, "import in replace mode: the status follows the server's work, then the outcome shows",
+		chromedp.Evaluate[chromedp.Void](`(() => {
+			window.importStatuses = [];
+			const s = document.querySelector("#import-status");
+			new MutationObserver(() => window.importStatuses.push(s.textContent)).observe(s, {childList: true, characterData: true, subtree: true});
+			return true })()`),
+		chromedp.Click(chromedp.CSS(`input[name=mode][value=replace]`)),
+		chromedp.Click(chromedp.CSS(`form[action="/expected-machines/import"] button[type=submit]`)),
+		poll(`document.querySelector("#import-result").innerText.includes("of 3000 records")`),
+	)
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.importStatuses`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range got {
+		found = found || strings.Contains(s, "The server is checking and writing 3,000 records in one transaction… ")
+	}
+	if !found {
+		t.Fatalf("no status named the records the server works on; statuses: %q", got)
+	}
+	res, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#import-result").innerText`))
+	if err != nil || !strings.Contains(res, "0 failed of 3000 records") {
+		t.Fatalf("outcome: %q %v", res, err)
+	}
+}
