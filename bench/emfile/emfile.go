@@ -1,9 +1,10 @@
 // Package emfile generates NICo expected-machines files of any size for
-// the import benchmarks (bench, scripts/bench-import.sh).
+// the import benchmarks (bench, scripts/bench-import.sh), and the hosts,
+// DPUs and ExpectedMachines of bench/loadgen's ingest runs
+// (scripts/bench-ratios.sh, scripts/bench-bringup.sh).
 package emfile
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"strconv"
 )
@@ -42,57 +43,6 @@ func Generate(n, shift int) []byte {
 		b = append(b, `","loopback_ip":"`...)
 		b = append(b, fmt.Sprintf("10.%d.%d.%d", 64+(j>>16), j>>8&255, j&255)...)
 		b = append(b, `"}]}`...)
-	}
-	return append(b, "]}\n"...)
-}
-
-// IngestPools is the site configuration of the ingest benchmark: lo-ip
-// and lo-ip-v6 each with an automatic range and an explicit one that
-// holds the reservations of GenerateForIngest.
-const IngestPools = `
-[pools.lo-ip]
-type = "ipv4"
-ranges = [{ start = "10.0.0.0", end = "10.4.0.0" }, { start = "10.64.0.0", end = "10.72.0.0", auto_assign = false }]
-
-[pools.lo-ip-v6]
-type = "ipv6"
-ranges = [{ start = "fd00:180::", end = "fd00:180::4:0" }, { start = "fd00:181::", end = "fd00:181::8:0", auto_assign = false }]
-`
-
-// IngestMAC is the BMC MAC of report n of client id in loadgen's ingest
-// run run: a locally administered address derived from all three, so that
-// the runs of one script report distinct hosts (a MAC shared by two runs
-// would make the second run's reports updates of the first run's hosts).
-func IngestMAC(run string, id, n int) string {
-	h := sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d", run, id, n))
-	return fmt.Sprintf("02:%02x:%02x:%02x:%02x:%02x", h[0], h[1], h[2], h[3], h[4])
-}
-
-// GenerateForIngest returns the ExpectedMachines of the hosts that
-// bench/loadgen's ingest mode reports with -run run: per client 0 …
-// clients-1, its reports 0 … per-1, the host's BMC MAC and dpus DPU
-// serials exactly as loadgen forms them, every DPU with a reserved IPv4
-// and IPv6 loopback from IngestPools' explicit ranges, starting offset
-// values into them (so that several runs do not reserve the same values).
-func GenerateForIngest(run string, clients, per, dpus, offset int) []byte {
-	b := []byte(`{"expected_machines":[`)
-	k := offset
-	for id := 0; id < clients; id++ {
-		for n := 0; n < per; n++ {
-			if id > 0 || n > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"bmc_mac_address":"`+IngestMAC(run, id, n)+`","expected_dpus":[`...)
-			for d := 0; d < dpus; d++ {
-				if d > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, fmt.Sprintf(`{"serial_number":"%s-%d-%d-%d","loopback_ip":"10.%d.%d.%d","loopback_ip_v6":"fd00:181::%x:%x"}`,
-					run, id, n, d, 64+(k>>16), (k>>8)&255, k&255, k>>16, k&0xffff)...)
-				k++
-			}
-			b = append(b, "]}"...)
-		}
 	}
 	return append(b, "]}\n"...)
 }

@@ -3,8 +3,8 @@
 // shifted by -shift records) to stdout, or with -pools the site
 // configuration its reservations fit; with -ingest-run, the
 // ExpectedMachines of the hosts a loadgen ingest run reports, every DPU
-// with reserved loopbacks. scripts/bench-import.sh and
-// scripts/bench-ratios.sh use it.
+// with reserved loopbacks. scripts/bench-import.sh,
+// scripts/bench-ratios.sh and scripts/bench-bringup.sh use it.
 package main
 
 import (
@@ -21,6 +21,8 @@ func main() {
 	ingest := flag.String("ingest-run", "", "write the ExpectedMachines of loadgen's ingest run with this -run id instead (reserved loopbacks on every DPU)")
 	clients := flag.Int("clients", 8, "with -ingest-run: loadgen's clients")
 	per := flag.Int("per", 1000, "with -ingest-run: reports per client to declare")
+	count := flag.Int("count", 0, "with -ingest-run: reports in all, split among -clients as loadgen -count splits them (instead of -per)")
+	first := flag.Int("first", 0, "with -ingest-run: loadgen's -first (number of each client's first report)")
 	dpus := flag.Int("dpus", 2, "with -ingest-run: DPUs per host")
 	offset := flag.Int("offset", 0, "with -ingest-run: first reserved value's offset in the explicit ranges")
 	flag.Parse()
@@ -32,7 +34,10 @@ func main() {
 		os.Stdout.WriteString(emfile.Pools)
 		return
 	case *ingest != "":
-		os.Stdout.Write(emfile.GenerateForIngest(*ingest, *clients, *per, *dpus, *offset))
+		if *count == 0 {
+			*count = *clients * *per
+		}
+		os.Stdout.Write(emfile.GenerateForIngest(*ingest, *clients, *count, *first, *dpus, *offset))
 		return
 	}
 	os.Stdout.Write(emfile.Generate(*n, *shift))
