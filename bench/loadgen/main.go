@@ -15,7 +15,16 @@
 //	walk      page through GET /api/v1/pools/{pool}/allocations following
 //	          next_cursor until the last page, -clients walkers at once.
 //	ingest    POST /api/v1/site-explorer/reports for a fresh host with
-//	          -dpus DPUs per request (serials "<run>-<client>-<n>-<d>").
+//	          -dpus DPUs per request (serials "<run>-<client>-<n>-<d>",
+//	          BMC MAC derived from run, client and n: see bench/emfile).
+//
+// Each client numbers its requests n from -first. With -count the run
+// sends exactly that many requests, each client a fixed share (bench/emfile
+// ClientShare), so the hosts an ingest run reports are known in advance
+// (bench/emgen -ingest-run declares them); -requests instead stops when
+// that many were sent by whichever clients were fastest. With -slice, a
+// JSON line per slice of that many finished requests (throughput and
+// latency of the slice alone) precedes the summary.
 //
 // With -retry, a request that got no answer, a 503 or a transport error is
 // sent again for the same owner until it gets a definite answer (allocation
@@ -30,7 +39,8 @@
 // awaited and counted), a transport error or 503 when -allow-unavailable
 // is not set, a 4xx when -allow-4xx is not set, a 1xx or 3xx final answer,
 // an allocation 2xx without a value or for another pool or owner than
-// asked, an owner acknowledged with two values, a run without any
+// asked, an owner acknowledged with two values, with -want-complete a
+// report answered with a non-empty incomplete list, a run without any
 // success.
 package main
 
@@ -47,7 +57,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +73,10 @@ type config struct {
 	clients          int
 	duration         time.Duration
 	requests         int64
+	count            int
+	first            int
+	slice            int
+	wantComplete     bool
 	pools            []string
 	paths            []string
 	run              string
@@ -86,33 +99,6 @@ type result struct {
 	hang   bool
 }
 
-// Summary is the JSON line loadgen prints.
-type Summary struct {
-	Label        string           `json:"label,omitempty"`
-	Mode         string           `json:"mode"`
-	Servers      int              `json:"servers"`
-	Clients      int              `json:"clients"`
-	Pools        int              `json:"pools,omitempty"`
-	Requests     int64            `json:"requests"`
-	OK           int64            `json:"ok"`
-	Seconds      float64          `json:"seconds"`
-	PerSecond    float64          `json:"per_second"`
-	P50ms        float64          `json:"p50_ms"`
-	P90ms        float64          `json:"p90_ms"`
-	P99ms        float64          `json:"p99_ms"`
-	Maxms        float64          `json:"max_ms"`
-	Status       map[string]int64 `json:"status"`
-	Codes        map[string]int64 `json:"codes,omitempty"`
-	Transport    int64            `json:"transport_errors"`
-	Hangs        int64            `json:"hangs"`
-	Retries      int64            `json:"retries"`
-	Violations   []string         `json:"violations,omitempty"`
-	FirstErrors  []string         `json:"first_errors,omitempty"`
-	PagesWalked  int64            `json:"pages_walked,omitempty"`
-	ItemsWalked  int64            `json:"items_walked,omitempty"`
-	Acknowledged int64            `json:"acknowledged,omitempty"`
-}
-
 func main() {
 	var c config
 	var servers, pools, paths string
@@ -120,8 +106,12 @@ func main() {
 	flag.StringVar(&c.token, "token", os.Getenv("IPLEDGER_TOKEN"), "bearer token (env IPLEDGER_TOKEN)")
 	flag.StringVar(&c.mode, "mode", "allocate", "allocate, get, walk or ingest")
 	flag.IntVar(&c.clients, "clients", 8, "concurrent clients")
-	flag.DurationVar(&c.duration, "duration", 10*time.Second, "how long to run (0: until -requests)")
+	flag.DurationVar(&c.duration, "duration", 10*time.Second, "how long to run (0: until -requests or -count)")
 	flag.Int64Var(&c.requests, "requests", 0, "stop after this many requests in total (0: no limit)")
+	flag.IntVar(&c.count, "count", 0, "send exactly this many requests, each client a fixed share (0: no limit); -duration then defaults to 0")
+	flag.IntVar(&c.first, "first", 0, "number of each client's first request (owner ids, ingest hosts and serials)")
+	flag.IntVar(&c.slice, "slice", 0, "print a JSON line per slice of this many finished requests (0: none)")
+	flag.BoolVar(&c.wantComplete, "want-complete", false, "ingest mode: a report answered with a non-empty incomplete list is a violation")
 	flag.StringVar(&pools, "pools", "bench", "comma-separated pools; a NAME%N entry expands to NAME-0 … NAME-(N-1)")
 	flag.StringVar(&paths, "paths", "", "get mode: comma-separated paths, requested in turn")
 	flag.StringVar(&c.run, "run", "", "run id used in owner ids and serials (default: time based)")
@@ -135,14 +125,21 @@ func main() {
 	flag.IntVar(&c.pageLimit, "limit", 1000, "walk mode: page size")
 	flag.StringVar(&c.cookie, "cookie", "", "Cookie header to send (console pages: the session cookie from POST /login)")
 	flag.Parse()
+	if c.count > 0 && !flagSet("duration") {
+		c.duration = 0
+	}
 	c.servers = splitList(servers)
 	c.pools = expandPools(splitList(pools))
 	c.paths = splitList(paths)
 	if c.run == "" {
 		c.run = fmt.Sprintf("r%x", time.Now().UnixNano()&0xffffffffff)
 	}
-	if c.clients < 1 || len(c.servers) == 0 || (c.duration <= 0 && c.requests <= 0) {
-		fmt.Fprintln(os.Stderr, "loadgen: need -clients ≥ 1, -servers, and -duration or -requests")
+	if c.clients < 1 || len(c.servers) == 0 || (c.duration <= 0 && c.requests <= 0 && c.count <= 0) {
+		fmt.Fprintln(os.Stderr, "loadgen: need -clients ≥ 1, -servers, and -duration, -requests or -count")
+		os.Exit(2)
+	}
+	if c.count > 0 && c.requests > 0 || c.count < 0 || c.first < 0 || c.slice < 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: -count and -requests exclude each other; -count, -first and -slice are ≥ 0")
 		os.Exit(2)
 	}
 	if c.mode == "get" && len(c.paths) == 0 {
@@ -167,6 +164,12 @@ func main() {
 	if len(s.Violations) > 0 {
 		os.Exit(1)
 	}
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func splitList(s string) []string {
@@ -205,6 +208,8 @@ type runner struct {
 	ackMu          sync.Mutex
 	ackW           *bufio.Writer
 	ackN           int64
+	incomplete     atomic.Int64
+	slices         *slicer
 	owners         map[string]string
 	errMu          sync.Mutex
 	errs           []string // the first notes (transport errors, 4xx/5xx answers)
@@ -215,6 +220,9 @@ type runner struct {
 
 func run(ctx context.Context, c config) (*Summary, error) {
 	r := &runner{c: c, owners: map[string]string{}}
+	if c.slice > 0 {
+		r.slices = &slicer{size: c.slice, label: c.label, w: os.Stdout}
+	}
 	for _, base := range c.servers {
 		if _, err := newClientConn(base, c); err != nil {
 			return nil, err
@@ -237,6 +245,7 @@ func run(ctx context.Context, c config) (*Summary, error) {
 	results := make([][]result, c.clients)
 	var wg sync.WaitGroup
 	start := time.Now()
+	r.slices.begin(start)
 	for i := 0; i < c.clients; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -246,6 +255,7 @@ func run(ctx context.Context, c config) (*Summary, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	r.slices.flush(time.Now())
 	return r.summarize(results, elapsed), nil
 }
 
@@ -255,8 +265,12 @@ func (r *runner) client_(ctx context.Context, id int) []result {
 	defer cc.close()
 	rng := rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))
 	var out []result
-	for n := 0; ; n++ {
-		if ctx.Err() != nil {
+	share := -1
+	if r.c.count > 0 {
+		share = emfile.ClientShare(r.c.count, r.c.clients, id)
+	}
+	for n := r.c.first; ; n++ {
+		if ctx.Err() != nil || share >= 0 && n >= r.c.first+share {
 			return out
 		}
 		if r.c.requests > 0 && r.issued.Add(1) > r.c.requests {
@@ -273,13 +287,7 @@ func (r *runner) client_(ctx context.Context, id int) []result {
 				r.ack(pool, owner, respBody)
 			}
 		case "ingest":
-			mac := emfile.IngestMAC(r.c.run, id, n)
-			var dpus []map[string]string
-			for d := 0; d < r.c.dpus; d++ {
-				dpus = append(dpus, map[string]string{"serial_number": fmt.Sprintf("%s-%d-%d-%d", r.c.run, id, n, d)})
-			}
-			body, _ := json.Marshal(map[string]any{"bmc_mac_address": mac, "chassis_serial_number": fmt.Sprintf("%s-%d-%d", r.c.run, id, n), "dpus": dpus})
-			r.send(ctx, cc, http.MethodPost, "/api/v1/site-explorer/reports", body, &out)
+			r.ingest(ctx, cc, id, n, &out)
 		case "get":
 			p := r.c.paths[(id+n)%len(r.c.paths)]
 			r.send(ctx, cc, http.MethodGet, p, nil, &out)
@@ -324,6 +332,7 @@ func (r *runner) send(ctx context.Context, cc *clientConn, method, path string, 
 		// error after the end is still one.
 		res, b := r.once(cc, method, path, body)
 		*out = append(*out, res)
+		r.slices.add(res)
 		definite := res.status != 0 && res.status != http.StatusServiceUnavailable
 		if definite || !r.c.retry {
 			return res, b
@@ -416,88 +425,4 @@ func (r *runner) note(format string, args ...any) {
 	if len(r.errs) < 5 {
 		r.errs = append(r.errs, fmt.Sprintf(format, args...))
 	}
-}
-
-func (r *runner) summarize(results [][]result, elapsed time.Duration) *Summary {
-	s := &Summary{Label: r.c.label, Mode: r.c.mode, Servers: len(r.c.servers), Clients: r.c.clients,
-		Status: map[string]int64{}, Codes: map[string]int64{}, Seconds: elapsed.Seconds(),
-		Retries: r.retries.Load(), PagesWalked: r.pages.Load(), ItemsWalked: r.items.Load(), Acknowledged: r.ackN}
-	if r.c.mode == "allocate" {
-		s.Pools = len(r.c.pools)
-	}
-	var lat []time.Duration
-	for _, rs := range results {
-		for _, x := range rs {
-			s.Requests++
-			if x.status == 0 {
-				s.Transport++
-				if x.hang {
-					s.Hangs++
-				}
-				continue
-			}
-			s.Status[fmt.Sprint(x.status)]++
-			if x.code != "" {
-				s.Codes[x.code]++
-			}
-			if x.status >= 200 && x.status < 300 {
-				s.OK++
-				lat = append(lat, x.d)
-			}
-		}
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		i := int(float64(len(lat))*p+0.999999) - 1
-		if i < 0 {
-			i = 0
-		}
-		if i >= len(lat) {
-			i = len(lat) - 1
-		}
-		return float64(lat[i].Microseconds()) / 1000
-	}
-	s.P50ms, s.P90ms, s.P99ms = pct(0.50), pct(0.90), pct(0.99)
-	if len(lat) > 0 {
-		s.Maxms = float64(lat[len(lat)-1].Microseconds()) / 1000
-	}
-	if elapsed > 0 {
-		s.PerSecond = float64(s.OK) / elapsed.Seconds()
-	}
-	// Violations.
-	for st, n := range s.Status {
-		switch {
-		case st == "503":
-			if !r.c.allowUnavailable {
-				s.Violations = append(s.Violations, fmt.Sprintf("%d answers 503 unavailable", n))
-			}
-		case st < "200" || (st >= "300" && st < "400"):
-			s.Violations = append(s.Violations, fmt.Sprintf("%d answers %s (unexpected status)", n, st))
-		case st >= "500":
-			s.Violations = append(s.Violations, fmt.Sprintf("%d answers %s (only 503 unavailable is acceptable)", n, st))
-		case st >= "400" && !r.c.allow4xx:
-			s.Violations = append(s.Violations, fmt.Sprintf("%d answers %s", n, st))
-		}
-	}
-	if s.Hangs > 0 {
-		s.Violations = append(s.Violations, fmt.Sprintf("%d requests got no answer within %s (hang)", s.Hangs, r.c.timeout))
-	}
-	if s.Transport-s.Hangs > 0 && !r.c.allowUnavailable {
-		s.Violations = append(s.Violations, fmt.Sprintf("%d transport errors", s.Transport-s.Hangs))
-	}
-	if s.OK == 0 {
-		s.Violations = append(s.Violations, "no request succeeded")
-	}
-	r.errMu.Lock()
-	s.FirstErrors = append(s.FirstErrors, r.errs...)
-	s.Violations = append(s.Violations, r.violations...)
-	if r.moreViolations > 0 {
-		s.Violations = append(s.Violations, fmt.Sprintf("VIOLATION … and %d more like these", r.moreViolations))
-	}
-	r.errMu.Unlock()
-	sort.Strings(s.Violations)
-	return s
 }
