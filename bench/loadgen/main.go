@@ -77,6 +77,7 @@ type config struct {
 	first            int
 	slice            int
 	wantComplete     bool
+	cpu              string
 	pools            []string
 	paths            []string
 	run              string
@@ -111,6 +112,7 @@ func main() {
 	flag.IntVar(&c.count, "count", 0, "send exactly this many requests, each client a fixed share (0: no limit); -duration then defaults to 0")
 	flag.IntVar(&c.first, "first", 0, "number of each client's first request (owner ids, ingest hosts and serials)")
 	flag.IntVar(&c.slice, "slice", 0, "print a JSON line per slice of this many finished requests (0: none)")
+	flag.StringVar(&c.cpu, "cpu", "", "comma-separated NAME=PID: report the CPU time of these processes and their children per slice and in all (Linux)")
 	flag.BoolVar(&c.wantComplete, "want-complete", false, "ingest mode: a report answered with a non-empty incomplete list is a violation")
 	flag.StringVar(&pools, "pools", "bench", "comma-separated pools; a NAME%N entry expands to NAME-0 … NAME-(N-1)")
 	flag.StringVar(&paths, "paths", "", "get mode: comma-separated paths, requested in turn")
@@ -220,8 +222,12 @@ type runner struct {
 
 func run(ctx context.Context, c config) (*Summary, error) {
 	r := &runner{c: c, owners: map[string]string{}}
+	cpu, err := parseCPU(c.cpu)
+	if err != nil {
+		return nil, err
+	}
 	if c.slice > 0 {
-		r.slices = &slicer{size: c.slice, label: c.label, w: os.Stdout}
+		r.slices = &slicer{size: c.slice, label: c.label, w: os.Stdout, cpu: cpu}
 	}
 	for _, base := range c.servers {
 		if _, err := newClientConn(base, c); err != nil {
@@ -244,6 +250,7 @@ func run(ctx context.Context, c config) (*Summary, error) {
 	}
 	results := make([][]result, c.clients)
 	var wg sync.WaitGroup
+	cpu0 := cpu.read()
 	start := time.Now()
 	r.slices.begin(start)
 	for i := 0; i < c.clients; i++ {
@@ -256,7 +263,9 @@ func run(ctx context.Context, c config) (*Summary, error) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	r.slices.flush(time.Now())
-	return r.summarize(results, elapsed), nil
+	s := r.summarize(results, elapsed)
+	s.CPUms = cpuSince(cpu0, cpu.read())
+	return s, nil
 }
 
 // client_ is one client's loop.

@@ -18,6 +18,7 @@ type slicer struct {
 	size  int
 	label string
 	w     io.Writer
+	cpu   *cpuMeter
 
 	mu    sync.Mutex
 	index int
@@ -25,6 +26,7 @@ type slicer struct {
 	start time.Time // end of the previous slice (or of the run's start)
 	n, ok int64
 	lat   []time.Duration // 2xx latencies of this slice
+	cpu0  map[string]float64
 }
 
 // SliceLine is the JSON line of one slice. PerSecond counts 2xx answers
@@ -42,11 +44,14 @@ type SliceLine struct {
 	P90ms     float64 `json:"p90_ms"`
 	P99ms     float64 `json:"p99_ms"`
 	Maxms     float64 `json:"max_ms"`
+	// CPUms is the CPU time each process of -cpu spent during the slice.
+	CPUms map[string]float64 `json:"cpu_ms,omitempty"`
 }
 
 func (s *slicer) begin(t time.Time) {
 	if s != nil {
 		s.start = t
+		s.cpu0 = s.cpu.read()
 	}
 }
 
@@ -87,6 +92,8 @@ func (s *slicer) emit(now time.Time) {
 	if l.Seconds > 0 {
 		l.PerSecond = float64(s.ok) / l.Seconds
 	}
+	cpu := s.cpu.read()
+	l.CPUms, s.cpu0 = cpuSince(s.cpu0, cpu), cpu
 	out, _ := json.Marshal(l)
 	fmt.Fprintln(s.w, string(out))
 	s.index++

@@ -8,30 +8,31 @@ import (
 
 // Summary is the JSON line loadgen prints.
 type Summary struct {
-	Label        string           `json:"label,omitempty"`
-	Mode         string           `json:"mode"`
-	Servers      int              `json:"servers"`
-	Clients      int              `json:"clients"`
-	Pools        int              `json:"pools,omitempty"`
-	Requests     int64            `json:"requests"`
-	OK           int64            `json:"ok"`
-	Seconds      float64          `json:"seconds"`
-	PerSecond    float64          `json:"per_second"`
-	P50ms        float64          `json:"p50_ms"`
-	P90ms        float64          `json:"p90_ms"`
-	P99ms        float64          `json:"p99_ms"`
-	Maxms        float64          `json:"max_ms"`
-	Status       map[string]int64 `json:"status"`
-	Codes        map[string]int64 `json:"codes,omitempty"`
-	Transport    int64            `json:"transport_errors"`
-	Hangs        int64            `json:"hangs"`
-	Retries      int64            `json:"retries"`
-	Violations   []string         `json:"violations,omitempty"`
-	FirstErrors  []string         `json:"first_errors,omitempty"`
-	PagesWalked  int64            `json:"pages_walked,omitempty"`
-	ItemsWalked  int64            `json:"items_walked,omitempty"`
-	Acknowledged int64            `json:"acknowledged,omitempty"`
-	Incomplete   int64            `json:"incomplete,omitempty"`
+	Label        string             `json:"label,omitempty"`
+	Mode         string             `json:"mode"`
+	Servers      int                `json:"servers"`
+	Clients      int                `json:"clients"`
+	Pools        int                `json:"pools,omitempty"`
+	Requests     int64              `json:"requests"`
+	OK           int64              `json:"ok"`
+	Seconds      float64            `json:"seconds"`
+	PerSecond    float64            `json:"per_second"`
+	P50ms        float64            `json:"p50_ms"`
+	P90ms        float64            `json:"p90_ms"`
+	P99ms        float64            `json:"p99_ms"`
+	Maxms        float64            `json:"max_ms"`
+	Status       map[string]int64   `json:"status"`
+	Codes        map[string]int64   `json:"codes,omitempty"`
+	Transport    int64              `json:"transport_errors"`
+	Hangs        int64              `json:"hangs"`
+	Retries      int64              `json:"retries"`
+	Violations   []string           `json:"violations,omitempty"`
+	FirstErrors  []string           `json:"first_errors,omitempty"`
+	PagesWalked  int64              `json:"pages_walked,omitempty"`
+	ItemsWalked  int64              `json:"items_walked,omitempty"`
+	Acknowledged int64              `json:"acknowledged,omitempty"`
+	Incomplete   int64              `json:"incomplete,omitempty"`
+	CPUms        map[string]float64 `json:"cpu_ms,omitempty"`
 }
 
 func (r *runner) summarize(results [][]result, elapsed time.Duration) *Summary {
