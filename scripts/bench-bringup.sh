@@ -69,13 +69,16 @@ cpu_ms() { # user+system CPU of the server process so far, in ms
 	awk -v hz="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / hz)}' "/proc/$(server_pid "$P1")/stat"
 }
 
-# ingest LABEL [loadgen args…]: one loadgen ingest run from CLIENTS clients;
-# every line it prints goes to $OUT, its summary line to $LAST.
+# ingest LABEL [loadgen args…]: one loadgen ingest run from CLIENTS clients,
+# measuring the CPU time of the server and of PostgreSQL (postmaster and
+# backends); every line it prints goes to $OUT, its summary line to $LAST.
 ingest() {
-	local label=$1 rc=0
+	local label=$1 rc=0 cpu
 	shift
+	cpu=server=$(server_pid "$P1")
+	[ "$DB" = sqlite ] || cpu+=,postgres=$(head -1 "$PGDATA_DIR/postmaster.pid")
 	"$BIN/loadgen" -mode ingest -servers "$U1" -clients "$CLIENTS" -dpus "$DPUS" -timeout 30s -want-complete \
-		-label "$label" "$@" >"$H7_TMP/$label.out" || rc=$?
+		-cpu "$cpu" -label "$label" "$@" >"$H7_TMP/$label.out" || rc=$?
 	cat "$H7_TMP/$label.out" >>"$OUT"
 	LAST=$(tail -1 "$H7_TMP/$label.out")
 	[ $rc = 0 ] || die "loadgen $label: $LAST"
@@ -133,10 +136,8 @@ PUT_S=${put#* }
 PUT_CPU=$(($(cpu_ms) - c0))
 log "PUT of $HOSTS ExpectedMachines: $PUT_S s, server CPU $PUT_CPU ms"
 
-c0=$(cpu_ms)
 ingest bringup -run bu -count "$HOSTS" -slice "$SLICE_REPORTS"
 BU=$LAST
-BU_CPU=$(($(cpu_ms) - c0))
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 read -r BU_S BU_RATE BU_P50 BU_P99 < <(field "$BU" seconds per_second p50_ms p99_ms)
 log "bring-up: $HOSTS reports in $BU_S s"
@@ -163,11 +164,9 @@ GROW=$(((MACHINES - BU_MACHINES + PER_HOST - 1) / PER_HOST))
 GR=""
 if [ "$GROW" -gt 0 ]; then
 	log "growth: $GROW reports of new hosts (automatic loopbacks) to reach $MACHINES machines"
-	c0=$(cpu_ms)
 	# Report numbers after the bring-up's, so that no BMC MAC repeats.
 	ingest growth -run grow -first $(((HOSTS + CLIENTS - 1) / CLIENTS)) -count "$GROW" -slice "$SLICE_REPORTS"
 	GR=$LAST
-	GR_CPU=$(($(cpu_ms) - c0))
 	read -r GR_S GR_RATE GR_P50 GR_P99 < <(field "$GR" seconds per_second p50_ms p99_ms)
 	expect "machines" "$(sql "SELECT count(*) FROM machines")" $((BU_MACHINES + GROW * PER_HOST))
 	expect "DPUs with both loopbacks" "$(sql "SELECT count(*) FROM machines m JOIN network_configs n ON n.machine_id = m.machine_id
@@ -178,12 +177,12 @@ fi
 END_MACHINES=$(sql "SELECT count(*) FROM machines")
 LOAD2=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 - "$OUT" "$HOSTS" "$DB" "$(cd "$ROOT" && git rev-parse --short HEAD)" "$PUT_S" "$PUT_CPU" "$BU_CPU" "${GR_CPU:-0}" \
+python3 - "$OUT" "$HOSTS" "$DB" "$(cd "$ROOT" && git rev-parse --short HEAD)" "$PUT_S" "$PUT_CPU" \
 	"$BU_MACHINES" "$END_MACHINES" "$LOAD0" "$LOAD1" "$LOAD2" "$SAMPLE" <<'PY'
 import json, sys
-out, hosts, db, commit, put_s, put_cpu, bu_cpu, gr_cpu, bu_m, end_m, l0, l1, l2, sample = sys.argv[1:]
+out, hosts, db, commit, put_s, put_cpu, bu_m, end_m, l0, l1, l2, sample = sys.argv[1:]
 rec = {"label": "bringup-run", "db": db, "commit": commit, "hosts": int(hosts), "put_seconds": float(put_s),
-       "put_server_cpu_ms": int(put_cpu), "bringup_server_cpu_ms": int(bu_cpu), "growth_server_cpu_ms": int(gr_cpu),
+       "put_server_cpu_ms": int(put_cpu),
        "machines_after_bringup": int(bu_m), "machines_at_end": int(end_m), "repeated_reports": int(sample),
        "checks": "passed", "loadavg": [l0, l1, l2]}
 with open(out, "a") as f:
@@ -191,6 +190,9 @@ with open(out, "a") as f:
 PY
 
 # --- summary ----------------------------------------------------------
+cpu_per_report() { # SUMMARY: "CPU per report: postgres X ms, server Y ms"
+	python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("CPU per report: " + ", ".join("%s %.1f ms" % (k, v / d["ok"]) for k, v in sorted(d["cpu_ms"].items())))' "$1"
+}
 summary() {
 	echo "## Site bring-up: $HOSTS hosts ($((HOSTS * DPUS)) DPUs), then growth to $END_MACHINES machines ($DB)"
 	echo
@@ -198,12 +200,12 @@ summary() {
 	echo "- command: \`HOSTS=$HOSTS MACHINES=$MACHINES CLIENTS=$CLIENTS SLICE=$SLICE DB=$DB scripts/bench-bringup.sh\`; raw lines: bench/results/$(basename "$OUT")"
 	echo "- load average: before $LOAD0; after the bring-up $LOAD1; at the end $LOAD2"
 	echo "- PUT /api/v1/expected-machines of $HOSTS records ($((HOSTS * DPUS)) DPUs, both loopbacks reserved): $PUT_S s, server CPU $PUT_CPU ms"
-	printf -- '- bring-up: %s reports from %s clients in %.1f s end to end, %.0f reports/s, p50 %.1f ms, p99 %.1f ms, server CPU %.1f ms per report\n' \
-		"$HOSTS" "$CLIENTS" "$BU_S" "$BU_RATE" "$BU_P50" "$BU_P99" "$(python3 -c "print($BU_CPU / $HOSTS)")"
+	printf -- '- bring-up: %s reports from %s clients in %.1f s end to end, %.0f reports/s, p50 %.1f ms, p99 %.1f ms, %s\n' \
+		"$HOSTS" "$CLIENTS" "$BU_S" "$BU_RATE" "$BU_P50" "$BU_P99" "$(cpu_per_report "$BU")"
 	echo "- checked in SQL after the bring-up: every DPU holds exactly its reserved IPv4 and IPv6 loopback ($((HOSTS * DPUS)) each), no value held twice, no DPU holding two values of a pool; repeating $SAMPLE of the reports changed no row and wrote no audit event"
 	if [ -n "$GR" ]; then
-		printf -- '- growth: %s reports of new hosts (automatic loopbacks) in %.1f s, %.0f reports/s, p50 %.1f ms, p99 %.1f ms, server CPU %.1f ms per report; every DPU holds both loopbacks at the end\n' \
-			"$GROW" "$GR_S" "$GR_RATE" "$GR_P50" "$GR_P99" "$(python3 -c "print($GR_CPU / $GROW)")"
+		printf -- '- growth: %s reports of new hosts (automatic loopbacks) in %.1f s, %.0f reports/s, p50 %.1f ms, p99 %.1f ms, %s; every DPU holds both loopbacks at the end\n' \
+			"$GROW" "$GR_S" "$GR_RATE" "$GR_P50" "$GR_P99" "$(cpu_per_report "$GR")"
 	fi
 	echo
 	python3 - "$OUT" "$SLICE_REPORTS" "$PER_HOST" 0 "$BU_MACHINES" <<'PY'
@@ -214,17 +216,22 @@ for line in open(out):
     d = json.loads(line)
     if "slice" in d and d.get("label") in rows:
         rows[d["label"]].append(d)
-print("| phase | machines at start of slice | reports | reports/s | p50 ms | p99 ms |")
-print("|---|---:|---:|---:|---:|---:|")
+procs = sorted({k for r in rows.values() for d in r for k in d.get("cpu_ms", {})})
+def cpu(d, k):
+    return d.get("cpu_ms", {}).get(k, 0) / d["ok"] if d["ok"] else float("nan")
+print("| phase | machines at start of slice | reports | reports/s | p50 ms | p99 ms |" + "".join(f" {k} CPU ms/report |" for k in procs))
+print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(procs))
 for phase, base in (("bringup", base_bu), ("growth", base_gr)):
     for d in rows[phase]:
         name = "bring-up (reserved)" if phase == "bringup" else "growth (automatic)"
-        print(f"| {name} | {base + d['from_request'] * per_host:,} | {d['requests']:,} | {d['per_second']:.0f} | {d['p50_ms']:.1f} | {d['p99_ms']:.1f} |")
+        print(f"| {name} | {base + d['from_request'] * per_host:,} | {d['requests']:,} | {d['per_second']:.0f} | {d['p50_ms']:.1f} | {d['p99_ms']:.1f} |"
+              + "".join(f" {cpu(d, k):.1f} |" for k in procs))
 print()
 def ratios(a, b):
     r = b["per_second"] / a["per_second"] if a["per_second"] else float("nan")
     p = b["p50_ms"] / a["p50_ms"] if a["p50_ms"] else float("nan")
-    return f"reports/s {r:.2f}, p50 {p:.2f}"
+    c = "".join(f", {k} CPU/report {cpu(b, k) / cpu(a, k):.2f}" for k in procs if cpu(a, k))
+    return f"reports/s {r:.2f}, p50 {p:.2f}{c}"
 every = rows["bringup"] + rows["growth"]
 notes = []
 for phase, name in (("bringup", "the bring-up (reserved)"), ("growth", "the growth (automatic)")):
