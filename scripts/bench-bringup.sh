@@ -87,6 +87,17 @@ ingest() {
 # field JSON KEY…: the keys' values of one JSON line, space-separated.
 field() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(*(d[k] for k in sys.argv[2:]))' "$@"; }
 
+# seq_scans LABEL: on PostgreSQL, appends to $OUT a line of the rows each
+# table's sequential scans have read so far (pg_stat_user_tables), after
+# waiting for idle backends to flush their counters (every 10 s at most).
+# A look-up that scans a table instead of using an index shows up there,
+# per report, whatever the machine's load.
+seq_scans() {
+	[ "$DB" = postgres ] || return 0
+	sleep 11
+	sql "SELECT json_build_object('label', '$1', 'seq_tup_read', json_object_agg(relname, seq_tup_read), 'seq_scan', json_object_agg(relname, seq_scan)) FROM pg_stat_user_tables" >>"$OUT"
+}
+
 expect() { # what got want
 	[ "$2" = "$3" ] || die "$1: $2, want $3"
 	log "ok: $1 = $2"
@@ -136,8 +147,10 @@ PUT_S=${put#* }
 PUT_CPU=$(($(cpu_ms) - c0))
 log "PUT of $HOSTS ExpectedMachines: $PUT_S s, server CPU $PUT_CPU ms"
 
+seq_scans scans-before-bringup
 ingest bringup -run bu -count "$HOSTS" -slice "$SLICE_REPORTS"
 BU=$LAST
+seq_scans scans-after-bringup
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 read -r BU_S BU_RATE BU_P50 BU_P99 < <(field "$BU" seconds per_second p50_ms p99_ms)
 log "bring-up: $HOSTS reports in $BU_S s"
@@ -164,9 +177,11 @@ GROW=$(((MACHINES - BU_MACHINES + PER_HOST - 1) / PER_HOST))
 GR=""
 if [ "$GROW" -gt 0 ]; then
 	log "growth: $GROW reports of new hosts (automatic loopbacks) to reach $MACHINES machines"
+	seq_scans scans-before-growth
 	# Report numbers after the bring-up's, so that no BMC MAC repeats.
 	ingest growth -run grow -first $(((HOSTS + CLIENTS - 1) / CLIENTS)) -count "$GROW" -slice "$SLICE_REPORTS"
 	GR=$LAST
+	seq_scans scans-after-growth
 	read -r GR_S GR_RATE GR_P50 GR_P99 < <(field "$GR" seconds per_second p50_ms p99_ms)
 	expect "machines" "$(sql "SELECT count(*) FROM machines")" $((BU_MACHINES + GROW * PER_HOST))
 	expect "DPUs with both loopbacks" "$(sql "SELECT count(*) FROM machines m JOIN network_configs n ON n.machine_id = m.machine_id
@@ -207,6 +222,23 @@ summary() {
 		printf -- '- growth: %s reports of new hosts (automatic loopbacks) in %.1f s, %.0f reports/s, p50 %.1f ms, p99 %.1f ms, %s; every DPU holds both loopbacks at the end\n' \
 			"$GROW" "$GR_S" "$GR_RATE" "$GR_P50" "$GR_P99" "$(cpu_per_report "$GR")"
 	fi
+	python3 - "$OUT" "$HOSTS" "$GROW" <<'PY'
+import json, sys
+out, phases = sys.argv[1], {"bring-up": int(sys.argv[2]), "growth": int(sys.argv[3])}
+s = {}
+for line in open(out):
+    d = json.loads(line)
+    if d.get("label", "").startswith("scans-"):
+        s[d["label"]] = d["seq_tup_read"]
+notes = []
+for phase, a, b in (("bring-up", "scans-before-bringup", "scans-after-bringup"), ("growth", "scans-before-growth", "scans-after-growth")):
+    if a in s and b in s and phases[phase] > 0:
+        per = {t: (v - s[a].get(t, 0)) / phases[phase] for t, v in s[b].items()}
+        top = sorted(((v, t) for t, v in per.items() if v >= 1), reverse=True)[:4]
+        notes.append(f"{phase}: " + (", ".join(f"{t} {v:,.0f}" for v, t in top) or "none"))
+if notes:
+    print("- PostgreSQL rows read by sequential scans per report (pg_stat_user_tables; a look-up without a usable index grows with its table): " + "; ".join(notes))
+PY
 	echo
 	python3 - "$OUT" "$SLICE_REPORTS" "$PER_HOST" 0 "$BU_MACHINES" <<'PY'
 import json, sys
