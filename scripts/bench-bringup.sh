@@ -178,7 +178,7 @@ GR=""
 if [ "$GROW" -gt 0 ]; then
 	log "growth: $GROW reports of new hosts (automatic loopbacks) to reach $MACHINES machines"
 	seq_scans scans-before-growth
-	# Report numbers after the bring-up's, so that no BMC MAC repeats.
+	# Report numbers after the bring-up's (the run name alone already gives new MACs).
 	ingest growth -run grow -first $(((HOSTS + CLIENTS - 1) / CLIENTS)) -count "$GROW" -slice "$SLICE_REPORTS"
 	GR=$LAST
 	seq_scans scans-after-growth
