@@ -17,6 +17,7 @@
 #
 #   scripts/bench-ratios.sh                 # 5 s per cell
 #   DURATION=10s scripts/bench-ratios.sh
+#   ONLY=alloc scripts/bench-ratios.sh      # the ceiling and allocation cells only
 #
 # Prints one markdown table; raw JSON lines go to $OUT. Runs its own
 # PostgreSQL cluster; never touches the machine's PostgreSQL.
@@ -25,6 +26,8 @@ P2=${P2:-18482}
 PGPORT=${PGPORT:-55481}
 source "$(dirname "$0")/lib.sh"
 DURATION=${DURATION:-5s}
+ONLY=${ONLY:-} # empty: every cell; alloc: the ceiling and ipledger allocation
+case "$ONLY" in '' | alloc) ;; *) die "ONLY=$ONLY: want alloc or nothing" ;; esac
 OUT=${OUT:-$H7_TMP/ratios.jsonl}
 PB=18483 # baseline servers' port
 : >"$OUT"
@@ -65,11 +68,38 @@ ceiling() { # suffix
 
 ceiling a
 
-for m in netbox nico; do
-	baseline_start "$m"
-	for c in 1 8; do cell "$m,$c" "http://127.0.0.1:$PB" allocate "$c" -pools bench; done
-	baseline_stop
-done
+if [ -z "$ONLY" ]; then
+	for m in netbox nico; do
+		baseline_start "$m"
+		for c in 1 8; do cell "$m,$c" "http://127.0.0.1:$PB" allocate "$c" -pools bench; done
+		baseline_stop
+	done
+fi
+
+ingest_cells() {
+	"$BIN/emgen" -ingest-run x -pools >"$H7_TMP/ingest-pools.toml"
+	curl -fsS -X POST -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/toml' \
+		--data-binary "@$H7_TMP/ingest-pools.toml" "$U1/api/v1/pools:load" >/dev/null
+	offset=0
+	for c in 1 8 32; do
+		cell "ingest,$c" "$U1" ingest "$c" -run "plain$c"
+		# Every DPU a report of this run names is declared first, with both
+		# loopbacks reserved (more reports per client than a cell can make).
+		per=$((6000 / c))
+		"$BIN/emgen" -ingest-run "resv$c" -clients "$c" -per "$per" -offset "$offset" >"$H7_TMP/resv.json"
+		offset=$((offset + c * per * 2))
+		curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
+			--data-binary "@$H7_TMP/resv.json" "$U1/api/v1/expected-machines"
+		# The declaration is done before the bring-up starts: let the feed
+		# number its events first, so the cell measures reports alone.
+		for _ in $(seq 1 100); do
+			[ "$(psql_q -c "SELECT count(*) FROM audit_events WHERE revision IS NULL")" = 0 ] && break
+			sleep 0.2
+		done
+		cell "ingestresv,$c" "$U1" ingest "$c" -run "resv$c"
+	done
+	reserved=$(psql_q -c "SELECT count(*) FROM network_configs n JOIN expected_dpus d ON d.loopback_ip = n.loopback_ip")
+}
 
 server_start "$P1"
 server_start "$P2"
@@ -82,28 +112,8 @@ for c in 1 8; do cell "alloc,$c" "$U1" allocate "$c" -pools bench; done
 cell "alloc100,8" "$U1" allocate 8 -pools 'bench100%100'
 cell "alloc2srv,8" "$U1,http://127.0.0.1:$P2" allocate 8 -pools bench
 
-"$BIN/emgen" -ingest-run x -pools >"$H7_TMP/ingest-pools.toml"
-curl -fsS -X POST -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/toml' \
-	--data-binary "@$H7_TMP/ingest-pools.toml" "$U1/api/v1/pools:load" >/dev/null
-offset=0
-for c in 1 8 32; do
-	cell "ingest,$c" "$U1" ingest "$c" -run "plain$c"
-	# Every DPU a report of this run names is declared first, with both
-	# loopbacks reserved (more reports per client than a cell can make).
-	per=$((6000 / c))
-	"$BIN/emgen" -ingest-run "resv$c" -clients "$c" -per "$per" -offset "$offset" >"$H7_TMP/resv.json"
-	offset=$((offset + c * per * 2))
-	curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
-		--data-binary "@$H7_TMP/resv.json" "$U1/api/v1/expected-machines"
-	# The declaration is done before the bring-up starts: let the feed
-	# number its events first, so the cell measures reports alone.
-	for _ in $(seq 1 100); do
-		[ "$(psql_q -c "SELECT count(*) FROM audit_events WHERE revision IS NULL")" = 0 ] && break
-		sleep 0.2
-	done
-	cell "ingestresv,$c" "$U1" ingest "$c" -run "resv$c"
-done
-reserved=$(psql_q -c "SELECT count(*) FROM network_configs n JOIN expected_dpus d ON d.loopback_ip = n.loopback_ip")
+reserved=-
+[ -n "$ONLY" ] || ingest_cells
 server_stop "$P1"
 server_stop "$P2"
 
@@ -132,6 +142,7 @@ row "ipledger allocation, one pool" alloc,1 1
 row "ipledger allocation, one pool" alloc,8 8
 row "ipledger allocation, 100 pools" alloc100,8 8
 row "ipledger allocation, one pool, two servers" alloc2srv,8 8
+[ -n "$ONLY" ] && exit 0
 row "NetBox-style (global lock, scan)" netbox,1 1
 row "NetBox-style (global lock, scan)" netbox,8 8
 row "NICo-style (row per value, SKIP LOCKED)" nico,1 1
