@@ -104,11 +104,17 @@ func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) 
 		a.queues[pool] = q
 	}
 	q.pending = append(q.pending, r)
-	start := !q.running
+	lead := !q.running
 	q.running = true
 	a.qmu.Unlock()
-	if start {
-		go a.drainAllocations(pool, q)
+	if lead {
+		// No batch of this pool is running in this process: the caller
+		// runs the next one itself (its own request is in it), so that a
+		// lone request costs no hand-off to another goroutine and back;
+		// what queues meanwhile goes to a leader goroutine.
+		a.leadFirstBatch(pool, q)
+		<-r.done
+		return r.out, r.created, r.err
 	}
 	select {
 	case <-r.done:
@@ -126,32 +132,57 @@ func errAbandoned(ctx context.Context) error {
 	return Errf(CodeUnavailable, "", "request cancelled or timed out (%v) before its allocation was made; nothing was allocated, retry", context.Cause(ctx))
 }
 
-// drainAllocations runs pool's queue batch after batch until it is empty.
-func (a *Allocator) drainAllocations(pool string, q *allocQueue) {
+// leadFirstBatch runs the first batch of pool's queue on the caller's
+// goroutine; what queued meanwhile goes to a leader goroutine
+// (drainAllocations) together with the connection and the guess.
+func (a *Allocator) leadFirstBatch(pool string, q *allocQueue) {
 	lc := &leaderConn{}
-	defer lc.drop()
 	a.qmu.Lock()
 	lc.guess = a.guesses[pool]
+	batch, ok := a.takeBatch(pool, q, lc)
 	a.qmu.Unlock()
-	for {
-		a.qmu.Lock()
-		n := len(q.pending)
-		if n == 0 {
-			q.running = false
-			delete(a.queues, pool)
-			// The next leader of this pool starts from this one's guess
-			// (batch_guess.go): a pool allocated from now and then, or one
-			// of many pools, still commits in one round trip.
-			a.guesses[pool] = lc.guess
-			a.qmu.Unlock()
-			return
-		}
-		n = min(n, maxAllocBatch)
-		batch := q.pending[:n:n]
-		q.pending = append([]*allocReq(nil), q.pending[n:]...)
-		a.qmu.Unlock()
+	if ok {
 		a.runAllocBatchOn(lc, pool, batch)
+		a.qmu.Lock()
+		batch, ok = a.takeBatch(pool, q, lc)
+		a.qmu.Unlock()
 	}
+	if !ok {
+		lc.drop()
+		return
+	}
+	go a.drainAllocations(pool, q, lc, batch)
+}
+
+// drainAllocations runs batch and then pool's queue batch after batch
+// until it is empty.
+func (a *Allocator) drainAllocations(pool string, q *allocQueue, lc *leaderConn, batch []*allocReq) {
+	defer lc.drop()
+	for ok := true; ok; {
+		a.runAllocBatchOn(lc, pool, batch)
+		a.qmu.Lock()
+		batch, ok = a.takeBatch(pool, q, lc)
+		a.qmu.Unlock()
+	}
+}
+
+// takeBatch takes the next batch off pool's queue (a.qmu held); false when
+// the queue is empty, and then the pool has no leader any more.
+func (a *Allocator) takeBatch(pool string, q *allocQueue, lc *leaderConn) ([]*allocReq, bool) {
+	n := len(q.pending)
+	if n == 0 {
+		q.running = false
+		delete(a.queues, pool)
+		// The next leader of this pool starts from this one's guess
+		// (batch_guess.go): a pool allocated from now and then, or one
+		// of many pools, still commits in one round trip.
+		a.guesses[pool] = lc.guess
+		return nil, false
+	}
+	n = min(n, maxAllocBatch)
+	batch := q.pending[:n:n]
+	q.pending = append([]*allocReq(nil), q.pending[n:]...)
+	return batch, true
 }
 
 // runAllocBatch allocates for every request of batch in one transaction,
