@@ -61,7 +61,9 @@ type Allocator struct {
 
 	// qmu guards queues: the automatic allocations waiting per pool for
 	// their batch (group commit, batch.go).
-	qmu    sync.Mutex
+	qmu sync.Mutex
+	// groups is the commit group of guessed batches (batch_group.go).
+	groups guessGroups
 	queues map[string]*allocQueue
 	// guesses keeps each pool's guess for its next batch between leaders
 	// (batch_guess.go), also under qmu.

@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/big"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ipledger/ipledger/models"
 )
@@ -223,61 +221,6 @@ func (s *batchGuess) window(n int) (keys, vals []string) {
 	return s.wk[:k:k], s.wv[:k:k]
 }
 
-// guessedInsertSQL is the guarded INSERT for a pool whose values ExpectedDpus
-// may declare in column col ("" for none). Parameters: $1 pool id, $2
-// allocated_at, $3/$4 the window's keys and values (batchGuess.window), $5/$6
-// the new owners in request order, $7/$8/$9/$10 their audit events'
-// actors, request ids, and after_json split around the value, $11 the
-// events' object id prefix ("pool/"), $12/$13 the guessed range's first
-// and last keys, $14 the largest index of the window (1-based) the value
-// before the lowest free one may have.
-//
-// f finds the lowest free value F of the range as the gap search does: the
-// range's first value if it is free, else the value after the end of the
-// run of held values starting there (run-end flags are exact). s1 is the
-// index of the value before F in the window; F and the n-1 values after it
-// are the batch's, if the guard g holds.
-func guessedInsertSQL(col string) string {
-	firstFrom := func(from string) string {
-		return `(SELECT value_key FROM allocations WHERE pool_id = $1 AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
-	}
-	runEndFrom := func(from string) string {
-		return `(SELECT value_key FROM allocations WHERE pool_id = $1 AND run_end AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
-	}
-	declared := ""
-	if col != "" {
-		declared = `
-  AND NOT EXISTS (SELECT 1 FROM expected_dpus WHERE ` + col + ` = ANY(($3::text[])[f.s1 + 1 : f.s1 + cardinality($5::text[])]))`
-	}
-	return `WITH f AS MATERIALIZED (SELECT CASE WHEN COALESCE(` + firstFrom("$12::text") + ` = $12::text, false)
-    THEN array_position($3::text[], ` + runEndFrom("$12::text") + `)
-    ELSE array_position($3::text[], $12::text) - 1 END AS s1),
-g AS MATERIALIZED (SELECT f.s1, x.gap, (
-  f.s1 BETWEEN 1 AND $14::int
-  AND NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = $1 AND r.auto_assign AND r.first_key < $12::text
-    AND NOT COALESCE(` + firstFrom("r.first_key") + ` = r.first_key AND ` + runEndFrom("r.first_key") + ` >= r.last_key, false))
-  AND EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = $1 AND r.auto_assign AND r.first_key = $12::text AND r.last_key = $13::text)
-  AND ($3::text[])[f.s1 + cardinality($5::text[])] <= $13::text
-  AND (x.gap IS NULL OR x.gap > ($3::text[])[f.s1 + cardinality($5::text[])])` + declared + `
-  ) IS TRUE AS ok
-  FROM f CROSS JOIN LATERAL (SELECT ` + firstFrom("($3::text[])[f.s1 + 1]") + ` AS gap) x),
-ins AS (
-  INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
-  SELECT $1, ($3::text[])[g.s1 + u.i::int], ($4::text[])[g.s1 + u.i::int], 'allocated', u.ot, u.oi,
-    u.i = cardinality($5::text[]) AND COALESCE(g.gap <> ($3::text[])[g.s1 + u.i::int + 1], true), $2
-  FROM g, unnest($5::text[], $6::text[]) WITH ORDINALITY AS u(ot, oi, i)
-  WHERE g.ok
-  RETURNING id, value_key, value, run_end),
-upd AS (UPDATE allocations a SET run_end = false FROM g
-  WHERE g.ok AND a.pool_id = $1 AND a.value_key = ($3::text[])[g.s1] AND a.run_end),
-aud AS (INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, after_json)
-  SELECT $2, e.ac, 'allocation.create', 'allocation', $11::text || ($4::text[])[g.s1 + e.i::int], e.rid,
-    e.pre || ($4::text[])[g.s1 + e.i::int] || e.suf
-  FROM g, unnest($7::text[], $8::text[], $9::text[], $10::text[]) WITH ORDINALITY AS e(ac, rid, pre, suf, i)
-  WHERE g.ok)
-SELECT id, value_key, value, run_end FROM ins`
-}
-
 // allocBatchGuess runs a batch on the leader's guess (see above). done is
 // false when the guess did not apply or did not hold and nothing was
 // written: the caller then runs the batch the general way, in a new
@@ -313,32 +256,30 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *ba
 	if err != nil {
 		return nil, false, err
 	}
-	ots, ois := make([]string, n), make([]string, n)
-	actors, rids, pres, sufs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	c := &guessCall{ctx: ctx, pool: pool, p: p, now: now, col: reservationColumn(pool), rows: rows,
+		rFirst: guess.rFirst.key(), rLast: guess.rLast.key(), maxS1: guess.width() + 1}
+	c.ots, c.ois = make([]string, n), make([]string, n)
+	c.actors, c.rids, c.pres, c.sufs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for k := range rows {
-		ots[k], ois[k] = deref(rows[k].OwnerType), deref(rows[k].OwnerID)
-		actors[k], rids[k] = events[k].Actor, events[k].RequestID
+		c.ots[k], c.ois[k] = deref(rows[k].OwnerType), deref(rows[k].OwnerID)
+		c.actors[k], c.rids[k] = events[k].Actor, events[k].RequestID
 		aj := deref(events[k].AfterJSON)
 		mark := `"value":"` + rows[k].Value + `"`
 		i := strings.Index(aj, mark)
 		if i < 0 {
 			return nil, false, fmt.Errorf("audit event of %s: no value in %s", rows[k].Value, aj)
 		}
-		pres[k], sufs[k] = aj[:i+len(`"value":"`)], aj[i+len(mark)-1:]
+		c.pres[k], c.sufs[k] = aj[:i+len(`"value":"`)], aj[i+len(mark)-1:]
 	}
-	keys, vals := guess.window(n)
-	b := &pgx.Batch{}
-	b.Queue("begin")
-	b.Queue(pgBatchSettings)
-	b.Queue(pgLockPool, pool)
-	b.Queue(guessedInsertSQL(reservationColumn(pool)), p.ID, now, keys, vals, ots, ois, actors, rids, pres, sufs,
-		p.Name+"/", guess.rFirst.key(), guess.rLast.key(), guess.width()+1)
-	b.Queue("commit")
-	br := pc.SendBatch(ctx, b)
-	written, committed, err := readGuessPipeline(br, p, rows)
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	c.keys, c.vals = guess.window(n)
+	keys := c.keys
+	a.runGuess(pc, c)
+	if c.alone {
+		// The group rolled back on a constraint: this batch alone.
+		c.alone, c.err = false, nil
+		a.sendGroup(pc, []*guessCall{c})
 	}
+	written, committed, err := c.written, c.committed, c.err
 	guess.ok = false
 	missed := func() {
 		guessMisses.Add(1)
@@ -351,8 +292,7 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *ba
 		guess.lastMiss = time.Now()
 	}
 	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.SQLState()[:2] == "23" && ctx.Err() == nil {
+		if isConstraint(err) && ctx.Err() == nil {
 			// An owner already holds a value (or the guess collided with
 			// a value stored meanwhile): the transaction rolled back.
 			missed()
@@ -386,57 +326,6 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *ba
 		}
 	}
 	return res, true, nil
-}
-
-// readGuessPipeline reads the guessed batch's pipeline: whether the guarded
-// INSERT wrote the rows — then rows are given the values, run-end flags and
-// ids it stored (the k-th lowest value is the k-th row's) — and whether the
-// transaction committed. (If the pool was deleted, or deleted and created again, since
-// the guess was made, its ranges are gone and the guard fails: nothing is
-// written.)
-func readGuessPipeline(br pgx.BatchResults, pool *models.Pool, rows []models.Allocation) (written, committed bool, err error) {
-	for range 2 { // BEGIN, settings
-		if _, err := br.Exec(); err != nil {
-			return false, false, err
-		}
-	}
-	var p models.Pool
-	if err := br.QueryRow().Scan(&p.ID, &p.Name, &p.Type, &p.DelegatePrefixLen); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return false, false, err
-	}
-	out, err := br.Query()
-	if err != nil {
-		return false, false, err
-	}
-	var stored []models.Allocation
-	for out.Next() {
-		var r models.Allocation
-		if err := out.Scan(&r.ID, &r.ValueKey, &r.Value, &r.RunEnd); err != nil {
-			out.Close()
-			return false, false, err
-		}
-		stored = append(stored, r)
-	}
-	out.Close()
-	if err := out.Err(); err != nil {
-		return false, false, err
-	}
-	tag, err := br.Exec()
-	if err != nil {
-		return false, false, err
-	}
-	committed = tag.String() == "COMMIT"
-	if len(stored) == 0 {
-		return false, committed, nil
-	}
-	if len(stored) != len(rows) {
-		return false, committed, fmt.Errorf("pool %q: the guarded INSERT stored %d rows for %d requests", pool.Name, len(stored), len(rows))
-	}
-	slices.SortFunc(stored, func(x, y models.Allocation) int { return strings.Compare(x.ValueKey, y.ValueKey) })
-	for k := range rows {
-		rows[k].ID, rows[k].ValueKey, rows[k].Value, rows[k].RunEnd = stored[k].ID, stored[k].ValueKey, stored[k].Value, stored[k].RunEnd
-	}
-	return true, committed, nil
 }
 
 // rollbackIfOpen ends a failed transaction on pc so that the connection can

@@ -62,7 +62,11 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		Name: "ipledger_allocation_batch_guess_misses_total",
 		Help: "Guesses whose guard failed (nothing written; the batch then read the pool first).",
 	}, func() float64 { _, m := allocator.BatchGuesses(); return float64(m) })
-	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, guessHits, guessMisses,
+	grouped := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ipledger_allocation_batch_grouped_total",
+		Help: "Guessed batches committed in one transaction with other pools' batches (PostgreSQL).",
+	}, func() float64 { return float64(allocator.GroupedBatches()) })
+	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, guessHits, guessMisses, grouped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

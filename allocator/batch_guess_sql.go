@@ -1,0 +1,79 @@
+package allocator
+
+// guessedInsertSQL is the guarded INSERT of batch_guess.go for the guessed
+// batches of one or more pools (a commit group, batch_group.go): every
+// pool's guard is evaluated, and its rows written, on their own, so the
+// statement writes the pools whose guess holds and nothing for the others.
+// One statement for several pools runs the INSERT triggers once for all of
+// them.
+//
+// Parameters, one element per pool (in the group's order, its ordinality
+// j): $1 pool ids, $2 allocated_at, $5/$6 the offset and length of the
+// pool's window in $3/$4 (the windows' keys and values, batchGuess.window,
+// one after the other), $7/$8 the guessed range's first and last keys, $9
+// the largest index of the window (1-based) the value before the lowest
+// free one may have, $10 the number of new owners, $11 the events' object
+// id prefix ("pool/"), $12 the column of expected_dpus declaring the
+// pool's values ("" for none). One element per new owner, pool after pool
+// and in request order within a pool: $13 the pool's j, $14 the owner's
+// index in its pool's batch (1-based), $15/$16 owner type and id, $17/$18
+// the audit event's actor and request id, $19/$20 its after_json split
+// around the value.
+//
+// Per pool, f finds the lowest free value F of the guessed range as the
+// gap search does — the range's first value if it is free, else the value
+// after the end of the run of held values starting there (run-end flags
+// are exact) — as s1, the index in the pool's window (wk, wv: its slice of
+// $3/$4, so that an index past the window is NULL as in an array of its
+// own) of the value before F. g holds the guard ok of each pool; F and the
+// n-1 values after it are the pool's new values if ok.
+var guessedInsertSQL = `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $5::int[], $6::int[],
+    $7::text[], $8::text[], $9::int[], $10::int[], $11::text[], $12::text[])
+  WITH ORDINALITY AS p(pid, at, wo, wl, rf, rl, m, n, oprefix, dcol, j)),
+f AS MATERIALIZED (SELECT p.*, ($3::text[])[p.wo + 1 : p.wo + p.wl] AS wk, ($4::text[])[p.wo + 1 : p.wo + p.wl] AS wv,
+    CASE WHEN COALESCE(` + gFirstFrom("p.pid", "p.rf") + ` = p.rf, false)
+    THEN array_position(($3::text[])[p.wo + 1 : p.wo + p.wl], ` + gRunEndFrom("p.pid", "p.rf") + `)
+    ELSE array_position(($3::text[])[p.wo + 1 : p.wo + p.wl], p.rf) - 1 END AS s1
+  FROM p),
+g AS MATERIALIZED (SELECT f.j, f.pid, f.at, f.n, f.oprefix, f.wk, f.wv, f.s1, x.gap, (
+  f.s1 BETWEEN 1 AND f.m
+  AND NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = f.pid AND r.auto_assign AND r.first_key < f.rf
+    AND NOT COALESCE(` + gFirstFrom("f.pid", "r.first_key") + ` = r.first_key AND ` + gRunEndFrom("f.pid", "r.first_key") + ` >= r.last_key, false))
+  AND EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = f.pid AND r.auto_assign AND r.first_key = f.rf AND r.last_key = f.rl)
+  AND f.wk[f.s1 + f.n] <= f.rl
+  AND (x.gap IS NULL OR x.gap > f.wk[f.s1 + f.n])
+  AND CASE f.dcol
+    WHEN 'loopback_ip_key' THEN NOT EXISTS (SELECT 1 FROM expected_dpus WHERE loopback_ip_key = ANY(f.wk[f.s1 + 1 : f.s1 + f.n]))
+    WHEN 'loopback_ip_v6_key' THEN NOT EXISTS (SELECT 1 FROM expected_dpus WHERE loopback_ip_v6_key = ANY(f.wk[f.s1 + 1 : f.s1 + f.n]))
+    ELSE true END
+  ) IS TRUE AS ok
+  FROM f CROSS JOIN LATERAL (SELECT ` + gFirstFrom("f.pid", "f.wk[f.s1 + 1]") + ` AS gap) x),
+o AS (SELECT * FROM unnest($13::int[], $14::int[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[])
+  WITH ORDINALITY AS o(j, i, ot, oi, ac, rid, pre, suf, ord)),
+ins AS (
+  INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
+  SELECT g.pid, g.wk[g.s1 + o.i], g.wv[g.s1 + o.i], 'allocated', o.ot, o.oi,
+    o.i = g.n AND COALESCE(g.gap <> g.wk[g.s1 + o.i + 1], true), g.at
+  FROM o JOIN g ON g.j = o.j
+  WHERE g.ok
+  ORDER BY o.ord
+  RETURNING pool_id, id, value_key, value, run_end),
+upd AS (UPDATE allocations a SET run_end = false FROM g
+  WHERE g.ok AND a.pool_id = g.pid AND a.value_key = g.wk[g.s1] AND a.run_end),
+aud AS (INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, after_json)
+  SELECT g.at, o.ac, 'allocation.create', 'allocation', g.oprefix || g.wv[g.s1 + o.i], o.rid,
+    o.pre || g.wv[g.s1 + o.i] || o.suf
+  FROM o JOIN g ON g.j = o.j
+  WHERE g.ok
+  ORDER BY o.ord)
+SELECT pool_id, id, value_key, value, run_end FROM ins`
+
+// gFirstFrom is the lowest value of pool pid at or after from, gRunEndFrom
+// the lowest run end there (the seeks of the gap search).
+func gFirstFrom(pid, from string) string {
+	return `(SELECT value_key FROM allocations WHERE pool_id = ` + pid + ` AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
+}
+
+func gRunEndFrom(pid, from string) string {
+	return `(SELECT value_key FROM allocations WHERE pool_id = ` + pid + ` AND run_end AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
+}
