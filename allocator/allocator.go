@@ -64,7 +64,10 @@ type Allocator struct {
 	qmu sync.Mutex
 	// groups is the commit group of guessed batches (batch_group.go).
 	groups guessGroups
-	queues map[string]*allocQueue
+	// groupSQLAlone makes a group of one use the statement of larger
+	// groups (tests).
+	groupSQLAlone bool
+	queues        map[string]*allocQueue
 	// guesses keeps each pool's guess for its next batch between leaders
 	// (batch_guess.go), also under qmu.
 	guesses map[string]batchGuess

@@ -26,11 +26,13 @@ import (
 // first waiting leader sends when the one in flight has ended (the leaders
 // take turns; no goroutine of its own). One pipeline:
 //
-//	BEGIN; settings; lock the pools, in the order of their ids; one guarded
-//	INSERT for all of them (guessedInsertSQL); COMMIT
+//	BEGIN; settings; lock the pools in name order; one guarded
+//	INSERT for all of them (guessedInsertSQL; guessedInsertOneSQL for a
+//	batch alone); COMMIT
 //
-// Locks are taken in id order by one statement, so two groups, or a group
-// and a lone batch, cannot deadlock on each other. Each pool's guard and
+// Locks are taken in name order by one statement, as every write takes
+// them (docs/decisions.md "Locking"), so a group cannot deadlock with
+// another group or any other writer. Each pool's guard and
 // rows are its own, so a wrong guess leaves only that pool's batch to the
 // two-pipeline path afterwards, as for a batch alone. An owner already
 // holding a value rolls the whole transaction back: then every batch of
@@ -157,10 +159,23 @@ func (a *Allocator) sendGroup(pc *pgx.Conn, group []*guessCall) {
 		}
 		b.Queue(pgLockPools, names)
 	}
-	b.Queue(guessedInsertSQL, groupArgs(group)...)
+	one := len(group) == 1 && !a.groupSQLAlone
+	if one {
+		c := group[0]
+		b.Queue(guessedInsertOneSQL(c.col), c.p.ID, c.now, c.keys, c.vals, c.ots, c.ois, c.actors, c.rids, c.pres, c.sufs,
+			c.p.Name+"/", c.rFirst, c.rLast, c.maxS1)
+	} else {
+		b.Queue(guessedInsertSQL, groupArgs(group)...)
+	}
 	b.Queue("commit")
 	br := pc.SendBatch(ctx, b)
-	err := readGroupPipeline(br, group)
+	var err error
+	if one {
+		c := group[0]
+		c.written, c.committed, err = readGuessPipeline(br, c.p, c.rows)
+	} else {
+		err = readGroupPipeline(br, group)
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -180,8 +195,60 @@ func (a *Allocator) sendGroup(pc *pgx.Conn, group []*guessCall) {
 	}
 }
 
-// pgLockPools locks the pools of a group, in the order of their ids.
-const pgLockPools = `SELECT id FROM pools WHERE name = ANY($1::text[]) ORDER BY id FOR UPDATE`
+// readGuessPipeline reads the guessed batch's pipeline: whether the guarded
+// INSERT wrote the rows — then rows are given the values, run-end flags and
+// ids it stored (the k-th lowest value is the k-th row's) — and whether the
+// transaction committed. (If the pool was deleted, or deleted and created again, since
+// the guess was made, its ranges are gone and the guard fails: nothing is
+// written.)
+func readGuessPipeline(br pgx.BatchResults, pool *models.Pool, rows []models.Allocation) (written, committed bool, err error) {
+	for range 2 { // BEGIN, settings
+		if _, err := br.Exec(); err != nil {
+			return false, false, err
+		}
+	}
+	var p models.Pool
+	if err := br.QueryRow().Scan(&p.ID, &p.Name, &p.Type, &p.DelegatePrefixLen); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, false, err
+	}
+	out, err := br.Query()
+	if err != nil {
+		return false, false, err
+	}
+	var stored []models.Allocation
+	for out.Next() {
+		var r models.Allocation
+		if err := out.Scan(&r.ID, &r.ValueKey, &r.Value, &r.RunEnd); err != nil {
+			out.Close()
+			return false, false, err
+		}
+		stored = append(stored, r)
+	}
+	out.Close()
+	if err := out.Err(); err != nil {
+		return false, false, err
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return false, false, err
+	}
+	committed = tag.String() == "COMMIT"
+	if len(stored) == 0 {
+		return false, committed, nil
+	}
+	if len(stored) != len(rows) {
+		return false, committed, fmt.Errorf("pool %q: the guarded INSERT stored %d rows for %d requests", pool.Name, len(stored), len(rows))
+	}
+	slices.SortFunc(stored, func(x, y models.Allocation) int { return strings.Compare(x.ValueKey, y.ValueKey) })
+	for k := range rows {
+		rows[k].ID, rows[k].ValueKey, rows[k].Value, rows[k].RunEnd = stored[k].ID, stored[k].ValueKey, stored[k].Value, stored[k].RunEnd
+	}
+	return true, committed, nil
+}
+
+// pgLockPools locks the pools of a group in name order, as every write
+// does (docs/decisions.md "Locking"; byte order, as Go sorts names).
+const pgLockPools = `SELECT id FROM pools WHERE name = ANY($1::text[]) ORDER BY name COLLATE "C" FOR UPDATE`
 
 // groupArgs are the parameters of guessedInsertSQL for group.
 func groupArgs(group []*guessCall) []any {

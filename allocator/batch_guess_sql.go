@@ -1,11 +1,12 @@
 package allocator
 
 // guessedInsertSQL is the guarded INSERT of batch_guess.go for the guessed
-// batches of one or more pools (a commit group, batch_group.go): every
+// batches of two or more pools (a commit group, batch_group.go): every
 // pool's guard is evaluated, and its rows written, on their own, so the
 // statement writes the pools whose guess holds and nothing for the others.
 // One statement for several pools runs the INSERT triggers once for all of
-// them.
+// them. A batch alone uses guessedInsertOneSQL, the same guard with scalar
+// parameters, which costs the database less; the guard tests run both.
 //
 // Parameters, one element per pool (in the group's order, its ordinality
 // j): $1 pool ids, $2 allocated_at, $5/$6 the offset and length of the
@@ -67,6 +68,61 @@ aud AS (INSERT INTO audit_events (at, actor, action, object_type, object_id, req
   WHERE g.ok
   ORDER BY o.ord)
 SELECT pool_id, id, value_key, value, run_end FROM ins`
+
+// guessedInsertOneSQL is the guarded INSERT of a group of one pool whose values ExpectedDpus
+// may declare in column col ("" for none). Parameters: $1 pool id, $2
+// allocated_at, $3/$4 the window's keys and values (batchGuess.window), $5/$6
+// the new owners in request order, $7/$8/$9/$10 their audit events'
+// actors, request ids, and after_json split around the value, $11 the
+// events' object id prefix ("pool/"), $12/$13 the guessed range's first
+// and last keys, $14 the largest index of the window (1-based) the value
+// before the lowest free one may have.
+//
+// f finds the lowest free value F of the range as the gap search does: the
+// range's first value if it is free, else the value after the end of the
+// run of held values starting there (run-end flags are exact). s1 is the
+// index of the value before F in the window; F and the n-1 values after it
+// are the batch's, if the guard g holds.
+func guessedInsertOneSQL(col string) string {
+	firstFrom := func(from string) string {
+		return `(SELECT value_key FROM allocations WHERE pool_id = $1 AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
+	}
+	runEndFrom := func(from string) string {
+		return `(SELECT value_key FROM allocations WHERE pool_id = $1 AND run_end AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
+	}
+	declared := ""
+	if col != "" {
+		declared = `
+  AND NOT EXISTS (SELECT 1 FROM expected_dpus WHERE ` + col + ` = ANY(($3::text[])[f.s1 + 1 : f.s1 + cardinality($5::text[])]))`
+	}
+	return `WITH f AS MATERIALIZED (SELECT CASE WHEN COALESCE(` + firstFrom("$12::text") + ` = $12::text, false)
+    THEN array_position($3::text[], ` + runEndFrom("$12::text") + `)
+    ELSE array_position($3::text[], $12::text) - 1 END AS s1),
+g AS MATERIALIZED (SELECT f.s1, x.gap, (
+  f.s1 BETWEEN 1 AND $14::int
+  AND NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = $1 AND r.auto_assign AND r.first_key < $12::text
+    AND NOT COALESCE(` + firstFrom("r.first_key") + ` = r.first_key AND ` + runEndFrom("r.first_key") + ` >= r.last_key, false))
+  AND EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = $1 AND r.auto_assign AND r.first_key = $12::text AND r.last_key = $13::text)
+  AND ($3::text[])[f.s1 + cardinality($5::text[])] <= $13::text
+  AND (x.gap IS NULL OR x.gap > ($3::text[])[f.s1 + cardinality($5::text[])])` + declared + `
+  ) IS TRUE AS ok
+  FROM f CROSS JOIN LATERAL (SELECT ` + firstFrom("($3::text[])[f.s1 + 1]") + ` AS gap) x),
+ins AS (
+  INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
+  SELECT $1, ($3::text[])[g.s1 + u.i::int], ($4::text[])[g.s1 + u.i::int], 'allocated', u.ot, u.oi,
+    u.i = cardinality($5::text[]) AND COALESCE(g.gap <> ($3::text[])[g.s1 + u.i::int + 1], true), $2
+  FROM g, unnest($5::text[], $6::text[]) WITH ORDINALITY AS u(ot, oi, i)
+  WHERE g.ok
+  RETURNING id, value_key, value, run_end),
+upd AS (UPDATE allocations a SET run_end = false FROM g
+  WHERE g.ok AND a.pool_id = $1 AND a.value_key = ($3::text[])[g.s1] AND a.run_end),
+aud AS (INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, after_json)
+  SELECT $2, e.ac, 'allocation.create', 'allocation', $11::text || ($4::text[])[g.s1 + e.i::int], e.rid,
+    e.pre || ($4::text[])[g.s1 + e.i::int] || e.suf
+  FROM g, unnest($7::text[], $8::text[], $9::text[], $10::text[]) WITH ORDINALITY AS e(ac, rid, pre, suf, i)
+  WHERE g.ok)
+SELECT id, value_key, value, run_end FROM ins`
+}
 
 // gFirstFrom is the lowest value of pool pid at or after from, gRunEndFrom
 // the lowest run end there (the seeks of the gap search).

@@ -306,57 +306,64 @@ func TestBatchGuessGuardCatches(t *testing.T) {
 		{"owner already holds", func(*fnd, *Allocator) {}, []string{"x1", "w2", "x2"}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			fndEach(t, func(t *testing.T, f *fnd) {
-				f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.0", "10.0.0.15", false), rng("10.0.0.64", "10.0.0.95", true))
-				other := New(f.db, Options{Now: f.clock.Now})
-				lc := &leaderConn{}
-				defer lc.drop()
-				run := func(owners ...string) []*allocReq {
-					want := f.oracleFirstFree(PoolLoopbackV4, len(owners))
-					reqs := f.batchOf(owners...)
-					f.a.runAllocBatchOn(lc, PoolLoopbackV4, reqs)
-					k := 0
-					for _, rq := range reqs {
-						<-rq.done
-						if rq.err != nil {
-							t.Fatalf("%s: %v", rq.owner.ID, rq.err)
-						}
-						if rq.created {
-							if rq.out.Value != want[k] {
-								t.Fatalf("%s got %s, want %s", rq.owner.ID, rq.out.Value, want[k])
+		for _, grouped := range []bool{false, true} {
+			name := tc.name
+			if grouped {
+				name += " (statement of groups)"
+			}
+			t.Run(name, func(t *testing.T) {
+				fndEach(t, func(t *testing.T, f *fnd) {
+					f.a.groupSQLAlone = grouped
+					f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.0", "10.0.0.15", false), rng("10.0.0.64", "10.0.0.95", true))
+					other := New(f.db, Options{Now: f.clock.Now})
+					lc := &leaderConn{}
+					defer lc.drop()
+					run := func(owners ...string) []*allocReq {
+						want := f.oracleFirstFree(PoolLoopbackV4, len(owners))
+						reqs := f.batchOf(owners...)
+						f.a.runAllocBatchOn(lc, PoolLoopbackV4, reqs)
+						k := 0
+						for _, rq := range reqs {
+							<-rq.done
+							if rq.err != nil {
+								t.Fatalf("%s: %v", rq.owner.ID, rq.err)
 							}
-							k++
+							if rq.created {
+								if rq.out.Value != want[k] {
+									t.Fatalf("%s got %s, want %s", rq.owner.ID, rq.out.Value, want[k])
+								}
+								k++
+							}
+						}
+						f.checkRunEnds(PoolLoopbackV4)
+						return reqs
+					}
+					run("w0", "w1", "w2")
+					hits := guessHits.Load()
+					run("w3", "w4")
+					pg := models.DialectOf(f.db) == models.Postgres
+					if pg && guessHits.Load() != hits+1 {
+						t.Fatal("the second batch did not commit on the guess")
+					}
+					tc.interfere(f, other)
+					misses := guessMisses.Load()
+					owners := tc.owners
+					if owners == nil {
+						owners = []string{"x1", "x2", "x3"}
+					}
+					reqs := run(owners...)
+					if pg && guessMisses.Load() != misses+1 {
+						t.Fatalf("the guard did not catch it (misses %d → %d)", misses, guessMisses.Load())
+					}
+					for _, rq := range reqs {
+						if rq.owner.ID == "w2" && (rq.created || rq.out.Value != "10.0.0.66") {
+							t.Fatalf("w2 holds 10.0.0.66, got %s created=%t", rq.out.Value, rq.created)
 						}
 					}
-					f.checkRunEnds(PoolLoopbackV4)
-					return reqs
-				}
-				run("w0", "w1", "w2")
-				hits := guessHits.Load()
-				run("w3", "w4")
-				pg := models.DialectOf(f.db) == models.Postgres
-				if pg && guessHits.Load() != hits+1 {
-					t.Fatal("the second batch did not commit on the guess")
-				}
-				tc.interfere(f, other)
-				misses := guessMisses.Load()
-				owners := tc.owners
-				if owners == nil {
-					owners = []string{"x1", "x2", "x3"}
-				}
-				reqs := run(owners...)
-				if pg && guessMisses.Load() != misses+1 {
-					t.Fatalf("the guard did not catch it (misses %d → %d)", misses, guessMisses.Load())
-				}
-				for _, rq := range reqs {
-					if rq.owner.ID == "w2" && (rq.created || rq.out.Value != "10.0.0.66") {
-						t.Fatalf("w2 holds 10.0.0.66, got %s created=%t", rq.out.Value, rq.created)
-					}
-				}
-				f.checkRangeCounts(PoolLoopbackV4)
+					f.checkRangeCounts(PoolLoopbackV4)
+				})
 			})
-		})
+		}
 	}
 }
 
