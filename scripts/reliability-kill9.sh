@@ -23,6 +23,11 @@ LOAD=${LOAD:-30s}
 KILL_AT=${KILL_AT:-10}
 DOWN_FOR=${DOWN_FOR:-2}
 CLIENTS=${CLIENTS:-32}
+# POOLS=N spreads the allocation load over N pools rel-0 … rel-(N-1)
+# (at most 32), so that batches of several pools share transactions
+# (docs/decisions.md "Guessed batches of several pools share one
+# transaction"); by default one pool, rel.
+POOLS=${POOLS:-}
 
 log "building"
 build
@@ -31,7 +36,16 @@ pg_start
 API_PORT=$P1
 server_start $P1
 server_start $P2
-api POST /api/v1/pools '{"name":"rel","type":"ipv4","ranges":[{"first":"10.64.0.0","last":"10.95.255.255","auto_assign":true}]}' >/dev/null
+RELPOOLS=(rel) LGPOOLS=rel
+if [ -n "$POOLS" ]; then
+	RELPOOLS=() LGPOOLS=rel%$POOLS
+	for i in $(seq 0 $((POOLS - 1))); do
+		api POST /api/v1/pools "{\"name\":\"rel-$i\",\"type\":\"ipv4\",\"ranges\":[{\"first\":\"10.$((64 + i)).0.0\",\"last\":\"10.$((64 + i)).255.255\",\"auto_assign\":true}]}" >/dev/null
+		RELPOOLS+=("rel-$i")
+	done
+else
+	api POST /api/v1/pools '{"name":"rel","type":"ipv4","ranges":[{"first":"10.64.0.0","last":"10.95.255.255","auto_assign":true}]}' >/dev/null
+fi
 api POST /api/v1/pools '{"name":"lo-ip","type":"ipv4","ranges":[{"first":"10.180.0.0","last":"10.180.255.255","auto_assign":true}]}' >/dev/null
 
 ingest=0
@@ -43,7 +57,7 @@ fi
 log "site-explorer reports route: HTTP $code on an empty body → ingestion load $([ $ingest = 1 ] && echo on || echo 'off (route absent)')"
 
 urls=http://127.0.0.1:$P1,http://127.0.0.1:$P2
-"$BIN/loadgen" -mode allocate -servers "$urls" -clients "$CLIENTS" -duration "$LOAD" -pools rel -retry -allow-unavailable \
+"$BIN/loadgen" -mode allocate -servers "$urls" -clients "$CLIENTS" -duration "$LOAD" -pools "$LGPOOLS" -retry -allow-unavailable \
 	-timeout 15s -acked "$H7_TMP/acked.tsv" -label kill9-allocate >"$H7_TMP/load-alloc.json" &
 LG1=$!
 if [ $ingest = 1 ]; then
@@ -75,7 +89,7 @@ fi
 acked_after_restart=$(printf '%s' "$alloc_line" | grep -o '"acknowledged":[0-9]*' | cut -d: -f2)
 check_acked "$H7_TMP/acked.tsv"
 check_unique
-check_run_ends rel
+for p in "${RELPOOLS[@]}"; do check_run_ends "$p"; done
 [ $ingest = 1 ] && check_ingestion
 if grep -q '"level":"ERROR"' "$H7_TMP"/server-*.log; then
 	log "server errors logged:"

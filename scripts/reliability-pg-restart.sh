@@ -28,6 +28,11 @@ LOAD=${LOAD:-30s}
 STOP_AT=${STOP_AT:-8}
 DOWN_FOR=${DOWN_FOR:-8}
 CLIENTS=${CLIENTS:-32}
+# POOLS=N spreads the allocation load over N pools rel-0 … rel-(N-1)
+# (at most 32), so that batches of several pools share transactions
+# (docs/decisions.md "Guessed batches of several pools share one
+# transaction"); by default one pool, rel.
+POOLS=${POOLS:-}
 PROBE_TIMEOUT=${PROBE_TIMEOUT:-5}
 RECOVER_WITHIN=${RECOVER_WITHIN:-10}
 
@@ -38,13 +43,22 @@ pg_start
 API_PORT=$P1
 server_start $P1
 server_start $P2
-api POST /api/v1/pools '{"name":"rel","type":"ipv4","ranges":[{"first":"10.64.0.0","last":"10.95.255.255","auto_assign":true}]}' >/dev/null
+RELPOOLS=(rel) LGPOOLS=rel
+if [ -n "$POOLS" ]; then
+	RELPOOLS=() LGPOOLS=rel%$POOLS
+	for i in $(seq 0 $((POOLS - 1))); do
+		api POST /api/v1/pools "{\"name\":\"rel-$i\",\"type\":\"ipv4\",\"ranges\":[{\"first\":\"10.$((64 + i)).0.0\",\"last\":\"10.$((64 + i)).255.255\",\"auto_assign\":true}]}" >/dev/null
+		RELPOOLS+=("rel-$i")
+	done
+else
+	api POST /api/v1/pools '{"name":"rel","type":"ipv4","ranges":[{"first":"10.64.0.0","last":"10.95.255.255","auto_assign":true}]}' >/dev/null
+fi
 api POST /api/v1/pools '{"name":"lo-ip","type":"ipv4","ranges":[{"first":"10.180.0.0","last":"10.180.255.255","auto_assign":true}]}' >/dev/null
 
 urls=http://127.0.0.1:$P1,http://127.0.0.1:$P2
 # The load keeps going through the outage: each client retries its request
 # (same owner) until it gets a definite answer.
-"$BIN/loadgen" -mode allocate -servers "$urls" -clients "$CLIENTS" -duration "$LOAD" -pools rel -retry -allow-unavailable \
+"$BIN/loadgen" -mode allocate -servers "$urls" -clients "$CLIENTS" -duration "$LOAD" -pools "$LGPOOLS" -retry -allow-unavailable \
 	-timeout 15s -acked "$H7_TMP/acked.tsv" -label pg-restart-allocate >"$H7_TMP/load-alloc.json" &
 LG=$!
 "$BIN/loadgen" -mode ingest -servers "$urls" -clients 4 -dpus 2 -duration "$LOAD" -retry -allow-unavailable \
@@ -83,10 +97,10 @@ n=0
 while [ $(($(date +%s) - down_at)) -lt "$DOWN_FOR" ]; do
 	n=$((n + 1))
 	for port in $P1 $P2; do
-		probe "round $n :$port POST allocation" POST "http://127.0.0.1:$port/api/v1/pools/rel/allocations" \
+		probe "round $n :$port POST allocation" POST "http://127.0.0.1:$port/api/v1/pools/${RELPOOLS[0]}/allocations" \
 			"{\"owner_type\":\"probe\",\"owner_id\":\"down-$n-$port\"}"
-		probe "round $n :$port GET pool" GET "http://127.0.0.1:$port/api/v1/pools/rel"
-		probe "round $n :$port GET allocations" GET "http://127.0.0.1:$port/api/v1/pools/rel/allocations?limit=10"
+		probe "round $n :$port GET pool" GET "http://127.0.0.1:$port/api/v1/pools/${RELPOOLS[0]}"
+		probe "round $n :$port GET allocations" GET "http://127.0.0.1:$port/api/v1/pools/${RELPOOLS[0]}/allocations?limit=10"
 		probe "round $n :$port GET /readyz" GET "http://127.0.0.1:$port/readyz"
 	done
 	sleep 1
@@ -99,7 +113,7 @@ for port in $P1 $P2; do
 	while [ $(($(date +%s) - up_at)) -le "$RECOVER_WITHIN" ]; do
 		if curl -fsS -m 5 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 &&
 			curl -fsS -m 5 -X POST -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
-				--data "{\"owner_type\":\"probe\",\"owner_id\":\"after-$port\"}" "http://127.0.0.1:$port/api/v1/pools/rel/allocations" >/dev/null; then
+				--data "{\"owner_type\":\"probe\",\"owner_id\":\"after-$port\"}" "http://127.0.0.1:$port/api/v1/pools/${RELPOOLS[0]}/allocations" >/dev/null; then
 			ok=1
 			break
 		fi
@@ -123,7 +137,7 @@ log "ingestion load: $ingest_line"
 check_loadgen "$ingest_line"
 check_acked "$H7_TMP/acked.tsv"
 check_unique
-check_run_ends rel
+for p in "${RELPOOLS[@]}"; do check_run_ends "$p"; done
 check_ingestion
 if grep -q '"status":500' "$H7_TMP"/server-*.log; then
 	violation "the servers logged 500 answers: $(grep -c '"status":500' "$H7_TMP"/server-*.log | tr '\n' ' ')"
