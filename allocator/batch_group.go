@@ -20,11 +20,11 @@ import (
 // and each pays a whole transaction: BEGIN, settings, lock, the guarded
 // INSERT with its four triggers, COMMIT and its WAL flush. The guessed
 // batches of different pools of one process therefore share one
-// transaction: a leader whose guess is ready joins the process's group;
-// when no group transaction is in flight it sends one at once with the
-// batches that have joined, else its batch waits for the next, which the
-// first waiting leader sends when the one in flight has ended (the leaders
-// take turns; no goroutine of its own). One pipeline:
+// transaction: a leader whose guess is ready sends its batch at once when
+// fewer than maxGroupsInFlight group transactions are in flight, else its
+// batch waits, and the first waiting leader sends every waiting batch as
+// the next group when one in flight has ended (the leaders take turns; no
+// goroutine of its own). One pipeline:
 //
 //	BEGIN; settings; lock the pools in name order; one guarded
 //	INSERT for all of them (guessedInsertSQL; guessedInsertOneSQL for a
@@ -32,8 +32,8 @@ import (
 //
 // Locks are taken in name order by one statement, as every write takes
 // them (docs/decisions.md "Locking"), so a group cannot deadlock with
-// another group or any other writer. Each pool's guard and
-// rows are its own, so a wrong guess leaves only that pool's batch to the
+// another group or any other writer. Each pool's guard and rows are its
+// own, so a wrong guess leaves only that pool's batch to the
 // two-pipeline path afterwards, as for a batch alone. An owner already
 // holding a value rolls the whole transaction back: then every batch of
 // the group runs its guess again alone, where it is handled as before.
@@ -78,17 +78,23 @@ type guessCall struct {
 
 // guessGroups is a process's commit group of guessed batches.
 type guessGroups struct {
-	mu      sync.Mutex
-	busy    bool
-	waiting []*guessCall
+	mu       sync.Mutex
+	inflight int // group transactions being sent
+	waiting  []*guessCall
 }
+
+// maxGroupsInFlight is how many group transactions of a process may be
+// in flight at once. Their pools are distinct (a pool's batch is in one
+// group at a time), so they never wait for each other's locks, and one
+// group's commit flush overlaps the next group's work.
+const maxGroupsInFlight = 2
 
 // runGuess sends c in a group transaction on pc, or waits for another
 // leader to, and returns when c's answer is set.
 func (a *Allocator) runGuess(pc *pgx.Conn, c *guessCall) {
 	g := &a.groups
 	g.mu.Lock()
-	if g.busy {
+	if g.inflight >= maxGroupsInFlight {
 		c.wake = make(chan []*guessCall, 1)
 		g.waiting = append(g.waiting, c)
 		g.mu.Unlock()
@@ -99,7 +105,7 @@ func (a *Allocator) runGuess(pc *pgx.Conn, c *guessCall) {
 		a.sendGroups(pc, next)
 		return
 	}
-	g.busy = true
+	g.inflight++
 	g.mu.Unlock()
 	a.sendGroups(pc, []*guessCall{c})
 }
@@ -122,7 +128,7 @@ func (a *Allocator) sendGroups(pc *pgx.Conn, group []*guessCall) {
 		next = g.waiting[:n:n]
 		g.waiting = append([]*guessCall(nil), g.waiting[n:]...)
 	} else {
-		g.busy = false
+		g.inflight--
 	}
 	g.mu.Unlock()
 	for _, c := range group {

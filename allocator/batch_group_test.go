@@ -19,7 +19,7 @@ func runGrouped(t *testing.T, f *fnd, lcs map[string]*leaderConn, batches map[st
 	t.Helper()
 	g := &f.a.groups
 	g.mu.Lock()
-	g.busy = true
+	g.inflight = maxGroupsInFlight
 	g.mu.Unlock()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -43,8 +43,9 @@ func runGrouped(t *testing.T, f *fnd, lcs map[string]*leaderConn, batches map[st
 		if joined+done >= len(batches) {
 			next := g.waiting
 			g.waiting = nil
+			g.inflight = maxGroupsInFlight - 1
 			if len(next) == 0 {
-				g.busy = false
+				g.inflight = 0
 			}
 			g.mu.Unlock()
 			if len(next) > 0 {
