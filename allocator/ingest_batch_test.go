@@ -15,9 +15,22 @@ import (
 // lets one leader run them all as batches.
 func reportsQueued(t *testing.T, a *Allocator, n int, send func(i int)) {
 	t.Helper()
-	a.qmu.Lock()
-	a.reports.running = true // no leader starts until the queue is full
-	a.qmu.Unlock()
+	// No leader starts until the queue is full. A leader of earlier
+	// reports may still be on its way out (it clears running when it
+	// finds the queue empty), so wait for it to leave first.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		a.qmu.Lock()
+		if !a.reports.running {
+			a.reports.running = true
+			a.qmu.Unlock()
+			break
+		}
+		a.qmu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the previous report leader did not finish")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
