@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -164,4 +165,60 @@ func scanEach(rows pgx.Rows, fn func() error) error {
 		}
 	}
 	return rows.Err()
+}
+
+// storedValues tells which of the values (pools[i], keys[i]) are stored
+// (held or quarantined), by pool id and value key. On PostgreSQL the pairs
+// go as two arrays joined to the (pool_id, value_key) index: a list of
+// (pool_id = ? AND value_key IN …) conditions let the generic plan read
+// every row of the pools instead.
+func (t *tx) storedValues(pools []int64, keys []string) (map[int64]map[string]bool, error) {
+	out := map[int64]map[string]bool{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	add := func(pool int64, key string) {
+		if out[pool] == nil {
+			out[pool] = map[string]bool{}
+		}
+		out[pool][key] = true
+	}
+	if t.conn != nil && t.a.dialect == models.Postgres {
+		err := t.conn.Raw(func(dc any) error {
+			sc, ok := dc.(*stdlib.Conn)
+			if !ok {
+				return fmt.Errorf("report batch: the connection is not a pgx connection")
+			}
+			rows, err := sc.Conn().Query(t.ctx, `SELECT a.pool_id, a.value_key FROM unnest($1::bigint[], $2::text[]) AS k(pool_id, value_key)
+				JOIN allocations a ON a.pool_id = k.pool_id AND a.value_key = k.value_key`, pools, keys)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			return scanEach(rows, func() error {
+				var pool int64
+				var key string
+				if err := rows.Scan(&pool, &key); err != nil {
+					return err
+				}
+				add(pool, key)
+				return nil
+			})
+		})
+		return out, err
+	}
+	conds := make([]string, len(keys))
+	args := make([]any, 0, 2*len(keys))
+	for i := range keys {
+		conds[i] = "(pool_id = ? AND value_key = ?)"
+		args = append(args, pools[i], keys[i])
+	}
+	var stored []models.Allocation
+	if err := t.Select("pool_id", "value_key").Where(strings.Join(conds, " OR "), args...).Find(&stored).Error; err != nil {
+		return nil, err
+	}
+	for _, r := range stored {
+		add(r.PoolID, r.ValueKey)
+	}
+	return out, nil
 }

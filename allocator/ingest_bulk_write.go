@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/ipledger/ipledger/models"
 )
@@ -34,8 +33,8 @@ func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*
 	}
 	// Pass 1: expired quarantines go first (as every allocation does), then
 	// the reservations that are not free take their plans out.
-	var keyConds []string
-	var keyArgs []any
+	var keyPools []int64
+	var keyVals []string
 	for _, f := range loopbackFamilies {
 		cs := byPool[f.pool]
 		if len(cs) == 0 {
@@ -46,32 +45,18 @@ func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*
 			return nil, nil, err
 		}
 		sp := spaceOf(p)
-		var keys []string
 		for _, c := range cs {
 			if c.fam.reserved != nil {
-				keys = append(keys, c.fam.reserved.key())
+				keyPools, keyVals = append(keyPools, p.ID), append(keyVals, c.fam.reserved.key())
 				if n, ok := sp.next(*c.fam.reserved); ok {
-					keys = append(keys, n.key())
+					keyPools, keyVals = append(keyPools, p.ID), append(keyVals, n.key())
 				}
 			}
 		}
-		if len(keys) > 0 {
-			keyConds = append(keyConds, "(pool_id = ? AND value_key IN ?)")
-			keyArgs = append(keyArgs, p.ID, keys)
-		}
 	}
-	taken := map[int64]map[string]bool{} // pool id → value keys stored
-	if len(keyConds) > 0 {
-		var stored []models.Allocation
-		if err := t.Select("pool_id", "value_key").Where(strings.Join(keyConds, " OR "), keyArgs...).Find(&stored).Error; err != nil {
-			return nil, nil, err
-		}
-		for _, r := range stored {
-			if taken[r.PoolID] == nil {
-				taken[r.PoolID] = map[string]bool{}
-			}
-			taken[r.PoolID][r.ValueKey] = true
-		}
+	taken, err := t.storedValues(keyPools, keyVals)
+	if err != nil {
+		return nil, nil, err
 	}
 	dropped := map[*bulkPlan]bool{}
 	for _, cs := range byPool {

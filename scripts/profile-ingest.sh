@@ -10,6 +10,7 @@
 #
 #   scripts/profile-ingest.sh                  # 1 client, 1000 reports
 #   CLIENTS=8 N=4000 scripts/profile-ingest.sh
+#   RESERVED=1 CLIENTS=8 N=4000 scripts/profile-ingest.sh   # every DPU's loopbacks reserved first
 #
 # Runs its own PostgreSQL cluster; never touches the machine's PostgreSQL.
 P1=${P1:-18491}
@@ -29,6 +30,15 @@ server_start "$P1"
 curl -fsS -X POST -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/toml' \
 	--data-binary "@$H7_TMP/pools.toml" "http://127.0.0.1:$P1/api/v1/pools:load" >/dev/null
 "$BIN/loadgen" -mode ingest -servers "http://127.0.0.1:$P1" -clients 1 -requests 50 -duration 0 -run warm >/dev/null
+if [ "${RESERVED:-}" = 1 ]; then
+	"$BIN/emgen" -ingest-run prof -clients "$CLIENTS" -per $(((N + CLIENTS - 1) / CLIENTS)) >"$H7_TMP/resv.json"
+	curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
+		--data-binary "@$H7_TMP/resv.json" "http://127.0.0.1:$P1/api/v1/expected-machines"
+	for _ in $(seq 1 100); do
+		[ "$(psql_q -c "SELECT count(*) FROM audit_events WHERE revision IS NULL")" = 0 ] && break
+		sleep 0.2
+	done
+fi
 sleep 1
 psql_q -c "SELECT pg_stat_statements_reset()" >/dev/null
 
@@ -54,7 +64,7 @@ hz=$(getconf CLK_TCK)
 echo "loadgen: $line"
 echo
 machine_info
-echo "- $CLIENTS clients, $N reports of a host with 2 DPUs"
+echo "- $CLIENTS clients, $N reports of a host with 2 DPUs$([ "${RESERVED:-}" = 1 ] && echo ', both loopbacks of every DPU reserved')"
 echo "- CPU per report: server $(python3 -c "print(round(($s1 - $s0) / $hz / $N * 1e6))") µs, PostgreSQL $(python3 -c "print(round(($p1 - $p0) / $hz / $N * 1e6))") µs (the cluster's processes)"
 echo "- statements per report (nested included) and PostgreSQL execution ms per report: $(psql_q -F ' / ' -c "SELECT round(sum(calls)::numeric / $N, 1), round(sum(total_exec_time)::numeric / $N, 3) FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'ipledger')")"
 echo
