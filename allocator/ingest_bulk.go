@@ -22,9 +22,10 @@ import (
 // (a decommissioned or moved machine, a DPU declared by another
 // ExpectedMachine, a quarantine, a reservation that is not free, a
 // changed host, a network config that disagrees with the pool) is left
-// to ingestReport, which the caller runs after the plain ones. The batch
-// therefore equals running its plain reports in arrival order, then the
-// others in arrival order.
+// to ingestReport, which the caller runs after the plain ones; so are all
+// of them when a pool they allocate from holds a quarantine whose hold
+// ran out. The batch therefore equals running its plain reports in
+// arrival order, then the others in arrival order.
 
 // bulkItem is one report of a batch with its caller's context (actor and
 // request id of its audit events).
@@ -101,6 +102,9 @@ func (t *tx) ingestBulk(pools map[string]*models.Pool, items []bulkItem) (map[in
 		return nil, nil, err
 	}
 	rest = mergeSorted(rest, later)
+	if len(plans) == 0 {
+		return map[int]*IngestResult{}, rest, nil
+	}
 	if err := t.writeBulk(plans, w); err != nil {
 		return nil, nil, err
 	}

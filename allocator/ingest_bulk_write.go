@@ -31,8 +31,12 @@ func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*
 			}
 		}
 	}
-	// Pass 1: expired quarantines go first (as every allocation does), then
-	// the reservations that are not free take their plans out.
+	// Pass 1: a pool with a quarantine whose hold ran out sends every plan
+	// to ingestReport, then the reservations that are not free take their
+	// plans out. The first report that allocates from the pool frees the
+	// quarantine (purgeExpired) and writes its audit event between its own,
+	// under its own actor; freeing it here would put the event before the
+	// batch's and under the batch's first caller.
 	var keyPools []int64
 	var keyVals []string
 	for _, f := range loopbackFamilies {
@@ -41,8 +45,12 @@ func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*
 			continue
 		}
 		p := pools[f.pool]
-		if err := t.purgeExpired(p); err != nil {
-			return nil, nil, err
+		if expired, err := t.hasExpired(p); err != nil || expired {
+			var all []int
+			for _, pl := range plans {
+				all = append(all, pl.idx)
+			}
+			return nil, all, err
 		}
 		sp := spaceOf(p)
 		for _, c := range cs {

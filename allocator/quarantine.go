@@ -31,6 +31,17 @@ func (t *tx) purgeExpired(p *models.Pool) error {
 	return nil
 }
 
+// hasExpired tells whether p holds a quarantine purgeExpired would free.
+func (t *tx) hasExpired(p *models.Pool) (bool, error) {
+	if t.a.hold <= 0 {
+		return false, nil
+	}
+	var ids []int64
+	err := t.Model(&models.Allocation{}).Where("pool_id = ? AND state = ? AND quarantined_at <= ?", p.ID, models.StateQuarantined, t.now.Add(-t.a.hold)).
+		Limit(1).Pluck("id", &ids).Error
+	return len(ids) > 0, err
+}
+
 // quarantinedFor finds a value of p quarantined for owner and still held.
 func (t *tx) quarantinedFor(p *models.Pool, owner Owner) (*models.Allocation, error) {
 	q := t.Where("pool_id = ? AND state = ? AND former_owner_type = ? AND former_owner_id = ?",
