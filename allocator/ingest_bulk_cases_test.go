@@ -23,7 +23,8 @@ type bulkCase struct {
 }
 
 // bulkEquivalent runs c on both databases and fails on any difference in
-// answers or stored state; it returns the batch's site for further checks.
+// answers or stored state, and checks the batch's run ends and range
+// counts.
 func bulkEquivalent(t *testing.T, c bulkCase) {
 	t.Helper()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
