@@ -20,6 +20,7 @@ type bulkCase struct {
 	hold    time.Duration
 	setup   func(f *fnd)
 	reports []ReportSpec
+	check   func(f *fnd) // on the batch's site, afterwards (optional)
 }
 
 // bulkEquivalent runs c on both databases and fails on any difference in
@@ -77,6 +78,9 @@ func bulkEquivalent(t *testing.T, c bulkCase) {
 				}
 			}
 			t.Fatalf("stored state differs in length: batch %d lines, alone %d", len(gl), len(wl))
+		}
+		if c.check != nil {
+			c.check(fb)
 		}
 		for _, p := range []string{PoolLoopbackV4, PoolLoopbackV6} {
 			if fb.countRows(&models.Pool{}, "name = ?", p) > 0 {
@@ -193,6 +197,60 @@ func TestReportBulkDeclarations(t *testing.T) {
 			specOf("02:00:00:00:0b:03", "MT-X", "MT-HL"),      // a host-less DPU gets a host
 			specOf("02:00:00:00:0b:01", "MT-A"),               // reserved
 			specOf("02:00:00:00:0b:06", "MT-F", "mt-d", "z1"), // case variant of a serial in this batch
+		},
+	})
+}
+
+func (f *fnd) loopbacksOf(serial string) (string, string) {
+	f.t.Helper()
+	var nc models.NetworkConfig
+	if err := f.db.Where("machine_id = ?", DPUMachineID(serial)).Take(&nc).Error; err != nil {
+		f.t.Fatalf("network config of %s: %v", serial, err)
+	}
+	return deref(nc.LoopbackIP), deref(nc.LoopbackIPv6)
+}
+
+// Force-deleted hardware reported again in a batch of new hosts takes its
+// quarantined values back (they are the lowest values, which the new
+// hosts must not get), and a reserved DPU its reservation, not its
+// quarantined value, which stays quarantined.
+func TestReportBulkForceDeletedComesBack(t *testing.T) {
+	t.Parallel()
+	var was [3][2]string
+	bulkEquivalent(t, bulkCase{
+		setup: func(f *fnd) {
+			f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.30", true), rng("10.0.0.31", "10.0.0.60", false))
+			f.mkPool(PoolLoopbackV6, "ipv6", 0, rng("fd00::1", "fd00::ff", true))
+			f.mustReport(specOf("02:00:00:00:0f:01", "Q-1", "Q-2"))
+			f.mustReport(specOf("02:00:00:00:0f:02", "Q-3"))
+			for i, s := range []string{"Q-1", "Q-2", "Q-3"} {
+				was[i][0], was[i][1] = f.loopbacksOf(s)
+			}
+			for _, h := range []string{"02:00:00:00:0f:01", "02:00:00:00:0f:02"} {
+				if _, err := f.a.DeleteMachine(f.ctx, HostMachineID(h), true); err != nil {
+					f.t.Fatal(err)
+				}
+			}
+			f.emWith("02:00:00:00:0f:02", "[]", [3]string{"Q-3", "10.0.0.40", ""})
+		},
+		reports: []ReportSpec{
+			specOf("02:00:00:00:0f:03", "N-1", "N-2"),
+			specOf("02:00:00:00:0f:01", "Q-2", "Q-1"),
+			specOf("02:00:00:00:0f:04", "N-3"),
+			specOf("02:00:00:00:0f:02", "Q-3"),
+		},
+		check: func(f *fnd) {
+			for i, s := range []string{"Q-1", "Q-2"} {
+				if v4, v6 := f.loopbacksOf(s); v4 != was[i][0] || v6 != was[i][1] {
+					t.Errorf("%s came back with %s %s, held %s %s before its force delete", s, v4, v6, was[i][0], was[i][1])
+				}
+			}
+			if v4, v6 := f.loopbacksOf("Q-3"); v4 != "10.0.0.40" || v6 != was[2][1] {
+				t.Errorf("Q-3 came back with %s %s, want its reservation and its old IPv6 %s", v4, v6, was[2][1])
+			}
+			if n := f.countRows(&models.Allocation{}, "value = ? AND state = ?", was[2][0], models.StateQuarantined); n != 1 {
+				t.Errorf("Q-3's old IPv4 %s: %d quarantines, want it still quarantined", was[2][0], n)
+			}
 		},
 	})
 }
