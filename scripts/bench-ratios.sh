@@ -76,11 +76,21 @@ if [ -z "$ONLY" ]; then
 	done
 fi
 
+# feed_settle waits (at most 20 s) until the feed has numbered every event
+# written so far, so that a cell does not pay for the cells before it.
+feed_settle() {
+	for _ in $(seq 1 100); do
+		[ "$(psql_q -c "SELECT count(*) FROM audit_events WHERE revision IS NULL")" = 0 ] && return 0
+		sleep 0.2
+	done
+}
+
 ingest_cells() {
 	"$BIN/emgen" -ingest-run x -pools >"$H7_TMP/ingest-pools.toml"
 	curl -fsS -X POST -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/toml' \
 		--data-binary "@$H7_TMP/ingest-pools.toml" "$U1/api/v1/pools:load" >/dev/null
 	offset=0
+	feed_settle
 	for c in 1 8 32; do
 		cell "ingest,$c" "$U1" ingest "$c" -run "plain$c"
 		# Every DPU a report of this run names is declared first, with both
@@ -92,10 +102,7 @@ ingest_cells() {
 			--data-binary "@$H7_TMP/resv.json" "$U1/api/v1/expected-machines"
 		# The declaration is done before the bring-up starts: let the feed
 		# number its events first, so the cell measures reports alone.
-		for _ in $(seq 1 100); do
-			[ "$(psql_q -c "SELECT count(*) FROM audit_events WHERE revision IS NULL")" = 0 ] && break
-			sleep 0.2
-		done
+		feed_settle
 		cell "ingestresv,$c" "$U1" ingest "$c" -run "resv$c"
 	done
 	reserved=$(psql_q -c "SELECT count(*) FROM network_configs n JOIN expected_dpus d ON d.loopback_ip = n.loopback_ip")
