@@ -69,16 +69,7 @@ func bulkEquivalent(t *testing.T, c bulkCase) {
 				t.Fatalf("report %d answers differ:\nbatch %s\nalone %s", i, got, want)
 			}
 		}
-		got, want := ingestDump(t, db), ingestDump(t, db2)
-		if got != want {
-			gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
-			for k := 0; k < min(len(gl), len(wl)); k++ {
-				if gl[k] != wl[k] {
-					t.Fatalf("stored state differs at line %d:\nbatch %s\nalone %s", k, gl[k], wl[k])
-				}
-			}
-			t.Fatalf("stored state differs in length: batch %d lines, alone %d", len(gl), len(wl))
-		}
+		sameIngestState(t, db, db2)
 		if c.check != nil {
 			c.check(fb)
 		}

@@ -74,16 +74,7 @@ func TestReportBulkEqualsOneByOne(t *testing.T) {
 						t.Fatalf("report %d answers differ:\nbatch %s\nalone %s", i, got, want)
 					}
 				}
-				got, want := ingestDump(t, db), ingestDump(t, db2)
-				if got != want {
-					gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
-					for k := 0; k < min(len(gl), len(wl)); k++ {
-						if gl[k] != wl[k] {
-							t.Fatalf("stored state differs at line %d:\nbatch %s\nalone %s", k, gl[k], wl[k])
-						}
-					}
-					t.Fatalf("stored state differs in length: batch %d lines, alone %d", len(gl), len(wl))
-				}
+				sameIngestState(t, db, db2)
 			})
 		})
 	}
@@ -219,6 +210,24 @@ func jsonOf(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// sameIngestState fails when the stored state a report can change differs
+// between the batch's database and the one-by-one one, naming the first
+// differing line.
+func sameIngestState(t *testing.T, batch, alone *gorm.DB) {
+	t.Helper()
+	got, want := ingestDump(t, batch), ingestDump(t, alone)
+	if got == want {
+		return
+	}
+	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for k := 0; k < min(len(gl), len(wl)); k++ {
+		if gl[k] != wl[k] {
+			t.Fatalf("stored state differs at line %d:\nbatch %s\nalone %s", k, gl[k], wl[k])
+		}
+	}
+	t.Fatalf("stored state differs in length: batch %d lines, alone %d", len(gl), len(wl))
 }
 
 // ingestDump renders the stored state a report can change, without row ids.
