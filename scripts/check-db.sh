@@ -87,3 +87,20 @@ check_loadgen() {
 		violation "loadgen: $v"
 	fi
 }
+
+# create_rel_pools creates the pools of a reliability run and sets
+# RELPOOLS (their names) and LGPOOLS (loadgen's -pools): one pool "rel",
+# or with POOLS=N the pools rel-0 … rel-(N-1); and lo-ip, for reports.
+create_rel_pools() {
+	RELPOOLS=(rel) LGPOOLS=rel
+	if [ -n "${POOLS:-}" ]; then
+		RELPOOLS=() LGPOOLS=rel%$POOLS
+		for i in $(seq 0 $((POOLS - 1))); do
+			api POST /api/v1/pools "{\"name\":\"rel-$i\",\"type\":\"ipv4\",\"ranges\":[{\"first\":\"10.$((64 + i)).0.0\",\"last\":\"10.$((64 + i)).255.255\",\"auto_assign\":true}]}" >/dev/null
+			RELPOOLS+=("rel-$i")
+		done
+	else
+		api POST /api/v1/pools '{"name":"rel","type":"ipv4","ranges":[{"first":"10.64.0.0","last":"10.95.255.255","auto_assign":true}]}' >/dev/null
+	fi
+	api POST /api/v1/pools '{"name":"lo-ip","type":"ipv4","ranges":[{"first":"10.180.0.0","last":"10.180.255.255","auto_assign":true}]}' >/dev/null
+}

@@ -36,17 +36,7 @@ pg_start
 API_PORT=$P1
 server_start $P1
 server_start $P2
-RELPOOLS=(rel) LGPOOLS=rel
-if [ -n "$POOLS" ]; then
-	RELPOOLS=() LGPOOLS=rel%$POOLS
-	for i in $(seq 0 $((POOLS - 1))); do
-		api POST /api/v1/pools "{\"name\":\"rel-$i\",\"type\":\"ipv4\",\"ranges\":[{\"first\":\"10.$((64 + i)).0.0\",\"last\":\"10.$((64 + i)).255.255\",\"auto_assign\":true}]}" >/dev/null
-		RELPOOLS+=("rel-$i")
-	done
-else
-	api POST /api/v1/pools '{"name":"rel","type":"ipv4","ranges":[{"first":"10.64.0.0","last":"10.95.255.255","auto_assign":true}]}' >/dev/null
-fi
-api POST /api/v1/pools '{"name":"lo-ip","type":"ipv4","ranges":[{"first":"10.180.0.0","last":"10.180.255.255","auto_assign":true}]}' >/dev/null
+create_rel_pools
 
 ingest=0
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
