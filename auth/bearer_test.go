@@ -1,0 +1,261 @@
+package auth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+// jwtIssuer serves discovery and a JWKS whose keys a test rotates, and
+// signs tokens: the other side of the bearer JWT checks.
+type jwtIssuer struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	keys     []jose.JSONWebKey // private
+	jwksHits atomic.Int64
+}
+
+func newJWTIssuer(t *testing.T) *jwtIssuer {
+	is := &jwtIssuer{}
+	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"issuer": is.srv.URL, "authorization_endpoint": is.srv.URL + "/authorize",
+				"token_endpoint": is.srv.URL + "/token", "jwks_uri": is.srv.URL + "/jwks",
+				"id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
+			})
+		case "/jwks":
+			is.jwksHits.Add(1)
+			is.mu.Lock()
+			var set jose.JSONWebKeySet
+			for _, k := range is.keys {
+				set.Keys = append(set.Keys, k.Public())
+			}
+			is.mu.Unlock()
+			_ = json.NewEncoder(w).Encode(set)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(is.srv.Close)
+	is.rotate(t, "key-1", "RS256")
+	return is
+}
+
+// rotate replaces the issuer's keys with a new one.
+func (is *jwtIssuer) rotate(t *testing.T, kid, alg string) {
+	var key any
+	var err error
+	if alg == "ES256" {
+		key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	} else {
+		key, err = rsa.GenerateKey(rand.Reader, 2048)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	is.mu.Lock()
+	is.keys = []jose.JSONWebKey{{Key: key, KeyID: kid, Algorithm: alg, Use: "sig"}}
+	is.mu.Unlock()
+}
+
+func (is *jwtIssuer) sign(t *testing.T, claims map[string]any) string {
+	is.mu.Lock()
+	k := is.keys[0]
+	is.mu.Unlock()
+	return signWith(t, jose.SigningKey{Algorithm: jose.SignatureAlgorithm(k.Algorithm), Key: k}, claims)
+}
+
+func signWith(t *testing.T, key jose.SigningKey, claims map[string]any) string {
+	s, err := jose.NewSigner(key, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := jwt.Signed(s).Claims(claims).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+type clock struct{ t atomic.Int64 }
+
+func (c *clock) now() time.Time          { return time.Unix(0, c.t.Load()) }
+func (c *clock) advance(d time.Duration) { c.t.Add(int64(d)) }
+
+func newBearerRP(t *testing.T, is *jwtIssuer, aud string) (*OIDC, *clock) {
+	c := &clock{}
+	c.t.Store(time.Now().UnixNano())
+	o := NewOIDC(OIDCConfig{Issuer: is.srv.URL, ClientID: "ipledger", APIAudience: aud, ExternalURL: rpURL, Roles: testRoles, Now: c.now})
+	waitReady(t, o)
+	return o, c
+}
+
+func (is *jwtIssuer) claims(c *clock, extra map[string]any) map[string]any {
+	m := map[string]any{
+		"iss": is.srv.URL, "sub": "0123-alice", "aud": []string{"ipledger-api", "something-else"},
+		"exp": c.now().Add(5 * time.Minute).Unix(), "iat": c.now().Unix(),
+		"preferred_username": "alice", "groups": []string{"ipam-operators"},
+	}
+	for k, v := range extra {
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func TestBearerJWT(t *testing.T) {
+	t.Parallel()
+	is := newJWTIssuer(t)
+	o, c := newBearerRP(t, is, "ipledger-api")
+	ctx := context.Background()
+	accept := func(t *testing.T, raw, actor string, role allocator.Role) {
+		t.Helper()
+		who, err := o.VerifyBearer(ctx, raw)
+		if err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		if who.Actor != actor || who.Role != role {
+			t.Fatalf("got %+v, want %s %s", who, actor, role)
+		}
+	}
+	refuse := func(t *testing.T, raw, why string) {
+		t.Helper()
+		_, err := o.VerifyBearer(ctx, raw)
+		if !IsInvalidToken(err) {
+			t.Fatalf("want invalid_token, got %v", err)
+		}
+		if !strings.Contains(err.Error(), why) {
+			t.Fatalf("want %q in %q", why, err)
+		}
+	}
+	t.Run("valid", func(t *testing.T) {
+		accept(t, is.sign(t, is.claims(c, nil)), "user:alice", allocator.RoleOperator)
+	})
+	t.Run("no user name is a service", func(t *testing.T) {
+		accept(t, is.sign(t, is.claims(c, map[string]any{"preferred_username": nil, "groups": "noc"})), "service:0123-alice", allocator.RoleViewer)
+	})
+	t.Run("wrong aud", func(t *testing.T) {
+		refuse(t, is.sign(t, is.claims(c, map[string]any{"aud": "ipledger"})), "audience")
+	})
+	t.Run("another issuer", func(t *testing.T) {
+		refuse(t, is.sign(t, is.claims(c, map[string]any{"iss": "https://evil.example"})), "issued by a different provider")
+	})
+	t.Run("expired beyond the leeway", func(t *testing.T) {
+		refuse(t, is.sign(t, is.claims(c, map[string]any{"exp": c.now().Add(-61 * time.Second).Unix()})), "expired")
+	})
+	t.Run("expired within the leeway", func(t *testing.T) {
+		accept(t, is.sign(t, is.claims(c, map[string]any{"exp": c.now().Add(-50 * time.Second).Unix()})), "user:alice", allocator.RoleOperator)
+	})
+	t.Run("no exp", func(t *testing.T) {
+		refuse(t, is.sign(t, is.claims(c, map[string]any{"exp": nil})), "exp")
+	})
+	t.Run("not yet valid", func(t *testing.T) {
+		refuse(t, is.sign(t, is.claims(c, map[string]any{"nbf": c.now().Add(2 * time.Minute).Unix()})), "not valid before")
+	})
+	t.Run("alg none", func(t *testing.T) {
+		enc := base64.RawURLEncoding.EncodeToString
+		body, _ := json.Marshal(is.claims(c, nil))
+		refuse(t, enc([]byte(`{"alg":"none","typ":"JWT","kid":"key-1"}`))+"."+enc(body)+".", "malformed")
+	})
+	t.Run("HMAC signed with the client secret", func(t *testing.T) {
+		raw := signWith(t, jose.SigningKey{Algorithm: jose.HS256, Key: []byte("the-client-secret-of-ipledger-0123")}, is.claims(c, nil))
+		refuse(t, raw, "malformed")
+	})
+	t.Run("forged signature", func(t *testing.T) {
+		raw := is.sign(t, is.claims(c, nil))
+		parts := strings.Split(raw, ".")
+		body, _ := json.Marshal(is.claims(c, map[string]any{"groups": []string{"ipam-admins"}}))
+		refuse(t, parts[0]+"."+base64.RawURLEncoding.EncodeToString(body)+"."+parts[2], "signature")
+	})
+	t.Run("no role", func(t *testing.T) {
+		_, err := o.VerifyBearer(ctx, is.sign(t, is.claims(c, map[string]any{"groups": []string{"staff"}})))
+		var nr *NoRoleError
+		if !errors.As(err, &nr) {
+			t.Fatalf("want NoRoleError, got %v", err)
+		}
+	})
+}
+
+// TestBearerKeyRotation: a token signed with a key the cached JWKS does
+// not hold refreshes the set once — at most once per JWKSRefreshEvery,
+// so made-up key ids cannot make ipledger hammer the issuer.
+func TestBearerKeyRotation(t *testing.T) {
+	t.Parallel()
+	is := newJWTIssuer(t)
+	o, c := newBearerRP(t, is, "ipledger-api")
+	ctx := context.Background()
+	if _, err := o.VerifyBearer(ctx, is.sign(t, is.claims(c, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if n := is.jwksHits.Load(); n != 1 {
+		t.Fatalf("JWKS fetched %d times, want 1", n)
+	}
+	is.rotate(t, "key-2", "ES256")
+	tok2 := is.sign(t, is.claims(c, nil))
+	if _, err := o.VerifyBearer(ctx, tok2); !IsInvalidToken(err) || !strings.Contains(err.Error(), "key-2") {
+		t.Fatalf("within 30 s of the last fetch: want refused naming key-2, got %v", err)
+	}
+	if n := is.jwksHits.Load(); n != 1 {
+		t.Fatalf("JWKS fetched %d times within the refresh interval, want 1", n)
+	}
+	c.advance(JWKSRefreshEvery)
+	if _, err := o.VerifyBearer(ctx, tok2); err != nil {
+		t.Fatalf("after rotation and the interval: %v", err)
+	}
+	for range 5 {
+		bogus := signWith(t, jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: mustRSA(t), KeyID: "made-up"}}, is.claims(c, nil))
+		if _, err := o.VerifyBearer(ctx, bogus); !IsInvalidToken(err) {
+			t.Fatalf("made-up kid: %v", err)
+		}
+	}
+	if n := is.jwksHits.Load(); n != 2 {
+		t.Fatalf("JWKS fetched %d times, want 2 (made-up key ids must not refresh within the interval)", n)
+	}
+}
+
+func mustRSA(t *testing.T) *rsa.PrivateKey {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestBearerIDTokenFromProvider: an ID token the real provider issued is
+// accepted as a bearer token when the API audience is the client id.
+func TestBearerIDTokenFromProvider(t *testing.T) {
+	t.Parallel()
+	p, o := startRP(t, true)
+	st, q := authorize(t, p, o, "alice", "alice-pw")
+	_ = st
+	tok, err := p.Exchange(rpURL+CallbackPath, q.Get("code"), st.Verifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, err := o.VerifyBearer(context.Background(), tok)
+	if err != nil || who.Actor != "user:alice" || who.Role != allocator.RoleAdmin {
+		t.Fatalf("got %+v, %v", who, err)
+	}
+}

@@ -1,0 +1,76 @@
+package auth
+
+import (
+	"crypto/tls"
+	"fmt"
+	"strings"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+// ClientRoles maps a verified client certificate to a role by its URI SAN
+// (a SPIFFE id, as NICo's services carry) or, when it has none, its
+// subject CN (IPLEDGER_TLS_CLIENT_ROLES: "ID=role,ID=role").
+type ClientRoles map[string]allocator.Role
+
+// ParseClientRoles parses IPLEDGER_TLS_CLIENT_ROLES. Each item splits at
+// its last "=", so an id may hold one; ids cannot hold commas.
+func ParseClientRoles(v string) (ClientRoles, error) {
+	m := ClientRoles{}
+	for _, item := range SplitList(v) {
+		i := strings.LastIndex(item, "=")
+		if i <= 0 {
+			return nil, fmt.Errorf("%q is not ID=ROLE", item)
+		}
+		id, r := strings.TrimSpace(item[:i]), strings.TrimSpace(item[i+1:])
+		role, ok := allocator.ParseRole(r)
+		if !ok {
+			return nil, fmt.Errorf("%q: unknown role %q: want viewer, operator or admin", item, r)
+		}
+		if _, dup := m[id]; dup {
+			return nil, fmt.Errorf("%q is mapped twice", id)
+		}
+		m[id] = role
+	}
+	return m, nil
+}
+
+// CertError refuses a verified certificate that no mapping names: 403.
+type CertError struct{ ID string }
+
+func (e *CertError) Error() string {
+	return fmt.Sprintf("the client certificate %s is not mapped to a role (IPLEDGER_TLS_CLIENT_ROLES)", e.ID)
+}
+
+// CertID is what names a certificate's holder: its first URI SAN (the
+// SPIFFE id), else its subject CN.
+func CertID(state *tls.ConnectionState) string {
+	if state == nil || len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	leaf := state.VerifiedChains[0][0]
+	if len(leaf.URIs) > 0 {
+		return leaf.URIs[0].String()
+	}
+	return leaf.Subject.CommonName
+}
+
+// Identify returns the holder of a verified client certificate (actor
+// "service:ID"), nil when the connection carries none, or a *CertError
+// when the certificate is not mapped. Only verified chains count: the TLS
+// handshake has already refused a certificate from another CA.
+func (m ClientRoles) Identify(state *tls.ConnectionState) (*Person, error) {
+	id := CertID(state)
+	if id == "" {
+		return nil, nil
+	}
+	role, ok := m[id]
+	if !ok {
+		return nil, &CertError{ID: id}
+	}
+	name, err := checkName(id, "the certificate's identity")
+	if err != nil {
+		return nil, &CertError{ID: id}
+	}
+	return &Person{Actor: "service:" + name, Name: name, Role: role}, nil
+}

@@ -1,0 +1,214 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth/oidctest"
+)
+
+const rpURL = "https://ipledger.example"
+
+var testUsers = map[string]oidctest.User{
+	"u-alice": {Username: "alice", Password: "alice-pw", Email: "alice@example.com", Groups: []string{"staff", "ipam-admins"}},
+	"u-bob":   {Username: "bob", Password: "bob-pw", Email: "bob@example.com", Groups: []string{"noc"}},
+	"u-eve":   {Username: "eve", Password: "eve-pw", Email: "eve@example.com", Groups: []string{"staff"}},
+}
+
+var testRoles = NewRoleMap([]string{"ipam-admins"}, []string{"ipam-operators"}, []string{"noc"})
+
+func startRP(t *testing.T, inIDToken bool) (*oidctest.Provider, *OIDC) {
+	t.Helper()
+	p := oidctest.Start(t, oidctest.Options{Users: testUsers, RedirectURIs: []string{rpURL + CallbackPath}, GroupsInIDToken: inIDToken})
+	o := NewOIDC(OIDCConfig{Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret, ExternalURL: rpURL, Roles: testRoles})
+	waitReady(t, o)
+	return p, o
+}
+
+func browser(t *testing.T) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, Timeout: 10 * time.Second}
+}
+
+// authorize signs in at the provider and returns the callback's state
+// and code.
+func authorize(t *testing.T, p *oidctest.Provider, o *OIDC, user, pw string) (LoginState, url.Values) {
+	t.Helper()
+	authURL, st, err := o.Begin(context.Background(), "/pools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	au, _ := url.Parse(authURL)
+	q := au.Query()
+	if q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("nonce") != st.Nonce || q.Get("state") != st.State {
+		t.Fatalf("authorization URL lacks PKCE S256, nonce or state: %s", authURL)
+	}
+	if q.Get("redirect_uri") != rpURL+CallbackPath {
+		t.Fatalf("redirect_uri = %q", q.Get("redirect_uri"))
+	}
+	cb, err := p.Authorize(browser(t), authURL, user, pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cb.String(), rpURL+CallbackPath) {
+		t.Fatalf("the provider redirected to %s", cb)
+	}
+	return st, cb.Query()
+}
+
+func TestOIDCSignInRoleFromGroups(t *testing.T) {
+	t.Parallel()
+	for _, inID := range []bool{true, false} {
+		name := "groups in userinfo"
+		if inID {
+			name = "groups in ID token"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p, o := startRP(t, inID)
+			for _, c := range []struct {
+				user, pw string
+				role     allocator.Role
+			}{{"alice", "alice-pw", allocator.RoleAdmin}, {"bob", "bob-pw", allocator.RoleViewer}} {
+				st, q := authorize(t, p, o, c.user, c.pw)
+				who, err := o.Finish(context.Background(), st, q.Get("state"), q.Get("code"))
+				if err != nil {
+					t.Fatalf("%s: %v", c.user, err)
+				}
+				if who.Actor != "user:"+c.user || who.Role != c.role {
+					t.Fatalf("%s: got %+v, want user:%s with role %s", c.user, who, c.user, c.role)
+				}
+			}
+		})
+	}
+}
+
+func TestOIDCNoGroupIsRefused(t *testing.T) {
+	t.Parallel()
+	p, o := startRP(t, true)
+	st, q := authorize(t, p, o, "eve", "eve-pw")
+	_, err := o.Finish(context.Background(), st, q.Get("state"), q.Get("code"))
+	var nr *NoRoleError
+	if !errors.As(err, &nr) || nr.Name != "eve" || nr.Claim != "groups" || strings.Join(nr.Groups, ",") != "staff" {
+		t.Fatalf("want a NoRoleError for eve naming the groups claim, got %v", err)
+	}
+}
+
+func TestOIDCCallbackAttacks(t *testing.T) {
+	t.Parallel()
+	p, o := startRP(t, true)
+	ctx := context.Background()
+	refused := func(t *testing.T, err error) {
+		t.Helper()
+		var le *LoginError
+		if !errors.As(err, &le) {
+			t.Fatalf("want a refused sign-in, got %v", err)
+		}
+	}
+	t.Run("tampered state", func(t *testing.T) {
+		st, q := authorize(t, p, o, "alice", "alice-pw")
+		_, err := o.Finish(ctx, st, q.Get("state")+"x", q.Get("code"))
+		refused(t, err)
+	})
+	t.Run("another browser's state (CSRF on the callback)", func(t *testing.T) {
+		_, q := authorize(t, p, o, "alice", "alice-pw") // the attacker's own code
+		_, stVictim, _ := o.Begin(ctx, "/")
+		_, err := o.Finish(ctx, stVictim, q.Get("state"), q.Get("code"))
+		refused(t, err)
+	})
+	t.Run("replayed code", func(t *testing.T) {
+		st, q := authorize(t, p, o, "alice", "alice-pw")
+		if _, err := o.Finish(ctx, st, q.Get("state"), q.Get("code")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := o.Finish(ctx, st, q.Get("state"), q.Get("code"))
+		refused(t, err)
+	})
+	t.Run("wrong nonce", func(t *testing.T) {
+		st, q := authorize(t, p, o, "alice", "alice-pw")
+		st.Nonce = random()
+		_, err := o.Finish(ctx, st, q.Get("state"), q.Get("code"))
+		refused(t, err)
+		if !strings.Contains(err.Error(), "nonce") {
+			t.Fatalf("want the nonce named, got %v", err)
+		}
+	})
+	t.Run("wrong PKCE verifier", func(t *testing.T) {
+		st, q := authorize(t, p, o, "alice", "alice-pw")
+		st.Verifier = random()
+		_, err := o.Finish(ctx, st, q.Get("state"), q.Get("code"))
+		refused(t, err)
+	})
+	t.Run("ID token for another client (wrong aud)", func(t *testing.T) {
+		other := NewOIDC(OIDCConfig{Issuer: p.Issuer, ClientID: "another-client", ClientSecret: p.ClientSecret, ExternalURL: rpURL, Roles: testRoles})
+		st, q := authorize(t, p, o, "alice", "alice-pw")
+		_, err := other.Finish(ctx, st, q.Get("state"), q.Get("code"))
+		refused(t, err)
+	})
+}
+
+// TestOIDCUnreachableIssuer: an issuer that does not answer leaves the
+// relying party unavailable, not broken; discovery is retried and sign-in
+// works once the issuer answers.
+func TestOIDCUnreachableIssuer(t *testing.T) {
+	t.Parallel()
+	p := oidctest.Start(t, oidctest.Options{Users: testUsers, RedirectURIs: []string{rpURL + CallbackPath}, GroupsInIDToken: true})
+	p.SetDown(true)
+	o := NewOIDC(OIDCConfig{Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret, ExternalURL: rpURL, Roles: testRoles})
+	o.mu.Lock()
+	o.retryEvery = time.Millisecond
+	o.mu.Unlock()
+	ctx := context.Background()
+	if o.Ready(ctx) {
+		t.Fatal("ready while the issuer is down")
+	}
+	if _, _, err := o.Begin(ctx, "/"); err == nil || !strings.Contains(err.Error(), "unavailable") {
+		t.Fatalf("Begin: want unavailable, got %v", err)
+	}
+	if _, err := o.VerifyBearer(ctx, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"); !IsInvalidToken(err) {
+		t.Fatalf("VerifyBearer: want invalid_token, got %v", err)
+	}
+	if o.EndSessionURL(ctx) != "" {
+		t.Fatal("end session URL without an issuer")
+	}
+	p.SetDown(false)
+	waitReady(t, o)
+	st, q := authorize(t, p, o, "alice", "alice-pw")
+	if _, err := o.Finish(ctx, st, q.Get("state"), q.Get("code")); err != nil {
+		t.Fatalf("sign-in after the issuer came back: %v", err)
+	}
+}
+
+func TestOIDCEndSessionURL(t *testing.T) {
+	t.Parallel()
+	p, o := startRP(t, true)
+	u, err := url.Parse(o.EndSessionURL(context.Background()))
+	if err != nil || !strings.HasPrefix(u.String(), p.Issuer) {
+		t.Fatalf("end session URL %v, %v", u, err)
+	}
+	if u.Query().Get("client_id") != p.ClientID || u.Query().Get("post_logout_redirect_uri") != rpURL+"/login" {
+		t.Fatalf("end session URL parameters: %s", u.RawQuery)
+	}
+}
+
+// waitReady waits for discovery (started in the background by NewOIDC).
+func waitReady(t *testing.T, o *OIDC) {
+	t.Helper()
+	o.mu.Lock()
+	o.retryEvery = time.Millisecond
+	o.mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for !o.Ready(context.Background()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("discovery of the test provider failed: %v", o.lastErr)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

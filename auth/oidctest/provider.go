@@ -1,0 +1,166 @@
+// Package oidctest runs a real OpenID Connect provider inside a test
+// process: zitadel's op package with its example storage and login page
+// (discovery, JWKS, authorization code with PKCE, userinfo, end session),
+// with the users and groups a test gives it.
+package oidctest
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/oauth2"
+
+	"github.com/zitadel/oidc/v3/example/server/exampleop"
+	"github.com/zitadel/oidc/v3/example/server/storage"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
+
+// User is a person the provider knows.
+type User struct {
+	Username string
+	Password string
+	Email    string
+	Groups   []string
+}
+
+// Options shape the provider.
+type Options struct {
+	// Users by id (the ID token's sub).
+	Users map[string]User
+	// RedirectURIs registered for the client.
+	RedirectURIs []string
+	// GroupsInIDToken puts the groups (and the profile claims) in the ID
+	// token; otherwise they come only from the userinfo endpoint.
+	GroupsInIDToken bool
+}
+
+// Provider is a running provider.
+type Provider struct {
+	Issuer       string
+	ClientID     string
+	ClientSecret string
+	Server       *httptest.Server
+	st           *store
+	down         atomic.Bool
+}
+
+// SetDown makes every endpoint answer 503 (an unreachable issuer) or
+// serve again.
+func (p *Provider) SetDown(down bool) { p.down.Store(down) }
+
+// Start runs a provider until the test ends.
+func Start(t testing.TB, o Options) *Provider {
+	t.Helper()
+	var mu sync.Mutex
+	var h http.Handler
+	var p *Provider
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		hh := h
+		mu.Unlock()
+		hh.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p = &Provider{Issuer: srv.URL, ClientID: "ipledger-test", ClientSecret: "ipledger-test-secret-0123456789", Server: srv}
+	users := users{}
+	for id, u := range o.Users {
+		users[id] = u
+	}
+	client := storage.WebClient(p.ClientID, p.ClientSecret, o.RedirectURIs...)
+	st := &store{Storage: storage.NewStorageWithClients(users, map[string]*storage.Client{p.ClientID: client}), users: users, inIDToken: o.GroupsInIDToken}
+	p.st = st
+	router := exampleop.SetupServer(p.Issuer, st, nil, false)
+	mu.Lock()
+	h = router
+	mu.Unlock()
+	return p
+}
+
+type users map[string]User
+
+func (u users) toStorage(id string) *storage.User {
+	x, ok := u[id]
+	if !ok {
+		return nil
+	}
+	return &storage.User{ID: id, Username: x.Username, Password: x.Password, Email: x.Email, EmailVerified: true, FirstName: x.Username, LastName: "Test"}
+}
+
+func (u users) GetUserByID(id string) *storage.User { return u.toStorage(id) }
+func (u users) GetUserByUsername(name string) *storage.User {
+	for id, x := range u {
+		if x.Username == name {
+			return u.toStorage(id)
+		}
+	}
+	return nil
+}
+func (u users) ExampleClientID() string { return storage.ServiceUserID }
+
+// store adds the groups claim to the example storage.
+type store struct {
+	*storage.Storage
+	users     users
+	inIDToken bool
+}
+
+type client struct {
+	op.Client
+	assert bool
+}
+
+func (c client) IDTokenUserinfoClaimsAssertion() bool { return c.assert }
+
+func (s *store) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	c, err := s.Storage.GetClientByClientID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return client{c, s.inIDToken}, nil
+}
+
+func (s *store) addGroups(ui *oidc.UserInfo, sub string) {
+	if g := s.users[sub].Groups; len(g) > 0 {
+		ui.AppendClaims("groups", g)
+	}
+}
+
+func (s *store) SetUserinfoFromRequest(ctx context.Context, ui *oidc.UserInfo, req op.IDTokenRequest, scopes []string) error {
+	if err := s.Storage.SetUserinfoFromRequest(ctx, ui, req, scopes); err != nil {
+		return err
+	}
+	if s.inIDToken {
+		s.addGroups(ui, req.GetSubject())
+	}
+	return nil
+}
+
+func (s *store) SetUserinfoFromToken(ctx context.Context, ui *oidc.UserInfo, tokenID, subject, origin string) error {
+	if err := s.Storage.SetUserinfoFromToken(ctx, ui, tokenID, subject, origin); err != nil {
+		return err
+	}
+	s.addGroups(ui, subject)
+	return nil
+}
+
+// Exchange redeems a code at the token endpoint (as the client) and
+// returns the ID token.
+func (p *Provider) Exchange(redirectURI, code, verifier string) (string, error) {
+	cfg := oauth2.Config{ClientID: p.ClientID, ClientSecret: p.ClientSecret, RedirectURL: redirectURI,
+		Endpoint: oauth2.Endpoint{TokenURL: p.Issuer + "/oauth/token"}}
+	tok, err := cfg.Exchange(context.Background(), code, oauth2.VerifierOption(verifier))
+	if err != nil {
+		return "", err
+	}
+	id, _ := tok.Extra("id_token").(string)
+	return id, nil
+}

@@ -1,0 +1,113 @@
+package auth
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// Proxy is the trusted authenticating proxy (oauth2-proxy, a company
+// gateway): the person named in the user header, with the groups of the
+// groups header, is believed only when the request's own TCP peer is in
+// one of the trusted networks. X-Forwarded-For and the like are never
+// read for this: a client can write them.
+type Proxy struct {
+	UserHeader   string
+	GroupsHeader string
+	Trusted      []netip.Prefix
+	Roles        RoleMap
+}
+
+// ParseCIDRs parses IPLEDGER_AUTH_PROXY_TRUSTED: comma-separated CIDRs or
+// single addresses.
+func ParseCIDRs(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range SplitList(v) {
+		if !strings.Contains(s, "/") {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("%q is neither an address nor a CIDR", s)
+			}
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR", s)
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// ProxyError refuses the user header from an untrusted peer, or an
+// ambiguous one: 401, and the server logs it.
+type ProxyError struct {
+	Peer   string
+	Reason string
+}
+
+func (e *ProxyError) Error() string { return e.Reason }
+
+// trusts reports whether the request's TCP peer is a trusted proxy.
+func (p *Proxy) trusts(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap().WithZone("")
+	for _, pr := range p.Trusted {
+		if pr.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Identify returns the person the proxy names, or nil when the request
+// carries no user header (another way of signing in applies). The user
+// header from an untrusted peer, given twice, or not a valid name is a
+// *ProxyError; a person without a role is a *NoRoleError.
+func (p *Proxy) Identify(r *http.Request) (*Person, error) {
+	if p == nil || p.UserHeader == "" {
+		return nil, nil
+	}
+	vals, ok := r.Header[http.CanonicalHeaderKey(p.UserHeader)]
+	if !ok {
+		return nil, nil
+	}
+	if !p.trusts(r.RemoteAddr) {
+		return nil, &ProxyError{Peer: r.RemoteAddr, Reason: fmt.Sprintf("the header %s is honoured only from a trusted proxy, and %s is not one", p.UserHeader, r.RemoteAddr)}
+	}
+	if len(vals) != 1 || strings.TrimSpace(vals[0]) == "" {
+		return nil, &ProxyError{Peer: r.RemoteAddr, Reason: fmt.Sprintf("the header %s must be given once, with a name", p.UserHeader)}
+	}
+	name, err := checkName(strings.TrimSpace(vals[0]), p.UserHeader)
+	if err != nil {
+		return nil, &ProxyError{Peer: r.RemoteAddr, Reason: err.Error()}
+	}
+	var groups []string
+	if p.GroupsHeader != "" {
+		for _, v := range r.Header.Values(p.GroupsHeader) {
+			groups = append(groups, SplitList(v)...)
+		}
+	}
+	role, ok := p.Roles.Role(groups)
+	if !ok {
+		claim := p.GroupsHeader
+		if claim == "" {
+			claim = "(no groups header is configured)"
+		}
+		return nil, &NoRoleError{Name: name, Claim: claim, Groups: groups}
+	}
+	return &Person{Actor: "user:" + name, Name: name, Role: role}, nil
+}

@@ -1,0 +1,82 @@
+package auth
+
+import (
+	"errors"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+func TestTrustedProxy(t *testing.T) {
+	t.Parallel()
+	trusted, err := ParseCIDRs("10.0.0.0/24, 192.0.2.7, fd00::/64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{UserHeader: "X-Forwarded-User", GroupsHeader: "X-Forwarded-Groups", Trusted: trusted, Roles: testRoles}
+	req := func(remote string, hdr map[string][]string) *Person {
+		t.Helper()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		for k, vs := range hdr {
+			for _, v := range vs {
+				r.Header.Add(k, v)
+			}
+		}
+		who, err := p.Identify(r)
+		if err != nil {
+			panic(err)
+		}
+		return who
+	}
+	refused := func(remote string, hdr map[string][]string) error {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		for k, vs := range hdr {
+			for _, v := range vs {
+				r.Header.Add(k, v)
+			}
+		}
+		_, err := p.Identify(r)
+		return err
+	}
+	ok := map[string][]string{"X-Forwarded-User": {"alice"}, "X-Forwarded-Groups": {"staff,ipam-admins"}}
+	for _, remote := range []string{"10.0.0.9:4431", "192.0.2.7:1", "[fd00::5]:80", "[::ffff:10.0.0.3]:9"} {
+		if who := req(remote, ok); who == nil || who.Actor != "user:alice" || who.Role != allocator.RoleAdmin {
+			t.Errorf("%s: got %+v", remote, who)
+		}
+	}
+	if who := req("203.0.113.5:1", map[string][]string{"Authorization": {"Bearer x"}}); who != nil {
+		t.Errorf("no header: got %+v", who)
+	}
+	var pe *ProxyError
+	for _, remote := range []string{"10.0.1.1:5", "192.0.2.8:1", "[fd01::1]:1", "127.0.0.1:80", "garbage"} {
+		err := refused(remote, ok)
+		if !errors.As(err, &pe) {
+			t.Errorf("%s: untrusted peer: got %v", remote, err)
+		}
+	}
+	// X-Forwarded-For never makes a peer trusted.
+	if err := refused("203.0.113.5:1", map[string][]string{"X-Forwarded-User": {"alice"}, "X-Forwarded-For": {"10.0.0.9"}, "X-Real-Ip": {"10.0.0.9"}}); !errors.As(err, &pe) {
+		t.Errorf("spoofed X-Forwarded-For: got %v", err)
+	}
+	for name, h := range map[string]map[string][]string{
+		"twice":   {"X-Forwarded-User": {"alice", "mallory"}},
+		"empty":   {"X-Forwarded-User": {" "}},
+		"ctrl":    {"X-Forwarded-User": {"alice\x1b[2J"}},
+		"lower":   {"x-forwarded-user": {"alice", "bob"}},
+		"toolong": {"X-Forwarded-User": {string(make([]byte, 200))}},
+	} {
+		if err := refused("10.0.0.9:1", h); !errors.As(err, &pe) {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+	var nr *NoRoleError
+	if err := refused("10.0.0.9:1", map[string][]string{"X-Forwarded-User": {"eve"}, "X-Forwarded-Groups": {"staff"}}); !errors.As(err, &nr) || nr.Claim != "X-Forwarded-Groups" {
+		t.Errorf("no role: got %v", err)
+	}
+	if _, err := ParseCIDRs("10.0.0.0/33"); err == nil {
+		t.Error("a bad CIDR was accepted")
+	}
+}

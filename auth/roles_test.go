@@ -1,0 +1,114 @@
+package auth
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipledger/ipledger/allocator"
+)
+
+func TestRoleFromGroupsHighestWins(t *testing.T) {
+	t.Parallel()
+	m := NewRoleMap(SplitList("ipam-admins, netops-leads"), SplitList("netops"), SplitList("noc,staff"))
+	for _, c := range []struct {
+		groups []string
+		want   allocator.Role
+	}{
+		{[]string{"staff"}, allocator.RoleViewer},
+		{[]string{"staff", "netops"}, allocator.RoleOperator},
+		{[]string{"netops", "staff", "netops-leads"}, allocator.RoleAdmin},
+		{[]string{"noc", "ipam-admins"}, allocator.RoleAdmin},
+	} {
+		if got, ok := m.Role(c.groups); !ok || got != c.want {
+			t.Errorf("%v: got %q %v, want %s", c.groups, got, ok, c.want)
+		}
+	}
+	for _, g := range [][]string{nil, {}, {"IPAM-ADMINS"}, {"ipam-admins "}, {""}, {"contractors"}} {
+		if got, ok := m.Role(g); ok {
+			t.Errorf("%q: got role %s, want none (refused)", g, got)
+		}
+	}
+	if !NewRoleMap(nil, []string{" ", ""}, nil).Empty() {
+		t.Error("a map of blank names is not empty")
+	}
+}
+
+func TestGroupsClaimShapes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		v       any
+		want    string
+		present bool
+		bad     bool
+	}{
+		{[]any{"a", "b"}, "a,b", true, false},
+		{"a, b", "a,b", true, false},
+		{"a", "a", true, false},
+		{nil, "", false, false},
+		{42.0, "", true, true},
+		{[]any{"a", 1.0}, "", true, true},
+	} {
+		claims := map[string]any{}
+		if c.v != nil {
+			claims["groups"] = c.v
+		}
+		g, present, err := groupsFrom(claims, "groups")
+		if (err != nil) != c.bad || present != c.present || (!c.bad && strings.Join(g, ",") != c.want) {
+			t.Errorf("%v: got %v %v %v", c.v, g, present, err)
+		}
+	}
+}
+
+func TestUsernameClaimOrder(t *testing.T) {
+	t.Parallel()
+	all := map[string]any{"upn": "a@corp", "preferred_username": "alice", "email": "alice@example.com", "sub": "123"}
+	for _, c := range []struct {
+		claim string
+		drop  []string
+		want  string
+	}{
+		{"", nil, "alice"},
+		{"upn", nil, "a@corp"},
+		{"upn", []string{"upn"}, "alice"},
+		{"", []string{"preferred_username"}, "alice@example.com"},
+		{"", []string{"preferred_username", "email"}, "123"},
+	} {
+		m := map[string]any{}
+		for k, v := range all {
+			m[k] = v
+		}
+		for _, d := range c.drop {
+			delete(m, d)
+		}
+		if got, err := usernameFrom(m, c.claim); err != nil || got != c.want {
+			t.Errorf("%s without %v: got %q %v, want %q", c.claim, c.drop, got, err, c.want)
+		}
+	}
+	if _, err := usernameFrom(map[string]any{"preferred_username": "bad\nname"}, ""); err == nil {
+		t.Error("a name with a newline was accepted")
+	}
+	if _, err := usernameFrom(map[string]any{}, ""); err == nil {
+		t.Error("no name was accepted")
+	}
+}
+
+func TestLoginStateSealed(t *testing.T) {
+	t.Parallel()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	now := time.Now()
+	st := LoginState{State: "s", Nonce: "n", Verifier: "v", Next: "/pools"}
+	v := SealLoginState(key, st, now)
+	if got, err := OpenLoginState(key, v, now.Add(time.Minute)); err != nil || got != st {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	if _, err := OpenLoginState(key, v, now.Add(LoginStateTTL+time.Minute)); err == nil {
+		t.Error("an expired sign-in cookie was accepted")
+	}
+	forged := SealLoginState([]byte("another key, another site, 32 b!"), LoginState{State: "s", Next: "https://evil.example"}, now)
+	for _, bad := range []string{"", "x", v + "x", v[:len(v)-2], forged, strings.Replace(v, ".", "A.", 1)} {
+		if _, err := OpenLoginState(key, bad, now); err == nil {
+			t.Errorf("%q was accepted", bad)
+		}
+	}
+}
