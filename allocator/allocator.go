@@ -10,19 +10,16 @@ package allocator
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -120,27 +117,6 @@ func (a *Allocator) Dialect() models.Dialect { return a.dialect }
 // QuarantineHold returns the configured hold (0: until released).
 func (a *Allocator) QuarantineHold() time.Duration { return a.hold }
 
-// Actor identifies who makes a change, for audit events.
-type Actor struct {
-	Name      string
-	RequestID string
-}
-
-type actorKey struct{}
-
-// WithActor attaches the acting identity and request id to ctx.
-func WithActor(ctx context.Context, name, requestID string) context.Context {
-	return context.WithValue(ctx, actorKey{}, Actor{Name: name, RequestID: requestID})
-}
-
-// ActorFrom returns the actor of ctx ("system" when none).
-func ActorFrom(ctx context.Context) Actor {
-	if a, ok := ctx.Value(actorKey{}).(Actor); ok && a.Name != "" {
-		return a
-	}
-	return Actor{Name: "system"}
-}
-
 // tx is one write transaction of the allocator with its context and the
 // changes to report after commit.
 type tx struct {
@@ -183,92 +159,26 @@ func (a *Allocator) writeOnConn(ctx context.Context, fn func(t *tx) error) error
 }
 
 func (a *Allocator) writeWith(ctx context.Context, ownConn bool, fn func(t *tx) error) error {
-	var err error
-	// Every attempt of one write shares its time, so that an attempt can
-	// recognise what an earlier one committed before its answer was lost
-	// (an allocation held since t.now was made by this write).
-	now := a.now()
-	for attempt := 0; attempt < 5; attempt++ {
-		t := &tx{a: a, ctx: ctx, now: now, attempt: attempt, locked: map[string]*models.Pool{}}
-		run := func(g *gorm.DB) error {
-			return g.Transaction(func(g *gorm.DB) error {
-				t.DB = g
-				return fn(t)
-			})
-		}
-		if ownConn {
-			err = a.db.WithContext(ctx).Connection(func(c *gorm.DB) error {
-				t.conn, _ = c.Statement.ConnPool.(*sql.Conn)
-				return run(c)
-			})
-		} else {
-			err = run(a.db.WithContext(ctx))
-		}
-		if err == nil {
-			a.feedCommitted()
-			if a.onChange != nil {
-				for _, c := range t.changes {
-					a.onChange(c.pool, c.action)
-				}
-			}
-			return nil
-		}
-		if !models.IsRetryable(err) {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * 15 * time.Millisecond)
+	var last *tx
+	err := kernel.Write(ctx, a.db, kernel.WriteOptions{Now: a.now(), OwnConn: ownConn}, func(k *kernel.Tx) error {
+		last = &tx{a: a, ctx: k.Ctx, now: k.Now, attempt: k.Attempt, DB: k.DB, conn: k.Conn, locked: map[string]*models.Pool{}}
+		return fn(last)
+	})
+	if err != nil {
+		return err
 	}
-	return mapCtxError(ctx, err)
+	a.feedCommitted()
+	if a.onChange != nil {
+		for _, c := range last.changes {
+			a.onChange(c.pool, c.action)
+		}
+	}
+	return nil
 }
 
 // read runs fn with a read-only handle, mapping database errors.
 func (a *Allocator) read(ctx context.Context, fn func(db *gorm.DB) error) error {
-	return mapCtxError(ctx, fn(a.db.WithContext(ctx)))
-}
-
-// mapCtxError is mapDBError, except that any database error while ctx is
-// done is 503 unavailable: when a request's deadline passes mid-query, the
-// drivers report it in many ways (statement cancelled, bad connection,
-// "interrupted", transaction already rolled back), and the transaction was
-// rolled back whichever it was.
-func mapCtxError(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := AsError(err); !ok && ctx.Err() != nil {
-		return Errf(CodeUnavailable, "", "request cancelled or timed out (%v) before the database confirmed it; retry (allocation is idempotent by owner)", ctx.Err())
-	}
-	return mapDBError(err)
-}
-
-func mapDBError(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := AsError(err); ok {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return Errf(CodeUnavailable, "", "request cancelled or timed out: %v", err)
-	}
-	if models.IsConstraintViolation(err) {
-		return Errf(CodeConflict, "", "the change collides with stored state (%s)", constraintText(err))
-	}
-	if models.IsUnavailable(err) {
-		// The driver's text names the database's user, host and port: it
-		// goes to the server log, the client gets a plain 503.
-		slog.Warn("database unavailable", "error", err)
-		return Errf(CodeUnavailable, "", "the database is unavailable; retry shortly")
-	}
-	return err
-}
-
-func constraintText(err error) string {
-	m := err.Error()
-	if i := strings.Index(m, "\nstatement:"); i > 0 {
-		m = m[:i]
-	}
-	return m
+	return kernel.Read(ctx, a.db, fn)
 }
 
 // lockPools takes the row lock of each named pool, in name order so that
@@ -324,35 +234,11 @@ func (t *tx) lockPool(name string) (*models.Pool, error) {
 // audit records one change in the same transaction. before/after are
 // marshalled to JSON; callers pass values with secrets already removed.
 func (t *tx) audit(action, objectType, objectID string, before, after any) error {
-	ev, err := auditEvent(t.ctx, t.now, action, objectType, objectID, before, after)
+	ev, err := kernel.AuditEvent(t.ctx, t.now, action, objectType, objectID, before, after)
 	if err != nil {
 		return err
 	}
 	return t.Create(&ev).Error
-}
-
-// auditEvent builds the audit row of one change made for ctx's actor.
-func auditEvent(ctx context.Context, at time.Time, action, objectType, objectID string, before, after any) (models.AuditEvent, error) {
-	act := ActorFrom(ctx)
-	ev := models.AuditEvent{At: at, Actor: act.Name, Action: action, ObjectType: objectType,
-		ObjectID: objectID, RequestID: act.RequestID}
-	if before != nil {
-		b, err := json.Marshal(before)
-		if err != nil {
-			return ev, err
-		}
-		s := string(b)
-		ev.BeforeJSON = &s
-	}
-	if after != nil {
-		b, err := json.Marshal(after)
-		if err != nil {
-			return ev, err
-		}
-		s := string(b)
-		ev.AfterJSON = &s
-	}
-	return ev, nil
 }
 
 func (t *tx) changed(pool, action string) { t.changes = append(t.changes, change{pool, action}) }
@@ -364,14 +250,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-func wrapf(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := AsError(err); ok {
-		return err
-	}
-	return fmt.Errorf(format+": %w", append(args, err)...)
 }

@@ -1,0 +1,44 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// AuditEvent builds the audit row of one change made for ctx's actor.
+// before/after are marshalled to JSON; callers pass values with secrets
+// already removed.
+func AuditEvent(ctx context.Context, at time.Time, action, objectType, objectID string, before, after any) (models.AuditEvent, error) {
+	act := ActorFrom(ctx)
+	ev := models.AuditEvent{At: at, Actor: act.Name, Action: action, ObjectType: objectType,
+		ObjectID: objectID, RequestID: act.RequestID}
+	if before != nil {
+		b, err := json.Marshal(before)
+		if err != nil {
+			return ev, err
+		}
+		s := string(b)
+		ev.BeforeJSON = &s
+	}
+	if after != nil {
+		b, err := json.Marshal(after)
+		if err != nil {
+			return ev, err
+		}
+		s := string(b)
+		ev.AfterJSON = &s
+	}
+	return ev, nil
+}
+
+// Audit records one change in the transaction t.
+func (t *Tx) Audit(action, objectType, objectID string, before, after any) error {
+	ev, err := AuditEvent(t.Ctx, t.Now, action, objectType, objectID, before, after)
+	if err != nil {
+		return err
+	}
+	return t.Create(&ev).Error
+}
