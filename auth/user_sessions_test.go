@@ -1,0 +1,95 @@
+package auth
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+)
+
+func TestPeopleSessions(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		t.Parallel()
+		clk := dbtest.NewClock(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
+		p := &People{DB: db, TTL: 2 * time.Hour, Now: clk.Now}
+		ctx := context.Background()
+		alice := &Person{Actor: "user:alice", Name: "alice", Role: allocator.RoleAdmin}
+		id, exp, err := p.Open(ctx, alice, "oidc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !exp.Equal(clk.Now().Add(2 * time.Hour)) {
+			t.Fatalf("expires %v", exp)
+		}
+		if _, _, err := p.Open(ctx, &Person{Actor: "user:x", Name: "x"}, "oidc"); err == nil {
+			t.Fatal("a session without a role was opened")
+		}
+		s, err := p.Lookup(ctx, id)
+		if err != nil || s.Name != "alice" || s.Role != allocator.RoleAdmin {
+			t.Fatalf("lookup: %+v %v", s, err)
+		}
+		// The session ends TTL after sign-in however much it is used.
+		clk.Advance(119 * time.Minute)
+		if _, err := p.Lookup(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+		if _, err := p.Lookup(ctx, id); !isCode(err, allocator.CodeUnauthorized) {
+			t.Fatalf("after the TTL: %v", err)
+		}
+
+		// An admin lists and ends sessions; the list shows no secret.
+		id2, _, _ := p.Open(ctx, &Person{Actor: "user:bob", Name: "bob", Role: allocator.RoleViewer}, "oidc")
+		list, err := p.List(ctx)
+		if err != nil || len(list) != 1 || list[0].Actor != "user:bob" || list[0].Role != allocator.RoleViewer {
+			t.Fatalf("list: %+v %v", list, err)
+		}
+		if list[0].Ref[1:] == id2[:16] || list[0].Ref[1:] == sessionHash(id2) {
+			t.Fatal("the ref is the session id or its hash")
+		}
+		actx := allocator.WithActor(ctx, "user:alice", "req-1")
+		if _, err := p.End(actx, list[0].Ref); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Lookup(ctx, id2); !isCode(err, allocator.CodeUnauthorized) {
+			t.Fatalf("an ended session still works: %v", err)
+		}
+		if _, err := p.End(actx, list[0].Ref); !isCode(err, allocator.CodeNotFound) {
+			t.Fatalf("ending twice: %v", err)
+		}
+		var evs []models.AuditEvent
+		db.Order("id").Find(&evs)
+		var got []string
+		for _, e := range evs {
+			got = append(got, e.Actor+" "+e.Action+" "+e.ObjectID)
+		}
+		want := []string{"user:alice session.open user:alice", "user:bob session.open user:bob", "user:alice session.end user:bob"}
+		if len(got) != len(want) {
+			t.Fatalf("events %q, want %q", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("events %q, want %q", got, want)
+			}
+		}
+		// The database refuses a session without a role or with a made-up one.
+		for _, role := range []string{"", "root"} {
+			err := db.Exec(`INSERT INTO user_sessions (id, username, role, source, created_at, last_seen_at, expires_at) VALUES (?, 'm', ?, 'oidc', 1, 1, 2)`,
+				sessionHash(role+"x"), role).Error
+			if !models.IsConstraintViolation(err) {
+				t.Errorf("role %q: %v", role, err)
+			}
+		}
+	})
+}
+
+func isCode(err error, c allocator.Code) bool {
+	e, ok := allocator.AsError(err)
+	return ok && e.Code == c
+}
