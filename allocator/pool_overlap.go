@@ -147,32 +147,40 @@ func (t *tx) otherPoolOverlap(p *models.Pool, sp space, first, last u128, except
 // pool check`, GET /api/v1/pools:check, the start-up log and the console's
 // dashboard report them. Each pair is listed once.
 func (a *Allocator) CheckPools(ctx context.Context) ([]PoolOverlap, error) {
-	out := []PoolOverlap{}
+	var out []PoolOverlap
 	err := a.read(ctx, func(db *gorm.DB) error {
-		for _, fam := range []string{"ipv4", "ipv6"} {
-			rows, err := familyRanges(db, fam)
-			if err != nil {
-				return err
-			}
-			// Sorted by first address: each range is compared with the
-			// ranges that start before its cover ends.
-			for i := range rows {
-				fi, li := rows[i].bounds()
-				for j := i + 1; j < len(rows); j++ {
-					fj, lj := rows[j].bounds()
-					if fj.cmp(li) > 0 {
-						break
-					}
-					if rows[i].PoolID == rows[j].PoolID || lj.cmp(fi) < 0 {
-						continue
-					}
-					out = append(out, PoolOverlap{
-						Pool: rows[i].Name, RangeID: itoa(rows[i].ID), First: rows[i].FirstValue, Last: rows[i].LastValue,
-						OtherPool: rows[j].Name, OtherRange: itoa(rows[j].ID), OtherFirst: rows[j].FirstValue, OtherLast: rows[j].LastValue})
-				}
-			}
-		}
-		return nil
+		var err error
+		out, err = poolOverlaps(db)
+		return err
 	})
 	return out, err
+}
+
+// poolOverlaps lists the overlapping pairs CheckPools answers, read with db.
+func poolOverlaps(db *gorm.DB) ([]PoolOverlap, error) {
+	out := []PoolOverlap{}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		rows, err := familyRanges(db, fam)
+		if err != nil {
+			return nil, err
+		}
+		// Sorted by first address: each range is compared with the
+		// ranges that start before its cover ends.
+		for i := range rows {
+			fi, li := rows[i].bounds()
+			for j := i + 1; j < len(rows); j++ {
+				fj, lj := rows[j].bounds()
+				if fj.cmp(li) > 0 {
+					break
+				}
+				if rows[i].PoolID == rows[j].PoolID || lj.cmp(fi) < 0 {
+					continue
+				}
+				out = append(out, PoolOverlap{
+					Pool: rows[i].Name, RangeID: itoa(rows[i].ID), First: rows[i].FirstValue, Last: rows[i].LastValue,
+					OtherPool: rows[j].Name, OtherRange: itoa(rows[j].ID), OtherFirst: rows[j].FirstValue, OtherLast: rows[j].LastValue})
+			}
+		}
+	}
+	return out, nil
 }

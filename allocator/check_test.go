@@ -1,0 +1,239 @@
+package allocator
+
+// Tests of Check: a site written through the allocator passes every rule;
+// each rule is then broken around the allocator (raw SQL, with the
+// constraint or trigger in the way dropped from the test's own database)
+// and Check must name it. Every case runs on SQLite and PostgreSQL.
+
+import (
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+)
+
+// checkSite fills s with a bit of everything the rules look at: address,
+// prefix and integer pools with runs and gaps, a reservation and ingested
+// DPUs (one reserved, some automatic, one quarantined by a force delete),
+// a webhook with queued deliveries, and numbered revisions.
+func checkSite(t *testing.T, db *gorm.DB) *lcSite {
+	t.Helper()
+	s := newLC(t, db, lcOpts{})
+	if _, err := s.a.CreatePool(s.ctx, PoolSpec{Name: "pfx", Type: "ipv6prefix", DelegatePrefixLen: 56,
+		Ranges: []RangeSpec{rng("2001:db8::", "2001:db8:0:ff00::", true)}}); err != nil {
+		t.Fatal(err)
+	}
+	s.pool("vlan", "integer", rng("100", "199", true), rng("300", "399", false))
+	s.pool("spare", "integer", rng("1000", "1100", false))
+	wantTrue := true
+	if _, err := s.a.CreateWebhook(s.ctx, WebhookSpec{Name: "sink", URL: "http://127.0.0.1:9/", Secret: "check-test-secret-0123", Actions: []string{"*"}, Enabled: &wantTrue}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"pfx", "vlan"} {
+		for i := 0; i < 6; i++ {
+			if _, _, err := s.a.Allocate(s.ctx, p, Owner{Type: "vm", ID: p + string(rune('a'+i))}, ""); err != nil {
+				t.Fatalf("allocate %s: %v", p, err)
+			}
+		}
+		al, err := s.a.ListAllocations(s.ctx, p, AllocationFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.a.Release(s.ctx, p, al.Items[2].Value, Owner{Type: "vm", ID: p + "c"}); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+	}
+	if _, _, err := s.a.Allocate(s.ctx, "vlan", Owner{Type: "vm", ID: "named"}, "350"); err != nil {
+		t.Fatal(err)
+	}
+	s.em("1a:1b:1c:1d:1e:01", lcDpu{serial: "MT1", v4: "10.0.0.100"})
+	s.report("1a:1b:1c:1d:1e:01", "MT1", "MT2")
+	s.report("1a:1b:1c:1d:1e:02", "MT3")
+	if _, err := s.a.DeleteMachine(s.ctx, HostMachineID("1a:1b:1c:1d:1e:02"), true); err != nil {
+		t.Fatalf("force delete: %v", err)
+	}
+	for {
+		n, err := s.a.SequenceOnce(s.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return s
+}
+
+func runCheck(t *testing.T, a *Allocator) *CheckResult {
+	t.Helper()
+	res, err := a.Check(t.Context())
+	if err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	return res
+}
+
+// exec runs statements on one connection (a PRAGMA holds for its own
+// connection only).
+func execAll(t *testing.T, db *gorm.DB, stmts ...string) {
+	t.Helper()
+	err := db.Connection(func(c *gorm.DB) error {
+		for _, s := range stmts {
+			if err := c.Exec(s).Error; err != nil {
+				return &stmtError{s, err}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type stmtError struct {
+	stmt string
+	err  error
+}
+
+func (e *stmtError) Error() string { return e.err.Error() + "\nstatement: " + e.stmt }
+
+// looseAllocations rebuilds the allocations table without its constraints,
+// indexes and triggers, so that a test can store what they refuse.
+func looseAllocations(t *testing.T, db *gorm.DB) {
+	t.Helper()
+	// SQLite: the range triggers name allocations; the legacy rename
+	// leaves them alone instead of checking them against a missing table.
+	execAll(t, db, onDialect(db,
+		[]string{"CREATE TABLE allocations_loose AS SELECT * FROM allocations", "DROP TABLE allocations CASCADE",
+			"ALTER TABLE allocations_loose RENAME TO allocations"},
+		[]string{"PRAGMA legacy_alter_table = ON", "CREATE TABLE allocations_loose AS SELECT * FROM allocations", "DROP TABLE allocations",
+			"ALTER TABLE allocations_loose RENAME TO allocations", "PRAGMA legacy_alter_table = OFF"})...)
+}
+
+func onDialect(db *gorm.DB, pg, sqlite []string) []string {
+	if models.DialectOf(db) == models.Postgres {
+		return pg
+	}
+	return sqlite
+}
+
+func TestCheckNamesEachBrokenRule(t *testing.T) {
+	k := func(v string) string { return *lcKey(v) }
+	cases := []struct {
+		rule    string
+		corrupt func(t *testing.T, db *gorm.DB)
+	}{
+		{"schema_version", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, "DELETE FROM schema_migrations WHERE version = (SELECT MAX(version) FROM schema_migrations)")
+		}},
+		{"value_held_once", func(t *testing.T, db *gorm.DB) {
+			looseAllocations(t, db)
+			execAll(t, db, `INSERT INTO allocations (id, pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
+				SELECT id + 100000, pool_id, value_key, value, state, 'vm', 'intruder', run_end, allocated_at FROM allocations WHERE value = '10.0.0.1'`)
+		}},
+		{"owner_holds_one", func(t *testing.T, db *gorm.DB) {
+			looseAllocations(t, db)
+			execAll(t, db, `INSERT INTO allocations (id, pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
+				SELECT id + 100000, pool_id, '`+k("10.0.0.150")+`', '10.0.0.150', state, owner_type, owner_id, TRUE, allocated_at FROM allocations WHERE value = '10.0.0.1'`)
+		}},
+		{"allocation_state", func(t *testing.T, db *gorm.DB) {
+			looseAllocations(t, db)
+			execAll(t, db, `UPDATE allocations SET quarantined_at = allocated_at WHERE value = '10.0.0.1'`)
+		}},
+		{"stored_values", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE allocations SET value = '10.0.0.77' WHERE value = '10.0.0.1'`)
+		}},
+		{"range_order", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, onDialect(db,
+				[]string{"ALTER TABLE pool_ranges DROP CONSTRAINT pool_ranges_order", "ALTER TABLE pool_ranges DROP CONSTRAINT pool_ranges_no_overlap",
+					"UPDATE pool_ranges SET first_key = last_key, last_key = first_key, first_value = last_value, last_value = first_value WHERE first_value = '1000'"},
+				[]string{"PRAGMA ignore_check_constraints = ON",
+					"UPDATE pool_ranges SET first_key = last_key, last_key = first_key, first_value = last_value, last_value = first_value WHERE first_value = '1000'",
+					"PRAGMA ignore_check_constraints = OFF"})...)
+		}},
+		{"ranges_disjoint", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, onDialect(db,
+				[]string{"ALTER TABLE pool_ranges DROP CONSTRAINT pool_ranges_no_overlap"},
+				[]string{"DROP TRIGGER pool_ranges_no_overlap_insert"})...)
+			execAll(t, db, `INSERT INTO pool_ranges (pool_id, first_key, last_key, first_value, last_value, auto_assign, created_at)
+				SELECT pool_id, '`+integerKey(1050)+`', '`+integerKey(1200)+`', '1050', '1200', FALSE, created_at FROM pool_ranges WHERE first_value = '1000'`)
+		}},
+		{"pools_disjoint", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, onDialect(db,
+				[]string{"DROP TRIGGER pool_ranges_family_overlap ON pool_ranges"},
+				[]string{"DROP TRIGGER pool_ranges_family_overlap_insert"})...)
+			execAll(t, db, `INSERT INTO pools (name, type, created_at, updated_at) SELECT 'other', 'ipv4', created_at, updated_at FROM pools WHERE name = 'lo-ip'`)
+			execAll(t, db, `INSERT INTO pool_ranges (pool_id, first_key, last_key, first_value, last_value, auto_assign, created_at)
+				SELECT (SELECT id FROM pools WHERE name = 'other'), '`+k("10.0.0.5")+`', '`+k("10.0.0.6")+`', '10.0.0.5', '10.0.0.6', TRUE, created_at FROM pools WHERE name = 'lo-ip'`)
+		}},
+		{"allocation_in_range", func(t *testing.T, db *gorm.DB) {
+			looseAllocations(t, db)
+			execAll(t, db, `INSERT INTO allocations (id, pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
+				SELECT id + 100000, pool_id, '`+k("10.0.0.250")+`', '10.0.0.250', state, 'vm', 'astray', TRUE, allocated_at FROM allocations WHERE value = '10.0.0.1'`)
+		}},
+		{"run_end", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE allocations SET run_end = NOT run_end WHERE value = '10.0.0.1'`)
+		}},
+		{"range_counts", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE range_counts SET allocated = allocated + 1 WHERE range_id = (SELECT MIN(id) FROM pool_ranges)`)
+		}},
+		{"pool_usage", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE pool_usage_days SET n = n + 1 WHERE pool = 'vlan' AND action = 'allocation.create'`)
+		}},
+		{"revisions", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE audit_events SET revision = revision + 1 WHERE revision = (SELECT MAX(revision) FROM audit_events)`)
+		}},
+		{"webhook_deliveries", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE webhook_deliveries SET revision = revision + 1000 WHERE id = (SELECT MIN(id) FROM webhook_deliveries)`)
+		}},
+		{"reservations", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE expected_dpus SET loopback_ip = '10.0.0.5', loopback_ip_key = '`+k("10.0.0.5")+`' WHERE serial_number = 'MT1'`)
+		}},
+		{"dpu_loopbacks", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE network_configs SET loopback_ip = '10.0.0.160' WHERE loopback_ip = '10.0.0.100'`)
+		}},
+		{"machine_tree", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE machines SET host_machine_id = (SELECT MIN(machine_id) FROM machines WHERE kind = 'dpu')
+				WHERE machine_id = (SELECT MAX(machine_id) FROM machines WHERE kind = 'dpu')`)
+		}},
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		covered[tc.rule] = true
+	}
+	for _, r := range CheckRules {
+		if !covered[r.Name] {
+			t.Errorf("rule %s has no case that breaks it", r.Name)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			t.Parallel()
+			dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+				t.Parallel()
+				s := checkSite(t, db)
+				if res := runCheck(t, s.a); !res.OK() {
+					t.Fatalf("a site written through the allocator fails the check: %+v", res.Findings)
+				}
+				tc.corrupt(t, db)
+				res := runCheck(t, s.a)
+				for _, f := range res.Findings {
+					t.Logf("%s: %s", f.Rule, f.Message)
+				}
+				if !res.Failed(tc.rule) {
+					t.Fatalf("check did not name %s; findings: %+v", tc.rule, res.Findings)
+				}
+				for _, f := range res.Findings {
+					if f.Rule == tc.rule && strings.TrimSpace(f.Message) == "" {
+						t.Errorf("finding of %s without a message", tc.rule)
+					}
+				}
+			})
+		})
+	}
+}
+
+func integerKey(n uint64) string { return u128{0, n}.key() }

@@ -1,0 +1,239 @@
+package allocator
+
+import (
+	"sort"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// The value rules of Check: one pass over the pools and their ranges, and
+// one ordered pass over every allocation, which checks a value's stored
+// forms, its range, its neighbour's run_end flag and recounts the ranges.
+
+type checkPool struct {
+	models.Pool
+	sp     space
+	ranges []*checkRange // sorted by first value
+}
+
+type checkRange struct {
+	models.PoolRange
+	first, last u128
+	ok          bool // its keys parse
+	allocated   int64
+	quarantined int64
+}
+
+// checkValueForm reports whether key and text name the same value of sp.
+func checkValueForm(sp space, key, text string) (u128, bool) {
+	v, err := parseKey(key)
+	if err != nil || v.key() != key {
+		return u128{}, false
+	}
+	if v.cmp(sp.max()) > 0 {
+		return v, false
+	}
+	if sp.typ == TypeIPv6Prefix {
+		if st, _ := sp.step().sub(u128{0, 1}); v.hi&st.hi != 0 || v.lo&st.lo != 0 {
+			return v, false
+		}
+	}
+	return v, sp.format(v) == text
+}
+
+func checkPoolsAndRanges(c *checker) error {
+	var pools []models.Pool
+	if err := c.q.Raw(`SELECT * FROM pools ORDER BY id`).Scan(&pools).Error; err != nil {
+		return err
+	}
+	c.pools, c.byName = map[int64]*checkPool{}, map[string]*checkPool{}
+	for i := range pools {
+		p := &checkPool{Pool: pools[i], sp: spaceOf(&pools[i])}
+		c.pools[p.ID], c.byName[p.Name] = p, p
+	}
+	var ranges []models.PoolRange
+	if err := c.q.Raw(`SELECT * FROM pool_ranges ORDER BY pool_id, first_key, id`).Scan(&ranges).Error; err != nil {
+		return err
+	}
+	for i := range ranges {
+		r := &checkRange{PoolRange: ranges[i]}
+		p := c.pools[r.PoolID]
+		if p == nil {
+			c.add("stored_values", "range %d belongs to pool id %d, which does not exist", r.ID, r.PoolID)
+			continue
+		}
+		f, okF := checkValueForm(p.sp, r.FirstKey, r.FirstValue)
+		l, okL := checkValueForm(p.sp, r.LastKey, r.LastValue)
+		if !okF || !okL {
+			c.add("stored_values", "pool %q: range %d (%s..%s) has keys %s..%s that do not name its values", p.Name, r.ID, r.FirstValue, r.LastValue, r.FirstKey, r.LastKey)
+			continue
+		}
+		r.first, r.last, r.ok = f, l, true
+		if f.cmp(l) > 0 {
+			c.add("range_order", "pool %q: range %d starts at %s, above its last value %s", p.Name, r.ID, r.FirstValue, r.LastValue)
+		}
+		p.ranges = append(p.ranges, r)
+	}
+	for _, p := range pools {
+		cp := c.pools[p.ID]
+		var prev *checkRange
+		for _, r := range cp.ranges {
+			if prev != nil && r.first.cmp(prev.last) <= 0 {
+				c.add("ranges_disjoint", "pool %q: range %s..%s overlaps range %s..%s", p.Name, r.FirstValue, r.LastValue, prev.FirstValue, prev.LastValue)
+			}
+			if prev == nil || r.last.cmp(prev.last) > 0 {
+				prev = r
+			}
+		}
+	}
+	overlaps, err := poolOverlaps(c.q)
+	if err != nil {
+		return err
+	}
+	for _, o := range overlaps {
+		c.add("pools_disjoint", "%s", o.Message())
+	}
+	return nil
+}
+
+// checkAllocations walks every allocation in (pool, value) order.
+func checkAllocations(c *checker) error {
+	rows, err := c.q.Raw(`SELECT pool_id, value_key, value, state, run_end FROM allocations ORDER BY pool_id, value_key`).Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	type held struct {
+		pool   *checkPool
+		v      u128
+		value  string
+		runEnd bool
+		ok     bool
+	}
+	var prev *held
+	ri := 0 // index of the first range of prev's pool not below the value
+	closeRun := func(next *held) {
+		if prev == nil || !prev.ok {
+			return
+		}
+		nextHeld := false
+		if next != nil && next.pool == prev.pool && next.ok {
+			if n, ok := prev.pool.sp.next(prev.v); ok && n == next.v {
+				nextHeld = true
+			}
+			if next.v == prev.v {
+				return // a duplicate: value_held_once names it
+			}
+		}
+		if prev.runEnd == nextHeld {
+			state := "not held"
+			if nextHeld {
+				state = "held"
+			}
+			c.add("run_end", "pool %q: %s has run_end %t but the next value is %s", prev.pool.Name, prev.value, prev.runEnd, state)
+		}
+	}
+	for rows.Next() {
+		var (
+			poolID          int64
+			key, val, state string
+			runEnd          bool
+		)
+		if err := rows.Scan(&poolID, &key, &val, &state, &runEnd); err != nil {
+			return err
+		}
+		p := c.pools[poolID]
+		if p == nil {
+			c.add("stored_values", "allocation %s belongs to pool id %d, which does not exist", val, poolID)
+			continue
+		}
+		h := &held{pool: p, value: val, runEnd: runEnd}
+		h.v, h.ok = checkValueForm(p.sp, key, val)
+		if !h.ok {
+			c.add("stored_values", "pool %q: allocation %q has the key %s, which does not name it", p.Name, val, key)
+		}
+		closeRun(h)
+		if prev == nil || prev.pool != p {
+			ri = 0
+		}
+		prev = h
+		if !h.ok {
+			continue
+		}
+		for ri < len(p.ranges) && (!p.ranges[ri].ok || p.ranges[ri].last.cmp(h.v) < 0) {
+			ri++
+		}
+		// Ranges sorted by first value: the first one whose last value is
+		// not below v is the only candidate unless ranges overlap, which
+		// ranges_disjoint reports.
+		var in *checkRange
+		for j := ri; j < len(p.ranges) && p.ranges[j].first.cmp(h.v) <= 0; j++ {
+			if p.ranges[j].ok && p.ranges[j].last.cmp(h.v) >= 0 {
+				in = p.ranges[j]
+				break
+			}
+		}
+		if in == nil {
+			c.add("allocation_in_range", "pool %q: %s (%s) lies in no range of the pool", p.Name, val, state)
+			continue
+		}
+		if state == models.StateQuarantined {
+			in.quarantined++
+		} else {
+			in.allocated++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	closeRun(nil)
+	return checkRangeCounts(c)
+}
+
+func checkRangeCounts(c *checker) error {
+	type count struct {
+		RangeID     int64
+		Allocated   int64
+		Quarantined int64
+	}
+	var counts []count
+	if err := c.q.Raw(`SELECT range_id, allocated, quarantined FROM range_counts`).Scan(&counts).Error; err != nil {
+		return err
+	}
+	stored := map[int64]count{}
+	for _, k := range counts {
+		stored[k.RangeID] = k
+	}
+	ids := make([]int64, 0, len(c.pools))
+	for id := range c.pools {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	seen := map[int64]bool{}
+	for _, id := range ids {
+		p := c.pools[id]
+		for _, r := range p.ranges {
+			seen[r.ID] = true
+			k, ok := stored[r.ID]
+			switch {
+			case !ok:
+				c.add("range_counts", "pool %q: range %s..%s has no range_counts row (recount: %d allocated, %d quarantined)", p.Name, r.FirstValue, r.LastValue, r.allocated, r.quarantined)
+			case k.Allocated != r.allocated || k.Quarantined != r.quarantined:
+				c.add("range_counts", "pool %q: range %s..%s counts %d allocated, %d quarantined; a recount finds %d and %d",
+					p.Name, r.FirstValue, r.LastValue, k.Allocated, k.Quarantined, r.allocated, r.quarantined)
+			}
+		}
+	}
+	for _, k := range counts {
+		if !seen[k.RangeID] {
+			var n int64
+			if err := c.q.Raw(`SELECT COUNT(*) FROM pool_ranges WHERE id = ?`, k.RangeID).Scan(&n).Error; err != nil {
+				return err
+			}
+			if n == 0 {
+				c.add("range_counts", "range_counts has a row for range %d, which does not exist", k.RangeID)
+			}
+		}
+	}
+	return nil
+}
