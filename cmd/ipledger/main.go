@@ -42,6 +42,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(
 		newServeCmd(), newMigrateCmd(), newTokenCmd(),
+		newBackupCmd(), newRestoreCmd(cf), newCheckCmd(cf),
 		newPoolCmd(cf), newEventsCmd(cf), newAddressCmd(cf),
 		newExpectedMachineCmd(cf), newMachineCmd(cf), newBindingCmd(cf),
 		newWebhookCmd(cf), newCNIIPAMCmd(cf),

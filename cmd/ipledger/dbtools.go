@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/models"
+)
+
+// `ipledger backup`, `restore` and `check` open the database directly
+// (docs/operations.md, "Backups" and "Checking a database").
+
+func newBackupCmd() *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "backup --to FILE",
+		Short: "Write an online, consistent copy of the SQLite database to FILE (PostgreSQL: see docs/operations.md)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				return fmt.Errorf("--to: the backup file is required")
+			}
+			c, err := loadConfig(cmd.Flags(), os.LookupEnv, databaseSettings...)
+			if err != nil {
+				return err
+			}
+			if t, err := models.ParseURL(c.DatabaseURL); err != nil {
+				return err
+			} else if t.Dialect == models.Postgres {
+				return models.ErrPostgresBackup
+			}
+			db, _, err := models.Open(c.DatabaseURL)
+			if err != nil {
+				return err
+			}
+			defer closeDB(db)
+			v, err := models.Backup(cmd.Context(), db, to)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backup written to %s (schema version %d, integrity ok)\n", to, v)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "backup file to write (must not exist)")
+	bindFlags(cmd.Flags(), databaseSettings...)
+	return cmd
+}
+
+func newRestoreCmd(cf *clientFlags) *cobra.Command {
+	var from string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "restore --from FILE",
+		Short: "Replace the SQLite database with a backup, then check it (refuses a non-empty database without --force)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if from == "" {
+				return fmt.Errorf("--from: the backup file is required")
+			}
+			c, err := loadConfig(cmd.Flags(), os.LookupEnv, databaseSettings...)
+			if err != nil {
+				return err
+			}
+			t, err := models.ParseURL(c.DatabaseURL)
+			if err != nil {
+				return err
+			}
+			v, err := models.Restore(from, t, force)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %s into %s (schema version %d)\n", from, t.Path, v)
+			if v < models.SchemaVersion() {
+				fmt.Fprintf(cmd.OutOrStdout(), "the backup is at schema version %d: `ipledger migrate` or the next start brings it to %d\n", v, models.SchemaVersion())
+				return nil
+			}
+			return runCheck(cmd.Context(), cmd.OutOrStdout(), c.DatabaseURL, cf.output)
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "backup file written by `ipledger backup`")
+	cmd.Flags().BoolVar(&force, "force", false, "replace a database that holds tables (stop its server first)")
+	bindFlags(cmd.Flags(), databaseSettings...)
+	return cmd
+}
+
+func newCheckCmd(cf *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Check the database's consistency: every storage rule, counters against a recount, run ends, revisions (exit status 1 when anything is wrong)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := loadConfig(cmd.Flags(), os.LookupEnv, databaseSettings...)
+			if err != nil {
+				return err
+			}
+			return runCheck(cmd.Context(), cmd.OutOrStdout(), c.DatabaseURL, cf.output)
+		},
+	}
+	bindFlags(cmd.Flags(), databaseSettings...)
+	return cmd
+}
+
+// runCheck opens the database without migrating it, checks it and prints
+// the result; an error when anything is wrong.
+func runCheck(ctx context.Context, out io.Writer, url, output string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	db, _, err := models.OpenWith(url, models.OpenOptions{MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer closeDB(db)
+	res, err := allocator.New(db, allocator.Options{}).Check(ctx)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		printCheck(out, res)
+	}
+	if !res.OK() {
+		n := len(res.Findings)
+		for _, k := range res.Omitted {
+			n += k
+		}
+		return fmt.Errorf("check: %d problem(s) found", n)
+	}
+	return nil
+}
+
+func printCheck(out io.Writer, res *allocator.CheckResult) {
+	for _, r := range res.Rules {
+		status := "ok  "
+		if res.Failed(r.Name) {
+			status = "FAIL"
+		}
+		fmt.Fprintf(out, "%s %-20s %s\n", status, r.Name, r.Rule)
+		for _, f := range res.Findings {
+			if f.Rule == r.Name {
+				fmt.Fprintf(out, "       - %s\n", f.Message)
+			}
+		}
+		if n := res.Omitted[r.Name]; n > 0 {
+			fmt.Fprintf(out, "       - … and %d more\n", n)
+		}
+	}
+	if res.OK() {
+		fmt.Fprintf(out, "%s database: consistent (%d rules)\n", res.Dialect, len(res.Rules))
+	}
+}
+
+func closeDB(db *gorm.DB) {
+	if s, err := db.DB(); err == nil {
+		s.Close()
+	}
+}

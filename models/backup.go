@@ -1,0 +1,196 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gorm.io/gorm"
+)
+
+// Backups of the embedded SQLite file (docs/operations.md, "Backups").
+// PostgreSQL is backed up with its own tools (pg_dump, continuous
+// archiving); ipledger does not wrap them: they must match the server's
+// major version and the site's archive settings, which only the site knows.
+
+// ErrPostgresBackup is returned by Backup and Restore for PostgreSQL.
+var ErrPostgresBackup = errors.New("a PostgreSQL database is backed up and restored with PostgreSQL's own tools " +
+	"(pg_dump --format=custom and pg_restore, or continuous archiving for point-in-time recovery): " +
+	"see docs/operations.md, \"Backups\"; run `ipledger check` on the restored database")
+
+// Backup writes a consistent copy of the SQLite database behind db to path
+// while other connections and processes keep writing: VACUUM INTO reads
+// one snapshot (a read transaction, which in WAL mode never blocks a
+// writer) and writes a compact, self-contained file. The copy goes to a
+// temporary name beside path, is checked (integrity_check, a readable
+// schema version) and synced, then renamed: path is either absent or a
+// complete backup. path must not exist.
+func Backup(ctx context.Context, db *gorm.DB, path string) (schemaVersion int, err error) {
+	if DialectOf(db) != SQLite {
+		return 0, ErrPostgresBackup
+	}
+	if _, err := os.Stat(path); err == nil {
+		return 0, fmt.Errorf("backup file %q exists: choose a new name", path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return 0, err
+	}
+	tmp := path + ".partial"
+	_ = os.Remove(tmp)
+	defer os.Remove(tmp)
+	if err := db.WithContext(ctx).Exec(`VACUUM INTO ?`, tmp).Error; err != nil {
+		return 0, fmt.Errorf("copy the database: %w", err)
+	}
+	v, err := VerifySQLiteFile(tmp)
+	if err != nil {
+		return 0, fmt.Errorf("the copy does not verify: %w", err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return 0, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return 0, err
+	}
+	return v, syncDir(filepath.Dir(path))
+}
+
+// VerifySQLiteFile opens an SQLite file read-only, runs its integrity
+// check and returns the ipledger schema version it holds.
+func VerifySQLiteFile(path string) (int, error) {
+	if _, err := os.Stat(path); err != nil {
+		return 0, err
+	}
+	db, _, err := OpenTarget(sqliteReadOnly(path))
+	if err != nil {
+		return 0, err
+	}
+	if s, e := db.DB(); e == nil {
+		defer s.Close()
+	}
+	var res []string
+	if err := db.Raw(`PRAGMA integrity_check`).Scan(&res).Error; err != nil {
+		return 0, fmt.Errorf("integrity check of %q: %w", path, err)
+	}
+	if len(res) != 1 || res[0] != "ok" {
+		return 0, fmt.Errorf("integrity check of %q: %v", path, res)
+	}
+	var v int
+	if err := db.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v).Error; err != nil {
+		return 0, fmt.Errorf("%q is not an ipledger database: %w", path, err)
+	}
+	if v > SchemaVersion() {
+		return v, fmt.Errorf("%q holds schema version %d, newer than this build's %d: restore it with the release that wrote it", path, v, SchemaVersion())
+	}
+	return v, nil
+}
+
+// Restore puts the SQLite backup from in place of the database to. It
+// refuses a target that holds any table unless force is set; the server
+// using the target must be stopped first. The backup is verified, copied
+// beside the target, synced, the target's WAL and shared-memory files are
+// removed (a stale WAL would be replayed over the restored file), and the
+// copy is renamed over the target.
+func Restore(from string, to Target, force bool) (schemaVersion int, err error) {
+	if to.Dialect != SQLite {
+		return 0, ErrPostgresBackup
+	}
+	v, err := VerifySQLiteFile(from)
+	if err != nil {
+		return 0, err
+	}
+	n, err := sqliteTables(to)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 && !force {
+		return 0, fmt.Errorf("database %q is not empty (%d tables): stop the server using it and restore with --force to replace it", to.Path, n)
+	}
+	tmp := to.Path + ".restore"
+	if err := copyFile(from, tmp); err != nil {
+		os.Remove(tmp)
+		return 0, err
+	}
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		if err := os.Remove(to.Path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			os.Remove(tmp)
+			return 0, err
+		}
+	}
+	if err := os.Rename(tmp, to.Path); err != nil {
+		os.Remove(tmp)
+		return 0, err
+	}
+	return v, syncDir(filepath.Dir(to.Path))
+}
+
+// sqliteTables counts the tables of the SQLite file of t (0 when the file
+// is absent or empty).
+func sqliteTables(t Target) (int, error) {
+	st, err := os.Stat(t.Path)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && st.Size() == 0) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	db, _, err := OpenTarget(sqliteReadOnly(t.Path))
+	if err != nil {
+		return 0, err
+	}
+	if s, e := db.DB(); e == nil {
+		defer s.Close()
+	}
+	var n int
+	err = db.Raw(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'`).Scan(&n).Error
+	return n, err
+}
+
+// sqliteReadOnly opens a file read-only, without the pragmas that write
+// (journal_mode) or the immediate transactions of a server's handle.
+func sqliteReadOnly(path string) Target {
+	esc := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
+	return Target{Dialect: SQLite, DSN: "file:" + esc + "?mode=ro&_pragma=busy_timeout(10000)", Path: path}
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	_ = d.Sync() // not every filesystem syncs a directory
+	return nil
+}
