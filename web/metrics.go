@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/buildinfo"
 )
 
 // Metrics are the server's Prometheus metrics. The allocator's change and
@@ -66,7 +67,14 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		Name: "ipledger_allocation_batch_grouped_total",
 		Help: "Guessed batches committed in one transaction with other pools' batches (PostgreSQL).",
 	}, func() float64 { return float64(allocator.GroupedBatches()) })
-	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, guessHits, guessMisses, grouped,
+	in := buildinfo.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "ipledger_build_info",
+		Help:        "The running build: always 1, the version, commit and Go version as labels.",
+		ConstLabels: prometheus.Labels{"version": in.Version, "commit": in.Commit, "goversion": in.GoVersion},
+	})
+	build.Set(1)
+	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, guessHits, guessMisses, grouped, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ipledger/ipledger/buildinfo"
 )
 
 type clientFlags struct {
@@ -80,6 +82,7 @@ func (c *client) call(method, path string, body any, ctype string, headers map[s
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
+	req.Header.Set("User-Agent", buildinfo.UserAgent("ipledger-cli"))
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

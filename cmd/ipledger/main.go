@@ -45,7 +45,7 @@ func newRootCmd() *cobra.Command {
 		newBackupCmd(), newRestoreCmd(cf), newCheckCmd(cf),
 		newPoolCmd(cf), newEventsCmd(cf), newAddressCmd(cf),
 		newExpectedMachineCmd(cf), newMachineCmd(cf), newBindingCmd(cf),
-		newWebhookCmd(cf), newCNIIPAMCmd(cf),
+		newWebhookCmd(cf), newCNIIPAMCmd(cf), newVersionCmd(),
 	)
 	return root
 }
