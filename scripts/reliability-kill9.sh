@@ -14,8 +14,10 @@
 #
 #   scripts/reliability-kill9.sh                 # 30 s load, kill at 10 s
 #   LOAD=10s KILL_AT=4 scripts/reliability-kill9.sh   # the CI form
+#   DB=sqlite LOAD=10s KILL_AT=4 scripts/reliability-kill9.sh   # both servers on one SQLite file
 #
-# Exits non-zero on any violation. Runs its own PostgreSQL on $PGPORT.
+# Exits non-zero on any violation. Runs its own PostgreSQL on $PGPORT, or
+# with DB=sqlite a fresh SQLite file (checked with the sqlite3 CLI).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/check-db.sh"
 
@@ -29,10 +31,21 @@ CLIENTS=${CLIENTS:-32}
 # transaction"); by default one pool, rel.
 POOLS=${POOLS:-}
 
+DB=${DB:-postgres}
 log "building"
 build
-log "starting PostgreSQL on :$PGPORT in $H7_TMP"
-pg_start
+case "$DB" in
+postgres)
+	log "starting PostgreSQL on :$PGPORT in $H7_TMP"
+	pg_start
+	;;
+sqlite)
+	command -v sqlite3 >/dev/null || die "DB=sqlite needs the sqlite3 CLI (apt-get install sqlite3)"
+	SQLITE_FILE=$H7_TMP/kill9.db
+	DB_URL="sqlite:$SQLITE_FILE"
+	;;
+*) die "DB=$DB: want postgres or sqlite" ;;
+esac
 API_PORT=$P1
 server_start $P1
 server_start $P2
@@ -58,7 +71,7 @@ fi
 
 sleep "$KILL_AT"
 victim=$(server_pid $P1)
-before=$(psql_q -c "SELECT count(*) FROM allocations")
+before=$(db_q "SELECT count(*) FROM allocations")
 log "kill -9 server :$P1 (pid $victim) with $before allocations stored"
 kill -KILL "$victim"
 wait "$victim" 2>/dev/null || true
