@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Group commit of site-explorer reports (docs/decisions.md "Group commit
-// of reports").
+// Group commit of site-explorer reports (docs/decisions.md "Reports
+// arriving together commit as one batch").
 //
 // Every report locks lo-ip and lo-ip-v6 before it touches a machine row
 // (the lock order that keeps reports, deletes and ExpectedMachine edits

@@ -8,8 +8,8 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// Set-based ingestion of a batch of reports (docs/decisions.md "Group
-// commit of reports").
+// Set-based ingestion of a batch of reports (docs/decisions.md "Plain
+// reports are ingested set-based").
 //
 // Most reports of a bring-up are of the two plainest kinds: a host and
 // DPUs the site has never seen, whose loopbacks are their reservations or
