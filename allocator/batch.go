@@ -14,10 +14,8 @@ import (
 // "Group commit of automatic allocations").
 //
 // The allocations of one pool are serialized by the pool's row lock: two
-// writers must not pick the same "lowest free" value. Run one by one, each
-// allocation holds that lock for a dozen database round trips and one
-// commit, so one pool gives at most 1 / (lock hold time) allocations per
-// second however many clients there are. Instead, the automatic Allocate
+// writers must not pick the same "lowest free" value, so one pool gives at
+// most 1 / (lock hold time) transactions per second. The automatic Allocate
 // calls of one pool that arrive in the same process while an earlier batch
 // runs queue up, and one goroutine per pool runs the queue as the next
 // batch: one transaction, one lock acquisition, one set-based gap search,
@@ -75,11 +73,9 @@ func (r *allocReq) finish(out Allocation, created bool, err error) {
 	close(r.done)
 }
 
-// allocQueue is the queue of one pool while its leader runs. One leader
-// per pool and process: a second one, taking the requests queued while the
-// first holds the lock and waiting for the lock inside PostgreSQL, made
-// batches smaller and gave 20 % less throughput at 8 and 32 clients
-// (docs/decisions.md).
+// allocQueue is the queue of one pool while its leader runs: one leader
+// per pool and process (docs/decisions.md "One leader per pool and
+// process").
 type allocQueue struct {
 	pending []*allocReq
 	running bool

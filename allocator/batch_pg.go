@@ -92,8 +92,7 @@ var (
 // leaderConn is the database connection a pool's leader keeps from one
 // batch to the next while its queue is busy, so that it does not wait for
 // a connection behind the requests' own reads (token look-ups) before
-// every batch — under 32 in-process clients that wait made batches take
-// 150 ms. It is returned to the pool when the queue empties.
+// every batch. It is returned to the pool when the queue empties.
 type leaderConn struct {
 	conn *sql.Conn
 	// guess is the guess for the pool's next batch (batch_guess.go); it

@@ -15,10 +15,9 @@ import (
 // records are validated as a whole first; what is written then is the
 // same as record-by-record writes would write — each record's row, its
 // DPU rows, one audit event per created, updated or deleted record, in
-// list order — but in multi-row statements: a file of 60,000 records is a
-// few dozen statements instead of 180,000 (one INSERT each for the
-// record, its DPUs and its event), which took 15 s on SQLite and timed out
-// on PostgreSQL.
+// list order — but in multi-row statements, every 2,000 records
+// (docs/decisions.md "Replace-all writes set-based, in chunks of 2,000
+// records").
 
 // emUpdate is what updating a stored record to r changes.
 type emUpdate struct {
@@ -184,13 +183,9 @@ func (t *tx) insertEvents(events []models.AuditEvent) error {
 // limit is 65,535).
 const maxParams = 30000
 
-// sqliteParams bounds them on SQLite: the driver binds each parameter by
-// searching the statement's arguments from the first, so a statement's
-// binding costs the square of their number (999 parameters: 15 % of a
-// replace-all's CPU), and it parses a statement again at every execution
-// even when prepared, so that many small statements cost little more
-// than few large ones: 60,000 rows of 13 columns took the same time one
-// row per statement as 8 rows, and 15 % more at 76 rows.
+// sqliteParams bounds them on SQLite, whose driver binds parameters in
+// time quadratic in their number (docs/decisions.md "SQLite bulk
+// statements carry at most 128 parameters").
 const sqliteParams = 128
 
 // rowFunc appends the values of row i (in the columns' order) to dst.

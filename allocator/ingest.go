@@ -11,13 +11,14 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// This file is the DPU lifecycle of docs/reservations.md: ingestion (site-explorer
-// reports and direct discovery), the one shared operation EnsureLoopbacks,
-// reconciliation (startup and pool growth), decommission, delete and force
-// delete. Every write runs in one transaction that first locks lo-ip and
-// lo-ip-v6 (in name order) and only then touches machine rows, so that
-// concurrent reports, deletes and ExpectedMachine edits never deadlock and
-// a DPU is given one value per family however many reports race for it.
+// Ingestion of docs/reservations.md: one site-explorer report (Report) or
+// one directly discovered DPU (Discover) and the machine rows they write.
+// Report batches are in ingest_batch.go and ingest_bulk*.go, loopbacks in
+// loopbacks.go, reconciliation in reconcile.go, decommission and delete in
+// machine_removal.go. Every write runs in one transaction that first locks
+// lo-ip and lo-ip-v6 (in name order) and only then touches machine rows, so
+// that concurrent reports, deletes and ExpectedMachine edits never deadlock
+// and a DPU is given one value per family however many reports race for it.
 
 // ReportSpec is the body of POST /api/v1/site-explorer/reports: a host by
 // its BMC MAC address with the serial numbers of its DPUs (any order).

@@ -1,9 +1,8 @@
 package models
 
 // Migration 6 makes the pool page cost independent of the number of
-// allocations (the console pool page and the pool API answer in
-// under 100 ms at p99 with 1M allocations; before, each read counted every
-// allocation of the pool and every audit event of the last 30 days).
+// allocations: no read counts the pool's allocations or its recent audit
+// events (docs/decisions.md "Pool pages cost O(1) in allocations").
 //
 //   - range_counts holds, per range, how many allocations and quarantines
 //     lie in it. Triggers on allocations keep it right for every write,

@@ -7,16 +7,13 @@ import (
 )
 
 // defaultMemoryLimit is the Go runtime's soft memory limit for `ipledger
-// serve` unless GOMEMLIMIT says otherwise. A server's heap is tens of
-// megabytes; a replace-all of 60,000 ExpectedMachines briefly holds about
-// a hundred, and with the runtime's default pacing (GOGC=100) the process
-// grew to about twice its live heap, 410–490 MiB. Under this limit the
-// collector runs sooner instead (the runtime caps the extra GC work, so a
-// larger live heap costs CPU, never an out-of-memory stop). The limit
-// leaves room for what the Go runtime does not count: SQLite's page
-// caches and statement journals, about 100 MiB at the peak of that
-// replace-all (224 MiB let the process reach 310–320 MiB; 170 MiB kept it
-// at 275 MiB for the same CPU time, docs/benchmarks.md "Imports").
+// serve` unless GOMEMLIMIT says otherwise. A large replace-all briefly
+// holds about a hundred megabytes of live heap; under the limit the
+// collector runs sooner instead of letting the process grow to twice that
+// (the runtime caps the extra GC work: a larger live heap costs CPU, never
+// an out-of-memory stop). It leaves about 100 MiB for what Go does not
+// count, SQLite's page caches and statement journals (docs/decisions.md
+// "A soft memory limit of 170 MiB").
 const defaultMemoryLimit = 170 << 20
 
 func setMemoryLimit(log *slog.Logger) {
