@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"log/slog"
 	"strings"
@@ -40,24 +41,58 @@ type WriteOptions struct {
 // Attempts is how many times Write runs a write that keeps losing races.
 const Attempts = 5
 
-// Write runs fn in one transaction, retrying a few times when the database
-// reports a lost race (deadlock, serialization failure, SQLite busy), and
-// maps database errors: constraint violations become 409 conflict, lost
-// connections 503 unavailable.
+// FailoverAttempts bounds the extra runs of a write whose PostgreSQL
+// server went away or turned read-only (models.IsFailover); between them
+// Write waits 25 ms, 50 ms, … up to 400 ms, about 0.8 s in all, the time a
+// promoted standby takes to accept writes on this machine
+// (docs/reliability.md, "PostgreSQL failover").
+const FailoverAttempts = 5
+
+// Write runs fn in one transaction and maps database errors: constraint
+// violations become 409 conflict, a lost database 503 unavailable.
+//
+// It runs fn again when the attempt could not have committed:
+//   - a lost race (deadlock, serialization failure, SQLite busy), up to
+//     Attempts runs in all;
+//   - a failover (models.IsFailover: 57P01, 25006, a lost or refused
+//     connection) met before COMMIT was sent, up to FailoverAttempts more
+//     runs, each on a fresh connection: on PostgreSQL every attempt runs
+//     on a connection of its own, which is discarded after such an error,
+//     so a retry reconnects and a multi-host URL finds the new primary.
+//
+// A failover met by the COMMIT itself is never run again: the commit may
+// have happened, so the caller gets 503 (retry; allocation is idempotent
+// by owner) rather than a second, possibly different, answer.
 func Write(ctx context.Context, db *gorm.DB, opts WriteOptions, fn func(t *Tx) error) error {
 	var err error
-	for attempt := 0; attempt < Attempts; attempt++ {
+	races, failovers := 0, 0
+	pin := opts.OwnConn || models.DialectOf(db) == models.Postgres
+	for attempt := 0; ; attempt++ {
 		t := &Tx{Ctx: ctx, Now: opts.Now, Attempt: attempt}
+		committing := false
 		run := func(g *gorm.DB) error {
 			return g.Transaction(func(g *gorm.DB) error {
 				t.DB = g
-				return fn(t)
+				if err := fn(t); err != nil {
+					return err
+				}
+				committing = true
+				return nil
 			})
 		}
-		if opts.OwnConn {
+		if pin {
 			err = db.WithContext(ctx).Connection(func(c *gorm.DB) error {
-				t.Conn, _ = c.Statement.ConnPool.(*sql.Conn)
-				return run(c)
+				conn, _ := c.Statement.ConnPool.(*sql.Conn)
+				if opts.OwnConn {
+					t.Conn = conn
+				}
+				err := run(c)
+				if err != nil && conn != nil && models.IsFailover(err) {
+					// The server went away or refuses writes: never hand
+					// this connection to another write.
+					_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+				}
+				return err
 			})
 		} else {
 			err = run(db.WithContext(ctx))
@@ -65,12 +100,22 @@ func Write(ctx context.Context, db *gorm.DB, opts WriteOptions, fn func(t *Tx) e
 		if err == nil {
 			return nil
 		}
-		if !models.IsRetryable(err) {
-			break
+		switch {
+		case models.IsRetryable(err) && races < Attempts-1:
+			races++
+			time.Sleep(time.Duration(races) * 15 * time.Millisecond)
+		case models.IsFailover(err) && !committing && ctx.Err() == nil && failovers < FailoverAttempts:
+			failovers++
+			slog.Warn("database failover: running the transaction again on a fresh connection", "attempt", failovers, "error", err)
+			select {
+			case <-ctx.Done():
+				return MapCtxError(ctx, err)
+			case <-time.After(min(25*time.Millisecond<<(failovers-1), 400*time.Millisecond)):
+			}
+		default:
+			return MapCtxError(ctx, err)
 		}
-		time.Sleep(time.Duration(attempt+1) * 15 * time.Millisecond)
 	}
-	return MapCtxError(ctx, err)
 }
 
 // Read runs fn with a read-only handle, mapping database errors.

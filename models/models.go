@@ -197,6 +197,9 @@ func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	if IsFailover(err) {
+		return true // 25006 included: a server that turned read-only
+	}
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
 		// 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect
