@@ -170,6 +170,28 @@
   document.addEventListener("htmx:responseError", function (ev) { if (ev.target && ev.target.id === "board") nocStale(true); });
   document.addEventListener("htmx:timeout", function (ev) { if (ev.target && ev.target.id === "board") nocStale(true); });
   document.addEventListener("htmx:afterSettle", function () { if (document.getElementById("board")) nocStale(false); });
+  // The board refreshes every 15 s, which is too slow to notice a server
+  // gone: a light liveness probe every 3 s shows the banner at once, and
+  // refreshes the board as soon as the server answers again.
+  var nocProbeFailed = false;
+  function nocProbe() {
+    if (!document.getElementById("board")) return;
+    var ctl = window.AbortController ? new AbortController() : null;
+    var timer = setTimeout(function () { if (ctl) ctl.abort(); }, 2500);
+    fetch("/healthz", {cache: "no-store", credentials: "same-origin", signal: ctl ? ctl.signal : undefined})
+      .then(function (r) {
+        clearTimeout(timer);
+        if (!r.ok) throw new Error("status " + r.status);
+        if (nocProbeFailed && window.htmx) {
+          window.htmx.ajax("GET", "/noc", {source: "#board", target: "#board", select: "#board", swap: "outerHTML"});
+        }
+        nocProbeFailed = false;
+      })
+      .catch(function () { clearTimeout(timer); nocProbeFailed = true; nocStale(true); });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    if (document.getElementById("board") && window.fetch) setInterval(nocProbe, 3000);
+  });
 
   // ExpectedDpu rows are removed in place; the form is validated again.
   // Without JavaScript the same button posts the form, which the server

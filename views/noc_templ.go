@@ -754,7 +754,7 @@ func NOCBoard(v NOCView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "</div></section><section class=\"noc-panel\" style=\"margin-top:1rem\"><h2>Conflicts</h2><ul class=\"noc-list\" id=\"noc-conflicts\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "</div></section><section class=\"noc-panel\"><h2>Conflicts</h2><ul class=\"noc-list\" id=\"noc-conflicts\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -828,7 +828,7 @@ func NOCBoard(v NOCView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 62, "</ul></section><section class=\"noc-panel\" style=\"margin-top:1rem\"><h2>Recent force deletes</h2><ul class=\"noc-list\" id=\"noc-force-deletes\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 62, "</ul></section><section class=\"noc-panel\"><h2>Recent force deletes</h2><ul class=\"noc-list\" id=\"noc-force-deletes\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
