@@ -39,10 +39,13 @@ type EventFilter struct {
 	Action     string // exact, or a prefix ending in "." such as "allocation."
 	ObjectType string
 	ObjectID   string
-	Since      time.Time
-	Until      time.Time
-	Limit      int
-	Cursor     string
+	// Machine limits the log to the events the machine page's History
+	// shows: the machine, its DPUs, its ExpectedMachine and its values.
+	Machine string
+	Since   time.Time
+	Until   time.Time
+	Limit   int
+	Cursor  string
 }
 
 // EventPage is one page of events, newest first.
@@ -67,9 +70,20 @@ func (a *Allocator) ListEvents(ctx context.Context, f EventFilter) (*EventPage, 
 		}
 		cursor = n
 	}
+	var scope *machineScope
+	if f.Machine != "" {
+		s, err := a.machineEventScope(ctx, f.Machine)
+		if err != nil {
+			return nil, err
+		}
+		scope = &s
+	}
 	var rows []models.AuditEvent
 	err := a.read(ctx, func(db *gorm.DB) error {
 		q := db.Model(&models.AuditEvent{})
+		if scope != nil {
+			q = q.Where(scope.where(db))
+		}
 		if f.Actor != "" {
 			q = q.Where("actor = ?", f.Actor)
 		}

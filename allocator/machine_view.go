@@ -140,22 +140,65 @@ func (a *Allocator) heldValues(db *gorm.DB, ids []string, names map[string]strin
 	return out, nil
 }
 
-// machineHistory is the newest audit events of the machines, their
-// ExpectedMachine and the values they hold (each an index probe of
-// audit_events (object_type, object_id)).
-func machineHistory(db *gorm.DB, ids []string, em *ExpectedMachine, values []HeldValue) ([]Event, error) {
-	q := db.Model(&models.AuditEvent{}).Where("(object_type = 'machine' AND object_id IN ?)", ids)
+// machineScope is what a machine's audit history covers: the machines
+// (the host or DPU and, for a host, its DPUs), the ExpectedMachine and the
+// values they hold or held. The machine page's History and the audit log
+// filtered by machine read the same scope, so they list the same events.
+type machineScope struct {
+	machines []string
+	expected string
+	values   []string
+}
+
+// where is the scope as one grouped condition (each branch an index probe
+// of audit_events (object_type, object_id)).
+func (s machineScope) where(db *gorm.DB) *gorm.DB {
+	g := db.Session(&gorm.Session{NewDB: true}).Where("(object_type = 'machine' AND object_id IN ?)", s.machines)
+	if s.expected != "" {
+		g = g.Or("(object_type = 'expected_machine' AND object_id = ?)", s.expected)
+	}
+	if len(s.values) > 0 {
+		g = g.Or("(object_type = 'allocation' AND object_id IN ?)", s.values)
+	}
+	return g
+}
+
+func newMachineScope(ids []string, em *ExpectedMachine, values []HeldValue) machineScope {
+	s := machineScope{machines: ids}
 	if em != nil {
-		q = q.Or("(object_type = 'expected_machine' AND object_id = ?)", em.ID)
+		s.expected = em.ID
 	}
-	var objs []string
 	for _, v := range values {
-		objs = append(objs, v.Pool+"/"+v.Value)
+		s.values = append(s.values, v.Pool+"/"+v.Value)
 	}
-	if len(objs) > 0 {
-		q = q.Or("(object_type = 'allocation' AND object_id IN ?)", objs)
+	return s
+}
+
+// machineEventScope resolves the audit scope of the machine id as the
+// machine page's History reads it. A machine that no longer exists (force
+// deleted) is its own events only: what is known of it.
+func (a *Allocator) machineEventScope(ctx context.Context, id string) (machineScope, error) {
+	d, err := a.MachineDetail(ctx, id)
+	if err != nil {
+		if e, ok := AsError(err); ok && e.Code == CodeNotFound {
+			return machineScope{machines: []string{id}}, nil
+		}
+		return machineScope{}, err
 	}
+	ids := []string{d.Machine.MachineID}
+	if d.Machine.Kind == KindHost {
+		for _, x := range d.Machine.DPUs {
+			ids = append(ids, x.MachineID)
+		}
+	}
+	return newMachineScope(ids, d.ExpectedMachine, d.Values), nil
+}
+
+// machineHistory is the newest audit events of the machines, their
+// ExpectedMachine and the values they hold.
+func machineHistory(db *gorm.DB, ids []string, em *ExpectedMachine, values []HeldValue) ([]Event, error) {
 	var rows []models.AuditEvent
+	q := db.Model(&models.AuditEvent{}).Where(newMachineScope(ids, em, values).where(db))
 	if err := q.Order("id DESC").Limit(machineHistoryLimit).Find(&rows).Error; err != nil {
 		return nil, err
 	}

@@ -30,9 +30,12 @@ func (h *Console) Events(c echo.Context) error {
 	v := views.EventsView{Page: h.page(c, "Audit log", "events"), Errors: views.Errors{}}
 	v.Filter = views.EventFilter{Actor: c.QueryParam("actor"), Action: c.QueryParam("action"),
 		ObjectType: c.QueryParam("object_type"), ObjectID: c.QueryParam("object_id"),
-		Since: c.QueryParam("since"), Until: c.QueryParam("until")}
+		Since: c.QueryParam("since"), Until: c.QueryParam("until"), Machine: c.QueryParam("machine")}
 	f := allocator.EventFilter{Actor: v.Filter.Actor, Action: v.Filter.Action, ObjectType: v.Filter.ObjectType,
-		ObjectID: v.Filter.ObjectID, Limit: 100, Cursor: c.QueryParam("cursor")}
+		ObjectID: v.Filter.ObjectID, Machine: v.Filter.Machine, Limit: 100, Cursor: c.QueryParam("cursor")}
+	if v.Filter.Machine != "" {
+		v.Filter.MachineName = h.machineName(c, v.Filter.Machine)
+	}
 	for _, p := range []struct {
 		name, val string
 		dst       *time.Time

@@ -53,3 +53,13 @@ func machineIDsOf(d *allocator.MachineDetail) []string {
 	}
 	return ids
 }
+
+// machineName is how the console names the machine id (its host name or
+// DPU serial), the short id when nothing is known of it.
+func (h *Console) machineName(c echo.Context, id string) string {
+	names, err := h.A.MachineNames(Ctx(c), []string{id})
+	if err == nil && names[id] != "" {
+		return names[id]
+	}
+	return views.ShortID(id)
+}

@@ -1,0 +1,78 @@
+package web_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+)
+
+// eachDialect runs the browser test body on a believable site (see
+// seedBelievableSite) on SQLite and on PostgreSQL.
+func eachDialect(t *testing.T, body func(t *testing.T, site *consoleSite)) {
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			if d == models.Postgres {
+				dbtest.RequirePostgres(t)
+			}
+			site := newConsoleSite(t, dbtest.Open(t, d))
+			seedBelievableSite(t, site)
+			body(t, site)
+		})
+	}
+}
+
+// evalJS evaluates a JavaScript expression, failing the test on error.
+func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// TestMachineAuditLinkE2E: the machine page's "Audit log of the machine →"
+// opens a log with the same events as the page's History (the reservation
+// edit of its ExpectedMachine, its DPUs' events, its values), not only the
+// events whose object is the host itself.
+func TestMachineAuditLinkE2E(t *testing.T) {
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, allocator.RoleViewer)
+		host := allocator.HostMachineID("2a:00:00:00:00:31")
+		run(t, ctx, "machine page",
+			chromedp.Navigate(site.srv.URL+"/machines/"+host),
+			poll(`document.querySelector("tr[data-event]") !== null`),
+		)
+		history := evalJS[[]string](t, ctx, `[...document.querySelectorAll("tr[data-event]")].map(r => r.dataset.event)`)
+		actions := evalJS[[]string](t, ctx, `[...document.querySelectorAll("tr[data-event] td:nth-child(3)")].map(td => td.innerText.trim())`)
+		if len(history) < 3 {
+			t.Fatalf("the machine page's History lists %d events (%v); the seed gives it more", len(history), actions)
+		}
+		run(t, ctx, "follow the audit log link",
+			chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("a")].find(a => a.innerText.includes("Audit log of the machine")).click(), true`),
+			poll(`location.pathname === "/events" && document.querySelector("#events-table") !== null`),
+		)
+		logged := evalJS[[]string](t, ctx, `[...document.querySelectorAll("#events-table tr[data-event]")].map(r => r.dataset.event)`)
+		in := map[string]bool{}
+		for _, id := range logged {
+			in[id] = true
+		}
+		for i, id := range history {
+			if !in[id] {
+				t.Errorf("History's event %s (%s) is not in the machine's audit log (%d events)", id, actions[i], len(logged))
+			}
+		}
+		if len(logged) != len(history) {
+			t.Errorf("the machine's audit log lists %d events, its History %d", len(logged), len(history))
+		}
+		if !evalJS[bool](t, ctx, `document.querySelector("#machine-scope") !== null && document.querySelector("#machine-scope").innerText.includes("rack8-u01")`) {
+			t.Errorf("the machine's audit log does not say whose events it lists")
+		}
+	})
+}
