@@ -93,8 +93,8 @@ func (a *Allocator) CreateSession(ctx context.Context, tokenID int64, ttl time.D
 		if err := t.Exec(`DELETE FROM console_sessions WHERE expires_at <= ?`, now.Unix()).Error; err != nil {
 			return err
 		}
-		return t.Exec(`INSERT INTO console_sessions (id, token_id, created_at, expires_at) VALUES (?, ?, ?, ?)`,
-			sessionHash(id), tokenID, now.Unix(), exp.Unix()).Error
+		return t.Exec(`INSERT INTO console_sessions (id, token_id, created_at, expires_at, last_seen_at) VALUES (?, ?, ?, ?, ?)`,
+			sessionHash(id), tokenID, now.Unix(), exp.Unix(), now.Unix()).Error
 	})
 	if err != nil {
 		return "", time.Time{}, err
@@ -132,8 +132,8 @@ func (a *Allocator) Session(ctx context.Context, id string, ttl, renewEvery time
 	if s.Expires.Sub(now) < ttl-renewEvery {
 		exp := now.Add(ttl)
 		err := a.write(ctx, func(t *tx) error {
-			return t.Exec(`UPDATE console_sessions SET expires_at = ? WHERE id = ? AND expires_at < ?`,
-				exp.Unix(), h, exp.Unix()).Error
+			return t.Exec(`UPDATE console_sessions SET expires_at = ?, last_seen_at = ? WHERE id = ? AND expires_at < ?`,
+				exp.Unix(), now.Unix(), h, exp.Unix()).Error
 		})
 		if err != nil {
 			return nil, err

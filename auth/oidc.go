@@ -67,7 +67,7 @@ type OIDC struct {
 
 	mu      sync.Mutex
 	d       *discovered
-	trying  bool
+	attempt chan struct{} // closed when the running discovery ends
 	lastTry time.Time
 	lastErr error
 }
@@ -131,25 +131,40 @@ func (o *OIDC) discover(ctx context.Context) (*discovered, error) {
 		o.mu.Unlock()
 		return d, nil
 	}
-	// One attempt at a time, and none sooner than retryEvery after the
-	// last: callers meanwhile get the last error at once instead of
-	// queueing behind an issuer that does not answer.
-	if o.trying || (!o.lastTry.IsZero() && time.Since(o.lastTry) < o.retryEvery) {
-		err := o.lastErr
-		if err == nil {
-			err = errors.New("single sign-on is unavailable: the issuer is being discovered")
+	// One attempt at a time: a caller arriving during one waits for its
+	// outcome (bounded by the attempt's own timeout), and none starts
+	// sooner than retryEvery after the last, so an issuer that does not
+	// answer costs each request at most one wait.
+	if w := o.attempt; w != nil {
+		o.mu.Unlock()
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
+		o.mu.Lock()
+		d, err := o.d, o.lastErr
+		o.mu.Unlock()
+		if d != nil {
+			return d, nil
+		}
+		return nil, err
+	}
+	if !o.lastTry.IsZero() && time.Since(o.lastTry) < o.retryEvery {
+		err := o.lastErr
 		o.mu.Unlock()
 		return nil, err
 	}
-	o.trying, o.lastTry = true, time.Now()
+	w := make(chan struct{})
+	o.attempt, o.lastTry = w, time.Now()
 	o.mu.Unlock()
 
-	d, err := o.load(ctx)
+	d, err := o.load(context.WithoutCancel(ctx))
 
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.trying = false
+	o.attempt = nil
+	close(w)
 	if err != nil {
 		o.lastErr = fmt.Errorf("single sign-on is unavailable: the issuer %s does not answer discovery: %v", o.cfg.Issuer, err)
 		o.cfg.Log.Warn("OIDC discovery failed; retrying on demand", "issuer", o.cfg.Issuer, "error", err.Error())

@@ -156,6 +156,16 @@ func audit(ctx context.Context, tx *gorm.DB, at time.Time, action, actor string,
 	return tx.Create(&ev).Error
 }
 
+// PersonRef is the sessions page's reference of the person session id.
+func PersonRef(id string) string { return "u" + sessionHash(id)[:16] }
+
+// TokenSessionRef is the sessions page's reference of the token session id
+// (console_sessions keeps the SHA-256 of "session:" and the id).
+func TokenSessionRef(id string) string {
+	h := sha256.Sum256([]byte("session:" + id))
+	return "t" + hex.EncodeToString(h[:])[:16]
+}
+
 // OpenSession is a console session as the sessions page shows it: never
 // its id. Ref names it for "end session".
 type OpenSession struct {

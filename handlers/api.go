@@ -35,6 +35,22 @@ type Identity struct {
 	Name    string
 	Role    allocator.Role
 	Session bool
+	// Ambient marks a caller the browser authenticates on its own — a
+	// trusted proxy's user header, a client certificate — whose
+	// state-changing requests must not come from another site.
+	Ambient bool
+}
+
+const sessionRefKey = "ipledger.session_ref"
+
+// SetSessionRef records the sessions-page reference of the request's own
+// console session.
+func SetSessionRef(c echo.Context, ref string) { c.Set(sessionRefKey, ref) }
+
+// SessionRefOf returns it ("" without a session).
+func SessionRefOf(c echo.Context) string {
+	s, _ := c.Get(sessionRefKey).(string)
+	return s
 }
 
 const identityKey = "ipledger.identity"

@@ -26,6 +26,10 @@ type Console struct {
 	A *allocator.Allocator
 	// SecureCookies marks the flash cookie Secure (behind TLS).
 	SecureCookies bool
+	// SignIn is what the login page offers.
+	SignIn LoginOptions
+	// Sessions lists and ends console sessions (the sessions page).
+	Sessions SessionAdmin
 }
 
 const csrfKey = "ipledger.csrf"
@@ -90,6 +94,9 @@ func (h *Console) redirect(c echo.Context, target, kind, msg string, links ...vi
 	}
 	return c.Redirect(http.StatusSeeOther, target)
 }
+
+// Render is render for package web's pages (sign-in, refusals).
+func Render(c echo.Context, status int, comp templ.Component) error { return render(c, status, comp) }
 
 // render writes a component into a buffer first, so a late error still
 // becomes a clean error page instead of half a page.

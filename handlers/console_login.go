@@ -17,9 +17,34 @@ import (
 type SessionStore interface {
 	// Open starts a session for the token (sets the cookie).
 	Open(c echo.Context, tok *allocator.Token) error
-	// Close ends the session on the server and clears the cookie.
-	Close(c echo.Context) error
+	// Close ends the session on the server and clears the cookie; it
+	// returns where the browser goes next (the login page, or the
+	// identity provider's sign-out).
+	Close(c echo.Context) (string, error)
 }
+
+// LoginOptions is what the login page offers besides the token form.
+type LoginOptions struct {
+	// SSOName labels the single sign-on button ("": no single sign-on).
+	SSOName string
+	// SSOUnavailable says why single sign-on cannot be used now ("" when
+	// it can).
+	SSOUnavailable func(c echo.Context) string
+	// NoTokenForm turns the token form off (IPLEDGER_TOKEN_LOGIN=false).
+	NoTokenForm bool
+}
+
+// LoginView is the login page with an error and where to go after.
+func (h *Console) LoginView(c echo.Context, errMsg, next string) views.Login {
+	l := views.Login{Err: errMsg, Next: next, SSOName: h.SignIn.SSOName, NoTokenForm: h.SignIn.NoTokenForm}
+	if l.SSOName != "" && h.SignIn.SSOUnavailable != nil {
+		l.SSOUnavailable = h.SignIn.SSOUnavailable(c)
+	}
+	return l
+}
+
+// SafeNext is the rule of a post-login redirect (safeNext).
+func SafeNext(next string) string { return safeNext(next) }
 
 // safeNext keeps a post-login redirect on this site: a plain local path
 // ("/pools/lo-ip?state=quarantined"), or "/" for anything else — a scheme,
@@ -51,17 +76,20 @@ func (h *Console) LoginForm(c echo.Context) error {
 		// meant to go, with the same rule as after signing in.
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
-	return render(c, http.StatusOK, views.LoginPage("", safeNext(c.QueryParam("next"))))
+	return render(c, http.StatusOK, views.LoginPage(h.LoginView(c, "", safeNext(c.QueryParam("next")))))
 }
 
 // Login: POST /login with the form field token → session cookie and 303 to
 // next; an unknown token re-renders the form with 401.
 func (h *Console) Login(c echo.Context, store SessionStore) error {
 	next := safeNext(c.FormValue("next"))
+	if h.SignIn.NoTokenForm {
+		return render(c, http.StatusForbidden, views.LoginPage(h.LoginView(c, "Signing in with an API token is turned off on this site.", next)))
+	}
 	tok, err := h.A.Authenticate(Ctx(c), strings.TrimSpace(c.FormValue("token")))
 	if err != nil {
 		if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeUnauthorized {
-			return render(c, http.StatusUnauthorized, views.LoginPage("This token is not known to ipledger.", next))
+			return render(c, http.StatusUnauthorized, views.LoginPage(h.LoginView(c, "This token is not known to ipledger.", next)))
 		}
 		return err
 	}
@@ -74,14 +102,15 @@ func (h *Console) Login(c echo.Context, store SessionStore) error {
 // Logout: POST /logout (CSRF checked) → session row deleted, cookie
 // cleared, 303 to /login (HX-Redirect for htmx).
 func (h *Console) Logout(c echo.Context, store SessionStore) error {
-	if err := store.Close(c); err != nil {
+	to, err := store.Close(c)
+	if err != nil {
 		return err
 	}
 	if IsHTMX(c) {
-		c.Response().Header().Set("HX-Redirect", "/login")
+		c.Response().Header().Set("HX-Redirect", to)
 		return c.NoContent(http.StatusOK)
 	}
-	return c.Redirect(http.StatusSeeOther, "/login")
+	return c.Redirect(http.StatusSeeOther, to)
 }
 
 // LogoutPage: GET /logout — a page with the Sign out button (sign-out

@@ -17,8 +17,8 @@ import (
 // session's CSRF token. Like APIRoutes, it is the single list: the security
 // test walks it. Public console routes (login, static files) are not here.
 func (s *Server) ConsoleRoutes() []Route {
-	h := &handlers.Console{A: s.a, SecureCookies: s.cfg.SecureCookies}
 	store, _ := s.sessions.(*sessions)
+	h := s.consoleHandlers(store)
 	V, A := allocator.RoleViewer, allocator.RoleAdmin
 	routes := []Route{
 		{http.MethodGet, "/", V, h.Dashboard},
@@ -43,6 +43,8 @@ func (s *Server) ConsoleRoutes() []Route {
 		Route{http.MethodGet, "/webhooks/:id", A, h.Webhook},
 		Route{http.MethodPost, "/webhooks/:id/redeliver", A, h.RedeliverWebhook},
 		Route{http.MethodPost, "/webhooks/:id/delete", A, h.DeleteWebhook},
+		Route{http.MethodGet, "/sessions", A, h.SessionsPage},
+		Route{http.MethodPost, "/sessions/:ref/end", A, h.EndSession},
 	)
 	return append(routes, s.consoleExtraRoutes()...)
 }
@@ -52,6 +54,30 @@ func (s *Server) ConsoleQueryRoles() []QueryRole {
 	return []QueryRole{
 		{http.MethodGet, "/machines/:id/impact", "action", []string{"force-delete"}, allocator.RoleAdmin},
 	}
+}
+
+// consoleHandlers builds the console's handlers with the login page's
+// options and the sessions page's store.
+func (s *Server) consoleHandlers(store *sessions) *handlers.Console {
+	h := &handlers.Console{A: s.a, SecureCookies: s.cfg.SecureCookies}
+	id := s.cfg.Identity
+	h.SignIn.NoTokenForm = id.NoTokenLogin
+	if id.OIDC != nil {
+		h.SignIn.SSOName = id.OIDCName
+		if h.SignIn.SSOName == "" {
+			h.SignIn.SSOName = "SSO"
+		}
+		h.SignIn.SSOUnavailable = func(c echo.Context) string {
+			if id.OIDC.Ready(c.Request().Context()) {
+				return ""
+			}
+			return "the identity provider does not answer; try again in a moment, or sign in with an API token"
+		}
+	}
+	if store != nil {
+		h.Sessions = store.people
+	}
+	return h
 }
 
 // consoleSecurityHeaders keeps console pages out of frames and limits
@@ -145,7 +171,17 @@ func consoleBodyLimit(next echo.HandlerFunc) echo.HandlerFunc {
 // error handler sends the browser to /login (HX-Redirect for htmx).
 func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id := s.sessions.Identify(c)
+		id, err := s.ambient(c)
+		if err != nil {
+			return err
+		}
+		if id != nil {
+			if err := s.ambientCSRF(c, id); err != nil {
+				return err
+			}
+		} else {
+			id = s.sessions.Identify(c)
+		}
 		if id == nil {
 			return allocator.Errf(allocator.CodeUnauthorized, "", "sign in to use the console")
 		}
@@ -168,10 +204,11 @@ func (s *Server) optionalSession(next echo.HandlerFunc) echo.HandlerFunc {
 // consoleRoutes mounts the console: static files and login (public), then
 // every ConsoleRoutes entry behind the session, role and CSRF checks.
 func (s *Server) consoleRoutes() {
-	store := newSessions(s.a, s.cfg.SecureCookies, s.log)
+	store := newSessions(s.a, s.cfg.SecureCookies, s.log, s.cfg.Identity.SessionTTL, s.cfg.Identity.OIDC)
 	s.sessions = store
-	h := &handlers.Console{A: s.a, SecureCookies: s.cfg.SecureCookies}
+	h := s.consoleHandlers(store)
 	s.htmlError = handlers.ConsoleError
+	s.oidcRoutes(h)
 
 	files := http.StripPrefix("/static/", http.FileServer(http.FS(static.FS)))
 	s.e.GET("/static/*", func(c echo.Context) error {

@@ -42,6 +42,9 @@ func GRPCRoutes() []GRPCRoute {
 type grpcCall struct {
 	requestID string
 	id        *handlers.Identity
+	// ec is the echo request, for the trusted proxy's header and the
+	// client certificate.
+	ec echo.Context
 }
 
 type grpcCallKey struct{}
@@ -77,7 +80,7 @@ func (s *Server) grpcRoutes() {
 // timeout like every API request.
 func (s *Server) serveGRPC(h http.Handler) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		call := &grpcCall{requestID: requestID(c)}
+		call := &grpcCall{requestID: requestID(c), ec: c}
 		ctx, cancel := context.WithTimeout(context.WithValue(c.Request().Context(), grpcCallKey{}, call), s.cfg.RequestTimeout)
 		defer cancel()
 		h.ServeHTTP(c.Response(), c.Request().WithContext(ctx))
@@ -98,16 +101,23 @@ func (s *Server) grpcAuth(roles map[string]allocator.Role) connect.UnaryIntercep
 			if !ok {
 				return nil, connect.NewError(connect.CodeUnimplemented, nil)
 			}
-			h := req.Header().Get("Authorization")
-			if h == "" {
-				return nil, handlers.GRPCError(ctx, allocator.Errf(allocator.CodeUnauthorized, "",
-					"authentication required: send the metadata authorization: Bearer <token>"))
+			call, _ := ctx.Value(grpcCallKey{}).(*grpcCall)
+			var id *handlers.Identity
+			var err error
+			if h := req.Header().Get("Authorization"); h != "" {
+				id, err = s.bearerIdentity(ctx, h)
+			} else if call != nil {
+				// A client certificate (NICo's services carry SPIFFE
+				// ids) or the trusted proxy's header.
+				id, err = s.ambient(call.ec)
 			}
-			id, err := s.bearerIdentity(ctx, h)
 			if err != nil {
 				return nil, handlers.GRPCError(ctx, err)
 			}
-			call, _ := ctx.Value(grpcCallKey{}).(*grpcCall)
+			if id == nil {
+				return nil, handlers.GRPCError(ctx, allocator.Errf(allocator.CodeUnauthorized, "",
+					"authentication required: send the metadata authorization: Bearer <token>, or a client certificate"))
+			}
 			rid := ""
 			if call != nil {
 				call.id = id

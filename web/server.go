@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
 )
 
@@ -46,6 +47,12 @@ type Config struct {
 	// StreamKeepAlive is the idle interval of the event stream's comment
 	// lines (15s when 0).
 	StreamKeepAlive time.Duration
+	// Identity configures single sign-on, JWTs, the trusted proxy,
+	// client certificates and the sessions' lifetime.
+	Identity Identity
+	// TLS, when set, makes Serve speak HTTPS (and gRPC over HTTP/2) with
+	// these files, re-read when they change.
+	TLS *auth.TLSFiles
 }
 
 // Server is the assembled echo application.
@@ -103,6 +110,7 @@ func New(cfg Config) *Server {
 	e.Use(s.metrics.middleware)
 	e.Use(s.timeout)
 	e.Use(rejectNUL)
+	e.Use(s.proxyGuard)
 	s.routes()
 	s.grpcRoutes()
 	return s
@@ -127,11 +135,19 @@ var handlerWrap func(http.Handler) http.Handler
 // HTTPServer is the http.Server that Serve runs: HTTP/1.1 and HTTP/2
 // cleartext (prior knowledge, as gRPC clients speak it) on one listener,
 // so REST, the console and gRPC share the address.
+//
+// With Config.TLS it is HTTPS: HTTP/1.1 and HTTP/2 negotiated by ALPN, the
+// certificate re-read when its files change.
 func (s *Server) HTTPServer() *http.Server {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
+	if s.cfg.TLS != nil {
+		srv.Protocols.SetHTTP2(true)
+		srv.TLSConfig = s.cfg.TLS.Config()
+	} else {
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
 	return srv
 }
 
@@ -147,7 +163,11 @@ func (s *Server) Serve(ctx context.Context, addr string, ready func(addr string)
 		ready(ln.Addr().String())
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if s.cfg.TLS != nil {
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -216,9 +236,9 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			c.Error(err)
 		}
-		actor := ""
+		actor, role := "", ""
 		if id := handlers.IdentityOf(c); id != nil {
-			actor = id.Name
+			actor, role = id.Name, string(id.Role)
 		}
 		lvl := slog.LevelInfo
 		if c.Response().Status >= 500 {
@@ -231,7 +251,7 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.String("path", c.Request().URL.Path), slog.String("route", c.Path()),
 			slog.Int("status", c.Response().Status), slog.Int64("bytes", c.Response().Size),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-			slog.String("actor", actor), slog.String("remote", c.RealIP()))
+			slog.String("actor", actor), slog.String("role", role), slog.String("remote", c.RealIP()))
 		return nil
 	}
 }
@@ -239,6 +259,10 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
+	}
+	var jr *jwtRefused
+	if errors.As(err, &jr) {
+		c.Response().Header().Set("WWW-Authenticate", WWWAuthenticateInvalid)
 	}
 	if s.htmlError != nil && !strings.HasPrefix(c.Request().URL.Path, "/api/") &&
 		!strings.HasPrefix(c.Request().URL.Path, "/healthz") && !strings.HasPrefix(c.Request().URL.Path, "/readyz") {
@@ -251,6 +275,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 				handlers.SetIdentity(c, id)
 			}
 		}
+		if renderNoRole(c, err) {
+			return
+		}
 		s.htmlError(err, c)
 		return
 	}
@@ -260,18 +287,21 @@ func (s *Server) handleError(err error, c echo.Context) {
 	_ = handlers.WriteError(c, err)
 }
 
-// authenticate resolves the caller from a bearer token or, failing that, a
-// console session; anonymous callers are 401. It puts the actor on the
-// request context for audit events.
+// authenticate resolves the caller from a bearer token (ipledger's own or
+// a JWT of the issuer), else the trusted proxy's header or a client
+// certificate, else a console session; anonymous callers are 401. It puts
+// the actor on the request context for audit events.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var id *handlers.Identity
+		var err error
 		if h := c.Request().Header.Get(echo.HeaderAuthorization); h != "" {
-			var err error
 			if id, err = s.bearerIdentity(c.Request().Context(), h); err != nil {
 				return err
 			}
-		} else if s.sessions != nil {
+		} else if id, err = s.ambient(c); err != nil {
+			return err
+		} else if id == nil && s.sessions != nil {
 			id = s.sessions.Identify(c)
 		}
 		if id == nil {
@@ -285,13 +315,23 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 
 // bearerIdentity resolves an Authorization value "Bearer <token>" (the
 // REST header and the gRPC metadata alike) to the token's identity; the
-// audit actor is "token:NAME".
+// audit actor is "token:NAME". With single sign-on configured, a JWT is
+// verified against the issuer instead (actor "user:NAME" or
+// "service:SUB"); a refused one is 401 invalid_token.
 func (s *Server) bearerIdentity(ctx context.Context, h string) (*handlers.Identity, error) {
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") { // the scheme is case-insensitive (RFC 7235)
 		return nil, allocator.Errf(allocator.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
 	}
-	t, err := s.a.Authenticate(ctx, strings.TrimSpace(tok))
+	tok = strings.TrimSpace(tok)
+	if o := s.cfg.Identity.OIDC; o != nil && auth.LooksLikeJWT(tok) {
+		who, err := o.VerifyBearer(ctx, tok)
+		if err != nil {
+			return nil, identityError(err)
+		}
+		return &handlers.Identity{Name: who.Actor, Role: who.Role}, nil
+	}
+	t, err := s.a.Authenticate(ctx, tok)
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +359,11 @@ func (s *Server) require(role allocator.Role, h echo.HandlerFunc) echo.HandlerFu
 		}
 		if id.Session && s.sessions != nil && isUnsafe(c.Request().Method) {
 			if err := s.sessions.CheckCSRF(c); err != nil {
+				return err
+			}
+		}
+		if id.Ambient && isUnsafe(c.Request().Method) {
+			if err := crossSite(c); err != nil {
 				return err
 			}
 		}

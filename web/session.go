@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
 )
 
@@ -20,9 +21,11 @@ import (
 // Secure when Config.SecureCookies, valid for SessionTTL.
 const SessionCookie = "ipledger_session"
 
-// SessionTTL is how long a console session lasts without use. It slides:
-// every use renews it (at most one database write per sessionRenewEvery),
-// so a NOC wallboard that refreshes itself stays signed in.
+// SessionTTL is the default lifetime of a console session
+// (IPLEDGER_SESSION_TTL). A token session slides: every use renews it (at
+// most one database write per sessionRenewEvery), so a NOC wallboard that
+// refreshes itself stays signed in. A person's session ends TTL after
+// sign-in (docs/identity.md).
 const SessionTTL = 12 * time.Hour
 
 // sessionRenewEvery bounds how often a session's expiry is written.
@@ -45,13 +48,24 @@ type sessions struct {
 	a      *allocator.Allocator
 	secure bool
 	log    *slog.Logger
+	// ttl is a session's lifetime (IPLEDGER_SESSION_TTL).
+	ttl time.Duration
+	// people keeps the sessions of people signed in through single
+	// sign-on (cookie "u1.<id>.<HMAC>"); oidc, when set, gives sign-out
+	// the issuer's end_session_endpoint.
+	people *auth.People
+	oidc   *auth.OIDC
 
 	mu  sync.Mutex
 	key []byte
 }
 
-func newSessions(a *allocator.Allocator, secure bool, log *slog.Logger) *sessions {
-	return &sessions{a: a, secure: secure, log: log}
+func newSessions(a *allocator.Allocator, secure bool, log *slog.Logger, ttl time.Duration, oidc *auth.OIDC) *sessions {
+	if ttl <= 0 {
+		ttl = SessionTTL
+	}
+	return &sessions{a: a, secure: secure, log: log, ttl: ttl, oidc: oidc,
+		people: &auth.People{DB: a.DB(), TTL: ttl, Now: a.Now}}
 }
 
 func (s *sessions) signingKey(ctx context.Context) ([]byte, error) {
@@ -70,8 +84,27 @@ func (s *sessions) signingKey(ctx context.Context) ([]byte, error) {
 
 var b64 = base64.RawURLEncoding
 
+// Cookie formats: "v2.<id>.<sig>" is a token session, "u1.<id>.<sig>" a
+// person's; each signature has its own purpose, so one never passes for
+// the other.
+const (
+	tokenCookie  = "v2"
+	personCookie = "u1"
+)
+
+func cookiePurpose(kind string) string {
+	if kind == personCookie {
+		return "user-session"
+	}
+	return "session"
+}
+
 func (s *sessions) setCookie(c echo.Context, key []byte, id string, exp time.Time) {
-	val := "v2." + id + "." + b64.EncodeToString(handlers.Sign(key, "session", id))
+	s.setKindCookie(c, key, tokenCookie, id, exp)
+}
+
+func (s *sessions) setKindCookie(c echo.Context, key []byte, kind, id string, exp time.Time) {
+	val := kind + "." + id + "." + b64.EncodeToString(handlers.Sign(key, cookiePurpose(kind), id))
 	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: val, Path: "/", Expires: exp, MaxAge: int(time.Until(exp).Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})
 }
@@ -82,7 +115,8 @@ func (s *sessions) Open(c echo.Context, tok *allocator.Token) error {
 	if err != nil {
 		return err
 	}
-	id, exp, err := s.a.CreateSession(c.Request().Context(), tok.ID, SessionTTL)
+	s.endCurrent(c)
+	id, exp, err := s.a.CreateSession(c.Request().Context(), tok.ID, s.ttl)
 	if err != nil {
 		return err
 	}
@@ -90,54 +124,114 @@ func (s *sessions) Open(c echo.Context, tok *allocator.Token) error {
 	return nil
 }
 
-// Close ends the session on the server (deletes its row) and clears the
-// cookie: a copy of the old cookie is refused from now on.
-func (s *sessions) Close(c echo.Context) error {
-	id := s.sessionID(c)
-	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, Expires: time.Unix(0, 0),
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})
-	if id == "" {
-		return nil
+// OpenPerson starts a session for a person signed in through source: a
+// user_sessions row and its cookie. A session this browser had before is
+// ended first, and the new one always has a fresh random id, so a
+// session id planted before sign-in is never signed in.
+func (s *sessions) OpenPerson(c echo.Context, who *auth.Person, source string) error {
+	key, err := s.signingKey(c.Request().Context())
+	if err != nil {
+		return err
 	}
-	return s.a.DeleteSession(c.Request().Context(), id)
+	s.endCurrent(c)
+	id, exp, err := s.people.Open(c.Request().Context(), who, source)
+	if err != nil {
+		return err
+	}
+	s.setKindCookie(c, key, personCookie, id, exp)
+	return nil
 }
 
-// sessionID verifies the cookie's signature and returns its session id, or
-// "" (no cookie, old format, forged).
-func (s *sessions) sessionID(c echo.Context) string {
+// endCurrent ends the session of the request's cookie, if any.
+func (s *sessions) endCurrent(c echo.Context) {
+	kind, id := s.sessionID(c)
+	var err error
+	switch kind {
+	case tokenCookie:
+		err = s.a.DeleteSession(c.Request().Context(), id)
+	case personCookie:
+		err = s.people.Close(c.Request().Context(), id)
+	}
+	if err != nil {
+		s.log.Warn("ending the previous console session failed", "error", err.Error())
+	}
+}
+
+// Close ends the session on the server (deletes its row) and clears the
+// cookie: a copy of the old cookie is refused from now on. It returns
+// where the browser goes next: the login page, or for a person signed in
+// through single sign-on the issuer's end_session_endpoint when it has
+// one.
+func (s *sessions) Close(c echo.Context) (string, error) {
+	kind, id := s.sessionID(c)
+	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, Expires: time.Unix(0, 0),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})
+	switch kind {
+	case tokenCookie:
+		return "/login", s.a.DeleteSession(c.Request().Context(), id)
+	case personCookie:
+		if err := s.people.Close(c.Request().Context(), id); err != nil {
+			return "", err
+		}
+		if s.oidc != nil {
+			if u := s.oidc.EndSessionURL(c.Request().Context()); u != "" {
+				return u, nil
+			}
+		}
+	}
+	return "/login", nil
+}
+
+// sessionID verifies the cookie's signature and returns its kind
+// (tokenCookie, personCookie) and session id, or "" (no cookie, old
+// format, forged).
+func (s *sessions) sessionID(c echo.Context) (kind, id string) {
 	ck, err := c.Cookie(SessionCookie)
 	if err != nil || ck.Value == "" {
-		return ""
+		return "", ""
 	}
 	f := strings.Split(ck.Value, ".")
-	if len(f) != 3 || f[0] != "v2" || f[1] == "" {
-		return ""
+	if len(f) != 3 || (f[0] != tokenCookie && f[0] != personCookie) || f[1] == "" {
+		return "", ""
 	}
 	got, err := b64.DecodeString(f[2])
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	key, err := s.signingKey(c.Request().Context())
 	if err != nil {
 		s.log.Error("console session key unavailable", "error", err)
-		return ""
+		return "", ""
 	}
-	if !handlers.Verify(key, "session", f[1], got) {
-		return ""
+	if !handlers.Verify(key, cookiePurpose(f[0]), f[1], got) {
+		return "", ""
 	}
-	return f[1]
+	return f[0], f[1]
 }
 
 // Identify returns the identity of a live session (with its token's
 // current role), renews the session's expiry when it is used, and puts the
 // session's CSRF token on the context for the templates.
 func (s *sessions) Identify(c echo.Context) *handlers.Identity {
-	id := s.sessionID(c)
+	kind, id := s.sessionID(c)
 	if id == "" {
 		return nil
 	}
 	ctx := c.Request().Context()
-	sess, err := s.a.Session(ctx, id, SessionTTL, sessionRenewEvery)
+	if kind == personCookie {
+		p, err := s.people.Lookup(ctx, id)
+		if err != nil {
+			if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeUnauthorized {
+				s.log.Error("console session: look-up failed", "error", err)
+			}
+			return nil
+		}
+		key, _ := s.signingKey(ctx)
+		handlers.SetCSRF(c, b64.EncodeToString(handlers.Sign(key, "csrf", id)))
+		handlers.SetSessionRef(c, auth.PersonRef(id))
+		return &handlers.Identity{Name: "user:" + p.Name, Role: p.Role, Session: true}
+	}
+	sess, err := s.a.Session(ctx, id, s.ttl, sessionRenewEvery)
 	if err != nil {
 		if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeUnauthorized {
 			s.log.Error("console session: look-up failed", "error", err)
@@ -149,6 +243,7 @@ func (s *sessions) Identify(c echo.Context) *handlers.Identity {
 		s.setCookie(c, key, id, sess.Expires)
 	}
 	handlers.SetCSRF(c, b64.EncodeToString(handlers.Sign(key, "csrf", id)))
+	handlers.SetSessionRef(c, auth.TokenSessionRef(id))
 	return &handlers.Identity{Name: "console:" + sess.Token.Name, Role: sess.Token.Role, Session: true}
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +22,9 @@ type clientFlags struct {
 	server string
 	token  string
 	output string
+	// caCert, clientCert and clientKey are PEM files: the CA of the
+	// server's certificate, and a client certificate for mutual TLS.
+	caCert, clientCert, clientKey string
 }
 
 // client talks to the REST API for the CLI commands.
@@ -38,7 +43,44 @@ func (cf *clientFlags) client() (*client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--server %q is not an http(s) URL", cf.server)
 	}
-	return &client{base: strings.TrimRight(cf.server, "/"), token: cf.token, http: &http.Client{Timeout: 60 * time.Second}, json: cf.output == "json"}, nil
+	hc := &http.Client{Timeout: 60 * time.Second}
+	if cf.caCert != "" || cf.clientCert != "" || cf.clientKey != "" {
+		tc, err := cf.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tc
+		hc.Transport = tr
+	}
+	return &client{base: strings.TrimRight(cf.server, "/"), token: cf.token, http: hc, json: cf.output == "json"}, nil
+}
+
+// tlsConfig trusts --ca-cert (instead of the system's roots) and presents
+// --client-cert with --client-key.
+func (cf *clientFlags) tlsConfig() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cf.caCert != "" {
+		pem, err := os.ReadFile(cf.caCert)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-cert: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-cert %s holds no PEM certificate", cf.caCert)
+		}
+	}
+	if (cf.clientCert == "") != (cf.clientKey == "") {
+		return nil, fmt.Errorf("--client-cert and --client-key go together")
+	}
+	if cf.clientCert != "" {
+		cert, err := tls.LoadX509KeyPair(cf.clientCert, cf.clientKey)
+		if err != nil {
+			return nil, fmt.Errorf("--client-cert/--client-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 // apiError is the API's error body, printed by the CLI as is.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -31,6 +34,21 @@ type config struct {
 	ReconcileInterval time.Duration
 	ServerURL         string
 	Token             string
+
+	// Identity (docs/identity.md).
+	AdminGroups, OperatorGroups, ViewerGroups  []string
+	OIDCIssuer, OIDCClientID, OIDCClientSecret string
+	ExternalURL                                string
+	OIDCScopes                                 []string
+	OIDCGroupsClaim, OIDCUsernameClaim         string
+	OIDCName, OIDCAPIAudience                  string
+	TokenLogin                                 bool
+	SessionTTL                                 time.Duration
+	ProxyHeader, ProxyGroupsHeader             string
+	ProxyTrusted                               []netip.Prefix
+	TLSCert, TLSKey, TLSClientCA               string
+	TLSClientRoles                             auth.ClientRoles
+	CACert, ClientCert, ClientKey              string
 }
 
 // setting is one row of the settings table: its environment variable, its
@@ -97,15 +115,159 @@ var settings = []setting{
 		set: func(c *config, v string) error { c.ServerURL = v; return nil }},
 	{env: "IPLEDGER_TOKEN", flag: "token", usage: "API bearer token (client commands)",
 		set: func(c *config, v string) error { c.Token = v; return nil }},
+	{env: "IPLEDGER_CA_CERT", flag: "ca-cert", usage: "PEM file of the CA that signs the server's TLS certificate (client commands)",
+		set: func(c *config, v string) error { c.CACert = v; return nil }},
+	{env: "IPLEDGER_CLIENT_CERT", flag: "client-cert", usage: "PEM client certificate for mutual TLS (client commands)",
+		set: func(c *config, v string) error { c.ClientCert = v; return nil }},
+	{env: "IPLEDGER_CLIENT_KEY", flag: "client-key", usage: "PEM key of --client-cert (client commands)",
+		set: func(c *config, v string) error { c.ClientKey = v; return nil }},
+
+	// Identity: single sign-on, JWTs, the trusted proxy, TLS and client
+	// certificates (docs/identity.md).
+	{env: "IPLEDGER_ROLE_ADMIN_GROUPS", usage: "groups whose members are admins (comma-separated)",
+		set: func(c *config, v string) error { c.AdminGroups = auth.SplitList(v); return nil }},
+	{env: "IPLEDGER_ROLE_OPERATOR_GROUPS", usage: "groups whose members are operators (comma-separated)",
+		set: func(c *config, v string) error { c.OperatorGroups = auth.SplitList(v); return nil }},
+	{env: "IPLEDGER_ROLE_VIEWER_GROUPS", usage: "groups whose members are viewers (comma-separated)",
+		set: func(c *config, v string) error { c.ViewerGroups = auth.SplitList(v); return nil }},
+	{env: "IPLEDGER_OIDC_ISSUER", usage: "OIDC issuer URL for single sign-on and bearer JWTs (off when empty)",
+		set: func(c *config, v string) error {
+			c.OIDCIssuer = v
+			if v == "" {
+				return nil
+			}
+			return httpURL(v)
+		}},
+	{env: "IPLEDGER_OIDC_CLIENT_ID", usage: "OIDC client id",
+		set: func(c *config, v string) error { c.OIDCClientID = v; return nil }},
+	{env: "IPLEDGER_OIDC_CLIENT_SECRET", usage: "OIDC client secret (empty: a public client with PKCE)",
+		set: func(c *config, v string) error { c.OIDCClientSecret = v; return nil }},
+	{env: "IPLEDGER_EXTERNAL_URL", usage: "the URL people use to reach ipledger; the OIDC redirect URI is EXTERNAL_URL/auth/oidc/callback",
+		set: func(c *config, v string) error {
+			c.ExternalURL = strings.TrimRight(v, "/")
+			if v == "" {
+				return nil
+			}
+			return httpURL(v)
+		}},
+	{env: "IPLEDGER_OIDC_SCOPES", def: "openid profile email", usage: "OIDC scopes asked for (space- or comma-separated)",
+		set: func(c *config, v string) error {
+			c.OIDCScopes = strings.Fields(strings.ReplaceAll(v, ",", " "))
+			for _, sc := range c.OIDCScopes {
+				if sc == "openid" {
+					return nil
+				}
+			}
+			return fmt.Errorf("want a list of scopes holding openid")
+		}},
+	{env: "IPLEDGER_OIDC_GROUPS_CLAIM", def: "groups", usage: "claim holding a person's groups (a string or an array)",
+		set: func(c *config, v string) error { c.OIDCGroupsClaim = v; return nil }},
+	{env: "IPLEDGER_OIDC_USERNAME_CLAIM", def: "preferred_username", usage: "claim holding a person's user name (else email, else sub)",
+		set: func(c *config, v string) error { c.OIDCUsernameClaim = v; return nil }},
+	{env: "IPLEDGER_OIDC_NAME", def: "SSO", usage: "label of the login page's single sign-on button",
+		set: func(c *config, v string) error { c.OIDCName = v; return nil }},
+	{env: "IPLEDGER_OIDC_API_AUDIENCE", usage: "audience a bearer JWT must carry (default the client id)",
+		set: func(c *config, v string) error { c.OIDCAPIAudience = v; return nil }},
+	{env: "IPLEDGER_TOKEN_LOGIN", def: "true", usage: "offer the API token form on the login page",
+		set: func(c *config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false")
+			}
+			c.TokenLogin = b
+			return nil
+		}},
+	{env: "IPLEDGER_SESSION_TTL", def: "12h", usage: "lifetime of a console session",
+		set: func(c *config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Minute {
+				return fmt.Errorf("want a duration of a minute or more, such as 12h")
+			}
+			c.SessionTTL = d
+			return nil
+		}},
+	{env: "IPLEDGER_AUTH_PROXY_HEADER", usage: "header naming the person, honoured only from IPLEDGER_AUTH_PROXY_TRUSTED (off when empty)",
+		set: func(c *config, v string) error { c.ProxyHeader = v; return headerName(v) }},
+	{env: "IPLEDGER_AUTH_PROXY_GROUPS_HEADER", usage: "header holding the person's groups, comma-separated",
+		set: func(c *config, v string) error { c.ProxyGroupsHeader = v; return headerName(v) }},
+	{env: "IPLEDGER_AUTH_PROXY_TRUSTED", usage: "addresses of the trusted proxies: CIDRs or addresses, comma-separated",
+		set: func(c *config, v string) (err error) {
+			c.ProxyTrusted, err = auth.ParseCIDRs(v)
+			return err
+		}},
+	{env: "IPLEDGER_TLS_CERT", flag: "tls-cert", usage: "PEM certificate file: serve HTTPS (and gRPC over HTTP/2); re-read when it changes",
+		set: func(c *config, v string) error { c.TLSCert = v; return nil }},
+	{env: "IPLEDGER_TLS_KEY", flag: "tls-key", usage: "PEM key file of --tls-cert",
+		set: func(c *config, v string) error { c.TLSKey = v; return nil }},
+	{env: "IPLEDGER_TLS_CLIENT_CA", flag: "tls-client-ca", usage: "PEM CA file: a client certificate it signs authenticates its holder",
+		set: func(c *config, v string) error { c.TLSClientCA = v; return nil }},
+	{env: "IPLEDGER_TLS_CLIENT_ROLES", usage: "client certificate URI SAN (SPIFFE id) or CN to role: ID=role,ID=role",
+		set: func(c *config, v string) (err error) {
+			c.TLSClientRoles, err = auth.ParseClientRoles(v)
+			return err
+		}},
+}
+
+// identitySettings are serve's identity settings, checked together by
+// checkIdentity.
+var identitySettings = []string{"IPLEDGER_ROLE_ADMIN_GROUPS", "IPLEDGER_ROLE_OPERATOR_GROUPS", "IPLEDGER_ROLE_VIEWER_GROUPS",
+	"IPLEDGER_OIDC_ISSUER", "IPLEDGER_OIDC_CLIENT_ID", "IPLEDGER_OIDC_CLIENT_SECRET", "IPLEDGER_EXTERNAL_URL",
+	"IPLEDGER_OIDC_SCOPES", "IPLEDGER_OIDC_GROUPS_CLAIM", "IPLEDGER_OIDC_USERNAME_CLAIM", "IPLEDGER_OIDC_NAME",
+	"IPLEDGER_OIDC_API_AUDIENCE", "IPLEDGER_TOKEN_LOGIN", "IPLEDGER_SESSION_TTL",
+	"IPLEDGER_AUTH_PROXY_HEADER", "IPLEDGER_AUTH_PROXY_GROUPS_HEADER", "IPLEDGER_AUTH_PROXY_TRUSTED",
+	"IPLEDGER_TLS_CERT", "IPLEDGER_TLS_KEY", "IPLEDGER_TLS_CLIENT_CA", "IPLEDGER_TLS_CLIENT_ROLES"}
+
+// checkIdentity refuses identity settings that cannot work together: the
+// server does not start rather than run with a door open or shut by
+// mistake.
+func (c config) checkIdentity() error {
+	switch {
+	case c.OIDCIssuer != "" && c.OIDCClientID == "":
+		return fmt.Errorf("IPLEDGER_OIDC_ISSUER is set but IPLEDGER_OIDC_CLIENT_ID is not")
+	case c.OIDCIssuer != "" && c.ExternalURL == "":
+		return fmt.Errorf("IPLEDGER_OIDC_ISSUER is set but IPLEDGER_EXTERNAL_URL is not: the redirect URI is EXTERNAL_URL/auth/oidc/callback")
+	case c.OIDCIssuer == "" && (c.OIDCClientID != "" || c.OIDCClientSecret != ""):
+		return fmt.Errorf("IPLEDGER_OIDC_CLIENT_ID or _SECRET is set but IPLEDGER_OIDC_ISSUER is not")
+	case c.ProxyHeader != "" && len(c.ProxyTrusted) == 0:
+		return fmt.Errorf("IPLEDGER_AUTH_PROXY_HEADER is set but IPLEDGER_AUTH_PROXY_TRUSTED is empty: the header would be believed from nobody, or everybody; list the proxies' addresses")
+	case c.ProxyHeader == "" && (c.ProxyGroupsHeader != "" || len(c.ProxyTrusted) > 0):
+		return fmt.Errorf("IPLEDGER_AUTH_PROXY_GROUPS_HEADER or _TRUSTED is set but IPLEDGER_AUTH_PROXY_HEADER is not")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	case c.TLSClientCA != "" && c.TLSCert == "":
+		return fmt.Errorf("--tls-client-ca needs --tls-cert and --tls-key")
+	case len(c.TLSClientRoles) > 0 && c.TLSClientCA == "":
+		return fmt.Errorf("IPLEDGER_TLS_CLIENT_ROLES is set but --tls-client-ca is not")
+	case !c.TokenLogin && c.OIDCIssuer == "":
+		return fmt.Errorf("IPLEDGER_TOKEN_LOGIN=false leaves the console without a way to sign in: set IPLEDGER_OIDC_ISSUER too")
+	}
+	return nil
+}
+
+func httpURL(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("want an http(s) URL such as https://idp.example/realms/site")
+	}
+	return nil
+}
+
+func headerName(v string) error {
+	for _, r := range v {
+		if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return fmt.Errorf("want a header name such as X-Forwarded-User")
+		}
+	}
+	return nil
 }
 
 // The settings each kind of command reads.
 var (
-	serveSettings = []string{"IPLEDGER_LISTEN", "IPLEDGER_DATABASE_URL", "IPLEDGER_POOLS", "IPLEDGER_QUARANTINE_HOLD",
+	serveSettings = append([]string{"IPLEDGER_LISTEN", "IPLEDGER_DATABASE_URL", "IPLEDGER_POOLS", "IPLEDGER_QUARANTINE_HOLD",
 		"IPLEDGER_ADMIN_TOKEN", "IPLEDGER_DB_MAX_CONNS", "IPLEDGER_DEBUG_LISTEN", "IPLEDGER_LOG_LEVEL",
-		"IPLEDGER_SECURE_COOKIES", "IPLEDGER_RECONCILE_INTERVAL"}
+		"IPLEDGER_SECURE_COOKIES", "IPLEDGER_RECONCILE_INTERVAL"}, identitySettings...)
 	databaseSettings = []string{"IPLEDGER_DATABASE_URL", "IPLEDGER_DB_MAX_CONNS"}
-	clientSettings   = []string{"IPLEDGER_URL", "IPLEDGER_TOKEN"}
+	clientSettings   = []string{"IPLEDGER_URL", "IPLEDGER_TOKEN", "IPLEDGER_CA_CERT", "IPLEDGER_CLIENT_CERT", "IPLEDGER_CLIENT_KEY"}
 )
 
 // testVariables are read by the tests and tools, not by ipledger: they are

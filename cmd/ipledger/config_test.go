@@ -3,10 +3,13 @@ package main
 import (
 	"log/slog"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ipledger/ipledger/auth"
 )
 
 // envOf is a lookupEnv over "K=V" entries instead of the process's
@@ -35,8 +38,10 @@ func TestConfigPrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config{Listen: "127.0.0.1:9999", DatabaseURL: "sqlite:ipledger.db", QuarantineHold: 720 * time.Hour,
-		DBMaxConns: 8, LogLevel: slog.LevelDebug, SecureCookies: true, ReconcileInterval: 5 * time.Minute}
-	if c != want {
+		DBMaxConns: 8, LogLevel: slog.LevelDebug, SecureCookies: true, ReconcileInterval: 5 * time.Minute,
+		OIDCScopes: []string{"openid", "profile", "email"}, OIDCGroupsClaim: "groups", OIDCUsernameClaim: "preferred_username",
+		OIDCName: "SSO", TokenLogin: true, SessionTTL: 12 * time.Hour, TLSClientRoles: auth.ClientRoles{}}
+	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("config = %+v\nwant     %+v", c, want)
 	}
 }
@@ -56,6 +61,13 @@ func TestConfigBadValues(t *testing.T) {
 		{env: "IPLEDGER_LISTEN=8080", want: `IPLEDGER_LISTEN="8080": want host:port`},
 		{env: "IPLEDGER_DEBUG_LISTEN=localhost", want: `IPLEDGER_DEBUG_LISTEN="localhost": want host:port`},
 		{env: "IPLEDGER_DATABASE_URL=mysql://db", want: `IPLEDGER_DATABASE_URL="mysql://db"`},
+		{env: "IPLEDGER_OIDC_ISSUER=idp.example", want: `IPLEDGER_OIDC_ISSUER="idp.example": want an http(s) URL`},
+		{env: "IPLEDGER_OIDC_SCOPES=profile email", want: `IPLEDGER_OIDC_SCOPES="profile email": want a list of scopes holding openid`},
+		{env: "IPLEDGER_SESSION_TTL=forever", want: `IPLEDGER_SESSION_TTL="forever": want a duration of a minute or more`},
+		{env: "IPLEDGER_TOKEN_LOGIN=maybe", want: `IPLEDGER_TOKEN_LOGIN="maybe": want true or false`},
+		{env: "IPLEDGER_AUTH_PROXY_HEADER=X Forwarded User", want: `IPLEDGER_AUTH_PROXY_HEADER="X Forwarded User": want a header name`},
+		{env: "IPLEDGER_AUTH_PROXY_TRUSTED=10.0.0.0/33", want: `IPLEDGER_AUTH_PROXY_TRUSTED="10.0.0.0/33": "10.0.0.0/33" is not a CIDR`},
+		{env: "IPLEDGER_TLS_CLIENT_ROLES=spiffe://s/x=root", want: `IPLEDGER_TLS_CLIENT_ROLES="spiffe://s/x=root": "spiffe://s/x=root": unknown role "root"`},
 	} {
 		cmd := newServeCmd()
 		var args []string
@@ -108,5 +120,41 @@ func TestREADMEDocumentsEverySetting(t *testing.T) {
 	}
 	for env := range rows {
 		t.Errorf("README documents %s, which ipledger does not read", env)
+	}
+}
+
+// Identity settings that cannot work together stop the server before it
+// starts; above all a proxy header without trusted addresses.
+func TestConfigIdentityCombinations(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"IPLEDGER_AUTH_PROXY_HEADER=X-Forwarded-User"}, "IPLEDGER_AUTH_PROXY_TRUSTED is empty"},
+		{[]string{"IPLEDGER_AUTH_PROXY_TRUSTED=10.0.0.1"}, "IPLEDGER_AUTH_PROXY_HEADER is not"},
+		{[]string{"IPLEDGER_OIDC_ISSUER=https://idp.example", "IPLEDGER_EXTERNAL_URL=https://ipl.example"}, "IPLEDGER_OIDC_CLIENT_ID is not"},
+		{[]string{"IPLEDGER_OIDC_ISSUER=https://idp.example", "IPLEDGER_OIDC_CLIENT_ID=ipl"}, "IPLEDGER_EXTERNAL_URL is not"},
+		{[]string{"IPLEDGER_OIDC_CLIENT_SECRET=s"}, "IPLEDGER_OIDC_ISSUER is not"},
+		{[]string{"IPLEDGER_TLS_CERT=c.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"IPLEDGER_TLS_CLIENT_CA=ca.pem"}, "--tls-client-ca needs --tls-cert"},
+		{[]string{"IPLEDGER_TLS_CLIENT_ROLES=a=viewer"}, "--tls-client-ca is not"},
+		{[]string{"IPLEDGER_TOKEN_LOGIN=false"}, "without a way to sign in"},
+		{[]string{"IPLEDGER_AUTH_PROXY_HEADER=X-Forwarded-User", "IPLEDGER_AUTH_PROXY_TRUSTED=127.0.0.1/32"}, ""},
+		{[]string{"IPLEDGER_OIDC_ISSUER=https://idp.example", "IPLEDGER_OIDC_CLIENT_ID=ipl", "IPLEDGER_EXTERNAL_URL=https://ipl.example", "IPLEDGER_TOKEN_LOGIN=false"}, ""},
+	} {
+		c, err := loadConfig(newServeCmd().Flags(), envOf(tc.env...), serveSettings...)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		err = c.checkIdentity()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%v: refused: %v", tc.env, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.env, err, tc.want)
+		}
 	}
 }

@@ -38,6 +38,7 @@ func newRootCmd() *cobra.Command {
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		c, err := loadConfig(cmd.Flags(), os.LookupEnv, clientSettings...)
 		cf.server, cf.token = c.ServerURL, c.Token
+		cf.caCert, cf.clientCert, cf.clientKey = c.CACert, c.ClientCert, c.ClientKey
 		return err
 	}
 	root.AddCommand(

@@ -82,6 +82,9 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := cfg.checkIdentity(); err != nil {
+				return err
+			}
 			log := newLogger(cfg.LogLevel)
 			slog.SetDefault(log)
 			for _, k := range unknownVariables(os.Environ()) {
@@ -129,14 +132,23 @@ func newServeCmd() *cobra.Command {
 				startDebugListener(cfg.DebugListen, log)
 			}
 			a.ListenForTokenChanges(ctx)
-			srv := web.New(web.Config{Allocator: a, Metrics: metrics, Logger: log, SecureCookies: cfg.SecureCookies})
+			ident, tlsFiles, err := identityOf(cfg, log)
+			if err != nil {
+				return err
+			}
+			srv := web.New(web.Config{Allocator: a, Metrics: metrics, Logger: log, SecureCookies: cfg.SecureCookies || tlsFiles != nil,
+				Identity: ident, TLS: tlsFiles})
 			// The change feed's sequencer and the webhook deliveries
 			// (docs/feed.md) run in every server process; they share the
 			// work through the database.
 			feedDone := a.RunFeed(ctx, allocator.FeedOptions{})
 			hooksDone := a.RunWebhooks(ctx, allocator.WebhookOptions{})
 			err = srv.Serve(ctx, cfg.Listen, func(addr string) {
-				log.Info("ipledger listening", "addr", addr, "console", "http://"+addr+"/", "database", redactURL(cfg.DatabaseURL))
+				scheme := "http://"
+				if tlsFiles != nil {
+					scheme = "https://"
+				}
+				log.Info("ipledger listening", "addr", addr, "console", scheme+addr+"/", "database", redactURL(cfg.DatabaseURL))
 			})
 			stop()
 			<-feedDone

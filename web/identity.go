@@ -1,0 +1,223 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/handlers"
+	"github.com/ipledger/ipledger/views"
+)
+
+// Identity configures the ways of signing in besides API tokens
+// (docs/identity.md): single sign-on and bearer JWTs (OIDC), a trusted
+// proxy, client certificates, and the console sessions' lifetime.
+type Identity struct {
+	// OIDC is the relying party and JWT verifier (nil: no single
+	// sign-on, no JWTs).
+	OIDC *auth.OIDC
+	// OIDCName labels the sign-in button (default "SSO").
+	OIDCName string
+	// NoTokenLogin turns the login page's token form off.
+	NoTokenLogin bool
+	// Proxy is the trusted authenticating proxy (nil: none).
+	Proxy *auth.Proxy
+	// ClientRoles maps verified client certificates to roles.
+	ClientRoles auth.ClientRoles
+	// SessionTTL is a console session's lifetime (default SessionTTL).
+	SessionTTL time.Duration
+}
+
+// WWWAuthenticateInvalid is the challenge of a refused bearer JWT.
+const WWWAuthenticateInvalid = `Bearer error="invalid_token"`
+
+// proxyGuard refuses, on every path, a request carrying the trusted
+// proxy's user header from an address that is not a trusted proxy (401,
+// logged): a client must not name itself.
+func (s *Server) proxyGuard(next echo.HandlerFunc) echo.HandlerFunc {
+	p := s.cfg.Identity.Proxy
+	if p == nil {
+		return next
+	}
+	return func(c echo.Context) error {
+		_, err := p.Identify(c.Request())
+		var pe *auth.ProxyError
+		if errors.As(err, &pe) {
+			s.log.Warn("proxy user header refused", "request_id", requestID(c), "remote", c.Request().RemoteAddr,
+				"header", p.UserHeader, "reason", pe.Reason, "path", c.Request().URL.Path)
+			return allocator.Errf(allocator.CodeUnauthorized, "", "%s", pe.Reason)
+		}
+		return next(c)
+	}
+}
+
+// ambient identifies a caller whom the browser or the connection
+// authenticates on its own: the trusted proxy's user header, else a
+// verified client certificate. nil when neither is there.
+func (s *Server) ambient(c echo.Context) (*handlers.Identity, error) {
+	r := c.Request()
+	who, err := s.cfg.Identity.Proxy.Identify(r)
+	if who == nil && err == nil && len(s.cfg.Identity.ClientRoles) > 0 {
+		who, err = s.cfg.Identity.ClientRoles.Identify(r.TLS)
+	}
+	if err != nil {
+		return nil, identityError(err)
+	}
+	if who == nil {
+		return nil, nil
+	}
+	return &handlers.Identity{Name: who.Actor, Role: who.Role, Ambient: true}, nil
+}
+
+// identityError maps the auth package's refusals to the error type: a
+// refused JWT or proxy header is 401, a person or certificate without a
+// role 403.
+func identityError(err error) error {
+	var nr *auth.NoRoleError
+	var ce *auth.CertError
+	var pe *auth.ProxyError
+	switch {
+	case auth.IsInvalidToken(err):
+		return &jwtRefused{allocator.Errf(allocator.CodeUnauthorized, "", "%s", err.Error())}
+	case errors.As(err, &nr):
+		return &noRole{e: allocator.Errf(allocator.CodeForbidden, "", "%s", nr.Error()), nr: nr}
+	case errors.As(err, &ce):
+		return allocator.Errf(allocator.CodeForbidden, "", "%s", ce.Error())
+	case errors.As(err, &pe):
+		return allocator.Errf(allocator.CodeUnauthorized, "", "%s", pe.Reason)
+	}
+	return err
+}
+
+// jwtRefused is a 401 that carries WWW-Authenticate: Bearer
+// error="invalid_token".
+type jwtRefused struct{ e *allocator.Error }
+
+func (e *jwtRefused) Error() string { return e.e.Error() }
+func (e *jwtRefused) Unwrap() error { return e.e }
+
+// noRole is a 403 that the console renders as the no-role page.
+type noRole struct {
+	e  *allocator.Error
+	nr *auth.NoRoleError
+}
+
+func (e *noRole) Error() string { return e.e.Error() }
+func (e *noRole) Unwrap() error { return e.e }
+
+// ambientCSRF gives a console page of an ambient caller a CSRF token bound
+// to the caller, so its forms pass the same check as a session's.
+func (s *Server) ambientCSRF(c echo.Context, id *handlers.Identity) error {
+	key, err := s.sessionStore().signingKey(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	handlers.SetCSRF(c, b64.EncodeToString(handlers.Sign(key, "csrf-ambient", id.Name)))
+	id.Session = true // forms carry the token; require checks it
+	return nil
+}
+
+func (s *Server) sessionStore() *sessions {
+	st, _ := s.sessions.(*sessions)
+	return st
+}
+
+// crossSite refuses a state-changing request of an ambient caller that the
+// browser marks as made by another site.
+func crossSite(c echo.Context) error {
+	if err := loginOrigin.Check(c.Request()); err != nil {
+		return allocator.Errf(allocator.CodeForbidden, "", "a cross-site request is refused: use ipledger's own pages")
+	}
+	return nil
+}
+
+// oidcRoutes mounts GET /auth/oidc/login and GET /auth/oidc/callback.
+func (s *Server) oidcRoutes(h *handlers.Console) {
+	o := s.cfg.Identity.OIDC
+	if o == nil {
+		return
+	}
+	s.e.GET("/auth/oidc/login", func(c echo.Context) error { return s.oidcLogin(c, h) }, consoleSecurityHeaders)
+	s.e.GET(auth.CallbackPath, func(c echo.Context) error { return s.oidcCallback(c, h) }, consoleSecurityHeaders)
+}
+
+func (s *Server) loginCookie(c echo.Context, val string, maxAge int) {
+	c.SetCookie(&http.Cookie{Name: auth.LoginCookie, Value: val, Path: "/auth/oidc", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.cfg.SecureCookies})
+}
+
+// oidcLogin starts a sign-in at the issuer; next is kept only when it is a
+// path of this site.
+func (s *Server) oidcLogin(c echo.Context, h *handlers.Console) error {
+	next := handlers.SafeNext(c.QueryParam("next"))
+	ctx := c.Request().Context()
+	u, st, err := s.cfg.Identity.OIDC.Begin(ctx, next)
+	if err != nil {
+		return handlers.Render(c, http.StatusServiceUnavailable, views.LoginPage(h.LoginView(c, "", next)))
+	}
+	key, err := s.sessionStore().signingKey(ctx)
+	if err != nil {
+		return err
+	}
+	s.loginCookie(c, auth.SealLoginState(key, st, time.Now()), int(auth.LoginStateTTL/time.Second))
+	return c.Redirect(http.StatusSeeOther, u)
+}
+
+// oidcCallback ends a sign-in: the browser's sign-in cookie (cleared
+// whatever the outcome) must hold the state the issuer sent back; the
+// person gets a new session and a 303 to where they were going.
+func (s *Server) oidcCallback(c echo.Context, h *handlers.Console) error {
+	ctx := c.Request().Context()
+	s.loginCookie(c, "", -1)
+	refuse := func(status int, msg string) error {
+		s.log.Warn("single sign-on refused", "request_id", requestID(c), "reason", msg, "remote", c.RealIP())
+		return handlers.Render(c, status, views.LoginPage(h.LoginView(c, msg, "/")))
+	}
+	if e := c.QueryParam("error"); e != "" {
+		return refuse(http.StatusUnauthorized, "The identity provider did not sign you in ("+e+").")
+	}
+	key, err := s.sessionStore().signingKey(ctx)
+	if err != nil {
+		return err
+	}
+	ck, err := c.Cookie(auth.LoginCookie)
+	if err != nil {
+		return refuse(http.StatusBadRequest, "This sign-in was not started in this browser, or took too long: sign in again.")
+	}
+	st, err := auth.OpenLoginState(key, ck.Value, time.Now())
+	if err != nil {
+		return refuse(http.StatusBadRequest, "Sign-in refused: "+err.Error())
+	}
+	who, err := s.cfg.Identity.OIDC.Finish(ctx, st, c.QueryParam("state"), c.QueryParam("code"))
+	var nr *auth.NoRoleError
+	var le *auth.LoginError
+	switch {
+	case errors.As(err, &nr):
+		s.log.Warn("single sign-on: no role", "request_id", requestID(c), "user", nr.Name, "claim", nr.Claim, "groups", nr.Groups)
+		return handlers.Render(c, http.StatusForbidden, views.NoRolePage(nr.Name, nr.Claim, nr.Groups))
+	case errors.As(err, &le):
+		return refuse(http.StatusUnauthorized, le.Error())
+	case err != nil:
+		return refuse(http.StatusServiceUnavailable, "Single sign-on is unavailable: "+err.Error())
+	}
+	if err := s.sessionStore().OpenPerson(c, who, "oidc"); err != nil {
+		return err
+	}
+	s.log.Info("signed in", "request_id", requestID(c), "actor", who.Actor, "role", string(who.Role), "via", "oidc")
+	return c.Redirect(http.StatusSeeOther, handlers.SafeNext(st.Next))
+}
+
+// renderNoRole answers a console request of a proxy person without a role
+// with the no-role page.
+func renderNoRole(c echo.Context, err error) bool {
+	var e *noRole
+	if !errors.As(err, &e) {
+		return false
+	}
+	_ = handlers.Render(c, http.StatusForbidden, views.NoRolePage(e.nr.Name, e.nr.Claim, e.nr.Groups))
+	return true
+}

@@ -1,0 +1,237 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/auth/oidctest"
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/web"
+)
+
+// ssoSite is a console with single sign-on against an OIDC provider
+// running in the test process (discovery, JWKS, code flow with PKCE,
+// userinfo, end session).
+type ssoSite struct {
+	*consoleSite
+	idp  *oidctest.Provider
+	oidc *auth.OIDC
+	db   *gorm.DB
+}
+
+var ssoUsers = map[string]oidctest.User{
+	"u-alice": {Username: "alice", Password: "alice-pw", Email: "alice@example.com", Groups: []string{"staff", "ipam-admins"}},
+	"u-bob":   {Username: "bob", Password: "bob-pw", Email: "bob@example.com", Groups: []string{"noc"}},
+	"u-eve":   {Username: "eve", Password: "eve-pw", Email: "eve@example.com", Groups: []string{"staff"}},
+}
+
+func newSSOSite(t testing.TB, db *gorm.DB, inIDToken bool) *ssoSite {
+	t.Helper()
+	var mu sync.Mutex
+	var h http.Handler = http.NotFoundHandler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hh := h
+		mu.Unlock()
+		hh.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	idp := oidctest.Start(t, oidctest.Options{Users: ssoUsers, RedirectURIs: []string{srv.URL + auth.CallbackPath}, GroupsInIDToken: inIDToken})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	o := auth.NewOIDC(auth.OIDCConfig{Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret,
+		ExternalURL: srv.URL, Roles: auth.NewRoleMap([]string{"ipam-admins"}, []string{"ipam-operators"}, []string{"noc"}), Log: log})
+	a := allocator.New(db, allocator.Options{Logger: log})
+	s := web.New(web.Config{Allocator: a, Logger: log, Identity: web.Identity{OIDC: o, OIDCName: "Test IdP"}})
+	mu.Lock()
+	h = s.Handler()
+	mu.Unlock()
+	site := &consoleSite{t: t, a: a, srv: srv, tokens: map[allocator.Role]string{}}
+	tok, err := a.CreateToken(context.Background(), "test-admin", allocator.RoleAdmin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site.tokens[allocator.RoleAdmin] = tok
+	return &ssoSite{consoleSite: site, idp: idp, oidc: o, db: db}
+}
+
+// signIn goes through the provider's login page from /auth/oidc/login and
+// returns the callback URL the provider sent the browser to (not yet
+// requested).
+func (s *ssoSite) signIn(b *browser, next, user, pw string) *url.URL {
+	s.t.Helper()
+	start := s.srv.URL + "/auth/oidc/login"
+	if next != "" {
+		start += "?next=" + url.QueryEscape(next)
+	}
+	cb, err := s.idp.Authorize(b.c, start, user, pw)
+	if err != nil {
+		s.t.Fatalf("sign in as %s: %v", user, err)
+	}
+	if !strings.HasPrefix(cb.String(), s.srv.URL+auth.CallbackPath+"?") {
+		s.t.Fatalf("the provider sent the browser to %s", cb)
+	}
+	return cb
+}
+
+// finish requests the callback and reads the CSRF token of the page it
+// leads to.
+func (s *ssoSite) finish(b *browser, cb *url.URL) *http.Response {
+	s.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, cb.String(), nil)
+	res := b.do(req)
+	if res.StatusCode == http.StatusSeeOther {
+		if m := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`).FindStringSubmatch(readBody(s.t, b.get("/"))); m != nil {
+			b.csrf = m[1]
+		}
+	}
+	return res
+}
+
+func newJarBrowser(s *consoleSite) *browser {
+	b := s.anonymous()
+	jar, _ := cookiejar.New(nil)
+	b.c.Jar = jar
+	return b
+}
+
+func events(t testing.TB, db *gorm.DB, action string) []models.AuditEvent {
+	var evs []models.AuditEvent
+	if err := db.Where("action = ?", action).Order("id").Find(&evs).Error; err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// TestSSOSignIn: the whole sign-in through the provider, on both
+// databases; groups give the role, the console acts as user:NAME, and the
+// audit actor of a console edit is that person.
+func TestSSOSignIn(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		t.Parallel()
+		s := newSSOSite(t, db, true)
+		b := newJarBrowser(s.consoleSite)
+		expect(t, b.get("/login"), http.StatusOK, "Sign in with Test IdP", `href="/auth/oidc/login"`, `name="token"`)
+		res := s.finish(b, s.signIn(b, "/pools?x=1", "alice", "alice-pw"))
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/pools?x=1" {
+			t.Fatalf("callback: %d → %q", res.StatusCode, res.Header.Get("Location"))
+		}
+		expect(t, b.get("/pools"), http.StatusOK, "user:alice", ">admin<")
+		expect(t, b.get("/sessions"), http.StatusOK, "user:alice", "End session")
+
+		res = b.post("/pools", url.Values{"name": {"sso-vlans"}, "type": {"integer"}, "first": {"100"}, "last": {"199"}, "auto_assign": {"on"}}, true)
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("create pool: %d %s", res.StatusCode, clip(readBody(t, res)))
+		}
+		ev := events(t, db, "pool.create")
+		if len(ev) != 1 || ev[0].Actor != "user:alice" {
+			t.Fatalf("pool.create events: %+v", ev)
+		}
+		open := events(t, db, "session.open")
+		if len(open) != 1 || open[0].Actor != "user:alice" || !strings.Contains(*open[0].AfterJSON, `"role":"admin"`) {
+			t.Fatalf("session.open: %+v", open)
+		}
+
+		// bob's groups give viewer: he may read, not create.
+		bb := newJarBrowser(s.consoleSite)
+		s.finish(bb, s.signIn(bb, "", "bob", "bob-pw"))
+		expect(t, bb.get("/"), http.StatusOK, "user:bob", ">viewer<")
+		expect(t, bb.post("/pools", url.Values{"name": {"x"}, "type": {"integer"}, "first": {"1"}, "last": {"2"}}, true), http.StatusForbidden)
+		expect(t, bb.get("/sessions"), http.StatusForbidden)
+	})
+}
+
+// TestSSOGroupsFromUserinfo: a provider that keeps groups out of the ID
+// token is asked at its userinfo endpoint.
+func TestSSOGroupsFromUserinfo(t *testing.T) {
+	t.Parallel()
+	s := newSSOSite(t, dbtest.Open(t, models.SQLite), false)
+	b := newJarBrowser(s.consoleSite)
+	s.finish(b, s.signIn(b, "", "alice", "alice-pw"))
+	expect(t, b.get("/"), http.StatusOK, "user:alice", ">admin<")
+}
+
+// TestSSONoGroupRefused: a person whose groups map to no role gets a 403
+// page saying so and naming the claim read — and no session.
+func TestSSONoGroupRefused(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		t.Parallel()
+		s := newSSOSite(t, db, true)
+		b := newJarBrowser(s.consoleSite)
+		res := s.finish(b, s.signIn(b, "", "eve", "eve-pw"))
+		body := expect(t, res, http.StatusForbidden, "No ipledger role", "<strong>eve</strong>", "<code>groups</code>", "staff")
+		if strings.Contains(body, "csrf_token") {
+			t.Fatal("the refusal page carries a session's CSRF token")
+		}
+		if res := b.get("/"); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("after a refusal GET / = %d, want the login redirect", res.StatusCode)
+		}
+		var n int64
+		db.Raw(`SELECT COUNT(*) FROM user_sessions`).Scan(&n)
+		if n != 0 {
+			t.Fatalf("%d sessions stored for a person without a role", n)
+		}
+	})
+}
+
+// TestSSOLogoutAndEndedSessions: sign-out ends the session on the server
+// and sends the browser to the provider's end_session_endpoint; an admin
+// ending a session signs its holder out at the next request.
+func TestSSOLogoutAndEndedSessions(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		t.Parallel()
+		s := newSSOSite(t, db, true)
+		alice, bob := newJarBrowser(s.consoleSite), newJarBrowser(s.consoleSite)
+		s.finish(alice, s.signIn(alice, "", "alice", "alice-pw"))
+		s.finish(bob, s.signIn(bob, "", "bob", "bob-pw"))
+		u, _ := url.Parse(s.srv.URL)
+		bobCookie := bob.c.Jar.Cookies(u)
+
+		page := expect(t, alice.get("/sessions"), http.StatusOK, "user:alice", "user:bob")
+		m := regexp.MustCompile(`data-session="user:bob">(?s:.*?)action="/sessions/([a-z0-9]+)/end"`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no end-session form for bob:\n%s", clip(page))
+		}
+		expect(t, alice.post("/sessions/"+m[1]+"/end", nil, false), http.StatusForbidden) // CSRF
+		expect(t, alice.post("/sessions/"+m[1]+"/end", nil, true), http.StatusSeeOther)
+		if res := bob.get("/"); res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/login") {
+			t.Fatalf("bob after his session was ended: %d %s", res.StatusCode, res.Header.Get("Location"))
+		}
+		ended := events(t, db, "session.end")
+		if len(ended) != 1 || ended[0].Actor != "user:alice" || ended[0].ObjectID != "user:bob" {
+			t.Fatalf("session.end events: %+v", ended)
+		}
+
+		res := alice.post("/logout", nil, true)
+		loc, _ := url.Parse(res.Header.Get("Location"))
+		if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc.String(), s.idp.Issuer) ||
+			loc.Query().Get("post_logout_redirect_uri") != s.srv.URL+"/login" || loc.Query().Get("client_id") != s.idp.ClientID {
+			t.Fatalf("logout: %d → %s", res.StatusCode, loc)
+		}
+		if res := alice.get("/"); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("alice after sign-out: %d", res.StatusCode)
+		}
+		// A copy of bob's old cookie is refused too.
+		replay := newJarBrowser(s.consoleSite)
+		replay.c.Jar.SetCookies(u, bobCookie)
+		if res := replay.get("/"); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("an ended session's cookie still works: %d", res.StatusCode)
+		}
+	})
+}
