@@ -33,6 +33,15 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 		title = "ExpectedMachine " + f.MAC
 	}
 	v := views.EMFormView{Page: h.page(c, title, "expected"), Form: f}
+	if f.ID != "" {
+		// The form never carries the password back: whether one is kept
+		// is the stored record's, so a refused save does not say "No
+		// password stored." about a record that has one.
+		if em, err := h.A.GetExpectedMachine(Ctx(c), f.ID); err == nil {
+			v.Form.PasswordSet = em.BmcPasswordSet
+		}
+	}
+	v.Form.PasswordTyped = pw != ""
 	if c.FormValue("add_dpu") != "" {
 		v.Form.Dpus = append(v.Form.Dpus, views.NewDpuRow())
 		return render(c, http.StatusOK, views.EMFormPage(v))

@@ -35,13 +35,16 @@ type EMForm struct {
 	MAC         string
 	Username    string
 	PasswordSet bool
-	Chassis     string
-	Name        string
-	Description string
-	Labels      string // one key=value per line
-	Fallback    string // comma or space separated serials
-	SkuID       string
-	Dpus        []DpuRow
+	// PasswordTyped: the post carried a new password (a refused save
+	// does not echo it back; the form asks for it again).
+	PasswordTyped bool
+	Chassis       string
+	Name          string
+	Description   string
+	Labels        string // one key=value per line
+	Fallback      string // comma or space separated serials
+	SkuID         string
+	Dpus          []DpuRow
 }
 
 // EMFormFrom fills the form from a stored record (never the password).

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -73,6 +74,36 @@ func TestMachineAuditLinkE2E(t *testing.T) {
 		}
 		if !evalJS[bool](t, ctx, `document.querySelector("#machine-scope") !== null && document.querySelector("#machine-scope").innerText.includes("rack8-u01")`) {
 			t.Errorf("the machine's audit log does not say whose events it lists")
+		}
+	})
+}
+
+// TestRefusedSaveKeepsPasswordE2E: a save refused by the allocator
+// re-renders the form; for a record with a stored password it must say the
+// password is kept, not "No password stored.".
+func TestRefusedSaveKeepsPasswordE2E(t *testing.T) {
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, allocator.RoleOperator)
+		run(t, ctx, "a refused save of a record with a password",
+			chromedp.Navigate(site.srv.URL+"/expected-machines/"+emID(t, site, "1a:1b:1c:1d:1e:1f")+"/edit"),
+			poll(`document.querySelector("#em-form") !== null && document.querySelector("#f-password").parentElement.innerText.includes("A password is stored")`),
+			setInput(`.dpu-row input[name=dpu_ip]`, "10.180.62.10"),
+			chromedp.Click(chromedp.CSS(`#em-form button.save`)),
+			poll(`document.querySelector('.dpu-row .error[id$="-loopback_ip"]') !== null && document.querySelector('.dpu-row .error[id$="-loopback_ip"]').innerText.includes("auto-assign")`),
+		)
+		hint := evalJS[string](t, ctx, `document.querySelector("#f-password").parentElement.querySelector(".hint").innerText`)
+		if !strings.Contains(hint, "A password is stored") {
+			t.Errorf("after a refused save the password hint says %q, want that the stored password is kept", hint)
+		}
+		run(t, ctx, "a refused save with a new password typed",
+			setInput(`#f-password`, "s3cret"),
+			chromedp.Click(chromedp.CSS(`#em-form button.save`)),
+			poll(`document.querySelector("#f-password").parentElement.querySelector(".hint").innerText.includes("not saved")`),
+		)
+		hint = evalJS[string](t, ctx, `document.querySelector("#f-password").parentElement.querySelector(".hint").innerText`)
+		if !strings.Contains(hint, "keep the stored one") {
+			t.Errorf("after a refused save with a password typed the hint says %q", hint)
 		}
 	})
 }
