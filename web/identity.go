@@ -49,11 +49,19 @@ func (s *Server) proxyGuard(next echo.HandlerFunc) echo.HandlerFunc {
 		if errors.As(err, &pe) {
 			s.log.Warn("proxy user header refused", "request_id", requestID(c), "remote", c.Request().RemoteAddr,
 				"header", p.UserHeader, "reason", pe.Reason, "path", c.Request().URL.Path)
-			return allocator.Errf(allocator.CodeUnauthorized, "", "%s", pe.Reason)
+			return &proxyRefused{allocator.Errf(allocator.CodeUnauthorized, "", "%s", pe.Reason)}
 		}
 		return next(c)
 	}
 }
+
+// proxyRefused is the 401 of a user header from an untrusted address: the
+// console shows it as a page instead of sending the browser to the login
+// page, where the header would be refused again.
+type proxyRefused struct{ e *allocator.Error }
+
+func (e *proxyRefused) Error() string { return e.e.Error() }
+func (e *proxyRefused) Unwrap() error { return e.e }
 
 // ambient identifies a caller whom the browser or the connection
 // authenticates on its own: the trusted proxy's user header, else a
@@ -209,6 +217,17 @@ func (s *Server) oidcCallback(c echo.Context, h *handlers.Console) error {
 	}
 	s.log.Info("signed in", "request_id", requestID(c), "actor", who.Actor, "role", string(who.Role), "via", "oidc")
 	return c.Redirect(http.StatusSeeOther, handlers.SafeNext(st.Next))
+}
+
+// renderProxyRefused answers a console request refused by proxyGuard with
+// a 401 page.
+func renderProxyRefused(c echo.Context, err error) bool {
+	var e *proxyRefused
+	if !errors.As(err, &e) {
+		return false
+	}
+	_ = handlers.Render(c, http.StatusUnauthorized, views.ErrorPage(views.Page{}, http.StatusUnauthorized, "Not signed in", e.e.Message, false))
+	return true
 }
 
 // renderNoRole answers a console request of a proxy person without a role

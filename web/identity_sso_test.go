@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -235,3 +236,5 @@ func TestSSOLogoutAndEndedSessions(t *testing.T) {
 		}
 	})
 }
+
+func timeNow() time.Time { return time.Now() }

@@ -275,7 +275,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 				handlers.SetIdentity(c, id)
 			}
 		}
-		if renderNoRole(c, err) {
+		if renderNoRole(c, err) || renderProxyRefused(c, err) {
 			return
 		}
 		s.htmlError(err, c)
