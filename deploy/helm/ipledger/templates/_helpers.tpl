@@ -1,0 +1,68 @@
+{{/* The release's resource name. */}}
+{{- define "ipledger.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ipledger.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "ipledger.labels" -}}
+{{ include "ipledger.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* The Secret holding the database URL, admin token and OIDC client secret. */}}
+{{- define "ipledger.secretName" -}}
+{{- .Values.secret.existingSecret | default (include "ipledger.fullname" .) -}}
+{{- end -}}
+
+{{- define "ipledger.scheme" -}}
+{{- if .Values.tls.enabled }}HTTPS{{ else }}HTTP{{ end -}}
+{{- end -}}
+
+{{/*
+The combinations the server cannot run: checked before anything renders.
+*/}}
+{{- define "ipledger.validate" -}}
+{{- $db := .Values.database -}}
+{{- if not (has $db.type (list "sqlite" "postgres")) -}}
+{{- fail (printf "database.type %q: want sqlite or postgres" $db.type) -}}
+{{- end -}}
+{{- if and (eq $db.type "sqlite") (gt (int .Values.replicaCount) 1) -}}
+{{- fail (printf "replicaCount %d with database.type sqlite: a SQLite file belongs to one process; use PostgreSQL (database.type: postgres) for more than one replica" (int .Values.replicaCount)) -}}
+{{- end -}}
+{{- if and (eq $db.type "sqlite") $db.url -}}
+{{- fail "database.url is for PostgreSQL: with database.type sqlite the file lives in the data volume" -}}
+{{- end -}}
+{{- if and (eq $db.type "postgres") $db.url (not (regexMatch "^postgres(ql)?://" $db.url)) -}}
+{{- fail "database.url must start with postgres:// or postgresql:// when database.type is postgres" -}}
+{{- end -}}
+{{- if and (eq $db.type "postgres") (not $db.url) (not .Values.secret.existingSecret) -}}
+{{- fail "database.type postgres needs database.url or secret.existingSecret (with the key secret.databaseURLKey)" -}}
+{{- end -}}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
+{{- fail "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret)" -}}
+{{- end -}}
+{{- if and .Values.tls.clientCASecret (not .Values.tls.enabled) -}}
+{{- fail "tls.clientCASecret needs tls.enabled: client certificates come with HTTPS" -}}
+{{- end -}}
+{{- if and .Values.identity.authProxy.header (not .Values.identity.authProxy.trusted) -}}
+{{- fail "identity.authProxy.header needs identity.authProxy.trusted (the proxy's CIDRs)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* One environment variable when its value is set. */}}
+{{- define "ipledger.env" -}}
+{{- if .value }}
+- name: {{ .name }}
+  value: {{ .value | toString | quote }}
+{{- end }}
+{{- end -}}
