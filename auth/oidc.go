@@ -115,6 +115,16 @@ func NewOIDC(cfg OIDCConfig) *OIDC {
 // it).
 func (o *OIDC) GroupsClaim() string { return o.cfg.GroupsClaim }
 
+// IssuerOrigin is the issuer's scheme://host[:port], where sign-out sends
+// the browser.
+func (o *OIDC) IssuerOrigin() string {
+	u, err := url.Parse(o.cfg.Issuer)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
 // RedirectURL is the redirect URI to register at the issuer.
 func (o *OIDC) RedirectURL() string { return o.cfg.ExternalURL + CallbackPath }
 
@@ -358,7 +368,9 @@ func (o *OIDC) Finish(ctx context.Context, st LoginState, state, code string) (*
 // none (or is unreachable): logout then ends only ipledger's session.
 func (o *OIDC) EndSessionURL(ctx context.Context) string {
 	d, err := o.discover(ctx)
-	if err != nil || d.endSession == "" {
+	if err != nil || d.endSession == "" || !strings.HasPrefix(d.endSession, o.IssuerOrigin()+"/") {
+		// An endpoint on another origin would be blocked by the console's
+		// form-action policy.
 		return ""
 	}
 	sep := "?"

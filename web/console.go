@@ -82,14 +82,27 @@ func (s *Server) consoleHandlers(store *sessions) *handlers.Console {
 
 // consoleSecurityHeaders keeps console pages out of frames and limits
 // scripts to the site's own files.
-func consoleSecurityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		hd := c.Response().Header()
-		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("Referrer-Policy", "same-origin")
-		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
-		return next(c)
+var consoleSecurityHeaders = securityHeaders("")
+
+// securityHeaders is consoleSecurityHeaders with forms also allowed to
+// lead to formOrigin: sign-out is a form whose answer redirects to the
+// identity provider's end_session_endpoint, which form-action 'self'
+// alone would block.
+func securityHeaders(formOrigin string) echo.MiddlewareFunc {
+	csp := "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
+	if formOrigin != "" {
+		csp += " " + formOrigin
+	}
+	csp += "; base-uri 'none'"
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			hd := c.Response().Header()
+			hd.Set("X-Frame-Options", "DENY")
+			hd.Set("X-Content-Type-Options", "nosniff")
+			hd.Set("Referrer-Policy", "same-origin")
+			hd.Set("Content-Security-Policy", csp)
+			return next(c)
+		}
 	}
 }
 
@@ -216,10 +229,14 @@ func (s *Server) consoleRoutes() {
 		files.ServeHTTP(c.Response(), c.Request())
 		return nil
 	})
-	s.e.GET("/login", h.LoginForm, consoleSecurityHeaders, s.optionalSession)
+	sec := consoleSecurityHeaders
+	if o := s.cfg.Identity.OIDC; o != nil {
+		sec = securityHeaders(o.IssuerOrigin())
+	}
+	s.e.GET("/login", h.LoginForm, sec, s.optionalSession)
 	nul := consoleFormNUL(h)
-	s.e.POST("/login", func(c echo.Context) error { return h.Login(c, store) }, consoleSecurityHeaders, loginCSRF, nul)
+	s.e.POST("/login", func(c echo.Context) error { return h.Login(c, store) }, sec, loginCSRF, nul)
 	for _, r := range s.ConsoleRoutes() {
-		s.e.Add(r.Method, r.Path, s.require(r.Role, withQueryRoles(r, s.ConsoleQueryRoles(), nul(r.Handler))), consoleSecurityHeaders, s.consoleAuth, consoleBodyLimit)
+		s.e.Add(r.Method, r.Path, s.require(r.Role, withQueryRoles(r, s.ConsoleQueryRoles(), nul(r.Handler))), sec, s.consoleAuth, consoleBodyLimit)
 	}
 }
