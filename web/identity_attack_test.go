@@ -1,9 +1,12 @@
 package web_test
 
 import (
+	"bytes"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"gorm.io/gorm"
@@ -146,4 +149,101 @@ func TestSSOSessionFixation(t *testing.T) {
 			t.Fatalf("the planted session still works: %d", res.StatusCode)
 		}
 	})
+}
+
+// lockedBuffer is a log sink the server writes from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSSOSecretsNowhere: the client secret, ID tokens, codes and session
+// ids appear in no log line, audit event or page, through a sign-in, a
+// console edit, a refused sign-in, a refused JWT, the sessions page and
+// sign-out.
+func TestSSOSecretsNowhere(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Open(t, models.SQLite)
+	var logs lockedBuffer
+	s := newSSOSiteLog(t, db, true, &logs)
+	u, _ := url.Parse(s.srv.URL)
+	var pages strings.Builder
+	b := newJarBrowser(s.consoleSite)
+	cb := s.signIn(b, "/events", "alice", "alice-pw")
+	secrets := []string{s.idp.ClientSecret, cb.Query().Get("code")}
+	for _, c := range b.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/auth/oidc"}) {
+		secrets = append(secrets, c.Value)
+	}
+	s.finish(b, cb)
+	for _, c := range b.c.Jar.Cookies(u) {
+		if c.Name == "ipledger_session" {
+			secrets = append(secrets, c.Value, strings.Split(c.Value, ".")[1])
+		}
+	}
+	b.post("/pools", url.Values{"name": {"p1"}, "type": {"integer"}, "first": {"1"}, "last": {"5"}}, true)
+	for _, p := range []string{"/events", "/sessions", "/"} {
+		pages.WriteString(readBody(t, b.get(p)))
+	}
+	jwt := s.idToken(t, "bob", "bob-pw")
+	secrets = append(secrets, jwt, strings.Split(jwt, ".")[2])
+	res, body := apiCall(t, s.srv.URL, "GET", "/api/v1/pools", jwt[:len(jwt)-4]+"AAAA", "")
+	pages.WriteString(body + res.Header.Get("WWW-Authenticate"))
+	bad := newJarBrowser(s.consoleSite)
+	cb2 := s.signIn(bad, "", "alice", "alice-pw")
+	secrets = append(secrets, cb2.Query().Get("code"))
+	q := cb2.Query()
+	q.Set("state", "forged")
+	cb2.RawQuery = q.Encode()
+	pages.WriteString(readBody(t, bad.do(mustRequest(t, cb2.String()))))
+	pages.WriteString(readBody(t, b.post("/logout", nil, true)))
+
+	var evs []models.AuditEvent
+	db.Find(&evs)
+	var stored strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&stored, "%s %s %s %s %v %v\n", e.Actor, e.Action, e.ObjectID, e.RequestID, deref(e.BeforeJSON), deref(e.AfterJSON))
+	}
+	var rows []map[string]any
+	db.Raw(`SELECT * FROM user_sessions`).Scan(&rows)
+	fmt.Fprint(&stored, rows)
+	for _, sec := range secrets {
+		if len(sec) < 8 {
+			t.Fatalf("secret too short to look for: %q", sec)
+		}
+		for where, text := range map[string]string{"log": logs.String(), "audit log or sessions table": stored.String(), "pages": pages.String()} {
+			if strings.Contains(text, sec) {
+				t.Errorf("a secret (%.6s…) appears in the %s", sec, where)
+			}
+		}
+	}
+	if !strings.Contains(logs.String(), `"actor":"user:alice"`) || !strings.Contains(logs.String(), `"role":"admin"`) {
+		t.Fatal("the request log does not name the person and role")
+	}
+}
+
+func mustRequest(t *testing.T, u string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

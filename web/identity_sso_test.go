@@ -41,6 +41,11 @@ var ssoUsers = map[string]oidctest.User{
 }
 
 func newSSOSite(t testing.TB, db *gorm.DB, inIDToken bool) *ssoSite {
+	return newSSOSiteLog(t, db, inIDToken, io.Discard)
+}
+
+// newSSOSiteLog is newSSOSite with the server's log written to w.
+func newSSOSiteLog(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer) *ssoSite {
 	t.Helper()
 	var mu sync.Mutex
 	var h http.Handler = http.NotFoundHandler()
@@ -52,7 +57,7 @@ func newSSOSite(t testing.TB, db *gorm.DB, inIDToken bool) *ssoSite {
 	}))
 	t.Cleanup(srv.Close)
 	idp := oidctest.Start(t, oidctest.Options{Users: ssoUsers, RedirectURIs: []string{srv.URL + auth.CallbackPath}, GroupsInIDToken: inIDToken})
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o := auth.NewOIDC(auth.OIDCConfig{Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret,
 		ExternalURL: srv.URL, Roles: auth.NewRoleMap([]string{"ipam-admins"}, []string{"ipam-operators"}, []string{"noc"}), Log: log})
 	a := allocator.New(db, allocator.Options{Logger: log})
