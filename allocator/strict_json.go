@@ -1,16 +1,15 @@
 package allocator
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
-	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ipledger/ipledger/strictjson"
 )
 
 // Strict JSON, shared by every door that takes a JSON document (REST
@@ -26,15 +25,14 @@ import (
 //     one and no name, address or identifier of ipledger needs it.
 //
 // Member names match their Go fields in their exact case only, and a
-// leading UTF-8 byte order mark is ignored. The syntax and the names are
-// checked with the tokenizer of github.com/go-json-experiment/json (the
-// encoding/json v2 semantics); the value is then decoded by it.
-
-var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+// leading UTF-8 byte order mark is ignored. The document is walked by
+// package strictjson (the walker the CNI plugin uses too); the value is
+// then decoded by github.com/go-json-experiment/json (the encoding/json v2
+// semantics).
 
 // TrimBOM returns b without a leading UTF-8 byte order mark (JSON and TOML
 // documents written by some editors start with one).
-func TrimBOM(b []byte) []byte { return bytes.TrimPrefix(b, utf8BOM) }
+func TrimBOM(b []byte) []byte { return strictjson.TrimBOM(b) }
 
 // JSONOptions tunes DecodeJSON.
 type JSONOptions struct {
@@ -105,125 +103,28 @@ func jsonError(err error, o JSONOptions) error {
 // decode piecewise (json.RawMessage members) check the whole document
 // first.
 func CheckJSON(b []byte, o JSONOptions) error {
-	b = TrimBOM(b)
-	if len(bytes.TrimSpace(b)) == 0 {
+	p := strictjson.Check(b, strictjson.Options{Prefix: o.Prefix, RefuseNUL: true})
+	if p == nil {
+		return nil
+	}
+	switch p.Kind {
+	case strictjson.Empty:
 		return Errf(CodeBadRequest, "", "%s is empty; a JSON object is expected", o.what())
+	case strictjson.NotUTF8:
+		return Errf(CodeBadRequest, "", "%s is not valid UTF-8", o.what())
+	case strictjson.Duplicate:
+		return Errf(CodeInvalid, p.Path, "%s: member %q appears twice in one object; nothing was changed", p.Path, p.Name)
+	case strictjson.CaseVariant:
+		return Errf(CodeInvalid, p.Path, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", p.Path, p.Name, p.Prev)
+	case strictjson.NULName:
+		return Errf(CodeInvalid, p.Path, "member name %q contains a NUL character", p.Name)
+	case strictjson.NULString:
+		return Errf(CodeInvalid, p.Path, "%s contains a NUL character", p.Path)
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true))
-	// One frame per open object or array; frames are reused, and an
-	// object's names are compared by a linear scan (objects of this API
-	// have a handful of members), so a 10 MiB file costs few allocations.
-	type frame struct {
-		obj      bool
-		path     string
-		wantName bool
-		name     string
-		idx      int
-		names    []string
-		folded   map[string]string // from 16 names on: folded name → name
+	if p.Offset >= 0 {
+		return Errf(CodeBadRequest, "", "%s is not valid JSON: %v (at byte %d)", o.what(), p.Err, p.Offset)
 	}
-	var stack []frame
-	valuePath := func() string {
-		if len(stack) == 0 {
-			return o.Prefix
-		}
-		f := &stack[len(stack)-1]
-		if f.obj {
-			return joinField(f.path, f.name)
-		}
-		return f.path + "[" + strconv.Itoa(f.idx) + "]"
-	}
-	done := func() { // the current value of the top frame is complete
-		if len(stack) == 0 {
-			return
-		}
-		f := &stack[len(stack)-1]
-		if f.obj {
-			f.wantName = true
-		} else {
-			f.idx++
-		}
-	}
-	for {
-		tok, err := dec.ReadToken()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			var sy *jsontext.SyntacticError
-			if errors.As(err, &sy) && strings.Contains(sy.Err.Error(), "UTF-8") {
-				return Errf(CodeBadRequest, "", "%s is not valid UTF-8", o.what())
-			}
-			if errors.As(err, &sy) {
-				return Errf(CodeBadRequest, "", "%s is not valid JSON: %v (at byte %d)", o.what(), sy.Err, sy.ByteOffset)
-			}
-			return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), err)
-		}
-		k := tok.Kind()
-		if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].wantName && k == '"' {
-			f := &stack[n-1]
-			name := tok.String()
-			var clash []string
-			if f.folded != nil {
-				if prev, ok := f.folded[strings.ToLower(name)]; ok {
-					clash = []string{prev}
-				}
-			} else {
-				clash = f.names
-			}
-			for _, prev := range clash {
-				if !strings.EqualFold(prev, name) {
-					continue
-				}
-				path := memberPath(f.path, name)
-				if prev == name {
-					return Errf(CodeInvalid, path, "%s: member %q appears twice in one object; nothing was changed", path, name)
-				}
-				return Errf(CodeInvalid, path, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", path, name, prev)
-			}
-			if strings.IndexByte(name, 0) >= 0 {
-				path := memberPath(f.path, name)
-				return Errf(CodeInvalid, path, "member name %q contains a NUL character", name)
-			}
-			switch {
-			case f.folded != nil:
-				f.folded[strings.ToLower(name)] = name
-			case len(f.names) == 16:
-				// A large object (a map of many names): a linear scan
-				// would make the check quadratic.
-				f.folded = make(map[string]string, 64)
-				for _, n := range append(f.names, name) {
-					f.folded[strings.ToLower(n)] = n
-				}
-			default:
-				f.names = append(f.names, name)
-			}
-			f.name, f.wantName = name, false
-			continue
-		}
-		switch k {
-		case '{', '[':
-			p := valuePath()
-			if len(stack) < cap(stack) {
-				stack = stack[:len(stack)+1]
-				names := stack[len(stack)-1].names[:0]
-				stack[len(stack)-1] = frame{obj: k == '{', path: p, wantName: k == '{', names: names}
-			} else {
-				stack = append(stack, frame{obj: k == '{', path: p, wantName: k == '{'})
-			}
-		case '}', ']':
-			stack = stack[:len(stack)-1]
-			done()
-		case '"':
-			if strings.IndexByte(tok.String(), 0) >= 0 {
-				p := valuePath()
-				return Errf(CodeInvalid, p, "%s contains a NUL character", p)
-			}
-			done()
-		default:
-			done()
-		}
-	}
+	return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), p.Err)
 }
 
 // pointerPath turns a JSON pointer (/expected_dpus/1/loopback_ip) into the
@@ -286,14 +187,4 @@ func goKindName(t reflect.Type) string {
 		return "object"
 	}
 	return "value"
-}
-
-// memberPath is the field path of member name of the object at path. A
-// member named "" is written [""], so that an error about it still names
-// a field.
-func memberPath(path, name string) string {
-	if name == "" {
-		return path + `[""]`
-	}
-	return joinField(path, name)
 }

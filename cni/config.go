@@ -11,6 +11,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/ipledger/ipledger/strictjson"
 )
 
 // PluginType is the `type` of the plugin's ipam object and the name of its
@@ -116,7 +118,7 @@ var legacyKeys = []string{"static_ip", "ipv6_subnet", "ipv4_subnet"}
 // Input that is not JSON never reaches ParseConfig through skel (skel answers
 // it with code 6); called directly, ParseConfig rejects it with code 7 too.
 func ParseConfig(data []byte) (*Config, error) {
-	data = bytes.TrimPrefix(data, utf8BOM)
+	data = strictjson.TrimBOM(data)
 	if err := checkStrict(data); err != nil {
 		return nil, err
 	}
