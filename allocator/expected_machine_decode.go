@@ -4,42 +4,26 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ipledger/ipledger/ident"
 )
 
-// NormalizeMAC accepts a 48-bit MAC address in any case, with ':' or '-'
-// between the six octets, and returns it lower-case with ':' (docs/api.md); anything else is 422 invalid on field.
+// NormalizeMAC reads a MAC address by the one rule of package ident and
+// returns it lower-case with ':' (docs/api.md "MAC addresses"); anything
+// else is 422 invalid on field.
 func NormalizeMAC(s, field string) (string, error) {
-	in := strings.TrimSpace(s)
-	if in == "" {
+	if strings.TrimSpace(s) == "" {
 		return "", Errf(CodeInvalid, field, "%s is required", field)
 	}
-	sep := byte(':')
-	if len(in) == 17 {
-		sep = in[2]
+	mac, err := ident.ParseMAC(s)
+	if err != nil {
+		return "", Errf(CodeInvalid, field, "%q is not a MAC address: want %s", s, ident.MACRule)
 	}
-	ok := len(in) == 17 && (sep == ':' || sep == '-')
-	if ok {
-		for i := 2; i < 17; i += 3 {
-			if in[i] != sep {
-				ok = false
-			}
-		}
-	}
-	var hw net.HardwareAddr
-	if ok {
-		var err error
-		hw, err = net.ParseMAC(strings.ReplaceAll(in, "-", ":"))
-		ok = err == nil && len(hw) == 6
-	}
-	if !ok {
-		return "", Errf(CodeInvalid, field, "%q is not a MAC address: want six hex octets separated by ':' or '-', e.g. 1a:1b:1c:1d:1e:1f", s)
-	}
-	return hw.String(), nil
+	return mac, nil
 }
 
 // looksLikeMAC tells whether an {id} path segment is a MAC address rather

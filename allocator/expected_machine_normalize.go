@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/ipledger/ipledger/ident"
 )
 
 // emDpu is one validated expected DPU.
@@ -117,8 +119,8 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 		switch {
 		case d.serial == "":
 			ps.add(Errf(CodeInvalid, d.field+".serial_number", "serial_number is required"))
-		case !emSerialRE.MatchString(d.serial):
-			ps.add(Errf(CodeInvalid, d.field+".serial_number", "serial_number %q must be 1 to 64 letters, digits, '_', '.' or '-'", in.SerialNumber))
+		case !ident.ValidSerial(d.serial):
+			ps.add(Errf(CodeInvalid, d.field+".serial_number", "serial_number %q must be %s", in.SerialNumber, ident.SerialRule))
 			d.serial = "" // left out of the collision checks
 		default:
 			if j, dup := serials[d.serial]; dup {

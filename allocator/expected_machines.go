@@ -1,9 +1,5 @@
 package allocator
 
-import (
-	"regexp"
-)
-
 // ExpectedMachines: a host the site expects to ingest, with its NICo fields
 // and the per-DPU loopback reservations of docs/reservations.md. Every door (REST
 // create/PUT/PATCH/replace-all, the CLI through REST, the console) writes
@@ -22,8 +18,6 @@ const (
 	emMaxLabels      = 64
 	emMaxDpus        = 16
 )
-
-var emSerialRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // Label is one metadata label.
 type Label struct {

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm/clause"
 
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -82,9 +83,9 @@ func (a *Allocator) Report(ctx context.Context, spec ReportSpec) (*IngestResult,
 
 // newReport validates a report (Report's 422 errors).
 func newReport(spec ReportSpec) (*report, error) {
-	mac, err := canonicalMAC(spec.BmcMacAddress)
+	mac, err := ident.ParseMAC(spec.BmcMacAddress)
 	if err != nil {
-		return nil, Errf(CodeInvalid, "bmc_mac_address", "bmc_mac_address %q is not a MAC address (six hex octets separated by ':' or '-')", spec.BmcMacAddress)
+		return nil, Errf(CodeInvalid, "bmc_mac_address", "bmc_mac_address %q is not a MAC address: want %s", spec.BmcMacAddress, ident.MACRule)
 	}
 	chassis := strings.TrimSpace(spec.ChassisSerialNumber)
 	if len(chassis) > 128 {
@@ -96,8 +97,8 @@ func newReport(spec ReportSpec) (*report, error) {
 	for i, d := range spec.DPUs {
 		s := strings.TrimSpace(d.SerialNumber)
 		field := fmt.Sprintf("dpus[%d].serial_number", i)
-		if !dpuSerialRE.MatchString(s) {
-			return nil, Errf(CodeInvalid, field, "serial_number %q must match ^[A-Za-z0-9_.-]{1,64}$", d.SerialNumber)
+		if !ident.ValidSerial(s) {
+			return nil, Errf(CodeInvalid, field, "serial_number %q must be %s", d.SerialNumber, ident.SerialRule)
 		}
 		if seen[s] {
 			return nil, Errf(CodeInvalid, field, "serial_number %q appears twice in this report", s)
@@ -177,14 +178,14 @@ func (a *Allocator) reportAlone(ctx context.Context, r *report) (*IngestResult, 
 // entry of kind "dpu". The answer is that of a report.
 func (a *Allocator) Discover(ctx context.Context, spec DiscoverSpec) (*IngestResult, error) {
 	serial := strings.TrimSpace(spec.SerialNumber)
-	if !dpuSerialRE.MatchString(serial) {
-		return nil, Errf(CodeInvalid, "serial_number", "serial_number %q must match ^[A-Za-z0-9_.-]{1,64}$", spec.SerialNumber)
+	if !ident.ValidSerial(serial) {
+		return nil, Errf(CodeInvalid, "serial_number", "serial_number %q must be %s", spec.SerialNumber, ident.SerialRule)
 	}
 	mac := ""
 	if strings.TrimSpace(spec.HostBmcMacAddress) != "" {
-		m, err := canonicalMAC(spec.HostBmcMacAddress)
+		m, err := ident.ParseMAC(spec.HostBmcMacAddress)
 		if err != nil {
-			return nil, Errf(CodeInvalid, "host_bmc_mac_address", "host_bmc_mac_address %q is not a MAC address", spec.HostBmcMacAddress)
+			return nil, Errf(CodeInvalid, "host_bmc_mac_address", "host_bmc_mac_address %q is not a MAC address: want %s", spec.HostBmcMacAddress, ident.MACRule)
 		}
 		mac = m
 	}

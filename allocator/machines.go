@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"regexp"
 	"strings"
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -213,10 +213,10 @@ func (a *Allocator) GetMachine(ctx context.Context, id string) (*Machine, error)
 func findMachine(db *gorm.DB, id string) (*models.Machine, error) {
 	id = strings.TrimSpace(id)
 	cands := []string{id}
-	if mac, err := canonicalMAC(id); err == nil {
+	if mac, err := ident.ParseMAC(id); err == nil {
 		cands = append(cands, HostMachineID(mac))
 	}
-	if dpuSerialRE.MatchString(id) {
+	if ident.ValidSerial(id) {
 		cands = append(cands, DPUMachineID(id))
 	}
 	for _, c := range cands {
@@ -325,23 +325,6 @@ func clampLimit(n int) int {
 		return 1000
 	}
 	return n
-}
-
-// dpuSerialRE is the serial number rule of docs/reservations.md.
-var dpuSerialRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-
-// canonicalMAC accepts a MAC address in any case with ':' or '-' and
-// returns it lower-case with ':' (docs/api.md "MAC addresses").
-func canonicalMAC(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if len(s) != 17 {
-		return "", errors.New("not a 48-bit MAC address")
-	}
-	hw, err := net.ParseMAC(strings.ReplaceAll(s, "-", ":"))
-	if err != nil || len(hw) != 6 {
-		return "", errors.New("not a 48-bit MAC address")
-	}
-	return hw.String(), nil
 }
 
 // expectedMachineByMAC finds the ExpectedMachine of a BMC MAC (look-ups

@@ -6,6 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -60,7 +61,7 @@ func ConfirmPhrase(m *Machine) string {
 
 // ConfirmMatches reports whether typed confirms a force delete of m: the
 // phrase exactly (surrounding blanks ignored), and a BMC MAC address in
-// any spelling.
+// either case and with either separator (ident.ParseMAC).
 func ConfirmMatches(m *Machine, typed string) bool {
 	want := ConfirmPhrase(m)
 	typed = strings.TrimSpace(typed)
@@ -71,46 +72,11 @@ func ConfirmMatches(m *Machine, typed string) bool {
 		return true
 	}
 	if m.Kind == KindHost && m.EMName == "" {
-		if mac, ok := ParseMACAnySpelling(typed); ok && m.BmcMacAddress != nil && mac == *m.BmcMacAddress {
+		if mac, err := ident.ParseMAC(typed); err == nil && m.BmcMacAddress != nil && mac == *m.BmcMacAddress {
 			return true
 		}
 	}
 	return false
-}
-
-// ParseMACAnySpelling reads a 48-bit MAC address written with ':' or '-'
-// between octets, Cisco's dotted form (1a1b.1c1d.1e1f) or as 12 bare hex
-// digits, in any case, and returns it lower-case with ':'.
-func ParseMACAnySpelling(s string) (string, bool) {
-	s = strings.TrimSpace(s)
-	var hex strings.Builder
-	switch {
-	case len(s) == 17 && (strings.Count(s, ":") == 5 || strings.Count(s, "-") == 5):
-		hex.WriteString(strings.NewReplacer(":", "", "-", "").Replace(s))
-	case len(s) == 14 && strings.Count(s, ".") == 2 && s[4] == '.' && s[9] == '.':
-		hex.WriteString(strings.ReplaceAll(s, ".", ""))
-	case len(s) == 12:
-		hex.WriteString(s)
-	default:
-		return "", false
-	}
-	h := strings.ToLower(hex.String())
-	if len(h) != 12 {
-		return "", false
-	}
-	for _, r := range h {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return "", false
-		}
-	}
-	var b strings.Builder
-	for i := 0; i < 12; i += 2 {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		b.WriteString(h[i : i+2])
-	}
-	return b.String(), true
 }
 
 // MachineNames returns the display name of each machine_id given (hosts by

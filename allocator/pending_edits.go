@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -45,7 +46,7 @@ func (a *Allocator) PendingLoopbacks(ctx context.Context, id string, spec Expect
 	err := a.read(ctx, func(db *gorm.DB) error {
 		for i, d := range *spec.ExpectedDpus {
 			serial := strings.TrimSpace(d.SerialNumber)
-			if !dpuSerialRE.MatchString(serial) {
+			if !ident.ValidSerial(serial) {
 				continue
 			}
 			mid := DPUMachineID(serial)

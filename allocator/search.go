@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -116,7 +117,7 @@ func (s *searcher) add(h SearchHit) {
 }
 
 func (s *searcher) run(q string) error {
-	if mac, ok := ParseMACAnySpelling(q); ok {
+	if mac, err := ident.ParseMAC(q); err == nil {
 		if err := s.byMAC(mac); err != nil {
 			return err
 		}
@@ -283,7 +284,7 @@ func (s *searcher) byText(q string) error {
 			return err
 		}
 	}
-	if dpuSerialRE.MatchString(q) {
+	if ident.ValidSerial(q) {
 		for _, serial := range uniq(q, strings.ToUpper(q)) {
 			if ok, err := s.machineHit(DPUMachineID(serial), "DPU serial "+serial); err != nil {
 				return err

@@ -57,12 +57,17 @@
   }, true);
 
   // Force delete: the confirm button stays disabled until the host's name
-  // (or its BMC MAC, in any spelling) is typed (the server checks again).
-  function macKey(s) { return s.toLowerCase().replace(/[^0-9a-f]/g, ""); }
+  // (or its BMC MAC, in either case, with ':' or '-' throughout: the
+  // server's one MAC rule) is typed (the server checks again).
+  function macKey(s) {
+    s = s.toLowerCase();
+    return /^[0-9a-f]{2}([:-])[0-9a-f]{2}(\1[0-9a-f]{2}){4}$/.test(s) ? s.replace(/-/g, ":") : null;
+  }
   function phraseOK(i) {
     var want = i.getAttribute("data-confirm-phrase") || "", got = i.value.trim();
     if (got === want) return true;
-    return i.hasAttribute("data-confirm-mac") && got.length >= 12 && macKey(got) === macKey(want);
+    var k = macKey(got);
+    return i.hasAttribute("data-confirm-mac") && k !== null && k === macKey(want);
   }
   function armConfirm(root) {
     var inputs = (root || document).querySelectorAll("input[data-confirm-phrase]");
