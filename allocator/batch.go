@@ -235,7 +235,7 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 	}
 	var (
 		results []allocResult
-		err     error = errGeneralPath
+		err     = errGeneralPath
 	)
 	earlierTry := false
 	if a.dialect == models.Postgres {

@@ -233,7 +233,7 @@ func prefixRange(sp space, s, field string) (parsedRange, error) {
 	first := fromAddr(p.Addr())
 	hostBits := uint(p.Addr().BitLen() - p.Bits())
 	// last = first + 2^hostBits - 1
-	span := u128{}
+	var span u128
 	if hostBits >= 128 {
 		span = u128{^uint64(0), ^uint64(0)}
 	} else if hostBits >= 64 {

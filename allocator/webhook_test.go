@@ -281,9 +281,9 @@ func TestWebhookOneInFlightAcrossProcesses(t *testing.T) {
 				}(i)
 			}
 			wg.Wait()
-			reqs := rc.waitFor(t, n)
+			rc.waitFor(t, n)
 			time.Sleep(100 * time.Millisecond)
-			reqs = rc.waitFor(t, n)
+			reqs := rc.waitFor(t, n)
 			if len(reqs) != n || rc.maxIn.Load() != 1 {
 				t.Fatalf("%d requests (want %d), at most %d at once (want 1)", len(reqs), n, rc.maxIn.Load())
 			}

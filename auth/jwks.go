@@ -53,7 +53,7 @@ func newKeySet(url string, client *http.Client, now func() time.Time) *keySet {
 // returns the payload. An unknown key id refreshes the set once when the
 // last fetch is at least JWKSRefreshEvery old.
 func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, AsymmetricAlgs)
+	jws, err := jose.ParseSignedCompact(raw, AsymmetricAlgs)
 	if err != nil {
 		return nil, fmt.Errorf("malformed or unsupported JWS: %v", err)
 	}

@@ -56,7 +56,7 @@ func ParseURL(raw string) (Target, error) {
 		p := strings.TrimPrefix(s, "sqlite:")
 		p = strings.TrimPrefix(p, "//")
 		if p == "" {
-			return Target{}, fmt.Errorf("database URL %q: missing file path after sqlite:", raw)
+			return Target{}, fmt.Errorf("database URL %q: the file path after \"sqlite:\" is missing", raw)
 		}
 		return sqliteTarget(p), nil
 	case strings.HasSuffix(s, ".db") && !strings.Contains(s, "://"):

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/ipledger/ipledger/allocator"
@@ -83,9 +84,8 @@ func (f EMForm) Spec(password string) allocator.ExpectedMachineSpec {
 		sku := f.SkuID
 		s.SkuID = &sku
 	}
-	for _, x := range strings.FieldsFunc(f.Fallback, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
-		s.FallbackDpuSerialNumbers = append(s.FallbackDpuSerialNumbers, x)
-	}
+	s.FallbackDpuSerialNumbers = append(s.FallbackDpuSerialNumbers,
+		strings.FieldsFunc(f.Fallback, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })...)
 	for _, line := range strings.Split(f.Labels, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -145,8 +145,7 @@ var indexed = regexp.MustCompile(`^(metadata\.labels|fallback_dpu_serial_numbers
 // Errors inside labels or fallback serials go to their textarea.
 func (f EMForm) EMErrorID(field string) string {
 	if m := dpuField.FindStringSubmatch(field); m != nil {
-		var i int
-		fmt.Sscan(m[1], &i)
+		i, _ := strconv.Atoi(m[1]) // digits: dpuField says so
 		if rows := f.specRows(); i < len(rows) {
 			i = rows[i]
 			part := m[2]

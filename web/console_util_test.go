@@ -84,11 +84,6 @@ func (s *consoleSite) login(role allocator.Role) *browser {
 	return b
 }
 
-type resp struct {
-	*http.Response
-	body string
-}
-
 func (b *browser) do(req *http.Request) *http.Response {
 	b.t.Helper()
 	res, err := b.c.Do(req)

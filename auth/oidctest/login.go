@@ -57,9 +57,9 @@ func (p *Provider) submit(c *http.Client, id, username, password string) (*url.U
 		if resp.StatusCode < 300 || resp.StatusCode >= 400 {
 			return nil, fmt.Errorf("the provider's login answered %s: %.300s", resp.Status, body)
 		}
-		loc, err := resp.Request.URL.Parse(resp.Header.Get("Location"))
-		if err != nil {
-			return nil, err
+		loc, perr := resp.Request.URL.Parse(resp.Header.Get("Location"))
+		if perr != nil {
+			return nil, perr
 		}
 		if !strings.HasPrefix(loc.String(), p.Issuer) {
 			return loc, nil

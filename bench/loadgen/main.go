@@ -217,7 +217,6 @@ type runner struct {
 	errs           []string // the first notes (transport errors, 4xx/5xx answers)
 	violations     []string
 	moreViolations int
-	deadline       time.Time
 }
 
 func run(ctx context.Context, c config) (*Summary, error) {

@@ -215,7 +215,7 @@ func (f *emFlags) labelList() ([]allocator.Label, error) {
 		// KEY=VALUE (ipledger) or KEY:VALUE (NICo), whichever separator
 		// comes first; KEY alone is a label without a value.
 		sep := "="
-		if c := strings.Index(l, ":"); c >= 0 && (strings.Index(l, "=") < 0 || c < strings.Index(l, "=")) {
+		if c := strings.Index(l, ":"); c >= 0 && (!strings.Contains(l, "=") || c < strings.Index(l, "=")) {
 			sep = ":"
 		}
 		k, v, _ := strings.Cut(l, sep)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -262,8 +263,7 @@ func parseRangeFlag(s string) (allocator.RangeSpec, error) {
 }
 
 func sum(a, b string) string {
-	var x, y int64
-	fmt.Sscan(a, &x)
-	fmt.Sscan(b, &y)
+	x, _ := strconv.ParseInt(a, 10, 64) // counts from the API; a bad one counts 0
+	y, _ := strconv.ParseInt(b, 10, 64)
 	return fmt.Sprint(x + y)
 }
