@@ -189,9 +189,9 @@ func (t *tx) checkRequestable(p *models.Pool, v u128, owner Owner) (*models.Allo
 			if deref(row.FormerOwnerType) == owner.Type && deref(row.FormerOwnerID) == owner.ID {
 				return &row, nil
 			}
-			return nil, Errf(CodeNotAvailable, "value", "%s is quarantined (former owner %s/%s)", val, deref(row.FormerOwnerType), deref(row.FormerOwnerID))
+			return nil, Errf(CodeNotAvailable, "value", "%s is quarantined (former owner %s)", val, ownerText(t.DB, row.FormerOwnerType, row.FormerOwnerID))
 		}
-		return nil, Errf(CodeNotAvailable, "value", "%s is allocated to %s/%s", val, deref(row.OwnerType), deref(row.OwnerID))
+		return nil, Errf(CodeNotAvailable, "value", "%s is allocated to %s", val, ownerText(t.DB, row.OwnerType, row.OwnerID))
 	}
 	if !errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, err

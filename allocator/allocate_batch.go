@@ -270,10 +270,10 @@ func (t *tx) checkRequestedBatch(p *models.Pool, items []BatchItem, wants []*u12
 			if deref(row.FormerOwnerType) == owner.Type && deref(row.FormerOwnerID) == owner.ID {
 				reclaims[i] = row
 			} else {
-				fail.add(i, Errf(CodeNotAvailable, field, "%s is quarantined (former owner %s/%s)", val, deref(row.FormerOwnerType), deref(row.FormerOwnerID)))
+				fail.add(i, Errf(CodeNotAvailable, field, "%s is quarantined (former owner %s)", val, ownerText(t.DB, row.FormerOwnerType, row.FormerOwnerID)))
 			}
 		case rows[k] != nil:
-			fail.add(i, Errf(CodeNotAvailable, field, "%s is allocated to %s/%s", val, deref(rows[k].OwnerType), deref(rows[k].OwnerID)))
+			fail.add(i, Errf(CodeNotAvailable, field, "%s is allocated to %s", val, ownerText(t.DB, rows[k].OwnerType, rows[k].OwnerID)))
 		default:
 			if serial, ok := declared[k]; ok && !(owner.Type == OwnerTypeMachine && owner.ID == DPUMachineID(serial)) {
 				fail.add(i, Errf(CodeNotAvailable, field, "%s is declared for DPU %s", val, serial))

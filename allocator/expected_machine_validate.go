@@ -243,7 +243,7 @@ func (t *tx) checkDpuCollisions(d emDpu, lp *loopbackPools, held map[string]*mod
 				continue // the hold ran out: the value is free
 			}
 			if d.serial != "" && (deref(al.FormerOwnerType) != owner.Type || deref(al.FormerOwnerID) != owner.ID) {
-				ps.add(Errf(CodeNotAvailable, fam.field, "%s is quarantined for another machine (former owner %s/%s)", fam.a, deref(al.FormerOwnerType), deref(al.FormerOwnerID)))
+				ps.add(Errf(CodeNotAvailable, fam.field, "%s is quarantined for another machine (former owner %s)", fam.a, ownerText(t.DB, al.FormerOwnerType, al.FormerOwnerID)))
 			}
 			continue
 		}
@@ -251,7 +251,7 @@ func (t *tx) checkDpuCollisions(d emDpu, lp *loopbackPools, held map[string]*mod
 			continue // a malformed serial names no DPU to compare the owner with
 		}
 		if deref(al.OwnerType) != owner.Type || deref(al.OwnerID) != owner.ID {
-			ps.add(Errf(CodeNotAvailable, fam.field, "%s is allocated to %s/%s, not to DPU %s", fam.a, deref(al.OwnerType), deref(al.OwnerID), d.serial))
+			ps.add(Errf(CodeNotAvailable, fam.field, "%s is allocated to %s, not to DPU %s", fam.a, ownerText(t.DB, al.OwnerType, al.OwnerID), d.serial))
 		}
 	}
 	return nil

@@ -99,7 +99,7 @@ func (a *Allocator) Unquarantine(ctx context.Context, pool, value string) error 
 			return err
 		}
 		if row.State != models.StateQuarantined {
-			return Errf(CodeConflict, "value", "%s is allocated to %s/%s, not quarantined", row.Value, deref(row.OwnerType), deref(row.OwnerID))
+			return Errf(CodeConflict, "value", "%s is allocated to %s, not quarantined", row.Value, ownerText(t.DB, row.OwnerType, row.OwnerID))
 		}
 		if err := t.deleteAllocation(p, &row); err != nil {
 			return err

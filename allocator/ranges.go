@@ -84,30 +84,9 @@ func (t *tx) blockers(p *models.Pool, first, last string, keep *[2]string) ([]st
 	if err := q.Order("value_key").Limit(20).Find(&allocs).Error; err != nil {
 		return nil, err
 	}
-	// A machine owner is named as operators know it (DPU serial, host
-	// name) before its type/id, so the refusal reads without a look-up.
-	var ids []string
-	for _, al := range allocs {
-		for _, o := range [][2]*string{{al.OwnerType, al.OwnerID}, {al.FormerOwnerType, al.FormerOwnerID}} {
-			if deref(o[0]) == OwnerTypeMachine && o[1] != nil {
-				ids = append(ids, *o[1])
-			}
-		}
-	}
-	names, kinds, err := machineNames(t.DB, ids)
-	if err != nil {
-		return nil, err
-	}
-	owner := func(typ, id *string) string {
-		s := deref(typ) + "/" + deref(id)
-		if n, ok := names[deref(id)]; ok && deref(typ) == OwnerTypeMachine {
-			if kinds[deref(id)] == KindDPU {
-				return "DPU " + n + ", " + s
-			}
-			return "host " + n + ", " + s
-		}
-		return s
-	}
+	// A machine owner is named as operators know it (DPU serial and host
+	// name, host name), not by its machine_id.
+	owner := func(typ, id *string) string { return ownerText(t.DB, typ, id) }
 	for _, al := range allocs {
 		if al.State == models.StateQuarantined {
 			out = append(out, fmt.Sprintf("%s (quarantined, former owner %s)", al.Value, owner(al.FormerOwnerType, al.FormerOwnerID)))

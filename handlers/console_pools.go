@@ -59,6 +59,14 @@ func (h *Console) CreatePool(c echo.Context) error {
 		return lerr
 	}
 	v.Form, v.Errors = f, views.FromError(err)
+	// The form has one range: a refusal of "first" or "last" (an overlap)
+	// goes beside that field, not above the form as "first: …".
+	for _, k := range []string{"first", "last"} {
+		if m, ok := v.Errors[k]; ok {
+			delete(v.Errors, k)
+			v.Errors["ranges[0]."+k] = m
+		}
+	}
 	if IsHTMX(c) {
 		return render(c, formStatus(err), views.CreatePoolForm(v))
 	}

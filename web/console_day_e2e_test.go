@@ -107,3 +107,57 @@ func TestRefusedSaveKeepsPasswordE2E(t *testing.T) {
 		}
 	})
 }
+
+// TestMessagesNameMachinesE2E: refusals name machines as operators know
+// them. A reservation of a value another DPU holds names that DPU's serial
+// and its host's name, a refused range shrink names the machines whose
+// values block it, and neither shows a machine/<hash> id; the refusal of a
+// pool overlapping another sits beside its field without a stray "first:".
+func TestMessagesNameMachinesE2E(t *testing.T) {
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, allocator.RoleAdmin)
+		errSel := `.dpu-row .error[id$="-loopback_ip"]`
+		run(t, ctx, "reserve a value another DPU holds",
+			chromedp.Navigate(site.srv.URL+"/expected-machines/"+emID(t, site, "2a:00:00:00:00:32")+"/edit"),
+			poll(`document.querySelector("#em-form") !== null`),
+			setInput(`.dpu-row input[name=dpu_ip]`, "10.180.62.210"),
+			poll(`document.querySelector('`+errSel+`').innerText.includes("10.180.62.210")`),
+		)
+		msg := evalJS[string](t, ctx, `document.querySelector('`+errSel+`').innerText`)
+		if !strings.Contains(msg, "MT2242X00010") || !strings.Contains(msg, "rack8-u01") || strings.Contains(msg, "machine/") {
+			t.Errorf("the clash with a held value says %q; want the DPU serial MT2242X00010 and host rack8-u01, no machine/<id>", msg)
+		}
+
+		run(t, ctx, "shrink a range that holds machines' values",
+			chromedp.Navigate(site.srv.URL+"/pools/lo-ip"),
+			chromedp.Click(chromedp.CSS(`#ranges tbody tr:last-child a[href$='/edit']`)),
+			poll(`document.querySelector("dialog[open] #range-form") !== null`),
+			setInput(`#re-first`, "10.180.62.230"),
+			chromedp.Click(chromedp.CSS(`dialog[open] #range-form button[type=submit]`)),
+			poll(`document.querySelector("dialog[open] #range-form .alert.bad, dialog[open] #range-form .error") !== null && document.querySelector("dialog[open] #range-form").innerText.includes("would leave values outside")`),
+		)
+		msg = evalJS[string](t, ctx, `document.querySelector("dialog[open] #range-form").innerText`)
+		if strings.Contains(msg, "machine/") || !strings.Contains(msg, "rack7-u14") {
+			t.Errorf("the refused shrink says %q; want the machines by name (rack7-u14), no machine/<id>", msg)
+		}
+
+		run(t, ctx, "create a pool that overlaps lo-ip",
+			chromedp.Navigate(site.srv.URL+"/pools"),
+			chromedp.WaitVisible(chromedp.CSS(`#create-pool`)),
+			chromedp.SendKeys(chromedp.CSS(`#p-name`), "lo-dup"),
+			chromedp.SetValue(chromedp.CSS(`#p-type`), "ipv4"),
+			chromedp.SendKeys(chromedp.CSS(`#p-first`), "10.180.62.5"),
+			chromedp.SendKeys(chromedp.CSS(`#p-last`), "10.180.62.6"),
+			chromedp.Click(chromedp.CSS(`#create-pool button[type=submit]`)),
+			poll(`document.querySelector("#create-pool").innerText.includes("overlap")`),
+		)
+		msg = evalJS[string](t, ctx, `document.querySelector("#create-pool").innerText`)
+		if strings.Contains(msg, "first:") {
+			t.Errorf("the overlap refusal carries a stray field prefix: %q", msg)
+		}
+		if !evalJS[bool](t, ctx, `document.querySelector("#p-first").closest(".field").innerText.includes("overlap")`) {
+			t.Errorf("the overlap refusal is not beside the first value's field")
+		}
+	})
+}
