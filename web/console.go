@@ -71,6 +71,9 @@ func (s *Server) consoleHandlers(store *sessions) *handlers.Console {
 			if id.OIDC.Ready(c.Request().Context()) {
 				return ""
 			}
+			if id.NoTokenLogin {
+				return "the identity provider does not answer; try again in a moment"
+			}
 			return "the identity provider does not answer; try again in a moment, or sign in with an API token"
 		}
 	}

@@ -153,9 +153,20 @@ func (s *Server) oidcRoutes(h *handlers.Console) {
 	s.e.GET(auth.CallbackPath, func(c echo.Context) error { return s.oidcCallback(c, h) }, consoleSecurityHeaders)
 }
 
+// loginCookieName is the sign-in cookie's name: behind TLS it carries the
+// __Host- prefix, so that no other host of the domain (a compromised
+// sibling subdomain) can plant a sign-in of its own in the browser.
+func (s *Server) loginCookieName() (name, path string) {
+	if s.cfg.SecureCookies || s.cfg.TLS != nil {
+		return "__Host-" + auth.LoginCookie, "/"
+	}
+	return auth.LoginCookie, "/auth/oidc"
+}
+
 func (s *Server) loginCookie(c echo.Context, val string, maxAge int) {
-	c.SetCookie(&http.Cookie{Name: auth.LoginCookie, Value: val, Path: "/auth/oidc", MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.cfg.SecureCookies})
+	name, path := s.loginCookieName()
+	c.SetCookie(&http.Cookie{Name: name, Value: val, Path: path, MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.cfg.SecureCookies || s.cfg.TLS != nil})
 }
 
 // oidcLogin starts a sign-in at the issuer; next is kept only when it is a
@@ -192,7 +203,8 @@ func (s *Server) oidcCallback(c echo.Context, h *handlers.Console) error {
 	if err != nil {
 		return err
 	}
-	ck, err := c.Cookie(auth.LoginCookie)
+	name, _ := s.loginCookieName()
+	ck, err := c.Cookie(name)
 	if err != nil {
 		return refuse(http.StatusBadRequest, "This sign-in was not started in this browser, or took too long: sign in again.")
 	}

@@ -46,6 +46,12 @@ func newSSOSite(t testing.TB, db *gorm.DB, inIDToken bool) *ssoSite {
 
 // newSSOSiteLog is newSSOSite with the server's log written to w.
 func newSSOSiteLog(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer) *ssoSite {
+	return newSSOSiteWith(t, db, inIDToken, w, web.Identity{OIDCName: "Test IdP"})
+}
+
+// newSSOSiteWith is newSSOSite with identity settings (OIDC is filled
+// in).
+func newSSOSiteWith(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer, id web.Identity) *ssoSite {
 	t.Helper()
 	var mu sync.Mutex
 	var h http.Handler = http.NotFoundHandler()
@@ -61,7 +67,8 @@ func newSSOSiteLog(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer) *ssoS
 	o := auth.NewOIDC(auth.OIDCConfig{Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret,
 		ExternalURL: srv.URL, Roles: auth.NewRoleMap([]string{"ipam-admins"}, []string{"ipam-operators"}, []string{"noc"}), Log: log})
 	a := allocator.New(db, allocator.Options{Logger: log})
-	s := web.New(web.Config{Allocator: a, Logger: log, Identity: web.Identity{OIDC: o, OIDCName: "Test IdP"}})
+	id.OIDC = o
+	s := web.New(web.Config{Allocator: a, Logger: log, Identity: id})
 	mu.Lock()
 	h = s.Handler()
 	mu.Unlock()
@@ -243,3 +250,19 @@ func TestSSOLogoutAndEndedSessions(t *testing.T) {
 }
 
 func timeNow() time.Time { return time.Now() }
+
+// TestSSOOnlyWithoutTokenForm: IPLEDGER_TOKEN_LOGIN=false leaves the
+// login page with the SSO button only and refuses a posted token.
+func TestSSOOnlyWithoutTokenForm(t *testing.T) {
+	t.Parallel()
+	s := newSSOSiteWith(t, dbtest.Open(t, models.SQLite), true, io.Discard, web.Identity{OIDCName: "Corp", NoTokenLogin: true})
+	b := newJarBrowser(s.consoleSite)
+	body := expect(t, b.get("/login"), http.StatusOK, "Sign in with Corp")
+	if strings.Contains(body, `name="token"`) {
+		t.Fatal("the token form is offered")
+	}
+	expect(t, b.post("/login", url.Values{"token": {s.tokens[allocator.RoleAdmin]}}, false), http.StatusForbidden, "turned off")
+	if res := b.get("/"); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("signed in with a token: %d", res.StatusCode)
+	}
+}

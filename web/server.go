@@ -94,6 +94,9 @@ func New(cfg Config) *Server {
 	if cfg.BulkTimeout == 0 {
 		cfg.BulkTimeout = 5 * time.Minute
 	}
+	if cfg.TLS != nil {
+		cfg.SecureCookies = true // console cookies are Secure behind TLS
+	}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
