@@ -54,7 +54,7 @@ func newSSOSiteLog(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer) *ssoS
 func newSSOSiteWith(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer, id web.Identity) *ssoSite {
 	t.Helper()
 	var mu sync.Mutex
-	var h http.Handler = http.NotFoundHandler()
+	h := http.NotFoundHandler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		hh := h
