@@ -141,7 +141,9 @@ type dueHook struct {
 }
 
 // dispatch starts a sender for each webhook whose oldest pending delivery
-// is due and whose lease is free, and sleeps until the next due time, a
+// is due and whose lease is free or already this process's (a sender that
+// lost the database returns without releasing it: the lease must not
+// keep the process's own deliveries waiting until it expires), and sleeps until the next due time, a
 // new delivery, a sender's end or the poll.
 func (a *Allocator) dispatch(ctx context.Context) {
 	e := &a.hooks
@@ -155,7 +157,7 @@ func (a *Allocator) dispatch(ctx context.Context) {
 			return db.Raw(`SELECT w.id AS id, h.next_attempt_at AS next_at FROM webhooks w
 JOIN webhook_deliveries h ON h.webhook_id = w.id AND h.state = 'pending'
  AND h.revision = (SELECT MIN(d.revision) FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.state = 'pending')
-WHERE w.enabled AND (w.lease_until IS NULL OR w.lease_until < ?)`, now).Scan(&due).Error
+WHERE w.enabled AND (w.lease_until IS NULL OR w.lease_until < ? OR w.lease_owner = ?)`, now, e.owner).Scan(&due).Error
 		})
 		if err != nil && ctx.Err() == nil {
 			a.log.Warn("webhook dispatcher: reading the queues failed", "error", err)

@@ -317,6 +317,25 @@ func TestWebhookExpiredLeaseTakenOver(t *testing.T) {
 	})
 }
 
+// A lease this process still holds — its sender met a lost database and
+// could not release it — does not hold back its deliveries until it
+// expires (after a PostgreSQL failover they resumed only 30 s later).
+func TestWebhookOwnLeaseTakenAtOnce(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
+		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
+		id, _ := strconv.ParseInt(hook.ID, 10, 64)
+		runFeed(t, f.a)
+		runHooks(t, f.a, fastHooks())
+		until := time.Now().UTC().Add(time.Hour)
+		if err := f.db.Model(&models.Webhook{}).Where("id = ?", id).Updates(map[string]any{"lease_owner": f.a.hooks.owner, "lease_until": until}).Error; err != nil {
+			t.Fatal(err)
+		}
+		f.mkPool("lp", "integer", 0, rng("1", "10", true))
+		rc.waitFor(t, 1)
+	})
+}
+
 // Deleting a webhook while its delivery is in flight drops the queue and
 // the result; the engine goes on with the other webhooks.
 func TestWebhookDeletedWhileInFlight(t *testing.T) {
