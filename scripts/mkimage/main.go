@@ -1,0 +1,65 @@
+// Command mkimage builds ipledger's OCI image without a container daemon
+// (scripts/release.sh runs it): one image per platform from scratch,
+// holding the static binaries ipledger and galactic-ipam, the build
+// machine's CA certificates, /etc/passwd and /etc/group naming the
+// non-root user, and a data directory; an image index over the platforms;
+// written as an OCI layout directory and as a tar of that layout (an
+// oci-archive that skopeo, podman and `docker load` of recent Docker
+// versions read).
+//
+//	go run ./scripts/mkimage --dist dist --version v1.2.0 --revision $(git rev-parse HEAD) \
+//	    --created 2026-12-01T19:00:00Z --platforms linux/amd64,linux/arm64
+//
+// It reads dist/ipledger-linux-ARCH and dist/galactic-ipam-linux-ARCH and
+// writes dist/oci/ and dist/ipledger-VERSION.oci.tar.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+func main() {
+	var o options
+	var platforms, created string
+	flag.StringVar(&o.dist, "dist", "dist", "folder holding ipledger-OS-ARCH and galactic-ipam-OS-ARCH; the image is written there")
+	flag.StringVar(&o.version, "version", "", "the release's version (org.opencontainers.image.version)")
+	flag.StringVar(&o.revision, "revision", "", "the git commit (org.opencontainers.image.revision)")
+	flag.StringVar(&o.source, "source", "https://github.com/ipledger/ipledger", "the source repository (org.opencontainers.image.source)")
+	flag.StringVar(&created, "created", "", "build time, RFC 3339 (org.opencontainers.image.created); default now")
+	flag.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "comma-separated OS/ARCH list")
+	flag.StringVar(&o.caCerts, "ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle put into the image")
+	flag.Parse()
+	o.platforms = strings.Split(platforms, ",")
+	o.created = time.Now().UTC().Truncate(time.Second)
+	if created != "" {
+		t, err := time.Parse(time.RFC3339, created)
+		if err != nil {
+			fail(fmt.Errorf("--created %q: %w", created, err))
+		}
+		o.created = t.UTC()
+	}
+	if o.version == "" || o.revision == "" {
+		fail(fmt.Errorf("--version and --revision are required"))
+	}
+	idx, err := build(o)
+	if err != nil {
+		fail(err)
+	}
+	layoutDir := filepath.Join(o.dist, "oci")
+	tarPath := filepath.Join(o.dist, "ipledger-"+o.version+".oci.tar")
+	if err := write(idx, o.version, layoutDir, tarPath); err != nil {
+		fail(err)
+	}
+	d, _ := idx.Digest()
+	fmt.Printf("image index %s for %s\n  layout %s\n  archive %s\n", d, platforms, layoutDir, tarPath)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "mkimage:", err)
+	os.Exit(1)
+}

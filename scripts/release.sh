@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# scripts/release.sh [VERSION]: the release build, into dist/ (gitignored).
+#
+#   dist/ipledger-linux-amd64, dist/ipledger-linux-arm64,
+#   dist/galactic-ipam-linux-amd64, dist/galactic-ipam-linux-arm64
+#       static binaries (CGO_ENABLED=0, -trimpath), version, commit and
+#       build date stamped into package buildinfo (`ipledger version`)
+#   dist/oci/                     the OCI image as a layout (index over
+#                                 linux/amd64 and linux/arm64)
+#   dist/ipledger-VERSION.oci.tar the same layout as one archive
+#   dist/SHA256SUMS               sha256sum -c checks all of the above
+#
+# VERSION defaults to `git describe --tags --always --dirty`. The build
+# date is SOURCE_DATE_EPOCH when set (reproducible builds), else now. No
+# container daemon is needed: scripts/mkimage writes the image.
+# docs/operations.md says how to load and run the artifacts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version=${1:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+commit=$(git rev-parse HEAD)
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+	commit="$commit-dirty"
+fi
+if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
+	date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+else
+	date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+fi
+pkg=github.com/ipledger/ipledger/buildinfo
+ldflags="-s -w -X $pkg.version=$version -X $pkg.commit=$commit -X $pkg.date=$date"
+
+rm -rf dist
+mkdir -p dist
+for arch in amd64 arm64; do
+	echo "building linux/$arch"
+	out=$(mktemp -d)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$out/" ./cmd/ipledger ./cmd/galactic-ipam
+	for bin in ipledger galactic-ipam; do
+		mv "$out/$bin" "dist/$bin-linux-$arch"
+	done
+	rmdir "$out"
+done
+
+# The binaries are static: no interpreter, nothing to load.
+if command -v file >/dev/null 2>&1; then
+	for f in dist/*-linux-*; do
+		file "$f" | grep -q 'statically linked' || { echo "$f is not statically linked: $(file "$f")" >&2; exit 1; }
+	done
+fi
+
+go run ./scripts/mkimage --dist dist --version "$version" --revision "$commit" --created "$date" \
+	--platforms linux/amd64,linux/arm64
+
+(cd dist && sha256sum ipledger-linux-* galactic-ipam-linux-* "ipledger-$version.oci.tar" > SHA256SUMS)
+echo
+echo "release $version ($commit, built $date):"
+(cd dist && ls -l --block-size=1 -- *-linux-* *.oci.tar SHA256SUMS | awk '{printf "  %-40s %12d bytes\n", $NF, $5}')
