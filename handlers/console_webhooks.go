@@ -100,3 +100,84 @@ func (h *Console) DeleteWebhook(c echo.Context) error {
 	}
 	return h.redirect(c, "/webhooks", "ok", "Webhook deleted with its queue.")
 }
+
+// ConfirmDeleteWebhook: GET /webhooks/{id}/delete (admin) — the
+// confirmation of DeleteWebhook, saying how many deliveries go with it.
+func (h *Console) ConfirmDeleteWebhook(c echo.Context) error {
+	w, err := h.A.GetWebhook(Ctx(c), Param(c, "id"))
+	if err != nil {
+		return err
+	}
+	v := views.ConfirmView{Page: h.page(c, "Delete webhook "+w.Name, "webhooks"), Heading: "Delete webhook " + w.Name,
+		Facts:   [][2]string{{"URL", w.URL}, {"actions", strings.Join(w.Actions, ", ")}, {"pending deliveries", strconv.FormatInt(w.Pending, 10)}},
+		Says:    "The webhook and its delivery queue are deleted: pending deliveries are never sent, and its delivery log is gone.",
+		Warning: "To stop deliveries for a while and keep the queue, disable the webhook instead.",
+		PostURL: views.WebhookURL(w.ID) + "/delete", Button: "Delete webhook and its queue", Danger: true, CancelURL: views.WebhookURL(w.ID)}
+	return confirm(c, http.StatusOK, v)
+}
+
+// EditWebhook: GET /webhooks/{id}/edit (admin) — the edit form.
+func (h *Console) EditWebhook(c echo.Context) error {
+	w, err := h.A.GetWebhook(Ctx(c), Param(c, "id"))
+	if err != nil {
+		return err
+	}
+	form := views.WebhookForm{Name: w.Name, URL: w.URL, Actions: strings.Join(w.Actions, ", "), Enabled: w.Enabled}
+	if w.Pools != nil {
+		form.Pools = strings.Join(*w.Pools, ", ")
+	}
+	v := views.WebhookEditView{Page: h.page(c, "Edit webhook "+w.Name, "webhooks"), ID: w.ID, Version: w.Version, Form: form, Errors: views.Errors{}}
+	return render(c, http.StatusOK, views.WebhookEditPage(v))
+}
+
+// SaveWebhook: POST /webhooks/{id} (admin) — allocator.PatchWebhook with
+// the form's version (a concurrent change is 412, not lost). The edit form
+// sends every field (an empty secret keeps the current one); the page's
+// Enable/Disable button sends only_enabled and enabled.
+func (h *Console) SaveWebhook(c echo.Context) error {
+	id := Param(c, "id")
+	version, err := strconv.ParseInt(formValue(c, "version"), 10, 64)
+	if err != nil || version <= 0 {
+		return allocator.Errf(allocator.CodeInvalid, "version", "version %q: the form must carry the webhook's version (reload the page)", c.FormValue("version"))
+	}
+	enabled := c.FormValue("enabled") == "true"
+	p := allocator.WebhookPatch{Enabled: &enabled}
+	form := views.WebhookForm{Name: formValue(c, "name"), URL: formValue(c, "url"), Actions: formValue(c, "actions"),
+		Pools: formValue(c, "pools"), Enabled: enabled}
+	if c.FormValue("only_enabled") != "true" {
+		actions := splitList(form.Actions)
+		p.Name, p.URL, p.Actions, p.PoolsSet = &form.Name, &form.URL, &actions, true
+		if pools := splitList(form.Pools); len(pools) > 0 {
+			p.Pools = pools
+		}
+		if s := c.FormValue("secret"); s != "" {
+			p.Secret = &s
+		}
+	}
+	w, err := h.A.PatchWebhook(Ctx(c), id, p, allocator.IfMatch{version})
+	if err == nil {
+		msg := "Webhook " + w.Name + " saved."
+		if c.FormValue("only_enabled") == "true" {
+			msg = "Webhook " + w.Name + " disabled: its queue is kept and nothing is sent until it is enabled again."
+			if w.Enabled {
+				msg = "Webhook " + w.Name + " enabled."
+			}
+		}
+		return h.redirect(c, views.WebhookURL(w.ID), "ok", msg)
+	}
+	if !isFormError(err) {
+		return err
+	}
+	if c.FormValue("only_enabled") == "true" {
+		e, _ := allocator.AsError(err)
+		return h.redirect(c, views.WebhookURL(id), "bad", e.Message)
+	}
+	v := views.WebhookEditView{Page: h.page(c, "Edit webhook "+form.Name, "webhooks"), ID: id, Version: version, Form: form, Errors: views.Errors{}}
+	for f, m := range views.FromError(err) {
+		if i := strings.IndexByte(f, '['); i > 0 {
+			f = f[:i]
+		}
+		v.Errors[f] = m
+	}
+	return render(c, formStatus(err), views.WebhookEditPage(v))
+}

@@ -42,7 +42,10 @@ func (s *Server) ConsoleRoutes() []Route {
 		Route{http.MethodPost, "/webhooks", A, h.CreateWebhook},
 		Route{http.MethodGet, "/webhooks/:id", A, h.Webhook},
 		Route{http.MethodPost, "/webhooks/:id/redeliver", A, h.RedeliverWebhook},
+		Route{http.MethodGet, "/webhooks/:id/delete", A, h.ConfirmDeleteWebhook},
 		Route{http.MethodPost, "/webhooks/:id/delete", A, h.DeleteWebhook},
+		Route{http.MethodGet, "/webhooks/:id/edit", A, h.EditWebhook},
+		Route{http.MethodPost, "/webhooks/:id", A, h.SaveWebhook},
 		Route{http.MethodGet, "/sessions", A, h.SessionsPage},
 		Route{http.MethodPost, "/sessions/:ref/end", A, h.EndSession},
 	)

@@ -161,3 +161,60 @@ func TestMessagesNameMachinesE2E(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookCareE2E: deleting a webhook asks first (the dialog says what
+// goes with it; cancelling keeps it), a webhook is edited and disabled
+// from the console, and the page's form fields are styled like the rest.
+func TestWebhookCareE2E(t *testing.T) {
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		w, err := site.a.CreateWebhook(context.Background(), allocator.WebhookSpec{Name: "controller", URL: "http://127.0.0.1:9/hook",
+			Secret: "0123456789abcdef0123", Actions: []string{"allocation.*"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, allocator.RoleAdmin)
+		page := site.srv.URL + "/webhooks/" + w.ID
+		run(t, ctx, "the webhook page", chromedp.Navigate(page), poll(`document.querySelector("h1").innerText.includes("controller")`))
+		unstyled := evalJS[[]string](t, ctx, `[...document.querySelectorAll("main form input:not([type=hidden]):not([type=checkbox]), main form select")].filter(e => !e.closest(".field")).map(e => e.id || e.name)`)
+		for _, u := range unstyled {
+			t.Errorf("the webhook page's field %q is not laid out as the console's other fields", u)
+		}
+		run(t, ctx, "delete asks first",
+			chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("main a, main button")].find(b => b.innerText.includes("Delete webhook")).click(), true`),
+			poll(`document.querySelector("dialog[open]") !== null && document.querySelector("dialog[open]").innerText.includes("pending deliveries")`),
+			chromedp.Click(chromedp.CSS(`dialog[open] [data-close-dialog]`)),
+			poll(`document.querySelector("dialog[open]") === null`),
+		)
+		if _, err := site.a.GetWebhook(context.Background(), w.ID); err != nil {
+			t.Fatalf("the webhook is gone after one click and a cancel: %v", err)
+		}
+		run(t, ctx, "edit the webhook",
+			chromedp.Click(chromedp.CSS(`#webhook-edit`)),
+			poll(`document.querySelector("#w-actions") !== null && document.querySelector("#w-actions").value === "allocation.*"`),
+			setInput(`#w-actions`, "allocation.*, pool.create"),
+			chromedp.Click(chromedp.CSS(`#webhook-form button[type=submit]`)),
+			poll(`location.pathname === "/webhooks/`+w.ID+`" && document.body.innerText.includes("pool.create")`),
+		)
+		run(t, ctx, "disable the webhook",
+			chromedp.Click(chromedp.CSS(`#webhook-toggle`)),
+			poll(`document.querySelector("#flash") !== null && document.querySelector("#flash").innerText.includes("disabled")`),
+		)
+		got, err := site.a.GetWebhook(context.Background(), w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Enabled || len(got.Actions) != 2 {
+			t.Errorf("after edit and disable: enabled %t, actions %v", got.Enabled, got.Actions)
+		}
+		run(t, ctx, "delete after confirming",
+			chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("main a, main button")].find(b => b.innerText.includes("Delete webhook")).click(), true`),
+			poll(`document.querySelector("dialog[open] button[type=submit]") !== null`),
+			chromedp.Click(chromedp.CSS(`dialog[open] button[type=submit]`)),
+			poll(`location.pathname === "/webhooks"`),
+		)
+		if _, err := site.a.GetWebhook(context.Background(), w.ID); err == nil {
+			t.Errorf("the webhook survived its confirmed delete")
+		}
+	})
+}
