@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/buildinfo"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/web"
 )
@@ -148,7 +149,9 @@ func newServeCmd() *cobra.Command {
 				if tlsFiles != nil {
 					scheme = "https://"
 				}
-				log.Info("ipledger listening", "addr", addr, "console", scheme+addr+"/", "database", redactURL(cfg.DatabaseURL))
+				bi := buildinfo.Get()
+				log.Info("ipledger listening", "addr", addr, "console", scheme+addr+"/", "database", redactURL(cfg.DatabaseURL),
+					"version", bi.Version, "commit", bi.Commit)
 			})
 			stop()
 			<-feedDone
