@@ -49,9 +49,10 @@ func render(t *testing.T, values string) (map[string]string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// values.schema.json is checked here, as helm install checks it.
 	vals, err := chartutil.ToRenderValues(ch, over, chartutil.ReleaseOptions{Name: "site", Namespace: "ipledger", IsInstall: true}, chartutil.DefaultCapabilities)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	return engine.Engine{Strict: true}.Render(ch, vals)
 }
@@ -347,6 +348,13 @@ func TestChartRefusals(t *testing.T) {
 		{"tls: {enabled: true}", "tls.enabled needs tls.secretName"},
 		{"tls: {clientCASecret: ca}", "tls.clientCASecret needs tls.enabled"},
 		{"identity: {authProxy: {header: X-User}}", "identity.authProxy.header needs identity.authProxy.trusted"},
+		// values.schema.json: a misspelt or misplaced value is refused, not
+		// silently ignored.
+		{"replicas: 3", "additional properties 'replicas' not allowed"},
+		{"database: {urls: 'postgres://h/db'}", "at '/database': additional properties 'urls' not allowed"},
+		{"identity: {oidc: {issuerURL: https://sso}}", "at '/identity/oidc': additional properties 'issuerURL' not allowed"},
+		{"replicaCount: three", "replicaCount"},
+		{"settings: {logLevel: verbose}", "logLevel"},
 	} {
 		_, err := render(t, c.values)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
