@@ -76,10 +76,6 @@ type Allocator struct {
 	// plain), then the others.
 	reportOrder func(order []*report, plain int)
 
-	// tokens caches Authenticate's answers while ListenForTokenChanges
-	// runs (tokencache.go).
-	tokens tokenCache
-
 	// feed wakes the change feed's sequencer, readers and webhook
 	// deliveries (feed_sequencer.go); onFeedPass counts sequencer passes
 	// (metrics).

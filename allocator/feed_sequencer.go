@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -97,6 +98,10 @@ func signal(ch chan struct{}) {
 // feedCommitted is called after every committed write of this process: the
 // sequencer numbers its events now rather than at its next poll.
 func (a *Allocator) feedCommitted() { signal(a.feed.kick) }
+
+// Committed is the hook other writers of this process (tokens, sessions)
+// call after their commit, so that the feed numbers their events now.
+func (a *Allocator) Committed() { a.feedCommitted() }
 
 // FeedOptions configure RunFeed.
 type FeedOptions struct {
@@ -317,7 +322,7 @@ func (a *Allocator) listenFeed(ctx context.Context) {
 }
 
 func (a *Allocator) listenFeedOnce(ctx context.Context, listening func()) error {
-	conn, err := a.dialLike(ctx)
+	conn, err := kernel.DialLike(ctx, a.db)
 	if err != nil {
 		return err
 	}

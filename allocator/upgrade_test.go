@@ -20,6 +20,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -198,7 +199,7 @@ func upgradeChecks(t *testing.T, db *gorm.DB, from int) {
 	if al, err := a.GetAllocation(ctx, "lo-ip", "10.0.0.5"); err != nil || al.State != models.StateQuarantined || al.FormerOwnerID == nil || *al.FormerOwnerID != "e" {
 		t.Errorf("quarantine after the upgrade: %+v, %v", al, err)
 	}
-	tok, err := a.Authenticate(ctx, upgradeToken)
+	tok, err := auth.New(a.DB(), auth.Options{}).Authenticate(ctx, upgradeToken)
 	if err != nil || tok.Name != "ops" || tok.Role != "admin" {
 		t.Errorf("old admin token: %+v, %v", tok, err)
 	}
@@ -206,7 +207,7 @@ func upgradeChecks(t *testing.T, db *gorm.DB, from int) {
 	if from < 12 {
 		secondCI = "upgrade-ci-token-2-0123456789"
 	}
-	if tok, err := a.Authenticate(ctx, secondCI); err != nil || tok.Name != "ci" {
+	if tok, err := auth.New(a.DB(), auth.Options{}).Authenticate(ctx, secondCI); err != nil || tok.Name != "ci" {
 		t.Errorf("old ci token: %+v, %v", tok, err)
 	}
 	em, err := a.GetExpectedMachine(ctx, upgradeMAC)

@@ -19,8 +19,6 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-
-	"github.com/ipledger/ipledger/allocator"
 )
 
 // jwtIssuer serves discovery and a JWKS whose keys a test rotates, and
@@ -130,7 +128,7 @@ func TestBearerJWT(t *testing.T) {
 	is := newJWTIssuer(t)
 	o, c := newBearerRP(t, is, "ipledger-api")
 	ctx := context.Background()
-	accept := func(t *testing.T, raw, actor string, role allocator.Role) {
+	accept := func(t *testing.T, raw, actor string, role Role) {
 		t.Helper()
 		who, err := o.VerifyBearer(ctx, raw)
 		if err != nil {
@@ -151,10 +149,10 @@ func TestBearerJWT(t *testing.T) {
 		}
 	}
 	t.Run("valid", func(t *testing.T) {
-		accept(t, is.sign(t, is.claims(c, nil)), "user:alice", allocator.RoleOperator)
+		accept(t, is.sign(t, is.claims(c, nil)), "user:alice", RoleOperator)
 	})
 	t.Run("no user name is a service", func(t *testing.T) {
-		accept(t, is.sign(t, is.claims(c, map[string]any{"preferred_username": nil, "groups": "noc"})), "service:0123-alice", allocator.RoleViewer)
+		accept(t, is.sign(t, is.claims(c, map[string]any{"preferred_username": nil, "groups": "noc"})), "service:0123-alice", RoleViewer)
 	})
 	t.Run("wrong aud", func(t *testing.T) {
 		refuse(t, is.sign(t, is.claims(c, map[string]any{"aud": "ipledger"})), "audience")
@@ -166,7 +164,7 @@ func TestBearerJWT(t *testing.T) {
 		refuse(t, is.sign(t, is.claims(c, map[string]any{"exp": c.now().Add(-61 * time.Second).Unix()})), "expired")
 	})
 	t.Run("expired within the leeway", func(t *testing.T) {
-		accept(t, is.sign(t, is.claims(c, map[string]any{"exp": c.now().Add(-50 * time.Second).Unix()})), "user:alice", allocator.RoleOperator)
+		accept(t, is.sign(t, is.claims(c, map[string]any{"exp": c.now().Add(-50 * time.Second).Unix()})), "user:alice", RoleOperator)
 	})
 	t.Run("no exp", func(t *testing.T) {
 		refuse(t, is.sign(t, is.claims(c, map[string]any{"exp": nil})), "exp")
@@ -255,7 +253,7 @@ func TestBearerIDTokenFromProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	who, err := o.VerifyBearer(context.Background(), tok)
-	if err != nil || who.Actor != "user:alice" || who.Role != allocator.RoleAdmin {
+	if err != nil || who.Actor != "user:alice" || who.Role != RoleAdmin {
 		t.Fatalf("got %+v, %v", who, err)
 	}
 }

@@ -4,14 +4,12 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
-
-	"github.com/ipledger/ipledger/allocator"
 )
 
 // ClientRoles maps a verified client certificate to a role by its URI SAN
 // (a SPIFFE id, as NICo's services carry) or, when it has none, its
 // subject CN (IPLEDGER_TLS_CLIENT_ROLES: "ID=role,ID=role").
-type ClientRoles map[string]allocator.Role
+type ClientRoles map[string]Role
 
 // ParseClientRoles parses IPLEDGER_TLS_CLIENT_ROLES. Each item splits at
 // its last "=", so an id may hold one; ids cannot hold commas.
@@ -23,7 +21,7 @@ func ParseClientRoles(v string) (ClientRoles, error) {
 			return nil, fmt.Errorf("%q is not ID=ROLE", item)
 		}
 		id, r := strings.TrimSpace(item[:i]), strings.TrimSpace(item[i+1:])
-		role, ok := allocator.ParseRole(r)
+		role, ok := ParseRole(r)
 		if !ok {
 			return nil, fmt.Errorf("%q: unknown role %q: want viewer, operator or admin", item, r)
 		}

@@ -17,8 +17,6 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
-
-	"github.com/ipledger/ipledger/allocator"
 )
 
 // Leeway is the clock skew tolerated on a token's exp and nbf.
@@ -262,7 +260,7 @@ type Person struct {
 	// bearer JWT that names no user).
 	Actor string
 	Name  string
-	Role  allocator.Role
+	Role  Role
 }
 
 // NoRoleError refuses a person none of whose groups has a role.

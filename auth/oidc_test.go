@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth/oidctest"
 )
 
@@ -75,8 +74,8 @@ func TestOIDCSignInRoleFromGroups(t *testing.T) {
 			p, o := startRP(t, inID)
 			for _, c := range []struct {
 				user, pw string
-				role     allocator.Role
-			}{{"alice", "alice-pw", allocator.RoleAdmin}, {"bob", "bob-pw", allocator.RoleViewer}} {
+				role     Role
+			}{{"alice", "alice-pw", RoleAdmin}, {"bob", "bob-pw", RoleViewer}} {
 				st, q := authorize(t, p, o, c.user, c.pw)
 				who, err := o.Finish(context.Background(), st, q.Get("state"), q.Get("code"))
 				if err != nil {

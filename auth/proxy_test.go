@@ -4,8 +4,6 @@ import (
 	"errors"
 	"net/http/httptest"
 	"testing"
-
-	"github.com/ipledger/ipledger/allocator"
 )
 
 func TestTrustedProxy(t *testing.T) {
@@ -43,7 +41,7 @@ func TestTrustedProxy(t *testing.T) {
 	}
 	ok := map[string][]string{"X-Forwarded-User": {"alice"}, "X-Forwarded-Groups": {"staff,ipam-admins"}}
 	for _, remote := range []string{"10.0.0.9:4431", "192.0.2.7:1", "[fd00::5]:80", "[::ffff:10.0.0.3]:9"} {
-		if who := req(remote, ok); who == nil || who.Actor != "user:alice" || who.Role != allocator.RoleAdmin {
+		if who := req(remote, ok); who == nil || who.Actor != "user:alice" || who.Role != RoleAdmin {
 			t.Errorf("%s: got %+v", remote, who)
 		}
 	}

@@ -2,8 +2,6 @@ package auth
 
 import (
 	"strings"
-
-	"github.com/ipledger/ipledger/allocator"
 )
 
 // RoleMap gives a person a role from their groups: the highest role one of
@@ -36,16 +34,16 @@ func (m RoleMap) Empty() bool { return len(m.admin)+len(m.operator)+len(m.viewer
 
 // Role returns the highest role of groups, or false when none of them is
 // mapped: such a person is refused, never given a session without a role.
-func (m RoleMap) Role(groups []string) (allocator.Role, bool) {
-	best := allocator.Role("")
+func (m RoleMap) Role(groups []string) (Role, bool) {
+	best := Role("")
 	for _, g := range groups {
 		switch {
 		case m.admin[g]:
-			return allocator.RoleAdmin, true
+			return RoleAdmin, true
 		case m.operator[g]:
-			best = allocator.RoleOperator
+			best = RoleOperator
 		case m.viewer[g] && best == "":
-			best = allocator.RoleViewer
+			best = RoleViewer
 		}
 	}
 	return best, best != ""

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ipledger/ipledger/allocator"
 )
 
 func TestRoleFromGroupsHighestWins(t *testing.T) {
@@ -13,12 +11,12 @@ func TestRoleFromGroupsHighestWins(t *testing.T) {
 	m := NewRoleMap(SplitList("ipam-admins, netops-leads"), SplitList("netops"), SplitList("noc,staff"))
 	for _, c := range []struct {
 		groups []string
-		want   allocator.Role
+		want   Role
 	}{
-		{[]string{"staff"}, allocator.RoleViewer},
-		{[]string{"staff", "netops"}, allocator.RoleOperator},
-		{[]string{"netops", "staff", "netops-leads"}, allocator.RoleAdmin},
-		{[]string{"noc", "ipam-admins"}, allocator.RoleAdmin},
+		{[]string{"staff"}, RoleViewer},
+		{[]string{"staff", "netops"}, RoleOperator},
+		{[]string{"netops", "staff", "netops-leads"}, RoleAdmin},
+		{[]string{"noc", "ipam-admins"}, RoleAdmin},
 	} {
 		if got, ok := m.Role(c.groups); !ok || got != c.want {
 			t.Errorf("%v: got %q %v, want %s", c.groups, got, ok, c.want)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth/certtest"
 )
 
@@ -155,7 +154,7 @@ func TestParseClientRoles(t *testing.T) {
 		}
 	}
 	m, err := ParseClientRoles("spiffe://s/x=y=admin")
-	if err != nil || m["spiffe://s/x=y"] != allocator.RoleAdmin {
+	if err != nil || m["spiffe://s/x=y"] != RoleAdmin {
 		t.Errorf("last = splits: %v %v", m, err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -43,7 +43,7 @@ func (p *People) now() time.Time {
 // PersonSession is a live session of a person.
 type PersonSession struct {
 	Name    string
-	Role    allocator.Role
+	Role    Role
 	Expires time.Time
 }
 
@@ -58,7 +58,7 @@ func sessionHash(id string) string {
 // the role), never the id.
 func (p *People) Open(ctx context.Context, who *Person, source string) (string, time.Time, error) {
 	if who == nil || who.Role == "" {
-		return "", time.Time{}, allocator.Errf(allocator.CodeForbidden, "", "no session without a role")
+		return "", time.Time{}, kernel.Errf(kernel.CodeForbidden, "", "no session without a role")
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -100,7 +100,7 @@ func (p *People) Lookup(ctx context.Context, id string) (*PersonSession, error) 
 	}
 	now := p.now()
 	if len(rows) == 0 || now.Unix() >= rows[0].ExpiresAt {
-		return nil, allocator.Errf(allocator.CodeUnauthorized, "", "this console session has ended: sign in again")
+		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "this console session has ended: sign in again")
 	}
 	r := rows[0]
 	if now.Unix()-r.LastSeenAt >= int64(seenEvery/time.Second) {
@@ -108,7 +108,7 @@ func (p *People) Lookup(ctx context.Context, id string) (*PersonSession, error) 
 			return nil, err
 		}
 	}
-	return &PersonSession{Name: r.Username, Role: allocator.Role(r.Role), Expires: time.Unix(r.ExpiresAt, 0)}, nil
+	return &PersonSession{Name: r.Username, Role: Role(r.Role), Expires: time.Unix(r.ExpiresAt, 0)}, nil
 }
 
 // Close ends the session with this id (sign out); ending one that does not
@@ -134,7 +134,7 @@ func (p *People) Close(ctx context.Context, id string) error {
 // when the context has none (a sign-in is made by the person it signs
 // in). after and before hold no secret.
 func audit(ctx context.Context, tx *gorm.DB, at time.Time, action, actor string, after, before any) error {
-	a := allocator.ActorFrom(ctx)
+	a := kernel.ActorFrom(ctx)
 	if a.Name == "system" && actor != "" {
 		a.Name = actor
 	}
@@ -171,7 +171,7 @@ func TokenSessionRef(id string) string {
 type OpenSession struct {
 	Ref      string
 	Actor    string
-	Role     allocator.Role
+	Role     Role
 	Since    time.Time
 	LastSeen time.Time // zero: not recorded yet
 	Expires  time.Time
@@ -201,7 +201,7 @@ func (p *People) List(ctx context.Context) ([]OpenSession, error) {
 	}
 	out := make([]OpenSession, 0, len(rows))
 	for _, r := range rows {
-		s := OpenSession{Ref: r.Kind + r.ID[:16], Role: allocator.Role(r.Role), Since: time.Unix(r.CreatedAt, 0), Expires: time.Unix(r.ExpiresAt, 0)}
+		s := OpenSession{Ref: r.Kind + r.ID[:16], Role: Role(r.Role), Since: time.Unix(r.CreatedAt, 0), Expires: time.Unix(r.ExpiresAt, 0)}
 		if r.LastSeenAt > 0 {
 			s.LastSeen = time.Unix(r.LastSeenAt, 0)
 		}
@@ -233,10 +233,10 @@ func (p *People) List(ctx context.Context) ([]OpenSession, error) {
 // their next request. An unknown ref is 404.
 func (p *People) End(ctx context.Context, ref string) (*OpenSession, error) {
 	if len(ref) != 17 || (ref[0] != 'u' && ref[0] != 't') {
-		return nil, allocator.Errf(allocator.CodeNotFound, "session", "no open session %q", ref)
+		return nil, kernel.Errf(kernel.CodeNotFound, "session", "no open session %q", ref)
 	}
 	if _, err := hex.DecodeString(ref[1:]); err != nil {
-		return nil, allocator.Errf(allocator.CodeNotFound, "session", "no open session %q", ref)
+		return nil, kernel.Errf(kernel.CodeNotFound, "session", "no open session %q", ref)
 	}
 	var ended *OpenSession
 	err := p.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -250,7 +250,7 @@ func (p *People) End(ctx context.Context, ref string) (*OpenSession, error) {
 			}
 		}
 		if ended == nil {
-			return allocator.Errf(allocator.CodeNotFound, "session", "no open session %q: it has ended already", ref)
+			return kernel.Errf(kernel.CodeNotFound, "session", "no open session %q: it has ended already", ref)
 		}
 		table := "user_sessions"
 		if ref[0] == 't' {

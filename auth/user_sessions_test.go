@@ -7,7 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -19,7 +19,7 @@ func TestPeopleSessions(t *testing.T) {
 		clk := dbtest.NewClock(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 		p := &People{DB: db, TTL: 2 * time.Hour, Now: clk.Now}
 		ctx := context.Background()
-		alice := &Person{Actor: "user:alice", Name: "alice", Role: allocator.RoleAdmin}
+		alice := &Person{Actor: "user:alice", Name: "alice", Role: RoleAdmin}
 		id, exp, err := p.Open(ctx, alice, "oidc")
 		if err != nil {
 			t.Fatal(err)
@@ -31,7 +31,7 @@ func TestPeopleSessions(t *testing.T) {
 			t.Fatal("a session without a role was opened")
 		}
 		s, err := p.Lookup(ctx, id)
-		if err != nil || s.Name != "alice" || s.Role != allocator.RoleAdmin {
+		if err != nil || s.Name != "alice" || s.Role != RoleAdmin {
 			t.Fatalf("lookup: %+v %v", s, err)
 		}
 		// The session ends TTL after sign-in however much it is used.
@@ -40,27 +40,27 @@ func TestPeopleSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Minute)
-		if _, err := p.Lookup(ctx, id); !isCode(err, allocator.CodeUnauthorized) {
+		if _, err := p.Lookup(ctx, id); !isCode(err, kernel.CodeUnauthorized) {
 			t.Fatalf("after the TTL: %v", err)
 		}
 
 		// An admin lists and ends sessions; the list shows no secret.
-		id2, _, _ := p.Open(ctx, &Person{Actor: "user:bob", Name: "bob", Role: allocator.RoleViewer}, "oidc")
+		id2, _, _ := p.Open(ctx, &Person{Actor: "user:bob", Name: "bob", Role: RoleViewer}, "oidc")
 		list, err := p.List(ctx)
-		if err != nil || len(list) != 1 || list[0].Actor != "user:bob" || list[0].Role != allocator.RoleViewer {
+		if err != nil || len(list) != 1 || list[0].Actor != "user:bob" || list[0].Role != RoleViewer {
 			t.Fatalf("list: %+v %v", list, err)
 		}
 		if list[0].Ref[1:] == id2[:16] || list[0].Ref[1:] == sessionHash(id2) {
 			t.Fatal("the ref is the session id or its hash")
 		}
-		actx := allocator.WithActor(ctx, "user:alice", "req-1")
+		actx := kernel.WithActor(ctx, "user:alice", "req-1")
 		if _, err := p.End(actx, list[0].Ref); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Lookup(ctx, id2); !isCode(err, allocator.CodeUnauthorized) {
+		if _, err := p.Lookup(ctx, id2); !isCode(err, kernel.CodeUnauthorized) {
 			t.Fatalf("an ended session still works: %v", err)
 		}
-		if _, err := p.End(actx, list[0].Ref); !isCode(err, allocator.CodeNotFound) {
+		if _, err := p.End(actx, list[0].Ref); !isCode(err, kernel.CodeNotFound) {
 			t.Fatalf("ending twice: %v", err)
 		}
 		var evs []models.AuditEvent
@@ -89,7 +89,7 @@ func TestPeopleSessions(t *testing.T) {
 	})
 }
 
-func isCode(err error, c allocator.Code) bool {
-	e, ok := allocator.AsError(err)
+func isCode(err error, c kernel.Code) bool {
+	e, ok := kernel.AsError(err)
 	return ok && e.Code == c
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
@@ -41,8 +42,9 @@ func newServer(b *testing.B, d models.Dialect, pools int) http.Handler {
 	}
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	a := allocator.New(db, allocator.Options{Logger: quiet})
+	au := auth.New(a.DB(), auth.Options{})
 	ctx := context.Background()
-	if _, err := a.EnsureAdminToken(ctx, benchToken); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, benchToken); err != nil {
 		b.Fatal(err)
 	}
 	for i := 0; i < pools; i++ {
@@ -133,8 +135,9 @@ func BenchmarkAllocateBatchAPI(b *testing.B) {
 			db := dbtest.Open(b, d)
 			quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 			a := allocator.New(db, allocator.Options{Logger: quiet})
+			au := auth.New(a.DB(), auth.Options{})
 			ctx := context.Background()
-			if _, err := a.EnsureAdminToken(ctx, benchToken); err != nil {
+			if _, err := au.EnsureAdminToken(ctx, benchToken); err != nil {
 				b.Fatal(err)
 			}
 			if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "big", Type: "ipv4",

@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/proto/gen/forge"
@@ -101,8 +102,9 @@ func emServer(b *testing.B, d models.Dialect) string {
 	db := dbtest.Open(b, d)
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	a := allocator.New(db, allocator.Options{Logger: quiet})
+	au := auth.New(a.DB(), auth.Options{})
 	ctx := context.Background()
-	if _, err := a.EnsureAdminToken(ctx, benchToken); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, benchToken); err != nil {
 		b.Fatal(err)
 	}
 	f := false

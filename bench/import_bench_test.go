@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/bench/emfile"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
@@ -34,8 +35,9 @@ func BenchmarkReplaceAllAPI(b *testing.B) {
 			db := dbtest.Open(b, d)
 			quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 			a := allocator.New(db, allocator.Options{Logger: quiet})
+			au := auth.New(a.DB(), auth.Options{})
 			ctx := context.Background()
-			if _, err := a.EnsureAdminToken(ctx, benchToken); err != nil {
+			if _, err := au.EnsureAdminToken(ctx, benchToken); err != nil {
 				b.Fatal(err)
 			}
 			if _, err := a.LoadPoolFile(ctx, []byte(emfile.Pools)); err != nil {

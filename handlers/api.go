@@ -20,6 +20,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 )
 
 // API serves /api/v1.
@@ -33,7 +34,7 @@ type API struct {
 // Identity is who a request acts as: an API token or a console session.
 type Identity struct {
 	Name    string
-	Role    allocator.Role
+	Role    auth.Role
 	Session bool
 	// Ambient marks a caller the browser authenticates on its own — a
 	// trusted proxy's user header, a client certificate — whose

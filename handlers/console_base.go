@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -24,6 +25,9 @@ import (
 // its field; without JavaScript every form posts and redirects (303).
 type Console struct {
 	A *allocator.Allocator
+	// Auth keeps tokens and sessions (sign-in, the key that seals
+	// console state).
+	Auth *auth.Service
 	// SecureCookies marks the flash cookie Secure (behind TLS).
 	SecureCookies bool
 	// SignIn is what the login page offers.
@@ -179,10 +183,10 @@ func checked(c echo.Context, name string) bool {
 
 // sealed signs small console state that travels through the browser (the
 // flash message, a no-JS import result) with the session key
-// (allocator.SessionKey), so a crafted cookie or link cannot put words in
+// (auth.Service.SessionKey), so a crafted cookie or link cannot put words in
 // the console's mouth: "<base64url payload>.<base64url HMAC-SHA256>".
 func (h *Console) seal(c echo.Context, purpose string, payload []byte) (string, error) {
-	key, err := h.A.SessionKey(Ctx(c))
+	key, err := h.Auth.SessionKey(Ctx(c))
 	if err != nil {
 		return "", err
 	}
@@ -200,7 +204,7 @@ func (h *Console) unseal(c echo.Context, purpose, v string) ([]byte, bool) {
 	if err1 != nil || err2 != nil {
 		return nil, false
 	}
-	key, err := h.A.SessionKey(Ctx(c))
+	key, err := h.Auth.SessionKey(Ctx(c))
 	if err != nil {
 		return nil, false
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -16,7 +17,7 @@ import (
 // in package web).
 type SessionStore interface {
 	// Open starts a session for the token (sets the cookie).
-	Open(c echo.Context, tok *allocator.Token) error
+	Open(c echo.Context, tok *auth.Token) error
 	// Close ends the session on the server and clears the cookie; it
 	// returns where the browser goes next (the login page, or the
 	// identity provider's sign-out).
@@ -86,7 +87,7 @@ func (h *Console) Login(c echo.Context, store SessionStore) error {
 	if h.SignIn.NoTokenForm {
 		return render(c, http.StatusForbidden, views.LoginPage(h.LoginView(c, "Signing in with an API token is turned off on this site.", next)))
 	}
-	tok, err := h.A.Authenticate(Ctx(c), strings.TrimSpace(c.FormValue("token")))
+	tok, err := h.Auth.Authenticate(Ctx(c), strings.TrimSpace(c.FormValue("token")))
 	if err != nil {
 		if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeUnauthorized {
 			return render(c, http.StatusUnauthorized, views.LoginPage(h.LoginView(c, "This token is not known to ipledger.", next)))

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -19,7 +20,7 @@ func (h *Console) allocationsView(c echo.Context, pool string) (views.Allocation
 	v := views.AllocationsView{Pool: pool, OwnerType: c.QueryParam("owner_type"), OwnerID: c.QueryParam("owner_id"),
 		State: c.QueryParam("state"), Value: c.QueryParam("value"), Cursor: c.QueryParam("cursor"), CSRF: CSRFOf(c)}
 	if id := IdentityOf(c); id != nil {
-		v.CanAdmin = id.Role.Allows(allocator.RoleAdmin)
+		v.CanAdmin = id.Role.Allows(auth.RoleAdmin)
 	}
 	page, err := h.A.ListAllocations(Ctx(c), pool, allocator.AllocationFilter{OwnerType: v.OwnerType, OwnerID: v.OwnerID,
 		State: v.State, Value: v.Value, Limit: 100, Cursor: v.Cursor})

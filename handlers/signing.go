@@ -7,7 +7,7 @@ import (
 
 // Sign is the one signature of the console (session cookies, CSRF tokens,
 // sealed links): HMAC-SHA256 under the site's session key
-// (allocator.SessionKey) of purpose and payload, each followed by a NUL,
+// (auth.Service.SessionKey) of purpose and payload, each followed by a NUL,
 // so that a value signed for one purpose never passes for another.
 func Sign(key []byte, purpose, payload string) []byte {
 	m := hmac.New(sha256.New, key)

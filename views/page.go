@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 )
 
 // Page is what every full page needs: the signed-in user, the CSRF token of
@@ -21,7 +22,7 @@ type Page struct {
 	Title     string
 	Nav       string
 	User      string
-	Role      allocator.Role
+	Role      auth.Role
 	CSRF      string
 	Flash     string
 	FlashKind string // ok, warn, bad, info
@@ -40,13 +41,13 @@ type Link struct {
 
 // Can reports whether the user's role includes need: controls a role may
 // not use are not rendered (the server refuses them anyway).
-func (p Page) Can(need allocator.Role) bool { return p.Role.Allows(need) }
+func (p Page) Can(need auth.Role) bool { return p.Role.Allows(need) }
 
 // CanOperate is Can(operator).
-func (p Page) CanOperate() bool { return p.Can(allocator.RoleOperator) }
+func (p Page) CanOperate() bool { return p.Can(auth.RoleOperator) }
 
 // CanAdmin is Can(admin).
-func (p Page) CanAdmin() bool { return p.Can(allocator.RoleAdmin) }
+func (p Page) CanAdmin() bool { return p.Can(auth.RoleAdmin) }
 
 // HXHeaders is the hx-headers value of <body>: every htmx request carries
 // the CSRF token in X-CSRF-Token.

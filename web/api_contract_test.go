@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -140,8 +141,9 @@ func TestJSONBodyWithFormContentType(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := allocator.New(db, allocator.Options{})
+		au := auth.New(a.DB(), auth.Options{})
 		const tok = "form-type-test-admin-token"
-		if _, err := a.EnsureAdminToken(context.Background(), tok); err != nil {
+		if _, err := au.EnsureAdminToken(context.Background(), tok); err != nil {
 			t.Fatal(err)
 		}
 		srv := New(Config{Allocator: a}).Handler()

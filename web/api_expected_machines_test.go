@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/docs/samples"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -50,12 +51,13 @@ func (s *emLogBuffer) String() string {
 
 func newEMHTTP(t *testing.T, db *gorm.DB) *emHTTP {
 	a := allocator.New(db, allocator.Options{})
+	au := auth.New(a.DB(), auth.Options{})
 	h := &emHTTP{t: t, logs: &emLogBuffer{}, admin: "em-test-admin-token-0001", viewer: "em-test-viewer-token-0001"}
 	ctx := context.Background()
-	if _, err := a.EnsureAdminToken(ctx, h.admin); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, h.admin); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreateToken(ctx, "viewer", allocator.RoleViewer, h.viewer); err != nil {
+	if _, err := au.CreateToken(ctx, "viewer", auth.RoleViewer, h.viewer); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
@@ -28,12 +29,13 @@ type feedEnv struct {
 
 func newFeedEnv(t *testing.T, db *gorm.DB) *feedEnv {
 	a := allocator.New(db, allocator.Options{})
+	au := auth.New(a.DB(), auth.Options{})
 	e := &feedEnv{a: a, admin: "feed-test-admin-token"}
 	ctx := context.Background()
-	if _, err := a.EnsureAdminToken(ctx, e.admin); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, e.admin); err != nil {
 		t.Fatal(err)
 	}
-	v, err := a.CreateToken(ctx, "feed-viewer", allocator.RoleViewer, "")
+	v, err := au.CreateToken(ctx, "feed-viewer", auth.RoleViewer, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
@@ -24,16 +25,17 @@ type machTest struct {
 func newMachTest(t *testing.T, db *gorm.DB) *machTest {
 	t.Helper()
 	a := allocator.New(db, allocator.Options{})
+	au := auth.New(a.DB(), auth.Options{})
 	ctx := context.Background()
 	m := &machTest{t: t, srv: New(Config{Allocator: a}).Handler(),
 		admin: "mach-admin-token", operator: "mach-operator-token", viewer: "mach-viewer-token"}
-	if _, err := a.EnsureAdminToken(ctx, m.admin); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, m.admin); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreateToken(ctx, "op", allocator.RoleOperator, m.operator); err != nil {
+	if _, err := au.CreateToken(ctx, "op", auth.RoleOperator, m.operator); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.CreateToken(ctx, "view", allocator.RoleViewer, m.viewer); err != nil {
+	if _, err := au.CreateToken(ctx, "view", auth.RoleViewer, m.viewer); err != nil {
 		t.Fatal(err)
 	}
 	for _, body := range []string{

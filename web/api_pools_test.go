@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
 )
@@ -30,17 +31,18 @@ func newPoolAPI(t *testing.T, db *gorm.DB) *poolAPI {
 	t.Helper()
 	metrics := web.NewMetrics(nil)
 	a := allocator.New(db, metrics.AllocatorOptions(allocator.Options{}))
-	srv := web.New(web.Config{Allocator: a, Metrics: metrics, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	au := auth.New(db, auth.Options{OnCommit: a.Committed})
+	srv := web.New(web.Config{Allocator: a, Auth: au, Metrics: metrics, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx := context.Background()
 	p := &poolAPI{t: t, db: db, h: srv.Handler(), admin: "admin-token-0123456789"}
-	if _, err := a.EnsureAdminToken(ctx, p.admin); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, p.admin); err != nil {
 		t.Fatal(err)
 	}
 	var err error
-	if p.operator, err = a.CreateToken(ctx, "op", allocator.RoleOperator, ""); err != nil {
+	if p.operator, err = au.CreateToken(ctx, "op", auth.RoleOperator, ""); err != nil {
 		t.Fatal(err)
 	}
-	if p.viewer, err = a.CreateToken(ctx, "view", allocator.RoleViewer, ""); err != nil {
+	if p.viewer, err = au.CreateToken(ctx, "view", auth.RoleViewer, ""); err != nil {
 		t.Fatal(err)
 	}
 	return p

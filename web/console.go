@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/static"
 )
@@ -19,7 +20,7 @@ import (
 func (s *Server) ConsoleRoutes() []Route {
 	store, _ := s.sessions.(*sessions)
 	h := s.consoleHandlers(store)
-	V, A := allocator.RoleViewer, allocator.RoleAdmin
+	V, A := auth.RoleViewer, auth.RoleAdmin
 	routes := []Route{
 		{http.MethodGet, "/", V, h.Dashboard},
 		{http.MethodGet, "/noc", V, h.NOC},
@@ -55,14 +56,14 @@ func (s *Server) ConsoleRoutes() []Route {
 // ConsoleQueryRoles are the query rules of ConsoleRoutes (see QueryRole).
 func (s *Server) ConsoleQueryRoles() []QueryRole {
 	return []QueryRole{
-		{http.MethodGet, "/machines/:id/impact", "action", []string{"force-delete"}, allocator.RoleAdmin},
+		{http.MethodGet, "/machines/:id/impact", "action", []string{"force-delete"}, auth.RoleAdmin},
 	}
 }
 
 // consoleHandlers builds the console's handlers with the login page's
 // options and the sessions page's store.
 func (s *Server) consoleHandlers(store *sessions) *handlers.Console {
-	h := &handlers.Console{A: s.a, SecureCookies: s.cfg.SecureCookies}
+	h := &handlers.Console{A: s.a, Auth: s.auth, SecureCookies: s.cfg.SecureCookies}
 	id := s.cfg.Identity
 	h.SignIn.NoTokenForm = id.NoTokenLogin
 	if id.OIDC != nil {
@@ -223,7 +224,7 @@ func (s *Server) optionalSession(next echo.HandlerFunc) echo.HandlerFunc {
 // consoleRoutes mounts the console: static files and login (public), then
 // every ConsoleRoutes entry behind the session, role and CSRF checks.
 func (s *Server) consoleRoutes() {
-	store := newSessions(s.a, s.cfg.SecureCookies, s.log, s.cfg.Identity.SessionTTL, s.cfg.Identity.OIDC)
+	store := newSessions(s.auth, s.cfg.SecureCookies, s.log, s.cfg.Identity.SessionTTL, s.cfg.Identity.OIDC)
 	s.sessions = store
 	h := s.consoleHandlers(store)
 	s.htmlError = handlers.ConsoleError

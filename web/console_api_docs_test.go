@@ -5,8 +5,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 )
 
 // The console's API page loads the vendored Swagger UI under the
@@ -14,14 +13,14 @@ import (
 // route from /api/v1/openapi.json.
 func TestConsoleAPIDocsE2E(t *testing.T) {
 	site := newSQLiteSite(t)
-	b := site.login(allocator.RoleViewer)
+	b := site.login(auth.RoleViewer)
 	expect(t, b.get("/api-docs"), http.StatusOK, `id="swagger-ui"`, `/static/swagger-ui-bundle.js`, `href="/api-docs" class="active"`)
 	expect(t, site.anonymous().get("/static/swagger-ui-bundle.js"), http.StatusOK)
 
 	ctx := newBrowser(t, 1280, 900)
 	run(t, ctx, "sign in",
 		chromedp.Navigate(site.srv.URL+"/login"),
-		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleViewer]),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[auth.RoleViewer]),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 		poll(`location.pathname === "/"`),
 	)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -104,7 +105,7 @@ func BenchmarkConsoleAllocations(b *testing.B) {
 			}
 			site := newConsoleSite(b, dbtest.Open(b, d))
 			fillPool(b, site, n)
-			br := site.login(allocator.RoleViewer)
+			br := site.login(auth.RoleViewer)
 			deep := fmt.Sprintf("%032x", uint32(10<<24)+uint32(n-150))
 			for _, c := range []struct {
 				name, path string

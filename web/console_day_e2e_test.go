@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -44,7 +45,7 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 func TestMachineAuditLinkE2E(t *testing.T) {
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		ctx := newBrowser(t, 1280, 900)
-		signIn(t, ctx, site, allocator.RoleViewer)
+		signIn(t, ctx, site, auth.RoleViewer)
 		host := allocator.HostMachineID("2a:00:00:00:00:31")
 		run(t, ctx, "machine page",
 			chromedp.Navigate(site.srv.URL+"/machines/"+host),
@@ -84,7 +85,7 @@ func TestMachineAuditLinkE2E(t *testing.T) {
 func TestRefusedSaveKeepsPasswordE2E(t *testing.T) {
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		ctx := newBrowser(t, 1280, 900)
-		signIn(t, ctx, site, allocator.RoleOperator)
+		signIn(t, ctx, site, auth.RoleOperator)
 		run(t, ctx, "a refused save of a record with a password",
 			chromedp.Navigate(site.srv.URL+"/expected-machines/"+emID(t, site, "1a:1b:1c:1d:1e:1f")+"/edit"),
 			poll(`document.querySelector("#em-form") !== null && document.querySelector("#f-password").parentElement.innerText.includes("A password is stored")`),
@@ -116,7 +117,7 @@ func TestRefusedSaveKeepsPasswordE2E(t *testing.T) {
 func TestMessagesNameMachinesE2E(t *testing.T) {
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		ctx := newBrowser(t, 1280, 900)
-		signIn(t, ctx, site, allocator.RoleAdmin)
+		signIn(t, ctx, site, auth.RoleAdmin)
 		errSel := `.dpu-row .error[id$="-loopback_ip"]`
 		run(t, ctx, "reserve a value another DPU holds",
 			chromedp.Navigate(site.srv.URL+"/expected-machines/"+emID(t, site, "2a:00:00:00:00:32")+"/edit"),
@@ -173,7 +174,7 @@ func TestWebhookCareE2E(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := newBrowser(t, 1280, 900)
-		signIn(t, ctx, site, allocator.RoleAdmin)
+		signIn(t, ctx, site, auth.RoleAdmin)
 		page := site.srv.URL + "/webhooks/" + w.ID
 		run(t, ctx, "the webhook page", chromedp.Navigate(page), poll(`document.querySelector("h1").innerText.includes("controller")`))
 		unstyled := evalJS[[]string](t, ctx, `[...document.querySelectorAll("main form input:not([type=hidden]):not([type=checkbox]), main form select")].filter(e => !e.closest(".field")).map(e => e.id || e.name)`)

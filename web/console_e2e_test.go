@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -149,7 +150,7 @@ func consoleEndToEnd(t *testing.T, site *consoleSite) {
 	run(t, ctx, "sign in",
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleAdmin]),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[auth.RoleAdmin]),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 		poll(`location.pathname === "/" && document.querySelector("h1").innerText === "Dashboard"`),
 	)
@@ -206,7 +207,7 @@ func consoleEndToEnd(t *testing.T, site *consoleSite) {
 		"dpus": []map[string]string{{"serial_number": "MT0001"}, {"serial_number": "MT0002"}}}
 	b, _ := json.Marshal(report)
 	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/site-explorer/reports", bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+site.tokens[allocator.RoleOperator])
+	req.Header.Set("Authorization", "Bearer "+site.tokens[auth.RoleOperator])
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -314,7 +315,7 @@ func TestConsoleLayoutE2E(t *testing.T) {
 				ctx := newBrowser(t, w, 844)
 				run(t, ctx, "sign in",
 					chromedp.Navigate(site.srv.URL+"/login"),
-					chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleAdmin]),
+					chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[auth.RoleAdmin]),
 					chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 					poll(`location.pathname === "/"`),
 				)

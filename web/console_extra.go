@@ -3,15 +3,15 @@ package web
 import (
 	"net/http"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
 )
 
 // consoleExtraRoutes are the console routes of ExpectedMachines, machines
 // and DPU bindings (part of ConsoleRoutes).
 func (s *Server) consoleExtraRoutes() []Route {
-	h := &handlers.Console{A: s.a, SecureCookies: s.cfg.SecureCookies}
-	V, O, A := allocator.RoleViewer, allocator.RoleOperator, allocator.RoleAdmin
+	h := &handlers.Console{A: s.a, Auth: s.auth, SecureCookies: s.cfg.SecureCookies}
+	V, O, A := auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin
 	return []Route{
 		{http.MethodGet, "/expected-machines", V, h.ExpectedMachines},
 		{http.MethodGet, "/expected-machines/new", O, h.NewExpectedMachine},

@@ -8,12 +8,13 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // signIn opens the login page and signs in with the role's token.
-func signIn(t *testing.T, ctx context.Context, site *consoleSite, role allocator.Role) {
+func signIn(t *testing.T, ctx context.Context, site *consoleSite, role auth.Role) {
 	t.Helper()
 	run(t, ctx, "sign in",
 		chromedp.Navigate(site.srv.URL+"/login"),
@@ -46,7 +47,7 @@ func TestConsoleOperatorFlowsE2E(t *testing.T) {
 func operatorFlows(t *testing.T, site *consoleSite) {
 	ctx := newBrowser(t, 1280, 900)
 	base := site.srv.URL
-	signIn(t, ctx, site, allocator.RoleAdmin)
+	signIn(t, ctx, site, auth.RoleAdmin)
 	dpu := allocator.DPUMachineID("MT2242X00002")
 	host := allocator.HostMachineID("1a:1b:1c:1d:1e:20")
 
@@ -151,7 +152,7 @@ func TestConsoleNOCE2E(t *testing.T) {
 			site := newConsoleSite(t, dbtest.Open(t, d))
 			seedBelievableSite(t, site)
 			ctx := newBrowser(t, 1920, 1080)
-			signIn(t, ctx, site, allocator.RoleViewer)
+			signIn(t, ctx, site, auth.RoleViewer)
 			run(t, ctx, "the wallboard fits 1920×1080 and reads across a room",
 				chromedp.EmulateViewport(1920, 1080),
 				chromedp.Navigate(site.srv.URL+"/noc"),

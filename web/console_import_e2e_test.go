@@ -9,7 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/bench/emfile"
 )
 
@@ -32,7 +32,7 @@ func TestConsoleImportShowsServerWork(t *testing.T) {
 	run(t, ctx, "sign in",
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleOperator]),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[auth.RoleOperator]),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 		poll(`location.pathname === "/" && document.querySelector("h1").innerText === "Dashboard"`),
 	)

@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -83,7 +84,7 @@ func nocFits(t *testing.T, site *consoleSite) {
 	base := site.srv.URL
 
 	phone := newBrowser(t, 390, 844)
-	signIn(t, phone, site, allocator.RoleViewer)
+	signIn(t, phone, site, auth.RoleViewer)
 	run(t, phone, "NOC at 390 px", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/noc"), poll(`document.querySelector("#board .kpi") !== null`))
 	screenshot(t, phone, "phone-noc", true)
 	w, err := chromedp.Run(phone, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
@@ -102,7 +103,7 @@ func nocFits(t *testing.T, site *consoleSite) {
 	}
 
 	wall := newBrowser(t, 1920, 1080)
-	signIn(t, wall, site, allocator.RoleViewer)
+	signIn(t, wall, site, auth.RoleViewer)
 	run(t, wall, "NOC at 1920×1080", chromedp.EmulateViewport(1920, 1080), chromedp.Navigate(base+"/noc"), poll(`document.querySelector("#board .kpi") !== null`))
 	h, err := chromedp.Run(wall, chromedp.Evaluate[int](`document.documentElement.scrollHeight`))
 	if err != nil {

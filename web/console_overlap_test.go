@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -39,7 +40,7 @@ func TestConsoleOverlapAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	site := newConsoleSite(t, dbtest.OpenURL(t, u))
-	b := site.login(allocator.RoleViewer)
+	b := site.login(auth.RoleViewer)
 	for _, page := range []string{"/", "/noc"} {
 		expect(t, b.get(page), http.StatusOK, "Address pools overlap", "10.1.0.1..10.1.0.50", "10.1.0.1..10.2.0.9", "lo-ip", "mgmt")
 	}

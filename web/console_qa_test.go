@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 )
 
 // TestConsoleEarlyErrorsKeepNavigation: errors raised before a console
@@ -17,7 +18,7 @@ import (
 // navigation and the search box, not as an anonymous "Sign in" page.
 func TestConsoleEarlyErrorsKeepNavigation(t *testing.T) {
 	site := newSQLiteSite(t)
-	v := site.login(allocator.RoleViewer)
+	v := site.login(auth.RoleViewer)
 	for path, want := range map[string]int{
 		"/no-such-page":   http.StatusNotFound,
 		"/search?q=a%00b": http.StatusUnprocessableEntity,
@@ -37,7 +38,7 @@ func TestConsoleEarlyErrorsKeepNavigation(t *testing.T) {
 // version) instead of silently overwriting a change made in between.
 func TestConsoleRangeEditNeedsVersion(t *testing.T) {
 	site := newSQLiteSite(t)
-	b := site.login(allocator.RoleAdmin)
+	b := site.login(auth.RoleAdmin)
 	expect(t, b.post("/pools", url.Values{"name": {"lo-ip"}, "type": {"ipv4"}, "first": {"10.180.62.1"}, "last": {"10.180.62.199"}, "auto_assign": {"true"}}, true), http.StatusSeeOther)
 	p, err := site.a.GetPool(context.Background(), "lo-ip")
 	if err != nil || len(p.Ranges) != 1 {
@@ -64,7 +65,7 @@ func TestConsoleRangeEditNeedsVersion(t *testing.T) {
 func TestConsoleConflictAdviceNamesCause(t *testing.T) {
 	site := newSQLiteSite(t)
 	seedBelievableSite(t, site)
-	v := site.login(allocator.RoleViewer)
+	v := site.login(auth.RoleViewer)
 	want := "Move the ExpectedDpu from ExpectedMachine rack8-u03 to ExpectedMachine rack7-u14"
 	for _, path := range []string{"/machines/" + allocator.DPUMachineID("MT2242X00020"), "/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:20")} {
 		body := expect(t, v.get(path), http.StatusOK, "conflict", want)
@@ -80,7 +81,7 @@ func TestConsoleConflictAdviceNamesCause(t *testing.T) {
 func TestConsoleUnquarantineNamesGoneOwner(t *testing.T) {
 	site := newSQLiteSite(t)
 	seedBelievableSite(t, site)
-	b := site.login(allocator.RoleAdmin)
+	b := site.login(auth.RoleAdmin)
 	page, err := site.a.ListAllocations(context.Background(), "lo-ip", allocator.AllocationFilter{State: "quarantined"})
 	if err != nil || len(page.Items) == 0 {
 		t.Fatalf("no quarantined value in the seeded site: %v", err)
@@ -102,7 +103,7 @@ func TestConsoleUnquarantineNamesGoneOwner(t *testing.T) {
 // this site, else to the dashboard.
 func TestConsoleLoginPageWhenSignedIn(t *testing.T) {
 	site := newSQLiteSite(t)
-	v := site.login(allocator.RoleViewer)
+	v := site.login(auth.RoleViewer)
 	for next, want := range map[string]string{
 		"/machines?state=ready": "/machines?state=ready",
 		"//evil.example/x":      "/",
@@ -128,7 +129,7 @@ func TestConsoleForceDeleteDialogOfHostlessDPU(t *testing.T) {
 	if _, err := site.a.Discover(ctx, allocator.DiscoverSpec{SerialNumber: "MT2242X00777"}); err != nil {
 		t.Fatal(err)
 	}
-	b := site.login(allocator.RoleAdmin)
+	b := site.login(auth.RoleAdmin)
 	body := expect(t, b.get("/machines/"+allocator.DPUMachineID("MT2242X00777")+"/impact?action=force-delete"), http.StatusOK,
 		"Force delete", "MT2242X00777", "The DPU is", "serial number to confirm")
 	if strings.Contains(body, "The host is") {
@@ -142,7 +143,7 @@ func TestConsoleForceDeleteDialogOfHostlessDPU(t *testing.T) {
 func TestConsoleEventsNameDeletedMachine(t *testing.T) {
 	site := newSQLiteSite(t)
 	ctx := allocator.WithActor(context.Background(), "test", "")
-	b := site.login(allocator.RoleAdmin)
+	b := site.login(auth.RoleAdmin)
 	expect(t, b.post("/pools", url.Values{"name": {"lo-ip"}, "type": {"ipv4"}, "first": {"10.180.62.1"}, "last": {"10.180.62.199"}, "auto_assign": {"true"}}, true), http.StatusSeeOther)
 	if _, err := site.a.Discover(ctx, allocator.DiscoverSpec{SerialNumber: "MT2242X00888"}); err != nil {
 		t.Fatal(err)

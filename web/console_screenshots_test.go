@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -114,7 +115,7 @@ func TestConsoleScreenshots(t *testing.T) {
 		ctx := newBrowser(t, w, h)
 		run(t, ctx, "sign in",
 			chromedp.Navigate(base+"/login"),
-			chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleAdmin]),
+			chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[auth.RoleAdmin]),
 			chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 			poll(`location.pathname === "/"`),
 		)
@@ -145,7 +146,7 @@ func TestConsoleScreenshots(t *testing.T) {
 	ctx := newBrowser(t, 1280, 860)
 	run(t, ctx, "sign in",
 		chromedp.Navigate(base+"/login"),
-		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleAdmin]),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[auth.RoleAdmin]),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 		poll(`location.pathname === "/"`),
 	)
@@ -211,7 +212,7 @@ func TestConsoleScreenshots(t *testing.T) {
 	ctx = newBrowser(t, 390, 844)
 	run(t, ctx, "sign in",
 		chromedp.Navigate(base+"/login"),
-		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleAdmin]),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[auth.RoleAdmin]),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 		poll(`location.pathname === "/"`),
 	)
@@ -226,7 +227,7 @@ func TestConsoleScreenshots(t *testing.T) {
 	ctx = newBrowser(t, 1920, 1080)
 	run(t, ctx, "sign in",
 		chromedp.Navigate(base+"/login"),
-		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[allocator.RoleViewer]),
+		chromedp.SendKeys(chromedp.CSS(`#token`), site.tokens[auth.RoleViewer]),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 		poll(`location.pathname === "/"`),
 	)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -31,7 +32,7 @@ func BenchmarkConsoleSearch(b *testing.B) {
 			site := newConsoleSite(b, dbtest.Open(b, d))
 			seedBelievableSite(b, site)
 			fillPool(b, site, n)
-			br := site.login(allocator.RoleViewer)
+			br := site.login(auth.RoleViewer)
 			mid := n / 2
 			held := fmt.Sprintf("10.%d.%d.%d", mid>>16&255, mid>>8&255, mid&255)
 			net24 := fmt.Sprintf("10.%d.%d.", mid>>16&255, mid>>8&255)

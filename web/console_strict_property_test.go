@@ -11,9 +11,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models/dbtest"
-	"github.com/ipledger/ipledger/strictjson/strictjsontest"
 )
 
 // Property (the console's import door): a valid NICo file with one member
@@ -24,7 +23,7 @@ func TestConsoleImportStrictProperty(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
-		b := site.login(allocator.RoleOperator)
+		b := site.login(auth.RoleOperator)
 		file := `{"expected_machines":[
 		  {"bmc_mac_address":"3a:00:00:00:00:01","bmc_username":"root","bmc_password":"pw","chassis_serial_number":"SN-31",
 		   "metadata":{"name":"r3-u1","description":"","labels":[{"key":"env","value":"prod"}]},
@@ -47,7 +46,7 @@ func TestConsoleImportStrictProperty(t *testing.T) {
 		t.Logf("seed %d", seed)
 		r := rand.New(rand.NewPCG(seed, 2))
 		for i := 0; i < 30; i++ {
-			mut, field, err := strictjsontest.MutateJSON(r, []byte(file))
+			mut, field, err := dbtest.MutateJSON(r, []byte(file))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
@@ -68,7 +69,7 @@ func TestConsoleRolesAreEnforced(t *testing.T) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
 		s := web.New(web.Config{Allocator: site.a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		for _, role := range []allocator.Role{allocator.RoleViewer, allocator.RoleOperator} {
+		for _, role := range []auth.Role{auth.RoleViewer, auth.RoleOperator} {
 			b := site.login(role)
 			for _, r := range s.ConsoleRoutes() {
 				if role.Allows(r.Role) {
@@ -97,8 +98,8 @@ func TestConsoleCSRF(t *testing.T) {
 	t.Parallel()
 	site := newSQLiteSite(t)
 	seedSite(t, site.a)
-	admin := site.login(allocator.RoleAdmin)
-	other := site.login(allocator.RoleAdmin)
+	admin := site.login(auth.RoleAdmin)
+	other := site.login(auth.RoleAdmin)
 	form := url.Values{"first": {"10.180.64.1"}, "last": {"10.180.64.9"}, "auto_assign": {"true"}}
 	for name, tok := range map[string]string{"absent": "", "wrong": "AAAA", "other session": other.csrf} {
 		f := url.Values{}
@@ -139,12 +140,13 @@ func TestConsoleSession(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Open(t, models.SQLite)
 	a := allocator.New(db, allocator.Options{})
-	tok, err := a.CreateToken(context.Background(), "alice", allocator.RoleOperator, "")
+	au := auth.New(db, auth.Options{})
+	tok, err := au.CreateToken(context.Background(), "alice", auth.RoleOperator, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, secure := range []bool{false, true} {
-		s := web.New(web.Config{Allocator: a, SecureCookies: secure, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		s := web.New(web.Config{Allocator: a, Auth: au, SecureCookies: secure, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		srv := newServer(t, s)
 		res, err := noRedirect.PostForm(srv+"/login", url.Values{"token": {tok}, "next": {"//evil.example/x"}})
 		if err != nil {
@@ -168,10 +170,10 @@ func TestConsoleSession(t *testing.T) {
 		}
 	}
 
-	site := &consoleSite{t: t, a: a, tokens: map[allocator.Role]string{allocator.RoleOperator: tok}}
+	site := &consoleSite{t: t, a: a, tokens: map[auth.Role]string{auth.RoleOperator: tok}}
 	site.srv = newHTTPTest(t, web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	expect(t, site.anonymous().post("/login", url.Values{"token": {"ipl_not-a-token-at-all"}}, false), http.StatusUnauthorized, "not known")
-	b := site.login(allocator.RoleOperator)
+	b := site.login(auth.RoleOperator)
 	expect(t, b.get("/pools"), http.StatusOK, "console:alice", "operator")
 
 	// Tampered cookie: refused.
@@ -194,9 +196,9 @@ func TestConsoleSession(t *testing.T) {
 	expect(t, b.get("/pools"), http.StatusSeeOther)
 
 	// Logout clears the cookie.
-	tok2, _ := a.CreateToken(context.Background(), "bob", allocator.RoleViewer, "")
-	site.tokens[allocator.RoleViewer] = tok2
-	v := site.login(allocator.RoleViewer)
+	tok2, _ := au.CreateToken(context.Background(), "bob", auth.RoleViewer, "")
+	site.tokens[auth.RoleViewer] = tok2
+	v := site.login(auth.RoleViewer)
 	res := v.post("/logout", nil, true)
 	expect(t, res, http.StatusSeeOther)
 	if !strings.Contains(res.Header.Get("Set-Cookie"), "Max-Age=0") {
@@ -212,7 +214,7 @@ func TestConsolePages(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)
-		b := site.login(allocator.RoleAdmin)
+		b := site.login(auth.RoleAdmin)
 		host := allocator.HostMachineID("1a:1b:1c:1d:1e:20")
 		em, err := site.a.GetExpectedMachine(context.Background(), "1a:1b:1c:1d:1e:1f")
 		if err != nil {
@@ -298,7 +300,7 @@ func TestConsoleViewerSeesNoControls(t *testing.T) {
 	t.Parallel()
 	site := newSQLiteSite(t)
 	seedBelievableSite(t, site)
-	v := site.login(allocator.RoleViewer)
+	v := site.login(auth.RoleViewer)
 	em, err := site.a.GetExpectedMachine(context.Background(), "1a:1b:1c:1d:1e:1f")
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +329,7 @@ func TestConsoleViewerSeesNoControls(t *testing.T) {
 			}
 		}
 	}
-	o := site.login(allocator.RoleOperator)
+	o := site.login(auth.RoleOperator)
 	body := expect(t, o.get("/machines"), http.StatusOK, "Decommission")
 	if strings.Contains(body, "Force delete") {
 		t.Error("operator sees Force delete (admin only)")
@@ -342,7 +344,7 @@ func TestConsolePoolForms(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
-		b := site.login(allocator.RoleAdmin)
+		b := site.login(auth.RoleAdmin)
 		res := b.post("/pools", url.Values{"name": {"lo-ip"}, "type": {"ipv4"}, "first": {"10.180.62.1"}, "last": {"10.180.62.199"}, "auto_assign": {"true"}}, true)
 		expect(t, res, http.StatusSeeOther)
 		if res.Header.Get("Location") != "/pools/lo-ip" {
@@ -421,7 +423,7 @@ func TestConsoleAllocationsKeyset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := site.login(allocator.RoleViewer)
+	b := site.login(auth.RoleViewer)
 	body := expect(t, b.get("/pools/lo-ip-v6?owner_type=endpoint"), http.StatusOK, "fd00:180:62::1<", "fd00:180:62::64<", "Next page")
 	if strings.Contains(body, "fd00:180:62::65<") {
 		t.Fatal("first page holds more than 100 rows")
@@ -445,7 +447,7 @@ func TestConsoleExpectedMachineForm(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
-		b := site.login(allocator.RoleOperator)
+		b := site.login(auth.RoleOperator)
 		form := func(kv ...string) url.Values {
 			v := url.Values{"mac": {"1A-1B-1C-1D-1E-1F"}, "username": {"root"}, "password": {"hunter2-secret"}, "chassis": {"SN-1"},
 				"name": {"rack7-u12"}, "labels": {"env=prod\nrow=7"}, "fallback": {""},
@@ -534,7 +536,7 @@ func TestConsoleImport(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
-		b := site.login(allocator.RoleOperator)
+		b := site.login(auth.RoleOperator)
 		upload := func(htmx bool, mode, content string) *http.Response {
 			var buf bytes.Buffer
 			w := multipart.NewWriter(&buf)
@@ -627,8 +629,8 @@ func TestConsoleMachineLifecycle(t *testing.T) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)
 		ctx := context.Background()
-		admin := site.login(allocator.RoleAdmin)
-		op := site.login(allocator.RoleOperator)
+		admin := site.login(auth.RoleAdmin)
+		op := site.login(auth.RoleOperator)
 		host := allocator.HostMachineID("1a:1b:1c:1d:1e:20")
 
 		// Delete before decommission: 409 in the dialog.
@@ -738,8 +740,8 @@ func TestConsoleSignOutEndsSession(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
-		b := site.login(allocator.RoleOperator)
-		other := site.login(allocator.RoleOperator)
+		b := site.login(auth.RoleOperator)
+		other := site.login(auth.RoleOperator)
 		old := sessionCookieOf(t, b)
 		expect(t, withCookie(site, old).get("/pools"), http.StatusOK, "console:test-operator")
 
@@ -763,7 +765,7 @@ func TestConsoleSignOutEndsSession(t *testing.T) {
 			t.Fatalf("sessions left after one sign-out: %d (%v), want 1", n, err)
 		}
 		// Deleting the token ends its other session at once.
-		toks, err := site.a.ListTokens(context.Background())
+		toks, err := site.auth.ListTokens(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -776,7 +778,7 @@ func TestConsoleSignOutEndsSession(t *testing.T) {
 				}
 			}
 		}
-		if _, err := site.a.DeleteToken(context.Background(), id, ""); err != nil {
+		if _, err := site.auth.DeleteToken(context.Background(), id, ""); err != nil {
 			t.Fatal(err)
 		}
 		expect(t, other.get("/pools"), http.StatusSeeOther)
@@ -800,13 +802,14 @@ func TestConsoleSessionSlides(t *testing.T) {
 		clock := dbtest.NewClock(time.Now().UTC())
 		advance := clock.Advance
 		a := allocator.New(db, allocator.Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		srv := newHTTPTest(t, web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-		tok, err := a.CreateToken(context.Background(), "noc", allocator.RoleViewer, "")
+		au := auth.New(db, auth.Options{Now: clock.Now, OnCommit: a.Committed})
+		srv := newHTTPTest(t, web.New(web.Config{Allocator: a, Auth: au, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+		tok, err := au.CreateToken(context.Background(), "noc", auth.RoleViewer, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		site := &consoleSite{t: t, a: a, srv: srv, tokens: map[allocator.Role]string{allocator.RoleViewer: tok}}
-		b := site.login(allocator.RoleViewer)
+		site := &consoleSite{t: t, a: a, auth: au, srv: srv, tokens: map[auth.Role]string{auth.RoleViewer: tok}}
+		b := site.login(auth.RoleViewer)
 		for i := 0; i < 6; i++ { // 66 hours of use every 11 hours
 			advance(11 * time.Hour)
 			res := b.get("/noc")
@@ -829,7 +832,7 @@ func TestConsoleExpectedMachineEmptyDpuRow(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
-		b := site.login(allocator.RoleOperator)
+		b := site.login(auth.RoleOperator)
 		body := expect(t, b.get("/expected-machines/new"), http.StatusOK)
 		if n := strings.Count(body, `name="dpu_serial"`); n != 1 {
 			t.Fatalf("new form has %d DPU rows, want 1", n)
@@ -862,7 +865,7 @@ func TestConsoleExpectedMachineEveryProblem(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
-		b := site.login(allocator.RoleOperator)
+		b := site.login(auth.RoleOperator)
 		f := url.Values{"mac": {"not-a-mac"}, "username": {""}, "password": {""}, "chassis": {""}, "name": {""},
 			"labels": {""}, "fallback": {""}, "sku_id": {""},
 			"dpu_key": {"r1", "r2"}, "dpu_serial": {"", "MT2"}, "dpu_ip": {"10.180.62.201", "1.2.3"}, "dpu_ip6": {"", "fd00:180:62:1::zz"}}
@@ -893,7 +896,7 @@ func TestConsoleFlashIsSigned(t *testing.T) {
 	t.Parallel()
 	site := newSQLiteSite(t)
 	seedSite(t, site.a)
-	b := site.login(allocator.RoleAdmin)
+	b := site.login(auth.RoleAdmin)
 	u, _ := url.Parse(site.srv.URL)
 	for _, forged := range []string{url.QueryEscape("bad|Call 555-0100 and read out your token"), "YmFkfENhbGw.AAAA"} {
 		b.c.Jar.SetCookies(u, []*http.Cookie{{Name: "ipledger_flash", Value: forged, Path: "/"}})
@@ -914,7 +917,7 @@ func TestConsoleExpectedMachineSearchMAC(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
-		b := site.login(allocator.RoleViewer)
+		b := site.login(auth.RoleViewer)
 		for _, mac := range []string{"0a:00:00:00:01:03", "0a:00:00:00:02:04"} {
 			if _, err := site.a.CreateExpectedMachine(context.Background(), allocator.ExpectedMachineSpec{BmcMacAddress: mac}); err != nil {
 				t.Fatal(err)
@@ -938,7 +941,7 @@ func TestConsoleExpectedMachineBrokenPosts(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
-		b := site.login(allocator.RoleOperator)
+		b := site.login(auth.RoleOperator)
 		f := url.Values{"mac": {"2a:00:00:00:00:05"}, "dpu_key": {"a", "b"}, "dpu_serial": {"MT1", "MT2"},
 			"dpu_ip": {"10.180.62.201", "10.180.62.202"}, "dpu_ip6": {""}}
 		expect(t, b.post("/expected-machines", f, true), http.StatusUnprocessableEntity, "DPU row 2 of 2", "dpu_ip6")
@@ -978,7 +981,7 @@ func TestConsoleExpectedMachineBrokenPosts(t *testing.T) {
 func TestConsoleLoginNextAndCSRF(t *testing.T) {
 	t.Parallel()
 	site := newSQLiteSite(t)
-	tok := site.tokens[allocator.RoleViewer]
+	tok := site.tokens[auth.RoleViewer]
 	for next, want := range map[string]string{
 		"/pools/lo-ip?state=quarantined": "/pools/lo-ip?state=quarantined",
 		"/%09/evil.example":              "/",
@@ -1041,7 +1044,7 @@ func TestConsoleFormNUL(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
-		b := site.login(allocator.RoleAdmin)
+		b := site.login(auth.RoleAdmin)
 		f := url.Values{"mac": {"2a:00:00:00:00:0a"}, "name": {"rack\x00-7"}, "dpu_key": {"k1", "k2"}, "dpu_serial": {"MT1", "MT\x002"},
 			"dpu_ip": {"", ""}, "dpu_ip6": {"", ""}}
 		nameErr := regexp.MustCompile(`id="err-metadata-name"[^>]*>[^<]*NUL[^<]*</div>`)
@@ -1088,7 +1091,7 @@ func TestConsoleFormNUL(t *testing.T) {
 		// nothing is stored.
 		req, _ := http.NewRequest(http.MethodPost, site.srv.URL+"/api/v1/pools", strings.NewReader("name=p%00"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Authorization", "Bearer "+site.tokens[allocator.RoleAdmin])
+		req.Header.Set("Authorization", "Bearer "+site.tokens[auth.RoleAdmin])
 		expect(t, site.anonymous().do(req), http.StatusBadRequest, "bad_request")
 		if _, err := site.a.GetPool(context.Background(), "p\x00"); err == nil {
 			t.Fatal("a pool named with a NUL character was stored")
@@ -1108,7 +1111,7 @@ func TestConsoleUXNits(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)
-		op := site.login(allocator.RoleOperator)
+		op := site.login(auth.RoleOperator)
 		expect(t, op.get("/logout"), http.StatusOK, `action="/logout"`, `name="csrf_token"`, "Sign out")
 		// Lifecycle actions live in the row menu and on the machine page,
 		// not as buttons on the list rows.
@@ -1138,7 +1141,7 @@ func TestConsoleUXNits(t *testing.T) {
 			t.Fatal("the ExpectedMachine form still uses confirm()")
 		}
 		expect(t, op.get("/expected-machines/"+em.ID+"/delete"), http.StatusOK, `id="confirm-form"`, "Delete ExpectedMachine rack7-u12")
-		admin := site.login(allocator.RoleAdmin)
+		admin := site.login(auth.RoleAdmin)
 		body = expect(t, admin.get("/pools/lo-ip?state=quarantined"), http.StatusOK, `hx-get="/pools/lo-ip/unquarantine?value=`)
 		if strings.Contains(body, "data-confirm=") {
 			t.Fatal("unquarantine still uses confirm()")
@@ -1172,7 +1175,7 @@ func TestConsoleExpectedMachineFormatAndConflictTogether(t *testing.T) {
 			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT-OTHER", LoopbackIP: &ip}}}); err != nil {
 			t.Fatal(err)
 		}
-		b := site.login(allocator.RoleOperator)
+		b := site.login(auth.RoleOperator)
 		f := url.Values{"mac": {"not-a-mac"}, "dpu_key": {"bad", "dup"}, "dpu_serial": {"MT-A", "MT-B"},
 			"dpu_ip": {"1.2.3", ip}, "dpu_ip6": {"", ""}}
 		want := []*regexp.Regexp{
@@ -1204,7 +1207,7 @@ func TestConsoleFixConflict(t *testing.T) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)
 		ctx := allocator.WithActor(context.Background(), "test", "")
-		op := site.login(allocator.RoleOperator)
+		op := site.login(auth.RoleOperator)
 		dpu := allocator.DPUMachineID("MT2242X00020")
 		page := expect(t, op.get("/machines/"+dpu), http.StatusOK, "declared by ExpectedMachine", "rack8-u03", "Assign missing loopbacks now")
 		checkFormsCarryCSRF(t, "/machines/"+dpu, page)
@@ -1234,7 +1237,7 @@ func TestConsoleFixConflict(t *testing.T) {
 			t.Error("the button stays once every loopback is assigned")
 		}
 		// A viewer sees no such button and may not post it.
-		v := site.login(allocator.RoleViewer)
+		v := site.login(auth.RoleViewer)
 		if strings.Contains(expect(t, v.get("/machines/"+dpu), http.StatusOK), "ensure-loopbacks") {
 			t.Error("a viewer sees the assign button")
 		}
@@ -1249,7 +1252,7 @@ func TestConsoleSearch(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)
-		v := site.login(allocator.RoleViewer)
+		v := site.login(auth.RoleViewer)
 		for q, loc := range map[string]string{
 			"MT2242X00001":           "/machines/" + allocator.DPUMachineID("MT2242X00001"),
 			"1A-1B-1C-1D-1E-20":      "/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:20"),

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
@@ -24,19 +25,21 @@ import (
 type consoleSite struct {
 	t      testing.TB
 	a      *allocator.Allocator
+	auth   *auth.Service
 	srv    *httptest.Server
-	tokens map[allocator.Role]string
+	tokens map[auth.Role]string
 }
 
 func newConsoleSite(t testing.TB, db *gorm.DB) *consoleSite {
 	t.Helper()
 	a := allocator.New(db, allocator.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	s := web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	au := auth.New(db, auth.Options{OnCommit: a.Committed})
+	s := web.New(web.Config{Allocator: a, Auth: au, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	site := &consoleSite{t: t, a: a, srv: srv, tokens: map[allocator.Role]string{}}
-	for _, r := range []allocator.Role{allocator.RoleViewer, allocator.RoleOperator, allocator.RoleAdmin} {
-		tok, err := a.CreateToken(context.Background(), "test-"+string(r), r, "")
+	site := &consoleSite{t: t, a: a, auth: au, srv: srv, tokens: map[auth.Role]string{}}
+	for _, r := range []auth.Role{auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin} {
+		tok, err := au.CreateToken(context.Background(), "test-"+string(r), r, "")
 		if err != nil {
 			t.Fatalf("create %s token: %v", r, err)
 		}
@@ -67,7 +70,7 @@ func (s *consoleSite) anonymous() *browser {
 
 // login signs in with the role's token and reads the CSRF token from the
 // dashboard.
-func (s *consoleSite) login(role allocator.Role) *browser {
+func (s *consoleSite) login(role auth.Role) *browser {
 	s.t.Helper()
 	b := s.anonymous()
 	res := b.post("/login", url.Values{"token": {s.tokens[role]}}, false)

@@ -22,6 +22,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -53,9 +54,10 @@ func FuzzExpectedMachineBodies(f *testing.F) {
 	}
 	db := dbtest.Open(f, models.SQLite)
 	a := allocator.New(db, allocator.Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	au := auth.New(a.DB(), auth.Options{})
 	const tok = "fuzz-em-admin-token"
 	ctx := context.Background()
-	if _, err := a.EnsureAdminToken(ctx, tok); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, tok); err != nil {
 		f.Fatal(err)
 	}
 	srv := New(Config{Allocator: a, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}).Handler()

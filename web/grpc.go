@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
 )
@@ -20,12 +21,12 @@ import (
 // the service and nothing else.
 type GRPCRoute struct {
 	Procedure string
-	Role      allocator.Role
+	Role      auth.Role
 }
 
 // GRPCRoutes lists every RPC of forge.Forge (docs/grpc.md).
 func GRPCRoutes() []GRPCRoute {
-	V, O, A := allocator.RoleViewer, allocator.RoleOperator, allocator.RoleAdmin
+	V, O, A := auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin
 	return []GRPCRoute{
 		{forgeconnect.ForgeAddExpectedMachineProcedure, O},
 		{forgeconnect.ForgeUpdateExpectedMachineProcedure, O},
@@ -55,7 +56,7 @@ type grpcCallKey struct{}
 // route (its own metrics label). Reflection and health are public, like
 // /healthz; every Forge RPC needs a bearer token.
 func (s *Server) grpcRoutes() {
-	roles := map[string]allocator.Role{}
+	roles := map[string]auth.Role{}
 	for _, r := range GRPCRoutes() {
 		roles[r.Procedure] = r.Role
 	}
@@ -94,7 +95,7 @@ func (s *Server) serveGRPC(h http.Handler) echo.HandlerFunc {
 // grpcAuth authenticates each Forge RPC with the REST door's own bearer
 // check and role rule, and puts the same audit actor ("token:NAME") and
 // request id on the context.
-func (s *Server) grpcAuth(roles map[string]allocator.Role) connect.UnaryInterceptorFunc {
+func (s *Server) grpcAuth(roles map[string]auth.Role) connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			role, ok := roles[req.Spec().Procedure]

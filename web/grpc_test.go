@@ -23,6 +23,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
@@ -44,7 +45,7 @@ type grpcEnv struct {
 func newGRPCEnv(t *testing.T, db *gorm.DB) *grpcEnv {
 	h := newEMHTTP(t, db)
 	env := &grpcEnv{emHTTP: h, operator: "em-test-operator-token-01", db: db}
-	if _, err := h.server.a.CreateToken(context.Background(), "ci-operator", allocator.RoleOperator, env.operator); err != nil {
+	if _, err := h.server.auth.CreateToken(context.Background(), "ci-operator", auth.RoleOperator, env.operator); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -111,7 +112,7 @@ func TestGRPCRoutesCoverTheService(t *testing.T) {
 			t.Errorf("GRPCRoutes has %s, which forge.Forge does not declare", r.Procedure)
 		}
 		delete(want, r.Procedure)
-		if !strings.Contains(r.Procedure, "/Get") && r.Role == allocator.RoleViewer {
+		if !strings.Contains(r.Procedure, "/Get") && r.Role == auth.RoleViewer {
 			t.Errorf("%s changes state but needs only %s", r.Procedure, r.Role)
 		}
 	}
@@ -127,7 +128,7 @@ func TestGRPCAuthAndRoles(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newGRPCEnv(t, db)
 		ctx := context.Background()
-		roleTok := map[allocator.Role]string{allocator.RoleViewer: env.viewer, allocator.RoleOperator: env.operator, allocator.RoleAdmin: env.admin}
+		roleTok := map[auth.Role]string{auth.RoleViewer: env.viewer, auth.RoleOperator: env.operator, auth.RoleAdmin: env.admin}
 		call := func(c forgeconnect.ForgeClient, proc string) error {
 			em := &forge.ExpectedMachine{BmcMacAddress: "0a:00:00:00:0c:01"}
 			req := &forge.ExpectedMachineRequest{BmcMacAddress: "0a:00:00:00:0c:01"}
@@ -156,7 +157,7 @@ func TestGRPCAuthAndRoles(t *testing.T) {
 		for _, r := range GRPCRoutes() {
 			wantCode(t, r.Procedure+" anonymous", call(env.client(""), r.Procedure), connect.CodeUnauthenticated, "authentication required")
 			wantCode(t, r.Procedure+" unknown token", call(env.client("ipl_not_a_token"), r.Procedure), connect.CodeUnauthenticated, "")
-			for _, role := range []allocator.Role{allocator.RoleViewer, allocator.RoleOperator} {
+			for _, role := range []auth.Role{auth.RoleViewer, auth.RoleOperator} {
 				if !role.Allows(r.Role) {
 					wantCode(t, fmt.Sprintf("%s as %s", r.Procedure, role), call(env.client(roleTok[role]), r.Procedure), connect.CodePermissionDenied, "role "+string(role))
 				}

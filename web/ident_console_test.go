@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
@@ -25,8 +26,8 @@ func TestMixedSeparatorMACAtEveryConsoleDoor(t *testing.T) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
 		ctx := context.Background()
-		op := site.login(allocator.RoleOperator)
-		admin := site.login(allocator.RoleAdmin)
+		op := site.login(auth.RoleOperator)
+		admin := site.login(auth.RoleAdmin)
 		form := url.Values{"mac": {consoleMixedMAC}, "username": {"root"}, "password": {""}, "chassis": {"SN-MIX"}, "name": {""},
 			"labels": {""}, "fallback": {""}}
 		expect(t, op.htmx(http.MethodPost, "/expected-machines/validate", form), http.StatusUnprocessableEntity, `id="err-bmc_mac_address"`, consoleMixedMAC)

@@ -94,7 +94,7 @@ func TestJWTBearerOnREST(t *testing.T) {
 				t.Errorf("%s: %d %q %s", name, res.StatusCode, res.Header.Get("WWW-Authenticate"), body)
 			}
 		}
-		if res, _ := apiCall(t, s.srv.URL, "GET", "/api/v1/pools", s.tokens[allocator.RoleAdmin], ""); res.StatusCode != http.StatusOK {
+		if res, _ := apiCall(t, s.srv.URL, "GET", "/api/v1/pools", s.tokens[auth.RoleAdmin], ""); res.StatusCode != http.StatusOK {
 			t.Fatalf("an ipledger token beside JWTs: %d", res.StatusCode)
 		}
 	})

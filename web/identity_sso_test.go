@@ -67,17 +67,18 @@ func newSSOSiteWith(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer, id w
 	o := auth.NewOIDC(auth.OIDCConfig{Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret,
 		ExternalURL: srv.URL, Roles: auth.NewRoleMap([]string{"ipam-admins"}, []string{"ipam-operators"}, []string{"noc"}), Log: log})
 	a := allocator.New(db, allocator.Options{Logger: log})
+	au := auth.New(db, auth.Options{Logger: log, OnCommit: a.Committed})
 	id.OIDC = o
-	s := web.New(web.Config{Allocator: a, Logger: log, Identity: id})
+	s := web.New(web.Config{Allocator: a, Auth: au, Logger: log, Identity: id})
 	mu.Lock()
 	h = s.Handler()
 	mu.Unlock()
-	site := &consoleSite{t: t, a: a, srv: srv, tokens: map[allocator.Role]string{}}
-	tok, err := a.CreateToken(context.Background(), "test-admin", allocator.RoleAdmin, "")
+	site := &consoleSite{t: t, a: a, auth: au, srv: srv, tokens: map[auth.Role]string{}}
+	tok, err := au.CreateToken(context.Background(), "test-admin", auth.RoleAdmin, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	site.tokens[allocator.RoleAdmin] = tok
+	site.tokens[auth.RoleAdmin] = tok
 	return &ssoSite{consoleSite: site, idp: idp, oidc: o, db: db}
 }
 
@@ -261,7 +262,7 @@ func TestSSOOnlyWithoutTokenForm(t *testing.T) {
 	if strings.Contains(body, `name="token"`) {
 		t.Fatal("the token form is offered")
 	}
-	expect(t, b.post("/login", url.Values{"token": {s.tokens[allocator.RoleAdmin]}}, false), http.StatusForbidden, "turned off")
+	expect(t, b.post("/login", url.Values{"token": {s.tokens[auth.RoleAdmin]}}, false), http.StatusForbidden, "turned off")
 	if res := b.get("/"); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("signed in with a token: %d", res.StatusCode)
 	}

@@ -51,11 +51,12 @@ func newTLSSite(t *testing.T, db *gorm.DB) *tlsSite {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := allocator.New(db, allocator.Options{Logger: log})
+	au := auth.New(db, auth.Options{Logger: log, OnCommit: a.Committed})
 	admin := "tls-test-admin-token-0123456789"
-	if _, err := a.EnsureAdminToken(context.Background(), admin); err != nil {
+	if _, err := au.EnsureAdminToken(context.Background(), admin); err != nil {
 		t.Fatal(err)
 	}
-	s := web.New(web.Config{Allocator: a, Logger: log, TLS: files, SecureCookies: true, Identity: web.Identity{ClientRoles: roles}})
+	s := web.New(web.Config{Allocator: a, Auth: au, Logger: log, TLS: files, SecureCookies: true, Identity: web.Identity{ClientRoles: roles}})
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)

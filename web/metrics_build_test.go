@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/buildinfo"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -42,7 +43,7 @@ func TestPrometheusRulesReadExportedMetrics(t *testing.T) {
 	m := NewMetrics(nil)
 	a := allocator.New(db, m.AllocatorOptions(allocator.Options{}))
 	const tok = "rules-metrics-admin-token"
-	if _, err := a.EnsureAdminToken(context.Background(), tok); err != nil {
+	if _, err := auth.New(db, auth.Options{}).EnsureAdminToken(context.Background(), tok); err != nil {
 		t.Fatal(err)
 	}
 	h := New(Config{Allocator: a, Metrics: m}).Handler()

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
 )
 
@@ -19,7 +20,7 @@ import (
 type Route struct {
 	Method  string
 	Path    string
-	Role    allocator.Role
+	Role    auth.Role
 	Handler echo.HandlerFunc
 }
 
@@ -27,7 +28,7 @@ type Route struct {
 // escaped colon, `\:`, is a literal colon of an action such as pools:load).
 func (s *Server) APIRoutes() []Route {
 	h := s.api
-	V, O, A := allocator.RoleViewer, allocator.RoleOperator, allocator.RoleAdmin
+	V, O, A := auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin
 	return []Route{
 		{http.MethodGet, "/pools", V, h.ListPools},
 		{http.MethodPost, "/pools", A, h.CreatePool},
@@ -84,13 +85,13 @@ type QueryRole struct {
 	Path   string
 	Param  string
 	Values []string
-	Role   allocator.Role
+	Role   auth.Role
 }
 
 // APIQueryRoles are the query rules of APIRoutes.
 func (s *Server) APIQueryRoles() []QueryRole {
 	return []QueryRole{
-		{http.MethodDelete, "/machines/:id", "force", []string{"true", "1"}, allocator.RoleAdmin},
+		{http.MethodDelete, "/machines/:id", "force", []string{"true", "1"}, auth.RoleAdmin},
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -93,16 +94,17 @@ func newSecEnv(t *testing.T, db *gorm.DB) *secEnv {
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a := allocator.New(db, allocator.Options{Logger: log})
+	au := auth.New(a.DB(), auth.Options{})
 	env := &secEnv{t: t, a: a, db: db, logs: logs}
 	var err error
-	env.tok.admin = "sec-admin-" + allocator.NewTokenValue()
-	if _, err = a.EnsureAdminToken(ctx, env.tok.admin); err != nil {
+	env.tok.admin = "sec-admin-" + auth.NewTokenValue()
+	if _, err = au.EnsureAdminToken(ctx, env.tok.admin); err != nil {
 		t.Fatal(err)
 	}
-	if env.tok.operator, err = a.CreateToken(ctx, "sec-operator", allocator.RoleOperator, ""); err != nil {
+	if env.tok.operator, err = au.CreateToken(ctx, "sec-operator", auth.RoleOperator, ""); err != nil {
 		t.Fatal(err)
 	}
-	if env.tok.viewer, err = a.CreateToken(ctx, "sec-viewer", allocator.RoleViewer, ""); err != nil {
+	if env.tok.viewer, err = au.CreateToken(ctx, "sec-viewer", auth.RoleViewer, ""); err != nil {
 		t.Fatal(err)
 	}
 	env.srv = New(Config{Allocator: a, Logger: log})
@@ -214,12 +216,12 @@ func TestSecurityMutatingRoutesNeedOperator(t *testing.T) {
 	t.Parallel()
 	env := newSecEnv(t, dbtest.Open(t, models.SQLite))
 	for _, r := range env.srv.APIRoutes() {
-		if isMutating(r.Method) && r.Role == allocator.RoleViewer {
+		if isMutating(r.Method) && r.Role == auth.RoleViewer {
 			t.Errorf("API route %s %s changes state but only needs %s", r.Method, r.Path, r.Role)
 		}
 	}
 	for _, r := range env.srv.ConsoleRoutes() {
-		if isMutating(r.Method) && r.Role == allocator.RoleViewer && r.Path != "/logout" {
+		if isMutating(r.Method) && r.Role == auth.RoleViewer && r.Path != "/logout" {
 			t.Errorf("console route %s %s changes state but only needs %s", r.Method, r.Path, r.Role)
 		}
 	}
@@ -232,7 +234,7 @@ func TestSecurityAPIRolesPerRoute(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newSecEnv(t, db)
-		roleTok := map[allocator.Role]string{allocator.RoleViewer: env.tok.viewer, allocator.RoleOperator: env.tok.operator, allocator.RoleAdmin: env.tok.admin}
+		roleTok := map[auth.Role]string{auth.RoleViewer: env.tok.viewer, auth.RoleOperator: env.tok.operator, auth.RoleAdmin: env.tok.admin}
 		for _, r := range env.srv.APIRoutes() {
 			path := concrete("/api/v1", r.Path, sampleParams)
 			name := r.Method + " " + path
@@ -245,7 +247,7 @@ func TestSecurityAPIRolesPerRoute(t *testing.T) {
 			if rec.Code != http.StatusUnauthorized {
 				t.Errorf("%s with an unknown token: %d, want 401", name, rec.Code)
 			}
-			for _, role := range []allocator.Role{allocator.RoleViewer, allocator.RoleOperator} {
+			for _, role := range []auth.Role{auth.RoleViewer, auth.RoleOperator} {
 				if role.Allows(r.Role) {
 					continue
 				}
@@ -324,7 +326,7 @@ func TestSecurityConsoleRolesAndCSRF(t *testing.T) {
 			if !(rec.Code == http.StatusUnauthorized || (rec.Code >= 300 && rec.Code < 400 && strings.HasPrefix(rec.Header().Get("Location"), "/login"))) {
 				t.Errorf("%s anonymous: %d (Location %q), want a redirect to /login or 401", name, rec.Code, rec.Header().Get("Location"))
 			}
-			if !allocator.RoleViewer.Allows(r.Role) {
+			if !auth.RoleViewer.Allows(r.Role) {
 				rec = env.do(secReq{method: r.Method, path: path, body: "csrf_token=" + url.QueryEscape(viewerCSRF), contentType: form, cookies: viewerCk})
 				if rec.Code != http.StatusForbidden {
 					t.Errorf("%s as viewer (route needs %s): %d, want 403", name, r.Role, rec.Code)
@@ -373,7 +375,7 @@ func TestSecurityBMCPasswordNeverShown(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newSecEnv(t, db)
-		secret := "Bmc-S3cret-" + allocator.NewTokenValue()[4:20]
+		secret := "Bmc-S3cret-" + auth.NewTokenValue()[4:20]
 		secret2 := secret + "-second"
 		adm := env.tok.admin
 		var seen []string
@@ -479,14 +481,14 @@ func TestSecurityQueryRoles(t *testing.T) {
 			prefix string
 			routes []Route
 			rules  []QueryRole
-			as     func(role allocator.Role, r secReq) secReq
+			as     func(role auth.Role, r secReq) secReq
 		}{
-			{"API", "/api/v1", env.srv.APIRoutes(), env.srv.APIQueryRoles(), func(role allocator.Role, r secReq) secReq {
-				r.token = map[allocator.Role]string{allocator.RoleOperator: env.tok.operator, allocator.RoleAdmin: env.tok.admin}[role]
+			{"API", "/api/v1", env.srv.APIRoutes(), env.srv.APIQueryRoles(), func(role auth.Role, r secReq) secReq {
+				r.token = map[auth.Role]string{auth.RoleOperator: env.tok.operator, auth.RoleAdmin: env.tok.admin}[role]
 				return r
 			}},
-			{"console", "", env.srv.ConsoleRoutes(), env.srv.ConsoleQueryRoles(), func(role allocator.Role, r secReq) secReq {
-				r.cookies = map[allocator.Role][]*http.Cookie{allocator.RoleOperator: opCk, allocator.RoleAdmin: adminCk}[role]
+			{"console", "", env.srv.ConsoleRoutes(), env.srv.ConsoleQueryRoles(), func(role auth.Role, r secReq) secReq {
+				r.cookies = map[auth.Role][]*http.Cookie{auth.RoleOperator: opCk, auth.RoleAdmin: adminCk}[role]
 				return r
 			}},
 		}

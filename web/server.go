@@ -25,7 +25,10 @@ import (
 // Config is what the server is built from.
 type Config struct {
 	Allocator *allocator.Allocator
-	Logger    *slog.Logger
+	// Auth keeps API tokens and console sessions; nil makes one over the
+	// allocator's database.
+	Auth   *auth.Service
+	Logger *slog.Logger
 	// Registry receives the server's metrics; nil makes a fresh one.
 	// Ignored when Metrics is set.
 	Registry *prometheus.Registry
@@ -59,6 +62,7 @@ type Config struct {
 type Server struct {
 	e       *echo.Echo
 	a       *allocator.Allocator
+	auth    *auth.Service
 	log     *slog.Logger
 	api     *handlers.API
 	metrics *metrics
@@ -87,6 +91,9 @@ func New(cfg Config) *Server {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(cfg.Registry)
 	}
+	if cfg.Auth == nil {
+		cfg.Auth = auth.New(cfg.Allocator.DB(), auth.Options{Logger: cfg.Logger, OnCommit: cfg.Allocator.Committed})
+	}
 	cfg.Registry = cfg.Metrics.reg
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 30 * time.Second
@@ -100,13 +107,13 @@ func New(cfg Config) *Server {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	s := &Server{e: e, a: cfg.Allocator, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator, StreamKeepAlive: cfg.StreamKeepAlive}, cfg: cfg}
+	s := &Server{e: e, a: cfg.Allocator, auth: cfg.Auth, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator, StreamKeepAlive: cfg.StreamKeepAlive}, cfg: cfg}
 	s.metrics = cfg.Metrics
 	s.metrics.watch(cfg.Allocator)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(sanitizeRequestID)
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
-		Generator: func() string { return allocator.NewTokenValue()[4:26] },
+		Generator: func() string { return auth.NewTokenValue()[4:26] },
 	}))
 	e.Use(s.recoverer)
 	e.Use(s.logRequests)
@@ -334,7 +341,7 @@ func (s *Server) bearerIdentity(ctx context.Context, h string) (*handlers.Identi
 		}
 		return &handlers.Identity{Name: who.Actor, Role: who.Role}, nil
 	}
-	t, err := s.a.Authenticate(ctx, tok)
+	t, err := s.auth.Authenticate(ctx, tok)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +349,7 @@ func (s *Server) bearerIdentity(ctx context.Context, h string) (*handlers.Identi
 }
 
 // allow is the role check of every authenticated door (REST, gRPC).
-func allow(id *handlers.Identity, role allocator.Role) error {
+func allow(id *handlers.Identity, role auth.Role) error {
 	if id == nil {
 		return allocator.Errf(allocator.CodeUnauthorized, "", "authentication required")
 	}
@@ -354,7 +361,7 @@ func allow(id *handlers.Identity, role allocator.Role) error {
 
 // require wraps a handler with a role check; session callers of a
 // state-changing method must also pass the CSRF check.
-func (s *Server) require(role allocator.Role, h echo.HandlerFunc) echo.HandlerFunc {
+func (s *Server) require(role auth.Role, h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := handlers.IdentityOf(c)
 		if err := allow(id, role); err != nil {

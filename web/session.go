@@ -15,6 +15,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // SessionCookie is the console's session cookie: HttpOnly, SameSite=Lax,
@@ -45,7 +46,7 @@ const CSRFHeader = "X-CSRF-Token"
 // cookie stops working at once. The CSRF token is an HMAC of the session
 // id: bound to the session, nothing more to store.
 type sessions struct {
-	a      *allocator.Allocator
+	auth   *auth.Service
 	secure bool
 	log    *slog.Logger
 	// ttl is a session's lifetime (IPLEDGER_SESSION_TTL).
@@ -60,12 +61,12 @@ type sessions struct {
 	key []byte
 }
 
-func newSessions(a *allocator.Allocator, secure bool, log *slog.Logger, ttl time.Duration, oidc *auth.OIDC) *sessions {
+func newSessions(au *auth.Service, secure bool, log *slog.Logger, ttl time.Duration, oidc *auth.OIDC) *sessions {
 	if ttl <= 0 {
 		ttl = SessionTTL
 	}
-	return &sessions{a: a, secure: secure, log: log, ttl: ttl, oidc: oidc,
-		people: &auth.People{DB: a.DB(), TTL: ttl, Now: a.Now}}
+	return &sessions{auth: au, secure: secure, log: log, ttl: ttl, oidc: oidc,
+		people: &auth.People{DB: au.DB(), TTL: ttl, Now: au.Now}}
 }
 
 func (s *sessions) signingKey(ctx context.Context) ([]byte, error) {
@@ -74,7 +75,7 @@ func (s *sessions) signingKey(ctx context.Context) ([]byte, error) {
 	if s.key != nil {
 		return s.key, nil
 	}
-	k, err := s.a.SessionKey(ctx)
+	k, err := s.auth.SessionKey(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -110,13 +111,13 @@ func (s *sessions) setKindCookie(c echo.Context, key []byte, kind, id string, ex
 }
 
 // Open starts a session for tok: a console_sessions row and its cookie.
-func (s *sessions) Open(c echo.Context, tok *allocator.Token) error {
+func (s *sessions) Open(c echo.Context, tok *auth.Token) error {
 	key, err := s.signingKey(c.Request().Context())
 	if err != nil {
 		return err
 	}
 	s.endCurrent(c)
-	id, exp, err := s.a.CreateSession(c.Request().Context(), tok.ID, s.ttl)
+	id, exp, err := s.auth.CreateSession(c.Request().Context(), tok.ID, s.ttl)
 	if err != nil {
 		return err
 	}
@@ -148,7 +149,7 @@ func (s *sessions) endCurrent(c echo.Context) {
 	var err error
 	switch kind {
 	case tokenCookie:
-		err = s.a.DeleteSession(c.Request().Context(), id)
+		err = s.auth.DeleteSession(c.Request().Context(), id)
 	case personCookie:
 		err = s.people.Close(c.Request().Context(), id)
 	}
@@ -168,7 +169,7 @@ func (s *sessions) Close(c echo.Context) (string, error) {
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})
 	switch kind {
 	case tokenCookie:
-		return "/login", s.a.DeleteSession(c.Request().Context(), id)
+		return "/login", s.auth.DeleteSession(c.Request().Context(), id)
 	case personCookie:
 		if err := s.people.Close(c.Request().Context(), id); err != nil {
 			return "", err
@@ -221,7 +222,7 @@ func (s *sessions) Identify(c echo.Context) *handlers.Identity {
 	if kind == personCookie {
 		p, err := s.people.Lookup(ctx, id)
 		if err != nil {
-			if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeUnauthorized {
+			if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeUnauthorized {
 				s.log.Error("console session: look-up failed", "error", err)
 			}
 			return nil
@@ -231,7 +232,7 @@ func (s *sessions) Identify(c echo.Context) *handlers.Identity {
 		handlers.SetSessionRef(c, auth.PersonRef(id))
 		return &handlers.Identity{Name: "user:" + p.Name, Role: p.Role, Session: true}
 	}
-	sess, err := s.a.Session(ctx, id, s.ttl, sessionRenewEvery)
+	sess, err := s.auth.Session(ctx, id, s.ttl, sessionRenewEvery)
 	if err != nil {
 		if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeUnauthorized {
 			s.log.Error("console session: look-up failed", "error", err)

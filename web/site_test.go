@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 )
 
 // apiSite is the start of most API tests: an allocator on the test's own
@@ -29,7 +30,8 @@ func newAPISite(t *testing.T, db *gorm.DB, opts allocator.Options, admin string)
 		opts.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
 	a := allocator.New(db, opts)
-	if _, err := a.EnsureAdminToken(context.Background(), admin); err != nil {
+	au := auth.New(a.DB(), auth.Options{})
+	if _, err := au.EnsureAdminToken(context.Background(), admin); err != nil {
 		t.Fatal(err)
 	}
 	srv := New(Config{Allocator: a, Logger: opts.Logger})

@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
@@ -29,8 +30,9 @@ func TestDeadlineMidTransactionIs503(t *testing.T) {
 		ctx := context.Background()
 		quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 		a := allocator.New(db, allocator.Options{Logger: quiet})
+		au := auth.New(a.DB(), auth.Options{})
 		const tok = "deadline-test-admin-token-0123456789"
-		if _, err := a.EnsureAdminToken(ctx, tok); err != nil {
+		if _, err := au.EnsureAdminToken(ctx, tok); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "p", Type: "integer", Ranges: []allocator.RangeSpec{{First: "1", Last: "100000"}}}); err != nil {

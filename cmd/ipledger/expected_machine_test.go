@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
 )
@@ -28,9 +29,10 @@ func emRunCLI(t *testing.T, srvURL, token string, args ...string) (string, error
 func emCLIServer(t *testing.T, db *gorm.DB) (string, string) {
 	t.Helper()
 	a := allocator.New(db, allocator.Options{})
+	au := auth.New(a.DB(), auth.Options{})
 	ctx := context.Background()
 	const tok = "cli-em-admin-token-0001"
-	if _, err := a.EnsureAdminToken(ctx, tok); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.LoadPoolFile(ctx, []byte(demoPools)); err != nil {

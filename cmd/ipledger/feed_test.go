@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
 )
@@ -26,9 +27,10 @@ import (
 func feedCLIServer(t *testing.T, db *gorm.DB) (*allocator.Allocator, string, string) {
 	t.Helper()
 	a := allocator.New(db, allocator.Options{})
+	au := auth.New(a.DB(), auth.Options{})
 	ctx := context.Background()
 	const tok = "cli-feed-admin-token-0001"
-	if _, err := a.EnsureAdminToken(ctx, tok); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
 	h := web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler()

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
@@ -24,7 +25,7 @@ func TestCLIMixedSeparatorMAC(t *testing.T) {
 	a := allocator.New(db, allocator.Options{})
 	ctx := context.Background()
 	const tok = "cli-ident-admin-token-0001"
-	if _, err := a.EnsureAdminToken(ctx, tok); err != nil {
+	if _, err := auth.New(a.DB(), auth.Options{}).EnsureAdminToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "lo-ip", Type: "ipv4", Ranges: []allocator.RangeSpec{{First: "10.1.0.1", Last: "10.1.0.50"}}}); err != nil {

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
@@ -86,9 +87,10 @@ func machTestDeref(s *string) string {
 func TestMachineCLI(t *testing.T) {
 	db := dbtest.Open(t, models.SQLite)
 	a := allocator.New(db, allocator.Options{})
+	au := auth.New(a.DB(), auth.Options{})
 	ctx := context.Background()
 	const tok = "cli-machine-admin"
-	if _, err := a.EnsureAdminToken(ctx, tok); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "lo-ip", Type: "ipv4", Ranges: []allocator.RangeSpec{{First: "10.1.0.1", Last: "10.1.0.50"}}}); err != nil {

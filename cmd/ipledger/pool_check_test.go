@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
@@ -32,8 +33,9 @@ func TestPoolCheckCLI(t *testing.T) {
 	}
 	ctx := context.Background()
 	a := allocator.New(db, allocator.Options{})
+	au := auth.New(a.DB(), auth.Options{})
 	const tok = "cli-pool-check-admin"
-	if _, err := a.EnsureAdminToken(ctx, tok); err != nil {
+	if _, err := au.EnsureAdminToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []allocator.PoolSpec{
@@ -54,6 +56,7 @@ func TestPoolCheckCLI(t *testing.T) {
 	}
 	db = dbtest.OpenURL(t, u)
 	a = allocator.New(db, allocator.Options{})
+	au = auth.New(a.DB(), auth.Options{})
 	srv := httptest.NewServer(web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
 	defer srv.Close()
 

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/buildinfo"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/web"
@@ -62,7 +63,7 @@ func storedProblems(ctx context.Context, a *allocator.Allocator, db *gorm.DB) []
 	for _, o := range ov {
 		out = append(out, "address pools overlap: "+o.Message()+"; shrink or remove one (`ipledger pool check` lists them all)")
 	}
-	names, err := allocator.TokenNameDuplicates(ctx, db)
+	names, err := auth.TokenNameDuplicates(ctx, db)
 	if err != nil {
 		out = append(out, "cannot check token names: "+err.Error())
 	}
@@ -101,7 +102,8 @@ func newServeCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			ctx = allocator.WithActor(ctx, "system:startup", "")
-			if err := bootstrapAdmin(ctx, a, cmd, cfg.AdminToken); err != nil {
+			au := auth.New(a.DB(), auth.Options{Logger: log, OnCommit: a.Committed})
+			if err := bootstrapAdmin(ctx, au, cmd, cfg.AdminToken); err != nil {
 				return err
 			}
 			if pools := cfg.PoolFile; pools != "" {
@@ -132,12 +134,12 @@ func newServeCmd() *cobra.Command {
 			if cfg.DebugListen != "" {
 				startDebugListener(cfg.DebugListen, log)
 			}
-			a.ListenForTokenChanges(ctx)
+			au.ListenForTokenChanges(ctx)
 			ident, tlsFiles, err := identityOf(cfg, log)
 			if err != nil {
 				return err
 			}
-			srv := web.New(web.Config{Allocator: a, Metrics: metrics, Logger: log, SecureCookies: cfg.SecureCookies || tlsFiles != nil,
+			srv := web.New(web.Config{Allocator: a, Auth: au, Metrics: metrics, Logger: log, SecureCookies: cfg.SecureCookies || tlsFiles != nil,
 				Identity: ident, TLS: tlsFiles})
 			// The change feed's sequencer and the webhook deliveries
 			// (docs/feed.md) run in every server process; they share the
@@ -185,7 +187,7 @@ func startDebugListener(addr string, log *slog.Logger) {
 	}()
 }
 
-func bootstrapAdmin(ctx context.Context, a *allocator.Allocator, cmd *cobra.Command, tok string) error {
+func bootstrapAdmin(ctx context.Context, a *auth.Service, cmd *cobra.Command, tok string) error {
 	if tok != "" {
 		_, err := a.EnsureAdminToken(ctx, tok)
 		return err
@@ -194,7 +196,7 @@ func bootstrapAdmin(ctx context.Context, a *allocator.Allocator, cmd *cobra.Comm
 	if err != nil || has {
 		return err
 	}
-	tok, err = a.CreateToken(ctx, "first-admin", allocator.RoleAdmin, "")
+	tok, err = a.CreateToken(ctx, "first-admin", auth.RoleAdmin, "")
 	if err != nil {
 		return err
 	}
@@ -250,7 +252,7 @@ func newTokenCmd() *cobra.Command {
 		Short: "Create a token and print it alone on the first line of stdout",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, ok := allocator.ParseRole(role)
+			r, ok := auth.ParseRole(role)
 			if !ok {
 				return fmt.Errorf("--role %q: want viewer, operator or admin", role)
 			}
@@ -259,7 +261,7 @@ func newTokenCmd() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			tok, err := a.CreateToken(allocator.WithActor(context.Background(), "cli:token-create", ""), name, r, "")
+			tok, err := auth.New(a.DB(), auth.Options{}).CreateToken(allocator.WithActor(context.Background(), "cli:token-create", ""), name, r, "")
 			if err != nil {
 				return err
 			}

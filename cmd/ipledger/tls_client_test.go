@@ -30,10 +30,10 @@ func TestCLIOverTLS(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := allocator.New(dbtest.Open(t, models.SQLite), allocator.Options{Logger: log})
 	admin := "cli-tls-admin-token-0123456789"
-	if _, err := a.EnsureAdminToken(context.Background(), admin); err != nil {
+	if _, err := auth.New(a.DB(), auth.Options{}).EnsureAdminToken(context.Background(), admin); err != nil {
 		t.Fatal(err)
 	}
-	s := web.New(web.Config{Allocator: a, Logger: log, TLS: files, Identity: web.Identity{ClientRoles: auth.ClientRoles{"spiffe://site.example/ns/ops/sa/cli": allocator.RoleAdmin}}})
+	s := web.New(web.Config{Allocator: a, Logger: log, TLS: files, Identity: web.Identity{ClientRoles: auth.ClientRoles{"spiffe://site.example/ns/ops/sa/cli": auth.RoleAdmin}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan string, 1), make(chan error, 1)
 	go func() { done <- s.Serve(ctx, "127.0.0.1:0", func(addr string) { ready <- addr }) }()

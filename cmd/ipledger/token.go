@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -44,7 +45,7 @@ func newTokenListCmd() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			toks, err := a.ListTokens(context.Background())
+			toks, err := auth.New(a.DB(), auth.Options{}).ListTokens(context.Background())
 			if err != nil {
 				return err
 			}
@@ -67,7 +68,7 @@ func newTokenListCmd() *cobra.Command {
 }
 
 // newTokenDeleteCmd: `ipledger token delete --name N | --id ID` — deletes
-// the token and ends its console sessions at once (allocator.DeleteToken).
+// the token and ends its console sessions at once (auth.Service.DeleteToken).
 func newTokenDeleteCmd() *cobra.Command {
 	var name string
 	var id int64
@@ -87,7 +88,7 @@ func newTokenDeleteCmd() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			t, err := a.DeleteToken(allocator.WithActor(context.Background(), "cli:token-delete", ""), id, name)
+			t, err := auth.New(a.DB(), auth.Options{}).DeleteToken(allocator.WithActor(context.Background(), "cli:token-delete", ""), id, name)
 			if err != nil {
 				if e, ok := allocator.AsError(err); ok && e.Field != "" {
 					return fmt.Errorf("--%s: %s", e.Field, e.Message)

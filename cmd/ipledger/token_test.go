@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -50,16 +50,17 @@ func TestTokenListDelete(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer closeDB()
+			au := auth.New(a.DB(), auth.Options{})
 			ctx := context.Background()
-			alice, _ := a.CreateToken(ctx, "alice", allocator.RoleOperator, "")
-			if _, err := a.CreateToken(ctx, "bob", allocator.RoleViewer, ""); err != nil {
+			alice, _ := au.CreateToken(ctx, "alice", auth.RoleOperator, "")
+			if _, err := au.CreateToken(ctx, "bob", auth.RoleViewer, ""); err != nil {
 				t.Fatal(err)
 			}
-			tok, err := a.Authenticate(ctx, alice)
+			tok, err := au.Authenticate(ctx, alice)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sid, _, err := a.CreateSession(ctx, tok.ID, 3600e9)
+			sid, _, err := au.CreateSession(ctx, tok.ID, 3600e9)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +74,7 @@ func TestTokenListDelete(t *testing.T) {
 			}
 			out, err = runTokenCLI(t, "token", "list", "--database", dbURL, "-o", "json")
 			var js struct {
-				Items []allocator.TokenInfo `json:"items"`
+				Items []auth.TokenInfo `json:"items"`
 			}
 			if err != nil || json.Unmarshal([]byte(out), &js) != nil || len(js.Items) != 2 || js.Items[0].Name != "alice" || js.Items[0].Sessions != 1 {
 				t.Fatalf("token list -o json: %v\n%s", err, out)
@@ -88,17 +89,17 @@ func TestTokenListDelete(t *testing.T) {
 			if err != nil || !strings.Contains(out, "deleted token alice") {
 				t.Fatalf("delete --name alice: %v\n%s", err, out)
 			}
-			if _, err := a.Authenticate(ctx, alice); err == nil {
+			if _, err := au.Authenticate(ctx, alice); err == nil {
 				t.Fatal("the deleted token still authenticates")
 			}
-			if _, err := a.Session(ctx, sid, 3600e9, 60e9); err == nil {
+			if _, err := au.Session(ctx, sid, 3600e9, 60e9); err == nil {
 				t.Fatal("the deleted token's console session lives on")
 			}
 			out, err = runTokenCLI(t, "token", "delete", "--database", dbURL, "--id", strconv.FormatInt(js.Items[1].ID, 10))
 			if err != nil || !strings.Contains(out, "deleted token bob") {
 				t.Fatalf("delete --id: %v\n%s", err, out)
 			}
-			toks, _ := a.ListTokens(ctx)
+			toks, _ := au.ListTokens(ctx)
 			if len(toks) != 0 {
 				t.Fatalf("tokens left: %v", toks)
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -67,7 +68,8 @@ func TestTokenNamesUnique(t *testing.T) {
 				}
 			}
 			a := allocator.New(db, allocator.Options{})
-			toks, err := a.ListTokens(context.Background())
+			au := auth.New(a.DB(), auth.Options{})
+			toks, err := au.ListTokens(context.Background())
 			if err != nil || len(toks) != 3 {
 				t.Fatalf("tokens %v %v", toks, err)
 			}

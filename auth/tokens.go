@@ -1,4 +1,4 @@
-package allocator
+package auth
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -73,20 +74,20 @@ func NewTokenValue() string {
 
 // CreateToken stores a token (only its SHA-256) with a name and role. An
 // empty value gets a fresh random one. It returns the value to show once.
-func (a *Allocator) CreateToken(ctx context.Context, name string, role Role, value string) (string, error) {
+func (s *Service) CreateToken(ctx context.Context, name string, role Role, value string) (string, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 128 {
-		return "", Errf(CodeInvalid, "name", "token name must be 1 to 128 characters")
+		return "", kernel.Errf(kernel.CodeInvalid, "name", "token name must be 1 to 128 characters")
 	}
 	if role.rank() == 0 {
-		return "", Errf(CodeInvalid, "role", "unknown role %q: want viewer, operator or admin", role)
+		return "", kernel.Errf(kernel.CodeInvalid, "role", "unknown role %q: want viewer, operator or admin", role)
 	}
 	if value == "" {
 		value = NewTokenValue()
 	} else if len(value) < 16 {
-		return "", Errf(CodeInvalid, "token", "a token must be at least 16 characters")
+		return "", kernel.Errf(kernel.CodeInvalid, "token", "a token must be at least 16 characters")
 	}
-	err := a.write(ctx, func(t *tx) error {
+	err := s.write(ctx, func(t *kernel.Tx) error {
 		// Token names are unique (the audit actor token:NAME names one
 		// token); the unique index of migration 12 backs this check.
 		var taken []models.APIToken
@@ -96,23 +97,23 @@ func (a *Allocator) CreateToken(ctx context.Context, name string, role Role, val
 		if len(taken) > 0 {
 			return tokenNameTaken(name, taken[0].ID)
 		}
-		row := models.APIToken{Name: name, Role: string(role), TokenHash: hashToken(value), CreatedAt: t.now}
+		row := models.APIToken{Name: name, Role: string(role), TokenHash: hashToken(value), CreatedAt: t.Now}
 		if err := t.Create(&row).Error; err != nil {
 			if models.IsConstraintViolation(err) && strings.Contains(err.Error(), "name") {
 				return tokenNameTaken(name, 0)
 			}
 			return err
 		}
-		return t.audit("token.create", "token", name, nil, map[string]any{"id": row.ID, "name": name, "role": role})
+		return t.Audit("token.create", "token", name, nil, map[string]any{"id": row.ID, "name": name, "role": role})
 	})
 	return value, err
 }
 
 // EnsureAdminToken makes sure a token with exactly this value and role admin
 // exists (IPLEDGER_ADMIN_TOKEN at start). It answers whether it created it.
-func (a *Allocator) EnsureAdminToken(ctx context.Context, value string) (bool, error) {
+func (s *Service) EnsureAdminToken(ctx context.Context, value string) (bool, error) {
 	var rows []models.APIToken
-	if err := a.read(ctx, func(db *gorm.DB) error {
+	if err := s.read(ctx, func(db *gorm.DB) error {
 		return db.Where("token_hash = ?", hashToken(value)).Find(&rows).Error
 	}); err != nil {
 		return false, err
@@ -121,22 +122,22 @@ func (a *Allocator) EnsureAdminToken(ctx context.Context, value string) (bool, e
 		if rows[0].Role == string(RoleAdmin) {
 			return false, nil
 		}
-		err := a.write(ctx, func(t *tx) error {
+		err := s.write(ctx, func(t *kernel.Tx) error {
 			return t.Model(&models.APIToken{}).Where("id = ?", rows[0].ID).Update("role", string(RoleAdmin)).Error
 		})
-		a.tokensChanged()
+		s.tokensChanged()
 		return false, err
 	}
 	// A token named bootstrap-admin may exist with another value (the
 	// variable was changed): this one gets a name of its own.
 	for _, name := range []string{"bootstrap-admin", "bootstrap-admin-" + hashToken(value)[:8]} {
-		_, err := a.CreateToken(ctx, name, RoleAdmin, value)
-		e, ok := AsError(err)
-		if !ok || e.Code != CodeConflict {
+		_, err := s.CreateToken(ctx, name, RoleAdmin, value)
+		e, ok := kernel.AsError(err)
+		if !ok || e.Code != kernel.CodeConflict {
 			return err == nil, err
 		}
 		// Another process may have created it at the same moment.
-		if err := a.read(ctx, func(db *gorm.DB) error {
+		if err := s.read(ctx, func(db *gorm.DB) error {
 			return db.Where("token_hash = ?", hashToken(value)).Find(&rows).Error
 		}); err != nil {
 			return false, err
@@ -145,14 +146,14 @@ func (a *Allocator) EnsureAdminToken(ctx context.Context, value string) (bool, e
 			return false, nil
 		}
 	}
-	return false, Errf(CodeConflict, "name", "cannot name the IPLEDGER_ADMIN_TOKEN token: bootstrap-admin and its variant are taken")
+	return false, kernel.Errf(kernel.CodeConflict, "name", "cannot name the IPLEDGER_ADMIN_TOKEN token: bootstrap-admin and its variant are taken")
 }
 
 func tokenNameTaken(name string, id int64) error {
 	if id != 0 {
-		return Errf(CodeConflict, "name", "a token named %q already exists (id %d): token names are unique, choose another or delete that one", name, id)
+		return kernel.Errf(kernel.CodeConflict, "name", "a token named %q already exists (id %d): token names are unique, choose another or delete that one", name, id)
 	}
-	return Errf(CodeConflict, "name", "a token named %q already exists: token names are unique, choose another or delete that one", name)
+	return kernel.Errf(kernel.CodeConflict, "name", "a token named %q already exists: token names are unique, choose another or delete that one", name)
 }
 
 // TokenNameDuplicates lists the token names that several tokens shared
@@ -166,9 +167,9 @@ func TokenNameDuplicates(ctx context.Context, db *gorm.DB) ([]string, error) {
 }
 
 // HasAdminToken reports whether any admin token exists.
-func (a *Allocator) HasAdminToken(ctx context.Context) (bool, error) {
+func (s *Service) HasAdminToken(ctx context.Context) (bool, error) {
 	var n int64
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := s.read(ctx, func(db *gorm.DB) error {
 		return db.Model(&models.APIToken{}).Where("role = ?", string(RoleAdmin)).Count(&n).Error
 	})
 	return n > 0, err
@@ -177,44 +178,44 @@ func (a *Allocator) HasAdminToken(ctx context.Context) (bool, error) {
 // Authenticate finds the token with this value; unknown is 401. While
 // ListenForTokenChanges runs it answers known tokens from memory; any
 // change to api_tokens, from any process, empties that memory.
-func (a *Allocator) Authenticate(ctx context.Context, value string) (*Token, error) {
+func (s *Service) Authenticate(ctx context.Context, value string) (*Token, error) {
 	if value == "" {
-		return nil, Errf(CodeUnauthorized, "", "a bearer token is required")
+		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "a bearer token is required")
 	}
 	hash := hashToken(value)
-	cached, ok, gen := a.tokens.get(hash)
+	cached, ok, gen := s.tokens.get(hash)
 	if ok {
 		return &cached, nil
 	}
 	var row models.APIToken
-	tokenReads.Add(1)
-	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("token_hash = ?", hash).Take(&row).Error })
+	s.tokenReads.Add(1)
+	err := s.read(ctx, func(db *gorm.DB) error { return db.Where("token_hash = ?", hash).Take(&row).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, Errf(CodeUnauthorized, "", "unknown token")
+		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "unknown token")
 	}
 	if err != nil {
 		return nil, err
 	}
 	tok := Token{ID: row.ID, Name: row.Name, Role: Role(row.Role)}
-	a.tokens.put(hash, tok, gen)
+	s.tokens.put(hash, tok, gen)
 	return &tok, nil
 }
 
 // tokensChanged empties this process's token cache after its own write to
 // api_tokens, so that its next request cannot be answered from memory
 // before the notification of that write arrives.
-func (a *Allocator) tokensChanged() {
-	a.tokens.flush()
+func (s *Service) tokensChanged() {
+	s.tokens.flush()
 }
 
 // TokenByID returns the token with this id (its current name and role), or
 // 401 unauthorized when it no longer exists: a console session carries the
 // id of the token it was opened with and is re-checked on every request.
-func (a *Allocator) TokenByID(ctx context.Context, id int64) (*Token, error) {
+func (s *Service) TokenByID(ctx context.Context, id int64) (*Token, error) {
 	var row models.APIToken
-	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("id = ?", id).Take(&row).Error })
+	err := s.read(ctx, func(db *gorm.DB) error { return db.Where("id = ?", id).Take(&row).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, Errf(CodeUnauthorized, "", "the token of this session no longer exists")
+		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "the token of this session no longer exists")
 	}
 	if err != nil {
 		return nil, err
@@ -232,9 +233,9 @@ type TokenInfo struct {
 }
 
 // ListTokens returns every API token by id, with its live console sessions.
-func (a *Allocator) ListTokens(ctx context.Context) ([]TokenInfo, error) {
+func (s *Service) ListTokens(ctx context.Context) ([]TokenInfo, error) {
 	var rows []models.APIToken
-	if err := a.read(ctx, func(db *gorm.DB) error { return db.Order("id").Find(&rows).Error }); err != nil {
+	if err := s.read(ctx, func(db *gorm.DB) error { return db.Order("id").Find(&rows).Error }); err != nil {
 		return nil, err
 	}
 	type cnt struct {
@@ -242,8 +243,8 @@ func (a *Allocator) ListTokens(ctx context.Context) ([]TokenInfo, error) {
 		N       int64
 	}
 	var cs []cnt
-	if err := a.read(ctx, func(db *gorm.DB) error {
-		return db.Raw(`SELECT token_id, COUNT(*) AS n FROM console_sessions WHERE expires_at > ? GROUP BY token_id`, a.now().Unix()).Scan(&cs).Error
+	if err := s.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT token_id, COUNT(*) AS n FROM console_sessions WHERE expires_at > ? GROUP BY token_id`, s.now().Unix()).Scan(&cs).Error
 	}); err != nil {
 		return nil, err
 	}
@@ -262,9 +263,9 @@ func (a *Allocator) ListTokens(ctx context.Context) ([]TokenInfo, error) {
 // 0, and every console session opened with it, in one audited transaction
 // (token.delete): its REST calls and console sessions stop at once. An
 // unknown token is 404; a name held by several tokens is 409 (give the id).
-func (a *Allocator) DeleteToken(ctx context.Context, id int64, name string) (*Token, error) {
+func (s *Service) DeleteToken(ctx context.Context, id int64, name string) (*Token, error) {
 	var out *Token
-	err := a.write(ctx, func(t *tx) error {
+	err := s.write(ctx, func(t *kernel.Tx) error {
 		var rows []models.APIToken
 		q := t.Model(&models.APIToken{})
 		field := "id"
@@ -279,11 +280,11 @@ func (a *Allocator) DeleteToken(ctx context.Context, id int64, name string) (*To
 		}
 		switch {
 		case len(rows) == 0 && id != 0:
-			return Errf(CodeNotFound, field, "no token with id %d", id)
+			return kernel.Errf(kernel.CodeNotFound, field, "no token with id %d", id)
 		case len(rows) == 0:
-			return Errf(CodeNotFound, field, "no token named %q", name)
+			return kernel.Errf(kernel.CodeNotFound, field, "no token named %q", name)
 		case len(rows) > 1:
-			return Errf(CodeConflict, field, "%d tokens are named %q: delete one by --id", len(rows), name)
+			return kernel.Errf(kernel.CodeConflict, field, "%d tokens are named %q: delete one by --id", len(rows), name)
 		}
 		r := rows[0]
 		if err := t.Exec(`DELETE FROM console_sessions WHERE token_id = ?`, r.ID).Error; err != nil {
@@ -293,8 +294,8 @@ func (a *Allocator) DeleteToken(ctx context.Context, id int64, name string) (*To
 			return err
 		}
 		out = &Token{ID: r.ID, Name: r.Name, Role: Role(r.Role)}
-		return t.audit("token.delete", "token", r.Name, map[string]any{"id": r.ID, "name": r.Name, "role": r.Role}, nil)
+		return t.Audit("token.delete", "token", r.Name, map[string]any{"id": r.ID, "name": r.Name, "role": r.Role}, nil)
 	})
-	a.tokensChanged()
+	s.tokensChanged()
 	return out, err
 }

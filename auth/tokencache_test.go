@@ -1,4 +1,4 @@
-package allocator
+package auth
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -52,12 +53,12 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 		if _, err := auth(tokA); err != nil {
 			t.Fatal(err)
 		}
-		reads := tokenReads.Load()
+		reads := a.tokenReads.Load()
 		if _, err := auth(tokA); err != nil {
 			t.Fatal(err)
 		}
 		pg := models.DialectOf(db) == models.Postgres
-		if cached := tokenReads.Load() == reads; cached != pg {
+		if cached := a.tokenReads.Load() == reads; cached != pg {
 			t.Fatalf("second look-up served from memory: %t (want %t on %s)", cached, pg, models.DialectOf(db))
 		}
 		if !pg {
@@ -80,8 +81,8 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 		}
 		waitFor(t, "the deletion to reach the cache", func() bool {
 			_, err := auth(tokB)
-			e, ok := AsError(err)
-			return ok && e.Code == CodeUnauthorized
+			e, ok := kernel.AsError(err)
+			return ok && e.Code == kernel.CodeUnauthorized
 		})
 
 		// The server's own deletion takes effect before its next request.
@@ -93,7 +94,7 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = auth(tokC)
-		wantCode(t, err, CodeUnauthorized)
+		wantCode(t, err, kernel.CodeUnauthorized)
 
 		// Cut the listening connection: the cache turns off, so a deletion
 		// made while no notification can arrive is seen at once.
@@ -109,7 +110,7 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = auth(tokA)
-		wantCode(t, err, CodeUnauthorized)
+		wantCode(t, err, kernel.CodeUnauthorized)
 
 		// The listener comes back and caching resumes.
 		waitFor(t, "the listener to reconnect", a.tokens.isLive)
@@ -119,9 +120,9 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 			if _, err := auth(tokD); err != nil {
 				t.Fatal(err)
 			}
-			reads := tokenReads.Load()
+			reads := a.tokenReads.Load()
 			_, err := auth(tokD)
-			return err == nil && tokenReads.Load() == reads
+			return err == nil && a.tokenReads.Load() == reads
 		})
 
 		// Stopping the listener turns the cache off for good.

@@ -1,4 +1,4 @@
-package allocator
+package auth
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -18,10 +19,10 @@ const sessionKeySetting = "console_session_key"
 // bytes, created once in the settings table and shared by every server
 // process on the same database (first writer wins; the others read it).
 // The key is never audited or logged.
-func (a *Allocator) SessionKey(ctx context.Context) ([]byte, error) {
+func (s *Service) SessionKey(ctx context.Context) ([]byte, error) {
 	read := func() (string, error) {
 		var rows []models.Setting
-		err := a.read(ctx, func(db *gorm.DB) error {
+		err := s.read(ctx, func(db *gorm.DB) error {
 			return db.Where("key = ?", sessionKeySetting).Limit(1).Find(&rows).Error
 		})
 		if err != nil || len(rows) == 0 {
@@ -38,7 +39,7 @@ func (a *Allocator) SessionKey(ctx context.Context) ([]byte, error) {
 		if _, err := rand.Read(b[:]); err != nil {
 			return nil, err
 		}
-		err := a.write(ctx, func(t *tx) error {
+		err := s.write(ctx, func(t *kernel.Tx) error {
 			return t.Exec(`INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
 				sessionKeySetting, hex.EncodeToString(b[:])).Error
 		})
@@ -51,7 +52,7 @@ func (a *Allocator) SessionKey(ctx context.Context) ([]byte, error) {
 	}
 	key, err := hex.DecodeString(v)
 	if err != nil || len(key) < 32 {
-		return nil, Errf(CodeInternal, "", "settings row %s is not a 32-byte hex key", sessionKeySetting)
+		return nil, kernel.Errf(kernel.CodeInternal, "", "settings row %s is not a 32-byte hex key", sessionKeySetting)
 	}
 	return key, nil
 }
@@ -67,34 +68,34 @@ type ConsoleSession struct {
 	Renewed bool
 }
 
-func sessionHash(id string) string { return hashToken("session:" + id) }
+func tokenSessionHash(id string) string { return hashToken("session:" + id) }
 
 // CreateSession stores a console session for token tokenID that ends after
 // ttl without use, and returns its random id (32 bytes, base64url): the
 // cookie carries the id; the database keeps only its SHA-256. Expired
 // sessions are swept in the same transaction. An unknown token is 401.
-func (a *Allocator) CreateSession(ctx context.Context, tokenID int64, ttl time.Duration) (string, time.Time, error) {
+func (s *Service) CreateSession(ctx context.Context, tokenID int64, ttl time.Duration) (string, time.Time, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", time.Time{}, err
 	}
 	id := base64.RawURLEncoding.EncodeToString(b[:])
 	var exp time.Time
-	err := a.write(ctx, func(t *tx) error {
-		now := t.now
+	err := s.write(ctx, func(t *kernel.Tx) error {
+		now := t.Now
 		exp = now.Add(ttl)
 		var n int64
 		if err := t.Model(&models.APIToken{}).Where("id = ?", tokenID).Count(&n).Error; err != nil {
 			return err
 		}
 		if n == 0 {
-			return Errf(CodeUnauthorized, "", "the token of this session no longer exists")
+			return kernel.Errf(kernel.CodeUnauthorized, "", "the token of this session no longer exists")
 		}
 		if err := t.Exec(`DELETE FROM console_sessions WHERE expires_at <= ?`, now.Unix()).Error; err != nil {
 			return err
 		}
 		return t.Exec(`INSERT INTO console_sessions (id, token_id, created_at, expires_at, last_seen_at) VALUES (?, ?, ?, ?, ?)`,
-			sessionHash(id), tokenID, now.Unix(), exp.Unix(), now.Unix()).Error
+			tokenSessionHash(id), tokenID, now.Unix(), exp.Unix(), now.Unix()).Error
 	})
 	if err != nil {
 		return "", time.Time{}, err
@@ -107,7 +108,7 @@ func (a *Allocator) CreateSession(ctx context.Context, tokenID int64, ttl time.D
 // DeleteSession or its token was deleted. Sessions slide: when less than
 // ttl−renewEvery is left, Expires moves to now+ttl (one write at most per
 // renewEvery per session, not one per request).
-func (a *Allocator) Session(ctx context.Context, id string, ttl, renewEvery time.Duration) (*ConsoleSession, error) {
+func (s *Service) Session(ctx context.Context, id string, ttl, renewEvery time.Duration) (*ConsoleSession, error) {
 	type row struct {
 		TokenID   int64
 		ExpiresAt int64
@@ -115,38 +116,38 @@ func (a *Allocator) Session(ctx context.Context, id string, ttl, renewEvery time
 		Role      string
 	}
 	var rows []row
-	h := sessionHash(id)
-	err := a.read(ctx, func(db *gorm.DB) error {
+	h := tokenSessionHash(id)
+	err := s.read(ctx, func(db *gorm.DB) error {
 		return db.Raw(`SELECT s.token_id, s.expires_at, t.name, t.role FROM console_sessions s
 			JOIN api_tokens t ON t.id = s.token_id WHERE s.id = ?`, h).Scan(&rows).Error
 	})
 	if err != nil {
 		return nil, err
 	}
-	now := a.now()
+	now := s.now()
 	if len(rows) == 0 || now.Unix() >= rows[0].ExpiresAt {
-		return nil, Errf(CodeUnauthorized, "", "this console session has ended: sign in again")
+		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "this console session has ended: sign in again")
 	}
 	r := rows[0]
-	s := &ConsoleSession{Token: Token{ID: r.TokenID, Name: r.Name, Role: Role(r.Role)}, Expires: time.Unix(r.ExpiresAt, 0)}
-	if s.Expires.Sub(now) < ttl-renewEvery {
+	cs := &ConsoleSession{Token: Token{ID: r.TokenID, Name: r.Name, Role: Role(r.Role)}, Expires: time.Unix(r.ExpiresAt, 0)}
+	if cs.Expires.Sub(now) < ttl-renewEvery {
 		exp := now.Add(ttl)
-		err := a.write(ctx, func(t *tx) error {
+		err := s.write(ctx, func(t *kernel.Tx) error {
 			return t.Exec(`UPDATE console_sessions SET expires_at = ?, last_seen_at = ? WHERE id = ? AND expires_at < ?`,
 				exp.Unix(), now.Unix(), h, exp.Unix()).Error
 		})
 		if err != nil {
 			return nil, err
 		}
-		s.Expires, s.Renewed = time.Unix(exp.Unix(), 0), true
+		cs.Expires, cs.Renewed = time.Unix(exp.Unix(), 0), true
 	}
-	return s, nil
+	return cs, nil
 }
 
 // DeleteSession ends a console session (sign out). Ending one that does
 // not exist is not an error.
-func (a *Allocator) DeleteSession(ctx context.Context, id string) error {
-	return a.write(ctx, func(t *tx) error {
-		return t.Exec(`DELETE FROM console_sessions WHERE id = ?`, sessionHash(id)).Error
+func (s *Service) DeleteSession(ctx context.Context, id string) error {
+	return s.write(ctx, func(t *kernel.Tx) error {
+		return t.Exec(`DELETE FROM console_sessions WHERE id = ?`, tokenSessionHash(id)).Error
 	})
 }

@@ -1,15 +1,12 @@
-package allocator
+package auth
 
 import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -17,9 +14,6 @@ import (
 // 10's statement trigger on api_tokens announces every committed change
 // (INSERT, UPDATE, DELETE, TRUNCATE), whichever process or tool made it.
 const TokenChannel = "ipledger_api_tokens"
-
-// tokenReads counts Authenticate's database look-ups (tests).
-var tokenReads atomic.Int64
 
 // tokenCacheMax bounds the cache; it is emptied when full. Only tokens
 // that exist are cached, so the bound matters only for sites with very
@@ -103,33 +97,33 @@ func (c *tokenCache) flush() {
 // authentication reads the database. It returns at once; ready is closed
 // once the first LISTEN succeeded (or at once on SQLite) — callers that
 // do not care may ignore it.
-func (a *Allocator) ListenForTokenChanges(ctx context.Context) (ready <-chan struct{}) {
+func (s *Service) ListenForTokenChanges(ctx context.Context) (ready <-chan struct{}) {
 	done := make(chan struct{})
-	if a.dialect != models.Postgres {
+	if s.dialect != models.Postgres {
 		close(done)
 		return done
 	}
-	go a.listenTokens(ctx, done)
+	go s.listenTokens(ctx, done)
 	return done
 }
 
-func (a *Allocator) listenTokens(ctx context.Context, ready chan struct{}) {
-	defer a.tokens.invalidate(false)
+func (s *Service) listenTokens(ctx context.Context, ready chan struct{}) {
+	defer s.tokens.invalidate(false)
 	backoff := 100 * time.Millisecond
 	first := true
 	for ctx.Err() == nil {
-		err := a.listenTokensOnce(ctx, func() {
+		err := s.listenTokensOnce(ctx, func() {
 			backoff = 100 * time.Millisecond
 			if first {
 				first = false
 				close(ready)
 			}
 		})
-		a.tokens.invalidate(false)
+		s.tokens.invalidate(false)
 		if ctx.Err() != nil {
 			return
 		}
-		a.log.Warn("token change listener lost its connection; authenticating from the database until it is back", "error", err)
+		s.log.Warn("token change listener lost its connection; authenticating from the database until it is back", "error", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -142,8 +136,8 @@ func (a *Allocator) listenTokens(ctx context.Context, ready chan struct{}) {
 // listenTokensOnce opens the listening connection, turns the cache on once
 // LISTEN is in place, and empties it on each notification until the
 // connection fails or ctx ends.
-func (a *Allocator) listenTokensOnce(ctx context.Context, listening func()) error {
-	conn, err := a.dialLike(ctx)
+func (s *Service) listenTokensOnce(ctx context.Context, listening func()) error {
+	conn, err := kernel.DialLike(ctx, s.db)
 	if err != nil {
 		return err
 	}
@@ -155,10 +149,10 @@ func (a *Allocator) listenTokensOnce(ctx context.Context, listening func()) erro
 	if _, err := conn.Exec(ctx, "LISTEN "+TokenChannel); err != nil {
 		return err
 	}
-	a.tokens.invalidate(true)
-	a.tokens.mu.Lock()
-	a.tokens.pid = conn.PgConn().PID()
-	a.tokens.mu.Unlock()
+	s.tokens.invalidate(true)
+	s.tokens.mu.Lock()
+	s.tokens.pid = conn.PgConn().PID()
+	s.tokens.mu.Unlock()
 	listening()
 	for {
 		// Wake up now and then to prove the connection still answers: a
@@ -169,7 +163,7 @@ func (a *Allocator) listenTokensOnce(ctx context.Context, listening func()) erro
 		cancel()
 		switch {
 		case err == nil:
-			a.tokens.invalidate(true)
+			s.tokens.invalidate(true)
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded):
@@ -183,27 +177,4 @@ func (a *Allocator) listenTokensOnce(ctx context.Context, listening func()) erro
 			return err
 		}
 	}
-}
-
-// dialLike opens a new pgx connection with the configuration of the pool's
-// connections (host, user, database, search_path, …).
-func (a *Allocator) dialLike(ctx context.Context) (*pgx.Conn, error) {
-	c, err := a.poolConn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	var cfg *pgx.ConnConfig
-	err = c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return errors.New("token listener: the PostgreSQL driver is not pgx")
-		}
-		cfg = sc.Conn().Config().Copy()
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.ConnectConfig(ctx, cfg)
 }

@@ -1,22 +1,29 @@
-package allocator
+package auth
 
 import (
+	"context"
 	"sync"
 	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // Token names are unique, also when two creations race; a changed
 // IPLEDGER_ADMIN_TOKEN still becomes an admin token, under a name of its
 // own.
 func TestTokenNamesUnique(t *testing.T) {
-	fndEach(t, func(t *testing.T, f *fnd) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		a, ctx := New(db, Options{}), kernel.WithActor(context.Background(), "test", "req-1")
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
 		for i := range errs {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				_, errs[i] = f.a.CreateToken(f.ctx, "ci", RoleViewer, "")
+				_, errs[i] = a.CreateToken(ctx, "ci", RoleViewer, "")
 			}(i)
 		}
 		wg.Wait()
@@ -25,22 +32,22 @@ func TestTokenNamesUnique(t *testing.T) {
 			if err == nil {
 				ok++
 			} else {
-				wantCode(t, err, CodeConflict, `a token named "ci" already exists`)
+				wantCode(t, err, kernel.CodeConflict, `a token named "ci" already exists`)
 			}
 		}
 		if ok != 1 {
 			t.Fatalf("%d tokens named ci created, want 1: %v", ok, errs)
 		}
 		for _, v := range []string{"first-admin-value-0001", "second-admin-value-0002"} {
-			if created, err := f.a.EnsureAdminToken(f.ctx, v); err != nil || !created {
+			if created, err := a.EnsureAdminToken(ctx, v); err != nil || !created {
 				t.Fatalf("admin token %s: %v %v", v, created, err)
 			}
-			tok, err := f.a.Authenticate(f.ctx, v)
+			tok, err := a.Authenticate(ctx, v)
 			if err != nil || tok.Role != RoleAdmin {
 				t.Fatalf("authenticate %s: %+v %v", v, tok, err)
 			}
 		}
-		toks, _ := f.a.ListTokens(f.ctx)
+		toks, _ := a.ListTokens(ctx)
 		if len(toks) != 3 || toks[1].Name != "bootstrap-admin" || toks[2].Name == "bootstrap-admin" {
 			t.Fatalf("tokens %+v", toks)
 		}

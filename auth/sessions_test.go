@@ -1,4 +1,4 @@
-package allocator
+package auth
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -78,92 +79,8 @@ func TestConsoleTokenByID(t *testing.T) {
 		db.Exec(`DELETE FROM api_tokens WHERE id = ?`, tok.ID)
 		if _, err := a.TokenByID(ctx, tok.ID); err == nil {
 			t.Fatal("deleted token still found")
-		} else if e, ok := AsError(err); !ok || e.Code != CodeUnauthorized {
+		} else if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeUnauthorized {
 			t.Fatalf("deleted token: %v, want 401 unauthorized", err)
-		}
-	})
-}
-
-// TestConsolePoolUsage replays a known history: the counts per UTC day
-// match what was allocated, released, quarantined and unquarantined that
-// day, for this pool only.
-func TestConsolePoolUsage(t *testing.T) {
-	t.Parallel()
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-		clock := dbtest.NewClock(start)
-		a := New(db, Options{Now: clock.Now})
-		ctx := context.Background()
-		auto := true
-		for _, name := range []string{"p", "p2"} {
-			if _, err := a.CreatePool(ctx, PoolSpec{Name: name, Type: "integer",
-				Ranges: []RangeSpec{{First: "1", Last: "100", AutoAssign: &auto}}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		own := func(i int) Owner { return Owner{Type: "t", ID: itoa(int64(i))} }
-		// Day 0: +3. Day 1: +2, −1. Day 2: quarantine one (no change in
-		// use). Day 3: unquarantine it (−1). Pool p2 moves too (ignored).
-		for i := 0; i < 3; i++ {
-			if _, _, err := a.Allocate(ctx, "p", own(i), ""); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := a.Allocate(ctx, "p2", own(i), ""); err != nil {
-				t.Fatal(err)
-			}
-		}
-		clock.Advance(24 * time.Hour)
-		for i := 3; i < 5; i++ {
-			if _, _, err := a.Allocate(ctx, "p", own(i), ""); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := a.Release(ctx, "p", "1", own(0)); err != nil {
-			t.Fatal(err)
-		}
-		clock.Advance(24 * time.Hour)
-		err := a.write(ctx, func(tx *tx) error {
-			p, err := tx.lockPool("p")
-			if err != nil {
-				return err
-			}
-			var row models.Allocation
-			if err := tx.Where("pool_id = ? AND value = ?", p.ID, "2").Take(&row).Error; err != nil {
-				return err
-			}
-			return tx.quarantine(p, &row, "test")
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		clock.Advance(24 * time.Hour)
-		if err := a.Unquarantine(ctx, "p", "2"); err != nil {
-			t.Fatal(err)
-		}
-		clock.Advance(24 * time.Hour) // today: day 4, nothing happens
-
-		pts, err := a.PoolUsage(ctx, "p", 6)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []struct{ alloc, quar int64 }{{0, 0}, {3, 0}, {4, 0}, {3, 1}, {3, 0}, {3, 0}}
-		if len(pts) != len(want) {
-			t.Fatalf("%d points, want %d", len(pts), len(want))
-		}
-		for i, w := range want {
-			if pts[i].Allocated != w.alloc || pts[i].Quarantined != w.quar {
-				t.Errorf("day %d (%s): allocated %d quarantined %d, want %d %d", i, pts[i].Day.Format("Jan 2"),
-					pts[i].Allocated, pts[i].Quarantined, w.alloc, w.quar)
-			}
-		}
-		if !pts[5].Day.Equal(time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC)) {
-			t.Fatalf("last day %s, want today 2026-03-05", pts[5].Day)
-		}
-		if _, err := a.PoolUsage(ctx, "nope", 30); err == nil {
-			t.Fatal("unknown pool accepted")
-		}
-		if _, err := a.PoolUsage(ctx, "p", 0); err == nil {
-			t.Fatal("days=0 accepted")
 		}
 	})
 }
