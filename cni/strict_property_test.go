@@ -6,7 +6,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/strictjson/strictjsontest"
 )
 
 // Property (the CNI configuration door): a valid network configuration
@@ -26,7 +26,7 @@ func TestStrictConfigProperty(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 4))
 	for _, conf := range confs {
 		for i := 0; i < 40; i++ {
-			mut, field, err := dbtest.MutateJSON(r, conf)
+			mut, field, err := strictjsontest.MutateJSON(r, conf)
 			if err != nil {
 				t.Fatal(err)
 			}

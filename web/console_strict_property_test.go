@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/strictjson/strictjsontest"
 )
 
 // Property (the console's import door): a valid NICo file with one member
@@ -46,7 +47,7 @@ func TestConsoleImportStrictProperty(t *testing.T) {
 		t.Logf("seed %d", seed)
 		r := rand.New(rand.NewPCG(seed, 2))
 		for i := 0; i < 30; i++ {
-			mut, field, err := dbtest.MutateJSON(r, []byte(file))
+			mut, field, err := strictjsontest.MutateJSON(r, []byte(file))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/strictjson/strictjsontest"
 )
 
 // validBodies are one valid JSON body per REST route that reads one, keyed
@@ -73,7 +74,7 @@ func TestStrictBodiesProperty(t *testing.T) {
 				}
 				path := concrete("/api/v1", rt.Path, map[string]string{"name": "lo-ip", "id": ids[key], "value": "10.180.62.5"})
 				for i := 0; i < 25; i++ {
-					mut, field, err := dbtest.MutateJSON(r, []byte(body))
+					mut, field, err := strictjsontest.MutateJSON(r, []byte(body))
 					if err != nil {
 						t.Fatal(err)
 					}

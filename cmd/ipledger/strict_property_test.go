@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/strictjson/strictjsontest"
 )
 
 // Property (the CLI's -f files): a valid file with one member repeated —
@@ -38,7 +39,7 @@ func TestCLIFilesStrictProperty(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 3))
 		for d, door := range doors {
 			for i := 0; i < 15; i++ {
-				mut, field, err := dbtest.MutateJSON(r, []byte(door.file))
+				mut, field, err := strictjsontest.MutateJSON(r, []byte(door.file))
 				if err != nil {
 					t.Fatal(err)
 				}

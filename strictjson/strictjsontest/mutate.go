@@ -1,4 +1,7 @@
-package dbtest
+// Package strictjsontest generates documents that break the strict-JSON
+// rules, for the property tests of every door; like strictjson it imports
+// nothing of ipledger, so the CNI plugin's tests use it too.
+package strictjsontest
 
 import (
 	"bytes"
