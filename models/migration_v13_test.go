@@ -23,7 +23,8 @@ func TestMigrationNumbersExistingEvents(t *testing.T) {
 			`DROP INDEX machines_chassis`, `DROP INDEX expected_machines_chassis`,
 			`DROP INDEX expected_machines_name`, `DROP INDEX audit_events_action`,
 			`DROP INDEX expected_machines_bmc_mac_lower`,
-			`DELETE FROM schema_migrations WHERE version IN (13, 15, 16)`,
+			`DROP TABLE user_sessions`, `ALTER TABLE console_sessions DROP COLUMN last_seen_at`,
+			`DELETE FROM schema_migrations WHERE version IN (13, 15, 16, 20)`,
 		} {
 			must(t, db.Exec(s).Error)
 		}
