@@ -10,12 +10,15 @@ import (
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
 	"github.com/ipledger/ipledger/web"
 )
 
@@ -97,7 +100,25 @@ func TestJWTBearerOnREST(t *testing.T) {
 		if res, _ := apiCall(t, s.srv.URL, "GET", "/api/v1/pools", s.tokens[auth.RoleAdmin], ""); res.StatusCode != http.StatusOK {
 			t.Fatalf("an ipledger token beside JWTs: %d", res.StatusCode)
 		}
+
+		// The same JWT on the gRPC service (gRPC-Web over HTTP/1.1 here).
+		for tok, want := range map[string]connect.Code{jwt: 0, parts[0] + "." + parts[1] + ".": connect.CodeUnauthenticated} {
+			fc := forgeconnect.NewForgeClient(http.DefaultClient, s.srv.URL, connect.WithGRPCWeb(), connect.WithInterceptors(jwtBearer(tok)))
+			_, err := fc.GetAllExpectedMachines(context.Background(), connect.NewRequest(&emptypb.Empty{}))
+			if connect.CodeOf(err) != want && !(want == 0 && err == nil) {
+				t.Fatalf("gRPC with a JWT: %v, want %v", err, want)
+			}
+		}
 	})
+}
+
+func jwtBearer(tok string) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+tok)
+			return next(ctx, req)
+		}
+	}
 }
 
 // proxySite is a server behind a trusted proxy at 192.0.2.10, driven
