@@ -289,6 +289,9 @@ func (a *Allocator) DeleteMachine(ctx context.Context, id string, force bool) (*
 		for _, m := range members {
 			ids = append(ids, m.MachineID)
 		}
+		if err := t.keepNames(ids); err != nil {
+			return err
+		}
 		if err := t.Where("machine_id IN ?", ids).Delete(&models.NetworkConfig{}).Error; err != nil {
 			return err
 		}

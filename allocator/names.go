@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -111,6 +112,20 @@ func machineNames(db *gorm.DB, ids []string) (names, kinds map[string]string, er
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(rows) < len(ids) {
+		// Machines deleted since are named as they were then.
+		var gone []models.DeletedMachine
+		for start := 0; start < len(ids); start += 500 {
+			var chunk []models.DeletedMachine
+			if err := db.Where("machine_id IN ?", ids[start:min(start+500, len(ids))]).Find(&chunk).Error; err != nil {
+				return nil, nil, err
+			}
+			gone = append(gone, chunk...)
+		}
+		for _, g := range gone {
+			out[g.MachineID], kinds[g.MachineID] = g.Name, g.Kind
+		}
+	}
 	for _, m := range rows {
 		kinds[m.MachineID] = m.Kind
 		if m.Kind == KindDPU {
@@ -181,6 +196,72 @@ func (a *Allocator) ExpectedMachineNames(ctx context.Context, ids []string) (map
 			for _, r := range rows {
 				out[r.ID] = ExpectedMachineName(r.MetadataName, r.BmcMacAddress)
 			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// keepNames records the names the machines ids have now, before they are
+// deleted, so every page and message still names them after (the
+// deleted_machines table).
+func (t *tx) keepNames(ids []string) error {
+	names, kinds, err := machineNames(t.DB, ids)
+	if err != nil {
+		return err
+	}
+	var rows []models.Machine
+	if err := t.Where("machine_id IN ?", ids).Find(&rows).Error; err != nil {
+		return err
+	}
+	if err := t.Where("machine_id IN ?", ids).Delete(&models.DeletedMachine{}).Error; err != nil {
+		return err
+	}
+	for _, m := range rows {
+		name := names[m.MachineID]
+		if name == "" {
+			name = m.MachineID
+		}
+		d := models.DeletedMachine{MachineID: m.MachineID, Kind: kinds[m.MachineID], Name: name, HostMachineID: m.HostMachineID,
+			DeletedAt: t.now, DeletedBy: ActorFrom(t.ctx).Name}
+		if err := t.Create(&d).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeletedMachine is what is known of a deleted machine: the name it had,
+// its kind, its host, when and by whom it was deleted.
+type DeletedMachine struct {
+	MachineID, Kind, Name string
+	HostMachineID         string
+	HostName              string
+	DeletedAt             time.Time
+	DeletedBy             string
+}
+
+// GetDeletedMachine reads what is known of the deleted machine id; 404
+// not_found when no machine of that id was ever deleted (or it exists).
+func (a *Allocator) GetDeletedMachine(ctx context.Context, id string) (*DeletedMachine, error) {
+	var out *DeletedMachine
+	err := a.read(ctx, func(db *gorm.DB) error {
+		var rows []models.DeletedMachine
+		if err := db.Where("machine_id = ?", id).Limit(1).Find(&rows).Error; err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return Errf(CodeNotFound, "", "machine %q does not exist and was never deleted", id)
+		}
+		r := rows[0]
+		out = &DeletedMachine{MachineID: r.MachineID, Kind: r.Kind, Name: r.Name, HostMachineID: deref(r.HostMachineID),
+			DeletedAt: r.DeletedAt.UTC(), DeletedBy: r.DeletedBy}
+		if out.HostMachineID != "" {
+			names, _, err := machineNames(db, []string{out.HostMachineID})
+			if err != nil {
+				return err
+			}
+			out.HostName = names[out.HostMachineID]
 		}
 		return nil
 	})

@@ -15,8 +15,18 @@ func ownerText(db *gorm.DB, typ, id *string) string {
 		return s
 	}
 	var rows []models.Machine
-	if err := db.Where("machine_id = ?", *id).Limit(1).Find(&rows).Error; err != nil || len(rows) == 0 {
+	if err := db.Where("machine_id = ?", *id).Limit(1).Find(&rows).Error; err != nil {
 		return s
+	}
+	if len(rows) == 0 {
+		var gone []models.DeletedMachine
+		if err := db.Where("machine_id = ?", *id).Limit(1).Find(&gone).Error; err != nil || len(gone) == 0 {
+			return s
+		}
+		if gone[0].Kind == KindDPU {
+			return "DPU " + gone[0].Name + " (deleted)"
+		}
+		return "host " + gone[0].Name + " (deleted)"
 	}
 	m := rows[0]
 	ids := []string{m.MachineID}

@@ -82,7 +82,14 @@ func (h *Console) unquarantineView(c echo.Context, value string) (views.ConfirmV
 		return views.ConfirmView{}, err
 	}
 	was := views.Str(al.FormerOwnerType) + "/" + views.Str(al.FormerOwnerID)
-	if views.Str(al.FormerOwnerType) == allocator.OwnerTypeMachine {
+	if gone, err := h.A.GetDeletedMachine(Ctx(c), views.Str(al.FormerOwnerID)); err == nil && views.Str(al.FormerOwnerType) == allocator.OwnerTypeMachine {
+		// The usual case: the machine was force-deleted; it is named as
+		// it was.
+		was = gone.Kind + " " + gone.Name + ", deleted " + views.When(gone.DeletedAt) + " by " + gone.DeletedBy
+		if gone.Kind == allocator.KindDPU {
+			was = "DPU " + gone.Name + ", deleted " + views.When(gone.DeletedAt) + " by " + gone.DeletedBy
+		}
+	} else if views.Str(al.FormerOwnerType) == allocator.OwnerTypeMachine {
 		if n, err := h.A.MachineNames(Ctx(c), []string{views.Str(al.FormerOwnerID)}); err == nil && n[views.Str(al.FormerOwnerID)] != "" {
 			was = n[views.Str(al.FormerOwnerID)] + " (" + was + ")"
 		} else if err == nil {
@@ -110,6 +117,10 @@ func (h *Console) ConfirmUnquarantine(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.QueryParam("from") == "quarantine" {
+		v.Hidden = append(v.Hidden, [2]string{"from", "quarantine"})
+		v.CancelURL = "/quarantine"
+	}
 	return confirm(c, http.StatusOK, v)
 }
 
@@ -117,14 +128,26 @@ func (h *Console) ConfirmUnquarantine(c echo.Context) error {
 // (admin) — allocator.Unquarantine returns the value to free.
 func (h *Console) Unquarantine(c echo.Context) error {
 	name, value := Param(c, "name"), formValue(c, "value")
+	back := views.PoolURL(name) + "?state=quarantined"
+	if formValue(c, "from") == "quarantine" {
+		back = "/quarantine"
+	}
 	if err := h.A.Unquarantine(Ctx(c), name, value); err != nil {
 		if isFormError(err) {
 			e, _ := allocator.AsError(err)
-			return h.redirect(c, views.PoolURL(name)+"?state=quarantined", "bad", e.Message)
+			if IsHTMX(c) {
+				// The dialog shows the refusal with its status (422 for a
+				// malformed value, 404/409 otherwise), as every form does.
+				v := views.ConfirmView{Page: h.page(c, "Unquarantine", "pools"), Heading: "Unquarantine " + value + " in " + name,
+					Says: "Nothing was changed.", PostURL: views.PoolURL(name) + "/unquarantine", Hidden: [][2]string{{"value", value}},
+					Button: "Unquarantine " + value, Danger: true, CancelURL: back, Err: e.Message}
+				return confirm(c, formStatus(err), v)
+			}
+			return h.redirect(c, back, "bad", e.Message)
 		}
 		return err
 	}
-	return h.redirect(c, views.PoolURL(name)+"?state=quarantined", "ok", value+" is free again in "+name+".")
+	return h.redirect(c, back, "ok", value+" is free again in "+name+".")
 }
 
 // ConfirmDeleteExpectedMachine: GET /expected-machines/:id/delete

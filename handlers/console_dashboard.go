@@ -63,5 +63,9 @@ func (h *Console) NOC(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.NOCPage(views.NOCView{Dashboard: d, Fleet: *f, Refreshed: time.Now().UTC().Format("15:04:05")}))
+	names, err := h.eventNames(c, f.ForceDeletes, nil)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.NOCPage(views.NOCView{Dashboard: d, Fleet: *f, Names: names, Refreshed: time.Now().UTC().Format("15:04:05")}))
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -13,6 +14,12 @@ import (
 // value held, history, and the actions its state and the role allow.
 func (h *Console) Machine(c echo.Context) error {
 	d, err := h.A.MachineDetail(Ctx(c), Param(c, "id"))
+	if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeNotFound {
+		// A deleted machine's link opens what is known of it.
+		if gone, gerr := h.A.GetDeletedMachine(Ctx(c), Param(c, "id")); gerr == nil {
+			return h.deletedMachine(c, gone)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -34,4 +41,18 @@ func (h *Console) Machine(c echo.Context) error {
 		v.Names[id] = n
 	}
 	return render(c, http.StatusOK, views.MachinePage(v))
+}
+
+// deletedMachine is the page of a deleted machine: the name it had, when
+// and by whom it was deleted, its host, and its audit history.
+func (h *Console) deletedMachine(c echo.Context, d *allocator.DeletedMachine) error {
+	page, err := h.A.ListEvents(Ctx(c), allocator.EventFilter{Machine: d.MachineID, Limit: 100})
+	if err != nil {
+		return err
+	}
+	v := views.DeletedMachineView{Page: h.page(c, d.Name+" (deleted)", "machines"), D: *d, History: page.Items}
+	if v.Names, err = h.eventNames(c, v.History, []string{d.MachineID, d.HostMachineID}); err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.DeletedMachinePage(v))
 }

@@ -64,6 +64,8 @@ var Migrations = []Migration{
 	// Version 16 (migration_v16.go): the BMC MAC look-up of reports is an
 	// index probe.
 	{Version: 16, Name: "expected machines by BMC MAC in any case", SQL: schemaV16},
+	// Version 17 (migration_v17.go): the names of deleted machines.
+	{Version: 17, Name: "names of deleted machines", SQL: schemaV17},
 	// Version 20 (migration_v20.go): console sessions of people signed in
 	// through single sign-on.
 	{Version: 20, Name: "single sign-on sessions", SQL: schemaV20},

@@ -37,6 +37,7 @@ func (s *Server) ConsoleRoutes() []Route {
 		{http.MethodGet, "/pools/:name/unquarantine", A, h.ConfirmUnquarantine},
 		{http.MethodPost, "/pools/:name/unquarantine", A, h.Unquarantine},
 		{http.MethodGet, "/events", V, h.Events},
+		{http.MethodGet, "/quarantine", V, h.Quarantine},
 	}
 	routes = append(routes,
 		Route{http.MethodGet, "/webhooks", A, h.Webhooks},

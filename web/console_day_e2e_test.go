@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -216,6 +218,91 @@ func TestWebhookCareE2E(t *testing.T) {
 		)
 		if _, err := site.a.GetWebhook(context.Background(), w.ID); err == nil {
 			t.Errorf("the webhook survived its confirmed delete")
+		}
+	})
+}
+
+// TestNamesSurviveForceDeleteE2E: after a host with an ExpectedMachine
+// name is force-deleted, the audit log, the NOC and the dashboard name it
+// as it was (rack7-u14, not its chassis serial); its machine link opens
+// what is known of it, not a 404; /quarantine lists its DPU's quarantined
+// value by the DPU's serial with who quarantined it, and an admin
+// unquarantines from there while a viewer sees no control and is refused.
+func TestNamesSurviveForceDeleteE2E(t *testing.T) {
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		host := allocator.HostMachineID("1a:1b:1c:1d:1e:20")
+		ctx0 := allocator.WithActor(context.Background(), "console:bob", "")
+		if _, err := site.a.DeleteMachine(ctx0, host, true); err != nil {
+			t.Fatalf("force delete: %v", err)
+		}
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, auth.RoleAdmin)
+		run(t, ctx, "the audit log names the deleted host",
+			chromedp.Navigate(site.srv.URL+"/events?action=machine.force_delete"),
+			poll(`document.querySelector("#events-table tr[data-event]") !== null`),
+		)
+		if txt := evalJS[string](t, ctx, `document.querySelector("#events-table").innerText`); !strings.Contains(txt, "rack7-u14") {
+			t.Errorf("the audit log does not name the force-deleted host rack7-u14:\n%s", clip(txt))
+		}
+		run(t, ctx, "the dashboard names it", chromedp.Navigate(site.srv.URL+"/"), poll(`document.querySelector("h1") !== null`))
+		if txt := evalJS[string](t, ctx, `document.body.innerText`); !strings.Contains(txt, "rack7-u14") {
+			t.Errorf("the dashboard's recent events do not name rack7-u14")
+		}
+		run(t, ctx, "the NOC names it", chromedp.Navigate(site.srv.URL+"/noc"), poll(`document.querySelector("#noc-force-deletes") !== null`))
+		if txt := evalJS[string](t, ctx, `document.querySelector("#noc-force-deletes").innerText`); !strings.Contains(txt, "rack7-u14") {
+			t.Errorf("the NOC's force deletes say %q, want rack7-u14", txt)
+		}
+		run(t, ctx, "the deleted host's link opens its history",
+			chromedp.Navigate(site.srv.URL+"/machines/"+host),
+			poll(`document.querySelector("h1") !== null && document.querySelector("h1").innerText.includes("rack7-u14")`),
+			poll(`document.querySelector("tr[data-event]") !== null && document.body.innerText.includes("machine.force_delete")`),
+		)
+		run(t, ctx, "the quarantine list",
+			chromedp.Navigate(site.srv.URL+"/quarantine"),
+			poll(`document.querySelector("#quarantine tbody tr") !== null`),
+		)
+		rows := evalJS[[]string](t, ctx, `[...document.querySelectorAll("#quarantine tbody tr")].map(r => r.innerText)`)
+		var row string
+		for _, r := range rows {
+			if strings.Contains(r, "MT2242X00003") {
+				row = r
+			}
+		}
+		if row == "" || !strings.Contains(row, "console:bob") || strings.Contains(row, "machine/") {
+			t.Fatalf("the quarantine list has no row naming DPU MT2242X00003 quarantined by console:bob: %q", rows)
+		}
+		if !evalJS[bool](t, ctx, `[...document.querySelectorAll("#quarantine tbody tr")].some(r => r.innerText.includes("SN-LAB-1") || r.innerText.includes("MT2242X00099"))`) {
+			t.Errorf("the quarantine list misses the values of the seed's other force-deleted host")
+		}
+		value := evalJS[string](t, ctx, `[...document.querySelectorAll("#quarantine tbody tr")].find(r => r.innerText.includes("MT2242X00003")).querySelector("td:nth-child(2)").innerText.trim()`)
+		run(t, ctx, "unquarantine from the list",
+			chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("#quarantine tbody tr")].find(r => r.innerText.includes("MT2242X00003")).querySelector("a.button").click(), true`),
+			poll(`document.querySelector("dialog[open] button[type=submit]") !== null`),
+			chromedp.Click(chromedp.CSS(`dialog[open] button[type=submit]`)),
+			poll(`location.pathname === "/quarantine" && document.querySelector("#flash") !== null && document.querySelector("#flash").innerText.includes("free again")`),
+		)
+		if evalJS[bool](t, ctx, `[...document.querySelectorAll("#quarantine tbody tr td:nth-child(2)")].some(td => td.innerText.trim() === "`+value+`")`) {
+			t.Errorf("the unquarantined value %s is still listed", value)
+		}
+
+		viewer := newBrowser(t, 1280, 900)
+		signIn(t, viewer, site, auth.RoleViewer)
+		run(t, viewer, "a viewer's quarantine list", chromedp.Navigate(site.srv.URL+"/quarantine"), poll(`document.querySelector("#quarantine tbody tr") !== null`))
+		if evalJS[bool](t, viewer, `document.querySelector("#quarantine a[href*='unquarantine']") !== null`) {
+			t.Errorf("a viewer sees an unquarantine control")
+		}
+		b := site.login(auth.RoleViewer)
+		res := b.post("/pools/lo-ip/unquarantine", url.Values{"value": {"10.180.62.5"}}, true)
+		if res.StatusCode != http.StatusForbidden {
+			t.Errorf("a viewer's unquarantine post answers %d, want 403", res.StatusCode)
+		}
+		// An invalid unquarantine post through htmx answers 422 with the
+		// dialog's form, not a 303 to a flash.
+		admin := site.login(auth.RoleAdmin)
+		res = admin.htmx(http.MethodPost, "/pools/lo-ip/unquarantine", url.Values{"value": {"not-an-address"}})
+		body := readBody(t, res)
+		if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "not-an-address") {
+			t.Errorf("an invalid unquarantine through htmx answers %d:\n%s", res.StatusCode, clip(body))
 		}
 	})
 }

@@ -76,8 +76,8 @@ func TestConsoleConflictAdviceNamesCause(t *testing.T) {
 }
 
 // TestConsoleUnquarantineNamesGoneOwner: the confirmation of a value
-// quarantined by a force delete does not print the deleted machine's
-// 58-character id as its former owner.
+// quarantined by a force delete names the deleted machine as it was, not
+// by its 58-character id.
 func TestConsoleUnquarantineNamesGoneOwner(t *testing.T) {
 	site := newSQLiteSite(t)
 	seedBelievableSite(t, site)
@@ -88,11 +88,11 @@ func TestConsoleUnquarantineNamesGoneOwner(t *testing.T) {
 	}
 	al := page.Items[0]
 	gone := *al.FormerOwnerID
-	if n, _ := site.a.MachineNames(context.Background(), []string{gone}); n[gone] != "" {
-		t.Fatalf("the former owner %s still exists", gone)
+	if m, err := site.a.GetMachine(context.Background(), gone); err == nil {
+		t.Fatalf("the former owner %s still exists", m.MachineID)
 	}
 	body := expect(t, b.get("/pools/lo-ip/unquarantine?value="+url.QueryEscape(al.Value)), http.StatusOK,
-		"no longer ingested", "Unquarantine "+al.Value)
+		"MT2242X00099, deleted", "Unquarantine "+al.Value)
 	if strings.Contains(body, "<dd class=\"mono\">machine/"+gone) {
 		t.Fatalf("the former owner is printed as its full machine_id")
 	}

@@ -1,0 +1,100 @@
+package allocator
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// QuarantinedValue is one quarantined value of the quarantine list: its
+// pool, the host or DPU it came from by the name that machine had, when
+// and by whom it was quarantined, and when it frees itself.
+type QuarantinedValue struct {
+	Pool, Value   string
+	FormerOwnerID string
+	// FormerOwner names the former owner as operators knew it (a DPU's
+	// serial, a host's name), "type/id" for an owner that is no machine.
+	FormerOwner   string
+	QuarantinedAt time.Time
+	By            string
+	Reason        string
+	// FreesAt is when the hold runs out; nil: held until an admin
+	// unquarantines it or its former owner takes it back.
+	FreesAt *time.Time
+}
+
+// quarantineListLimit bounds the list (oldest first, so what has waited
+// longest is on top).
+const quarantineListLimit = 1000
+
+// QuarantinedValues lists every quarantined value of every pool, oldest
+// first, at most limit (≤ 1000) of them.
+func (a *Allocator) QuarantinedValues(ctx context.Context, limit int) ([]QuarantinedValue, error) {
+	if limit <= 0 || limit > quarantineListLimit {
+		limit = quarantineListLimit
+	}
+	out := []QuarantinedValue{}
+	err := a.read(ctx, func(db *gorm.DB) error {
+		type row struct {
+			models.Allocation
+			PoolName string
+		}
+		var rows []row
+		q := db.Table("allocations a").Select("a.*, p.name AS pool_name").Joins("JOIN pools p ON p.id = a.pool_id").
+			Where("a.state = ?", models.StateQuarantined)
+		if a.hold > 0 {
+			q = q.Where("a.quarantined_at > ?", a.now().Add(-a.hold))
+		}
+		if err := q.Order("a.quarantined_at, p.name, a.value_key").Limit(limit).Scan(&rows).Error; err != nil {
+			return err
+		}
+		var ids, objs []string
+		for _, r := range rows {
+			if deref(r.FormerOwnerType) == OwnerTypeMachine {
+				ids = append(ids, deref(r.FormerOwnerID))
+			}
+			objs = append(objs, r.PoolName+"/"+r.Value)
+		}
+		names, kinds, err := machineNames(db, ids)
+		if err != nil {
+			return err
+		}
+		// Who quarantined each value: the actor of its newest quarantine
+		// event (an index probe of audit_events (object_type, object_id)).
+		by := map[string]string{}
+		for start := 0; start < len(objs); start += 500 {
+			var evs []models.AuditEvent
+			if err := db.Where("object_type = 'allocation' AND action = 'allocation.quarantine' AND object_id IN ?", objs[start:min(start+500, len(objs))]).
+				Order("id").Find(&evs).Error; err != nil {
+				return err
+			}
+			for _, e := range evs {
+				by[e.ObjectID] = e.Actor
+			}
+		}
+		for _, r := range rows {
+			v := QuarantinedValue{Pool: r.PoolName, Value: r.Value, FormerOwnerID: deref(r.FormerOwnerID),
+				Reason: deref(r.QuarantineReason), By: by[r.PoolName+"/"+r.Value]}
+			if r.QuarantinedAt != nil {
+				v.QuarantinedAt = r.QuarantinedAt.UTC()
+				if a.hold > 0 {
+					f := v.QuarantinedAt.Add(a.hold)
+					v.FreesAt = &f
+				}
+			}
+			v.FormerOwner = deref(r.FormerOwnerType) + "/" + v.FormerOwnerID
+			if n := names[v.FormerOwnerID]; n != "" && deref(r.FormerOwnerType) == OwnerTypeMachine {
+				v.FormerOwner = "host " + n
+				if kinds[v.FormerOwnerID] == KindDPU {
+					v.FormerOwner = "DPU " + n
+				}
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
+}
