@@ -57,7 +57,7 @@ func TestPoolCheckCLI(t *testing.T) {
 	db = dbtest.OpenURL(t, u)
 	a = allocator.New(db, allocator.Options{})
 	au = auth.New(a.DB(), auth.Options{})
-	srv := httptest.NewServer(web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
+	srv := httptest.NewServer(web.New(web.Config{Allocator: a, Auth: au, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
 	defer srv.Close()
 
 	out, err := runCLI(t, srv.URL, tok, "", "pool", "check")
