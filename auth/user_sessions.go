@@ -6,14 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"sort"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/kernel"
-	"github.com/ipledger/ipledger/models"
 )
 
 // DefaultSessionTTL is IPLEDGER_SESSION_TTL's default.
@@ -27,18 +25,14 @@ const seenEvery = time.Minute
 // sign-in, however much it is used: the role was read from the person's
 // groups at sign-in, and signing in again is how a changed group reaches
 // ipledger. The database keeps only the SHA-256 of the session id.
+// Writes go through the Service: one retried transaction each, audited,
+// and the change feed told at commit.
 type People struct {
-	DB  *gorm.DB
-	TTL time.Duration
-	Now func() time.Time
+	Service *Service
+	TTL     time.Duration
 }
 
-func (p *People) now() time.Time {
-	if p.Now != nil {
-		return p.Now()
-	}
-	return time.Now()
-}
+func (p *People) now() time.Time { return p.Service.now() }
 
 // PersonSession is a live session of a person.
 type PersonSession struct {
@@ -67,15 +61,15 @@ func (p *People) Open(ctx context.Context, who *Person, source string) (string, 
 	id := base64.RawURLEncoding.EncodeToString(b[:])
 	now := p.now()
 	exp := now.Add(p.TTL)
-	err := p.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec(`DELETE FROM user_sessions WHERE expires_at <= ?`, now.Unix()).Error; err != nil {
+	err := p.Service.write(actedBy(ctx, who.Actor), func(t *kernel.Tx) error {
+		if err := t.Exec(`DELETE FROM user_sessions WHERE expires_at <= ?`, now.Unix()).Error; err != nil {
 			return err
 		}
-		if err := tx.Exec(`INSERT INTO user_sessions (id, username, role, source, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		if err := t.Exec(`INSERT INTO user_sessions (id, username, role, source, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			sessionHash(id), who.Name, string(who.Role), source, now.Unix(), now.Unix(), exp.Unix()).Error; err != nil {
 			return err
 		}
-		return audit(ctx, tx, now, "session.open", who.Actor, map[string]any{"user": who.Name, "role": who.Role, "via": source, "expires_at": exp.UTC().Format(time.RFC3339)}, nil)
+		return t.Audit("session.open", "session", who.Actor, nil, map[string]any{"user": who.Name, "role": who.Role, "via": source, "expires_at": exp.UTC().Format(time.RFC3339)})
 	})
 	if err != nil {
 		return "", time.Time{}, err
@@ -95,7 +89,9 @@ func (p *People) Lookup(ctx context.Context, id string) (*PersonSession, error) 
 	}
 	var rows []row
 	h := sessionHash(id)
-	if err := p.DB.WithContext(ctx).Raw(`SELECT username, role, last_seen_at, expires_at FROM user_sessions WHERE id = ?`, h).Scan(&rows).Error; err != nil {
+	if err := p.Service.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT username, role, last_seen_at, expires_at FROM user_sessions WHERE id = ?`, h).Scan(&rows).Error
+	}); err != nil {
 		return nil, err
 	}
 	now := p.now()
@@ -104,7 +100,10 @@ func (p *People) Lookup(ctx context.Context, id string) (*PersonSession, error) 
 	}
 	r := rows[0]
 	if now.Unix()-r.LastSeenAt >= int64(seenEvery/time.Second) {
-		if err := p.DB.WithContext(ctx).Exec(`UPDATE user_sessions SET last_seen_at = ? WHERE id = ?`, now.Unix(), h).Error; err != nil {
+		// Not audited and nothing for the feed: a plain statement.
+		if err := p.Service.read(ctx, func(db *gorm.DB) error {
+			return db.Exec(`UPDATE user_sessions SET last_seen_at = ? WHERE id = ?`, now.Unix(), h).Error
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -114,46 +113,28 @@ func (p *People) Lookup(ctx context.Context, id string) (*PersonSession, error) 
 // Close ends the session with this id (sign out); ending one that does not
 // exist is not an error.
 func (p *People) Close(ctx context.Context, id string) error {
-	now := p.now()
-	return p.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var names []string
-		if err := tx.Raw(`SELECT username FROM user_sessions WHERE id = ?`, sessionHash(id)).Scan(&names).Error; err != nil {
-			return err
+	var names []string
+	if err := p.Service.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT username FROM user_sessions WHERE id = ?`, sessionHash(id)).Scan(&names).Error
+	}); err != nil || len(names) == 0 {
+		return err
+	}
+	return p.Service.write(actedBy(ctx, "user:"+names[0]), func(t *kernel.Tx) error {
+		res := t.Exec(`DELETE FROM user_sessions WHERE id = ?`, sessionHash(id))
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
 		}
-		if len(names) == 0 {
-			return nil
-		}
-		if err := tx.Exec(`DELETE FROM user_sessions WHERE id = ?`, sessionHash(id)).Error; err != nil {
-			return err
-		}
-		return audit(ctx, tx, now, "session.end", "user:"+names[0], nil, map[string]any{"user": names[0], "reason": "signed out"})
+		return t.Audit("session.end", "session", "user:"+names[0], map[string]any{"user": names[0], "reason": "signed out"}, nil)
 	})
 }
 
-// audit writes one audit event in tx, made by ctx's actor, or by actor
-// when the context has none (a sign-in is made by the person it signs
-// in). after and before hold no secret.
-func audit(ctx context.Context, tx *gorm.DB, at time.Time, action, actor string, after, before any) error {
-	a := kernel.ActorFrom(ctx)
-	if a.Name == "system" && actor != "" {
-		a.Name = actor
+// actedBy is ctx, acted by actor when ctx names nobody (a sign-in is made
+// by the person it signs in).
+func actedBy(ctx context.Context, actor string) context.Context {
+	if a := kernel.ActorFrom(ctx); a.Name == "system" {
+		return kernel.WithActor(ctx, actor, a.RequestID)
 	}
-	ev := models.AuditEvent{At: at, Actor: a.Name, Action: action, ObjectType: "session", ObjectID: actor, RequestID: a.RequestID}
-	for _, x := range []struct {
-		dst **string
-		v   any
-	}{{&ev.AfterJSON, after}, {&ev.BeforeJSON, before}} {
-		if x.v == nil {
-			continue
-		}
-		b, err := json.Marshal(x.v)
-		if err != nil {
-			return err
-		}
-		s := string(b)
-		*x.dst = &s
-	}
-	return tx.Create(&ev).Error
+	return ctx
 }
 
 // PersonRef is the sessions page's reference of the person session id.
@@ -189,9 +170,27 @@ func (p *People) List(ctx context.Context) ([]OpenSession, error) {
 		LastSeenAt int64
 		ExpiresAt  int64
 	}
+	var out []OpenSession
+	err := p.Service.read(ctx, func(db *gorm.DB) (err error) {
+		out, err = listIn(db, p.now().Unix())
+		return err
+	})
+	return out, err
+}
+
+// listIn is List on db (a transaction's handle, for End).
+func listIn(db *gorm.DB, now int64) ([]OpenSession, error) {
+	type row struct {
+		Kind       string
+		ID         string
+		Name       string
+		Role       string
+		CreatedAt  int64
+		LastSeenAt int64
+		ExpiresAt  int64
+	}
 	var rows []row
-	now := p.now().Unix()
-	err := p.DB.WithContext(ctx).Raw(`
+	err := db.Raw(`
 		SELECT 'u' AS kind, id, username AS name, role, created_at, last_seen_at, expires_at FROM user_sessions WHERE expires_at > ?
 		UNION ALL
 		SELECT 't' AS kind, s.id, t.name, t.role, s.created_at, s.last_seen_at, s.expires_at
@@ -239,8 +238,8 @@ func (p *People) End(ctx context.Context, ref string) (*OpenSession, error) {
 		return nil, kernel.Errf(kernel.CodeNotFound, "session", "no open session %q", ref)
 	}
 	var ended *OpenSession
-	err := p.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		all, err := (&People{DB: tx, TTL: p.TTL, Now: p.Now}).List(ctx)
+	err := p.Service.write(ctx, func(t *kernel.Tx) error {
+		all, err := listIn(t.DB, t.Now.Unix())
 		if err != nil {
 			return err
 		}
@@ -256,11 +255,11 @@ func (p *People) End(ctx context.Context, ref string) (*OpenSession, error) {
 		if ref[0] == 't' {
 			table = "console_sessions"
 		}
-		if err := tx.Exec(`DELETE FROM `+table+` WHERE substr(id, 1, 16) = ?`, ref[1:]).Error; err != nil {
+		if err := t.Exec(`DELETE FROM `+table+` WHERE substr(id, 1, 16) = ?`, ref[1:]).Error; err != nil {
 			return err
 		}
-		return audit(ctx, tx, p.now(), "session.end", ended.Actor, nil,
-			map[string]any{"session": ended.Actor, "role": ended.Role, "since": ended.Since.UTC().Format(time.RFC3339), "reason": "ended by an admin"})
+		return t.Audit("session.end", "session", ended.Actor,
+			map[string]any{"session": ended.Actor, "role": ended.Role, "since": ended.Since.UTC().Format(time.RFC3339), "reason": "ended by an admin"}, nil)
 	})
 	return ended, err
 }

@@ -17,7 +17,7 @@ func TestPeopleSessions(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		t.Parallel()
 		clk := dbtest.NewClock(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
-		p := &People{DB: db, TTL: 2 * time.Hour, Now: clk.Now}
+		p := &People{Service: New(db, Options{Now: clk.Now}), TTL: 2 * time.Hour}
 		ctx := context.Background()
 		alice := &Person{Actor: "user:alice", Name: "alice", Role: RoleAdmin}
 		id, exp, err := p.Open(ctx, alice, "oidc")

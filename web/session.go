@@ -66,7 +66,7 @@ func newSessions(au *auth.Service, secure bool, log *slog.Logger, ttl time.Durat
 		ttl = SessionTTL
 	}
 	return &sessions{auth: au, secure: secure, log: log, ttl: ttl, oidc: oidc,
-		people: &auth.People{DB: au.DB(), TTL: ttl, Now: au.Now}}
+		people: &auth.People{Service: au, TTL: ttl}}
 }
 
 func (s *sessions) signingKey(ctx context.Context) ([]byte, error) {
