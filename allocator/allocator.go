@@ -107,9 +107,6 @@ func New(db *gorm.DB, opts Options) *Allocator {
 // DB exposes the handle for read-only use by other packages (health checks).
 func (a *Allocator) DB() *gorm.DB { return a.db }
 
-// Now is the allocator's clock (tests give it a fake one).
-func (a *Allocator) Now() time.Time { return a.now() }
-
 // Dialect tells which database is behind the allocator.
 func (a *Allocator) Dialect() models.Dialect { return a.dialect }
 
