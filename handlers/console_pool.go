@@ -22,6 +22,9 @@ func (h *Console) allocationsView(c echo.Context, pool string) (views.Allocation
 	if id := IdentityOf(c); id != nil {
 		v.CanAdmin = id.Role.Allows(auth.RoleAdmin)
 	}
+	if p, err := h.A.GetPool(Ctx(c), pool); err == nil {
+		v.Type = string(p.Type)
+	}
 	page, err := h.A.ListAllocations(Ctx(c), pool, allocator.AllocationFilter{OwnerType: v.OwnerType, OwnerID: v.OwnerID,
 		State: v.State, Value: v.Value, Limit: 100, Cursor: v.Cursor})
 	if err != nil {

@@ -147,6 +147,12 @@
   document.addEventListener("DOMContentLoaded", function () { initSort(document); });
   document.addEventListener("htmx:afterSettle", function () { initSort(document); });
 
+  // A row menu closes when the dialog one of its actions opens appears.
+  document.addEventListener("htmx:afterSwap", function (ev) {
+    if (!ev.target || ev.target.id !== "dialog") return;
+    var open = document.querySelectorAll("details.menu[open]");
+    for (var i = 0; i < open.length; i++) open[i].removeAttribute("open");
+  });
   // Row menus close when another opens or on a click elsewhere.
   document.addEventListener("click", function (ev) {
     var open = document.querySelectorAll("details.menu[open]");

@@ -291,3 +291,11 @@ func ShortID(id string) string {
 	}
 	return id[:12] + "…" + id[len(id)-6:]
 }
+
+// Plural is "1 match" or "3 matches".
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return itoa(n) + " " + many
+}

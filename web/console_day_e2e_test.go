@@ -306,3 +306,49 @@ func TestNamesSurviveForceDeleteE2E(t *testing.T) {
 		}
 	})
 }
+
+// TestListsE2E: a viewer's machine list has no "Actions ▾" menu; the
+// search says "matches", never "match(es)"; an IPv6 pool's filter shows
+// an IPv6 example; a row menu closes when the dialog of one of its actions
+// opens; a DPU page links to its host's actions instead of showing the
+// host's buttons.
+func TestListsE2E(t *testing.T) {
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		viewer := newBrowser(t, 1280, 900)
+		signIn(t, viewer, site, auth.RoleViewer)
+		run(t, viewer, "a viewer's machine list", chromedp.Navigate(site.srv.URL+"/machines"), poll(`document.querySelector("table tbody tr") !== null`))
+		if evalJS[bool](t, viewer, `document.querySelector("details.menu") !== null`) {
+			t.Errorf("a viewer sees the rows' Actions ▾ menu")
+		}
+		run(t, viewer, "search with several matches", chromedp.Navigate(site.srv.URL+"/search?q=rack8"), poll(`document.querySelector("#hit-count") !== null`))
+		if txt := evalJS[string](t, viewer, `document.querySelector("#hit-count").innerText`); strings.Contains(txt, "(es)") || !strings.Contains(txt, "matches") {
+			t.Errorf("the search's count says %q", txt)
+		}
+		run(t, viewer, "an IPv6 pool's filter", chromedp.Navigate(site.srv.URL+"/pools/lo-ip-v6"), poll(`document.querySelector("#a-value") !== null`))
+		if ph := evalJS[string](t, viewer, `document.querySelector("#a-value").placeholder`); !strings.Contains(ph, ":") {
+			t.Errorf("the IPv6 pool's filter example is %q", ph)
+		}
+
+		admin := newBrowser(t, 1280, 900)
+		signIn(t, admin, site, auth.RoleAdmin)
+		run(t, admin, "a row's menu, then its force delete",
+			chromedp.Navigate(site.srv.URL+"/machines"),
+			poll(`document.querySelector("details.menu summary") !== null`),
+			chromedp.Evaluate[chromedp.Void](`(() => { const d = [...document.querySelectorAll("details.menu")].find(d => d.querySelector("a[href$='action=force-delete']")); d.querySelector("summary").click(); return true })()`),
+			poll(`document.querySelector("details.menu[open]") !== null`),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector("details.menu[open] a[href$='action=force-delete']").click(), true`),
+			poll(`document.querySelector("dialog[open]") !== null`),
+		)
+		if evalJS[bool](t, admin, `document.querySelector("details.menu[open]") !== null`) {
+			t.Errorf("the row menu stays open behind the dialog")
+		}
+		run(t, admin, "a DPU page", chromedp.Navigate(site.srv.URL+"/machines/"+allocator.DPUMachineID("MT2242X00002")),
+			poll(`document.querySelector("h1") !== null && document.querySelector("h1").innerText.includes("MT2242X00002")`))
+		if evalJS[bool](t, admin, `document.querySelector(".machine-head a[href*='action=']") !== null`) {
+			t.Errorf("the DPU page shows the host's lifecycle buttons")
+		}
+		if !evalJS[bool](t, admin, `document.querySelector("#host-actions a[href^='/machines/`+allocator.HostMachineID("1a:1b:1c:1d:1e:20")+`']") !== null`) {
+			t.Errorf("the DPU page does not link to its host's actions")
+		}
+	})
+}
