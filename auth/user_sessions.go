@@ -161,15 +161,6 @@ type OpenSession struct {
 // List returns every live console session, people's (user:NAME) and API
 // tokens' (console:NAME), most recently used first.
 func (p *People) List(ctx context.Context) ([]OpenSession, error) {
-	type row struct {
-		Kind       string
-		ID         string
-		Name       string
-		Role       string
-		CreatedAt  int64
-		LastSeenAt int64
-		ExpiresAt  int64
-	}
 	var out []OpenSession
 	err := p.Service.read(ctx, func(db *gorm.DB) (err error) {
 		out, err = listIn(db, p.now().Unix())
