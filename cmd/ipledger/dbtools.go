@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,6 +36,8 @@ func newBackupCmd() *cobra.Command {
 				return err
 			} else if t.Dialect == models.Postgres {
 				return models.ErrPostgresBackup
+			} else if err := requireSQLiteFile(t); err != nil {
+				return err
 			}
 			db, _, err := models.Open(c.DatabaseURL)
 			if err != nil {
@@ -101,11 +104,35 @@ func newCheckCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			t, err := models.ParseURL(c.DatabaseURL)
+			if err != nil {
+				return err
+			}
+			if err := requireSQLiteFile(t); err != nil {
+				return err
+			}
 			return runCheck(cmd.Context(), cmd.OutOrStdout(), c.DatabaseURL, cf.output)
 		},
 	}
 	bindFlags(cmd.Flags(), databaseSettings...)
 	return cmd
+}
+
+// requireSQLiteFile refuses an SQLite database whose file does not exist.
+// Opening it would create an empty database (and its -wal and -shm files)
+// where an operator mistyped a path, and `backup` or `check` would then
+// fail with a confusing message about a missing table, having changed the
+// disk.
+func requireSQLiteFile(t models.Target) error {
+	if t.Dialect != models.SQLite {
+		return nil
+	}
+	if _, err := os.Stat(t.Path); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("--database: sqlite:%s: no such database file", t.Path)
+	} else if err != nil {
+		return fmt.Errorf("--database: sqlite:%s: %w", t.Path, err)
+	}
+	return nil
 }
 
 // runCheck opens the database without migrating it, checks it and prints
