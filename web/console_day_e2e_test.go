@@ -352,3 +352,35 @@ func TestListsE2E(t *testing.T) {
 		}
 	})
 }
+
+// TestNoTableScrollsAt1280E2E: at 1280 px no table scrolls sideways inside
+// its frame: the dashboard's recent events, the audit log, an IPv6 pool's
+// ranges, a machine page's history diff.
+func TestNoTableScrollsAt1280E2E(t *testing.T) {
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		// Long values, as a real site has them: full IPv6 addresses in
+		// ranges, a long description and labels edited.
+		actx := allocator.WithActor(context.Background(), "token:continuous-integration-nightly", "")
+		if _, err := site.a.LoadPoolFile(actx, []byte(`
+[pools.tenant-v6]
+type = "ipv6"
+ranges = [
+  { start = "fd00:1234:5678:9abc:def0:1234:5678:1", end = "fd00:1234:5678:9abc:def0:1234:5678:ffff" },
+  { start = "fd00:1234:5678:9abc:def0:1234:5679:0", end = "fd00:1234:5678:9abc:def0:1234:5679:ffff", auto_assign = false },
+]`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := site.a.PatchExpectedMachine(actx, "2a:00:00:00:00:31", []byte(`{"metadata":{"name":"rack8-u01","description":"spine-facing host of the storage cluster, moved from row 7 during the 2026 re-cabling","labels":[{"key":"owner","value":"storage-platform-team@example.com"},{"key":"maintenance-window","value":"sundays-0200-0400-utc"}]}}`), nil); err != nil {
+			t.Fatal(err)
+		}
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, auth.RoleAdmin)
+		for _, p := range []string{"/", "/events", "/pools/tenant-v6", "/machines/" + allocator.HostMachineID("2a:00:00:00:00:31"), "/quarantine"} {
+			run(t, ctx, p, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(site.srv.URL+p), poll(`document.readyState === "complete" && document.querySelector("table") !== null`))
+			wide := evalJS[[]string](t, ctx, `[...document.querySelectorAll(".table-wrap")].filter(w => w.scrollWidth > w.clientWidth + 1).map(w => (w.querySelector("table").id || w.querySelector("table").className) + ": " + w.scrollWidth + " > " + w.clientWidth)`)
+			for _, w := range wide {
+				t.Errorf("at 1280 px %s: a table scrolls sideways: %s", p, w)
+			}
+		}
+	})
+}
