@@ -44,6 +44,10 @@ type Options struct {
 	// Both hooks are fixed at construction: batch goroutines call them
 	// without a lock, so they are never set on a running allocator.
 	OnBatch func(pool string, size int, took time.Duration)
+	// OnCommit, when set, is called after every committed write (the
+	// change feed numbers the write's audit events at once instead of at
+	// its next poll).
+	OnCommit func()
 }
 
 // Allocator is the one path for every write to pool state.
@@ -55,6 +59,7 @@ type Allocator struct {
 	log      *slog.Logger
 	onChange func(pool, action string)
 	onBatch  func(pool string, size int, took time.Duration)
+	onCommit func()
 
 	// qmu guards queues: the automatic allocations waiting per pool for
 	// their batch (group commit, batch.go).
@@ -75,20 +80,13 @@ type Allocator struct {
 	// report batch ran its reports: the set-based path's (the first
 	// plain), then the others.
 	reportOrder func(order []*report, plain int)
-
-	// feed wakes the change feed's sequencer, readers and webhook
-	// deliveries (feed_sequencer.go); onFeedPass counts sequencer passes
-	// (metrics).
-	feed       *feedHub
-	onFeedPass func(events int)
-	hooks      webhookEngine
 }
 
 // New returns an Allocator over a migrated database.
 func New(db *gorm.DB, opts Options) *Allocator {
 	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange,
-		onBatch: opts.OnBatch,
-		queues:  map[string]*allocQueue{}, guesses: map[string]batchGuess{}, feed: newFeedHub()}
+		onBatch: opts.OnBatch, onCommit: opts.OnCommit,
+		queues: map[string]*allocQueue{}, guesses: map[string]batchGuess{}}
 	// Stored times are compared as text on SQLite: keep them all in UTC
 	// whatever zone the caller's clock uses, and in microseconds, as
 	// PostgreSQL stores them, so that the answer to a write shows the same
@@ -163,13 +161,20 @@ func (a *Allocator) writeWith(ctx context.Context, ownConn bool, fn func(t *tx) 
 	if err != nil {
 		return err
 	}
-	a.feedCommitted()
+	a.committed()
 	if a.onChange != nil {
 		for _, c := range last.changes {
 			a.onChange(c.pool, c.action)
 		}
 	}
 	return nil
+}
+
+// committed runs the commit hook after a committed write.
+func (a *Allocator) committed() {
+	if a.onCommit != nil {
+		a.onCommit()
+	}
 }
 
 // read runs fn with a read-only handle, mapping database errors.

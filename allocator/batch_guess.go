@@ -319,7 +319,7 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *ba
 	}
 	guess.advance(sp)
 	batchResults(p, reqs, res, fresh, firstOf, rows)
-	a.feedCommitted()
+	a.committed()
 	if a.onChange != nil {
 		for range rows {
 			a.onChange(p.Name, "allocate")

@@ -266,7 +266,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, guess *batc
 	pgFastBatches.Add(1)
 	guess.learn(p, picks, ranges)
 	batchResults(p, reqs, res, fresh, firstOf, rows)
-	a.feedCommitted()
+	a.committed()
 	if a.onChange != nil {
 		for range rows {
 			a.onChange(p.Name, "allocate")

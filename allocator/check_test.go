@@ -11,8 +11,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // checkSite fills s with a bit of everything the rules look at: address,
@@ -29,7 +31,10 @@ func checkSite(t *testing.T, db *gorm.DB) *lcSite {
 	s.pool("vlan", "integer", rng("100", "199", true), rng("300", "399", false))
 	s.pool("spare", "integer", rng("1000", "1100", false))
 	wantTrue := true
-	if _, err := s.a.CreateWebhook(s.ctx, WebhookSpec{Name: "sink", URL: "http://127.0.0.1:9/", Secret: "check-test-secret-0123", Actions: []string{"*"}, Enabled: &wantTrue}); err != nil {
+	hooks := webhook.New(s.a.DB(), webhook.Options{})
+	fd := feed.New(s.a.DB(), feed.Options{})
+	fd.SetDeliveries(hooks)
+	if _, err := hooks.CreateWebhook(s.ctx, webhook.WebhookSpec{Name: "sink", URL: "http://127.0.0.1:9/", Secret: "check-test-secret-0123", Actions: []string{"*"}, Enabled: &wantTrue}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"pfx", "vlan"} {
@@ -56,7 +61,7 @@ func checkSite(t *testing.T, db *gorm.DB) *lcSite {
 		t.Fatalf("force delete: %v", err)
 	}
 	for {
-		n, err := s.a.SequenceOnce(s.ctx)
+		n, err := fd.SequenceOnce(s.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,36 +2,14 @@ package allocator
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
-
-// Event is one audit event as the API shows it: time, actor, action,
-// object, request id, and the object before and after (secrets redacted
-// when written).
-type Event struct {
-	ID         string          `json:"id"`
-	At         time.Time       `json:"at"`
-	Actor      string          `json:"actor"`
-	Action     string          `json:"action"`
-	ObjectType string          `json:"object_type"`
-	ObjectID   string          `json:"object_id"`
-	RequestID  string          `json:"request_id,omitempty"`
-	Before     json.RawMessage `json:"before"`
-	After      json.RawMessage `json:"after"`
-	// Revision is the event's place in commit order (docs/feed.md); null
-	// for the moment between its commit and its numbering.
-	Revision *int64 `json:"revision"`
-	// Pool and Value name the pool value an allocation event is about
-	// (Pool alone for a pool's own events).
-	Pool  string `json:"pool,omitempty"`
-	Value string `json:"value,omitempty"`
-}
 
 // EventFilter selects audit events; empty fields match everything.
 type EventFilter struct {
@@ -120,21 +98,7 @@ func (a *Allocator) ListEvents(ctx context.Context, f EventFilter) (*EventPage, 
 			page.NextCursor = strconv.FormatInt(rows[i-1].ID, 10)
 			break
 		}
-		page.Items = append(page.Items, eventOut(&r))
+		page.Items = append(page.Items, kernel.EventOut(&r))
 	}
 	return page, nil
-}
-
-func eventOut(r *models.AuditEvent) Event {
-	e := Event{ID: strconv.FormatInt(r.ID, 10), At: r.At.UTC(), Actor: r.Actor, Action: r.Action,
-		ObjectType: r.ObjectType, ObjectID: r.ObjectID, RequestID: r.RequestID, Before: json.RawMessage("null"), After: json.RawMessage("null")}
-	if r.BeforeJSON != nil {
-		e.Before = json.RawMessage(*r.BeforeJSON)
-	}
-	if r.AfterJSON != nil {
-		e.After = json.RawMessage(*r.AfterJSON)
-	}
-	e.Revision = r.Revision
-	e.Pool, e.Value = eventPool(r.ObjectType, r.ObjectID)
-	return e
 }

@@ -438,7 +438,7 @@ func (t *tx) lockEMForEdit(idOrMAC string, ifMatch IfMatch) (*models.ExpectedMac
 	if err != nil {
 		return nil, err
 	}
-	if err := ifMatch.check("ExpectedMachine "+emLabelOf(cur), cur.Version); err != nil {
+	if err := ifMatch.Check("ExpectedMachine "+emLabelOf(cur), cur.Version); err != nil {
 		return nil, err
 	}
 	return cur, nil

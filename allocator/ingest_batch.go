@@ -287,3 +287,11 @@ func reportBatchContext(reqs []*reportReq) (context.Context, context.CancelFunc)
 // transaction (given its number of reports) to exercise the one-by-one
 // fallback.
 var testHookReportBatchFail func(size int) error
+
+// signal wakes ch's receiver without blocking (ch has capacity 1).
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -14,6 +14,10 @@ type (
 	Code  = kernel.Code
 	Error = kernel.Error
 	Actor = kernel.Actor
+	// IfMatch is kernel.IfMatch.
+	IfMatch = kernel.IfMatch
+	// Event is kernel.Event.
+	Event = kernel.Event
 )
 
 const (

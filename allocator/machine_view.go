@@ -6,6 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -204,7 +205,7 @@ func machineHistory(db *gorm.DB, ids []string, em *ExpectedMachine, values []Hel
 	}
 	out := make([]Event, 0, len(rows))
 	for i := range rows {
-		out = append(out, eventOut(&rows[i]))
+		out = append(out, kernel.EventOut(&rows[i]))
 	}
 	return out, nil
 }

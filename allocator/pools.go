@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -20,7 +20,7 @@ const (
 	PoolLoopbackV6 = "lo-ip-v6"
 )
 
-var poolNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var poolNameRE = kernel.PoolNameRE
 
 // PoolSpec is the body of POST /api/v1/pools.
 type PoolSpec struct {

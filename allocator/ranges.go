@@ -143,7 +143,7 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 		if u.Version != nil && *u.Version != row.Version {
 			return Errf(CodeStaleVersion, "version", "range %s is at version %d, not %d", id, row.Version, *u.Version)
 		}
-		if err := u.IfMatch.check("range "+id, row.Version); err != nil {
+		if err := u.IfMatch.Check("range "+id, row.Version); err != nil {
 			return err
 		}
 		before := rangeOut(sp, row)
@@ -244,7 +244,7 @@ func (a *Allocator) RemoveRangeIf(ctx context.Context, pool, id string, m IfMatc
 		if err != nil {
 			return err
 		}
-		if err := m.check("range "+id, row.Version); err != nil {
+		if err := m.Check("range "+id, row.Version); err != nil {
 			return err
 		}
 		if err := t.purgeExpired(p); err != nil {

@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -172,8 +173,9 @@ func TestUpgradeFromEverySchemaVersion(t *testing.T) {
 func upgradeChecks(t *testing.T, db *gorm.DB, from int) {
 	ctx := WithActor(context.Background(), "upgrade", "req-upgrade")
 	a := New(db, Options{})
+	fd := feed.New(db, feed.Options{})
 	for {
-		n, err := a.SequenceOnce(ctx)
+		n, err := fd.SequenceOnce(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,11 +222,11 @@ func upgradeChecks(t *testing.T, db *gorm.DB, from int) {
 		m.NetworkConfig.LoopbackIPv6 == nil || *m.NetworkConfig.LoopbackIPv6 != "fd00:1::1" {
 		t.Errorf("DPU after the upgrade: %+v, %v", m, err)
 	}
-	feed, err := a.ReadFeed(ctx, FeedQuery{After: 0, Limit: 100})
-	if err != nil || len(feed.Items) != 12 {
-		t.Fatalf("feed after the upgrade: %d events, %v; want the 12 stored", len(feed.Items), err)
+	page, err := fd.ReadFeed(ctx, feed.FeedQuery{After: 0, Limit: 100})
+	if err != nil || len(page.Items) != 12 {
+		t.Fatalf("feed after the upgrade: %d events, %v; want the 12 stored", len(page.Items), err)
 	}
-	for i, e := range feed.Items {
+	for i, e := range page.Items {
 		if e.Revision == nil || *e.Revision != int64(i+1) {
 			t.Errorf("event %d has revision %v, want %d", i, e.Revision, i+1)
 		}

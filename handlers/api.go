@@ -21,11 +21,16 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // API serves /api/v1.
 type API struct {
 	A *allocator.Allocator
+	// Feed is the change feed; Hooks the webhooks and their deliveries.
+	Feed  *feed.Feed
+	Hooks *webhook.Service
 	// StreamKeepAlive is the idle interval of the event stream's comment
 	// lines (DefaultStreamKeepAlive when 0).
 	StreamKeepAlive time.Duration

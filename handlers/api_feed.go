@@ -11,13 +11,14 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/feed"
 )
 
 // feedQuery reads the feed's query parameters (docs/feed.md): after,
 // limit, wait, object_type, action, pool. after is required by the caller
 // where it matters.
-func feedQuery(c echo.Context) (allocator.FeedQuery, error) {
-	var q allocator.FeedQuery
+func feedQuery(c echo.Context) (feed.FeedQuery, error) {
+	var q feed.FeedQuery
 	if s := c.QueryParam("after"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
@@ -35,8 +36,8 @@ func feedQuery(c echo.Context) (allocator.FeedQuery, error) {
 		if err != nil || d < 0 {
 			return q, allocator.Errf(allocator.CodeInvalid, "wait", "wait %q must be a duration such as 30s", s)
 		}
-		if d > allocator.MaxFeedWait {
-			return q, allocator.Errf(allocator.CodeInvalid, "wait", "wait %q is longer than %s", s, allocator.MaxFeedWait)
+		if d > feed.MaxFeedWait {
+			return q, allocator.Errf(allocator.CodeInvalid, "wait", "wait %q is longer than %s", s, feed.MaxFeedWait)
 		}
 		q.Wait = d
 	}
@@ -58,7 +59,7 @@ func (h *API) readFeed(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := h.A.ReadFeed(Ctx(c), q)
+	page, err := h.Feed.ReadFeed(Ctx(c), q)
 	if err != nil {
 		return err
 	}
@@ -92,14 +93,14 @@ func (h *API) StreamEvents(c echo.Context) error {
 		}
 		q.After = n
 	case c.QueryParam("after") == "":
-		if q.After, err = h.A.FeedHead(ctx); err != nil {
+		if q.After, err = h.Feed.FeedHead(ctx); err != nil {
 			return err
 		}
 	}
 	// A first read checks the filters while an error can still be an
 	// answer of its own.
 	q.Limit = 100
-	page, err := h.A.ReadFeed(ctx, q)
+	page, err := h.Feed.ReadFeed(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func (h *API) StreamEvents(c echo.Context) error {
 		}
 		q.After = page.NextAfter
 		q.Wait = keepAlive
-		if page, err = h.A.ReadFeed(ctx, q); err != nil || ctx.Err() != nil {
+		if page, err = h.Feed.ReadFeed(ctx, q); err != nil || ctx.Err() != nil {
 			return nil // the client reconnects with Last-Event-ID
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // WebhookBody is the JSON of a webhook create or patch; a pointer is nil
@@ -56,7 +57,7 @@ func (h *API) CreateWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := h.A.CreateWebhook(Ctx(c), allocator.WebhookSpec{Name: *b.Name, URL: *b.URL, Secret: *b.Secret,
+	w, err := h.Hooks.CreateWebhook(Ctx(c), webhook.WebhookSpec{Name: *b.Name, URL: *b.URL, Secret: *b.Secret,
 		Actions: *b.Actions, Pools: pools, Enabled: b.Enabled})
 	if err != nil {
 		return err
@@ -71,7 +72,7 @@ func (h *API) ListWebhooks(c echo.Context) error {
 	if err := OnlyQuery(c); err != nil {
 		return err
 	}
-	ws, err := h.A.ListWebhooks(Ctx(c))
+	ws, err := h.Hooks.ListWebhooks(Ctx(c))
 	if err != nil {
 		return err
 	}
@@ -80,7 +81,7 @@ func (h *API) ListWebhooks(c echo.Context) error {
 
 // GetWebhook: GET /api/v1/webhooks/{id}.
 func (h *API) GetWebhook(c echo.Context) error {
-	w, err := h.A.GetWebhook(Ctx(c), Param(c, "id"))
+	w, err := h.Hooks.GetWebhook(Ctx(c), Param(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,7 @@ func (h *API) PatchWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := h.A.PatchWebhook(Ctx(c), Param(c, "id"), allocator.WebhookPatch{Name: b.Name, URL: b.URL, Secret: b.Secret,
+	w, err := h.Hooks.PatchWebhook(Ctx(c), Param(c, "id"), webhook.WebhookPatch{Name: b.Name, URL: b.URL, Secret: b.Secret,
 		Actions: b.Actions, PoolsSet: set, Pools: pools, Enabled: b.Enabled}, IfMatchOf(c))
 	if err != nil {
 		return err
@@ -110,7 +111,7 @@ func (h *API) PatchWebhook(c echo.Context) error {
 
 // DeleteWebhook: DELETE /api/v1/webhooks/{id} (If-Match honoured).
 func (h *API) DeleteWebhook(c echo.Context) error {
-	if err := h.A.DeleteWebhook(Ctx(c), Param(c, "id"), IfMatchOf(c)); err != nil {
+	if err := h.Hooks.DeleteWebhook(Ctx(c), Param(c, "id"), IfMatchOf(c)); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -126,7 +127,7 @@ func (h *API) ListDeliveries(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := h.A.ListDeliveries(Ctx(c), Param(c, "id"), allocator.DeliveryFilter{State: c.QueryParam("state"), Limit: limit, Cursor: c.QueryParam("cursor")})
+	page, err := h.Hooks.ListDeliveries(Ctx(c), Param(c, "id"), webhook.DeliveryFilter{State: c.QueryParam("state"), Limit: limit, Cursor: c.QueryParam("cursor")})
 	if err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func (h *API) Redeliver(c echo.Context) error {
 	if !ok {
 		return allocator.Errf(allocator.CodeNotFound, "", "unknown action on delivery %q", Param(c, "delivery"))
 	}
-	out, err := h.A.Redeliver(Ctx(c), Param(c, "id"), d)
+	out, err := h.Hooks.Redeliver(Ctx(c), Param(c, "id"), d)
 	if err != nil {
 		return err
 	}

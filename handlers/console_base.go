@@ -14,7 +14,9 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/views"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // Console serves the operator console's pages and fragments (docs/console.md).
@@ -28,6 +30,9 @@ type Console struct {
 	// Auth keeps tokens and sessions (sign-in, the key that seals
 	// console state).
 	Auth *auth.Service
+	// Feed is the change feed; Hooks the webhooks and their deliveries.
+	Feed  *feed.Feed
+	Hooks *webhook.Service
 	// SecureCookies marks the flash cookie Secure (behind TLS).
 	SecureCookies bool
 	// SignIn is what the login page offers.

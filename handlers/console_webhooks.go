@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/views"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // splitList splits a comma- or space-separated form field.
@@ -19,7 +20,7 @@ func splitList(s string) []string {
 // Webhooks: GET /webhooks (admin) — the webhooks and a create form.
 func (h *Console) Webhooks(c echo.Context) error {
 	v := views.WebhooksView{Page: h.page(c, "Webhooks", "webhooks"), Errors: views.Errors{}, Form: views.WebhookForm{Actions: "allocation.*", Enabled: true}}
-	ws, err := h.A.ListWebhooks(Ctx(c))
+	ws, err := h.Hooks.ListWebhooks(Ctx(c))
 	if err != nil {
 		return err
 	}
@@ -33,11 +34,11 @@ func (h *Console) Webhooks(c echo.Context) error {
 func (h *Console) CreateWebhook(c echo.Context) error {
 	form := views.WebhookForm{Name: formValue(c, "name"), URL: formValue(c, "url"), Actions: formValue(c, "actions"),
 		Pools: formValue(c, "pools"), Enabled: c.FormValue("enabled") == "true"}
-	spec := allocator.WebhookSpec{Name: form.Name, URL: form.URL, Secret: c.FormValue("secret"), Actions: splitList(form.Actions), Enabled: &form.Enabled}
+	spec := webhook.WebhookSpec{Name: form.Name, URL: form.URL, Secret: c.FormValue("secret"), Actions: splitList(form.Actions), Enabled: &form.Enabled}
 	if p := splitList(form.Pools); len(p) > 0 {
 		spec.Pools = p
 	}
-	w, err := h.A.CreateWebhook(Ctx(c), spec)
+	w, err := h.Hooks.CreateWebhook(Ctx(c), spec)
 	if err != nil {
 		if !isFormError(err) {
 			return err
@@ -50,7 +51,7 @@ func (h *Console) CreateWebhook(c echo.Context) error {
 			}
 			v.Errors[f] = m
 		}
-		if v.Webhooks, err = h.A.ListWebhooks(Ctx(c)); err != nil {
+		if v.Webhooks, err = h.Hooks.ListWebhooks(Ctx(c)); err != nil {
 			return err
 		}
 		return render(c, formStatus(err), views.WebhooksPage(v))
@@ -61,12 +62,12 @@ func (h *Console) CreateWebhook(c echo.Context) error {
 // Webhook: GET /webhooks/{id} (admin) — the webhook and its delivery log
 // (?state=, ?cursor=).
 func (h *Console) Webhook(c echo.Context) error {
-	w, err := h.A.GetWebhook(Ctx(c), Param(c, "id"))
+	w, err := h.Hooks.GetWebhook(Ctx(c), Param(c, "id"))
 	if err != nil {
 		return err
 	}
 	v := views.WebhookView{Page: h.page(c, "Webhook "+w.Name, "webhooks"), Webhook: *w, State: c.QueryParam("state")}
-	page, err := h.A.ListDeliveries(Ctx(c), w.ID, allocator.DeliveryFilter{State: v.State, Limit: 100, Cursor: c.QueryParam("cursor")})
+	page, err := h.Hooks.ListDeliveries(Ctx(c), w.ID, webhook.DeliveryFilter{State: v.State, Limit: 100, Cursor: c.QueryParam("cursor")})
 	if err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func (h *Console) Webhook(c echo.Context) error {
 // delivery).
 func (h *Console) RedeliverWebhook(c echo.Context) error {
 	id, delivery := Param(c, "id"), formValue(c, "delivery")
-	d, err := h.A.Redeliver(Ctx(c), id, delivery)
+	d, err := h.Hooks.Redeliver(Ctx(c), id, delivery)
 	if err != nil {
 		if isFormError(err) {
 			e, _ := allocator.AsError(err)
@@ -91,7 +92,7 @@ func (h *Console) RedeliverWebhook(c echo.Context) error {
 
 // DeleteWebhook: POST /webhooks/{id}/delete (admin).
 func (h *Console) DeleteWebhook(c echo.Context) error {
-	if err := h.A.DeleteWebhook(Ctx(c), Param(c, "id"), nil); err != nil {
+	if err := h.Hooks.DeleteWebhook(Ctx(c), Param(c, "id"), nil); err != nil {
 		if isFormError(err) {
 			e, _ := allocator.AsError(err)
 			return h.redirect(c, "/webhooks", "bad", e.Message)
@@ -104,7 +105,7 @@ func (h *Console) DeleteWebhook(c echo.Context) error {
 // ConfirmDeleteWebhook: GET /webhooks/{id}/delete (admin) — the
 // confirmation of DeleteWebhook, saying how many deliveries go with it.
 func (h *Console) ConfirmDeleteWebhook(c echo.Context) error {
-	w, err := h.A.GetWebhook(Ctx(c), Param(c, "id"))
+	w, err := h.Hooks.GetWebhook(Ctx(c), Param(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func (h *Console) ConfirmDeleteWebhook(c echo.Context) error {
 
 // EditWebhook: GET /webhooks/{id}/edit (admin) — the edit form.
 func (h *Console) EditWebhook(c echo.Context) error {
-	w, err := h.A.GetWebhook(Ctx(c), Param(c, "id"))
+	w, err := h.Hooks.GetWebhook(Ctx(c), Param(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func (h *Console) SaveWebhook(c echo.Context) error {
 		return allocator.Errf(allocator.CodeInvalid, "version", "version %q: the form must carry the webhook's version (reload the page)", c.FormValue("version"))
 	}
 	enabled := c.FormValue("enabled") == "true"
-	p := allocator.WebhookPatch{Enabled: &enabled}
+	p := webhook.WebhookPatch{Enabled: &enabled}
 	form := views.WebhookForm{Name: formValue(c, "name"), URL: formValue(c, "url"), Actions: formValue(c, "actions"),
 		Pools: formValue(c, "pools"), Enabled: enabled}
 	if c.FormValue("only_enabled") != "true" {
@@ -154,7 +155,7 @@ func (h *Console) SaveWebhook(c echo.Context) error {
 			p.Secret = &s
 		}
 	}
-	w, err := h.A.PatchWebhook(Ctx(c), id, p, allocator.IfMatch{version})
+	w, err := h.Hooks.PatchWebhook(Ctx(c), id, p, allocator.IfMatch{version})
 	if err == nil {
 		msg := "Webhook " + w.Name + " saved."
 		if c.FormValue("only_enabled") == "true" {

@@ -13,7 +13,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // WebhookForm is the create form, as typed (the secret is never echoed).
@@ -25,7 +25,7 @@ type WebhookForm struct {
 // WebhooksView is the webhooks page (admin).
 type WebhooksView struct {
 	Page
-	Webhooks []allocator.Webhook
+	Webhooks []webhook.Webhook
 	Form     WebhookForm
 	Errors   Errors
 }
@@ -33,9 +33,9 @@ type WebhooksView struct {
 // WebhookView is one webhook with its delivery log.
 type WebhookView struct {
 	Page
-	Webhook    allocator.Webhook
+	Webhook    webhook.Webhook
 	State      string
-	Deliveries []allocator.Delivery
+	Deliveries []webhook.Delivery
 	Next       string
 }
 

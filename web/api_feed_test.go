@@ -15,12 +15,16 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // feedEnv is a server with a running feed, an admin and a viewer token.
 type feedEnv struct {
 	a      *allocator.Allocator
+	feed   *feed.Feed
+	hooks  *webhook.Service
 	srv    *httptest.Server
 	h      http.Handler
 	admin  string
@@ -28,9 +32,12 @@ type feedEnv struct {
 }
 
 func newFeedEnv(t *testing.T, db *gorm.DB) *feedEnv {
-	a := allocator.New(db, allocator.Options{})
-	au := auth.New(a.DB(), auth.Options{})
-	e := &feedEnv{a: a, admin: "feed-test-admin-token"}
+	fd := feed.New(db, feed.Options{})
+	hooks := webhook.New(db, webhook.Options{OnCommit: fd.Committed})
+	fd.SetDeliveries(hooks)
+	a := allocator.New(db, allocator.Options{OnCommit: fd.Committed})
+	au := auth.New(a.DB(), auth.Options{OnCommit: fd.Committed})
+	e := &feedEnv{a: a, feed: fd, hooks: hooks, admin: "feed-test-admin-token"}
 	ctx := context.Background()
 	if _, err := au.EnsureAdminToken(ctx, e.admin); err != nil {
 		t.Fatal(err)
@@ -40,9 +47,9 @@ func newFeedEnv(t *testing.T, db *gorm.DB) *feedEnv {
 		t.Fatal(err)
 	}
 	e.viewer = v
-	e.h = New(Config{Allocator: a, StreamKeepAlive: 100 * time.Millisecond}).Handler()
+	e.h = New(Config{Allocator: a, Feed: fd, Webhooks: hooks, StreamKeepAlive: 100 * time.Millisecond}).Handler()
 	fctx, cancel := context.WithCancel(ctx)
-	done := a.RunFeed(fctx, allocator.FeedOptions{Poll: 50 * time.Millisecond})
+	done := fd.RunFeed(fctx, feed.FeedOptions{Poll: 50 * time.Millisecond})
 	t.Cleanup(func() { cancel(); <-done })
 	e.srv = httptest.NewServer(e.h)
 	t.Cleanup(e.srv.Close)
@@ -87,11 +94,11 @@ func decodeFeed(t *testing.T, b []byte) feedPage {
 }
 
 // waitHead waits until the feed's head reaches the stored events.
-func waitNumbered(t *testing.T, a *allocator.Allocator) {
+func waitNumbered(t *testing.T, fd *feed.Feed) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n, _, err := a.FeedLag(context.Background())
+		n, _, err := fd.Lag(context.Background())
 		if err == nil && n == 0 {
 			return
 		}
@@ -111,7 +118,7 @@ func TestFeedAPI(t *testing.T) {
 		e.must(t, "POST", "/api/v1/pools/fa/allocations", `{"owner_type":"machine","owner_id":"m1"}`, 201)
 		e.must(t, "POST", "/api/v1/pools/fb/allocations", `{"owner_type":"machine","owner_id":"m1"}`, 201)
 		e.must(t, "DELETE", "/api/v1/pools/fb/allocations/10.0.0.1?owner_type=machine&owner_id=m1", "", 204)
-		waitNumbered(t, e.a)
+		waitNumbered(t, e.feed)
 
 		code, b := e.call(t, "GET", "/api/v1/events?after=0", e.viewer, "")
 		if code != 200 {
@@ -213,7 +220,7 @@ func TestFeedLongPoll(t *testing.T) {
 		e := newFeedEnv(t, db)
 		e.must(t, "POST", "/api/v1/pools", `{"name":"la","type":"integer","ranges":[{"first":"1","last":"9"}]}`, 201)
 		e.must(t, "POST", "/api/v1/pools", `{"name":"lb","type":"integer","ranges":[{"first":"1","last":"9"}]}`, 201)
-		waitNumbered(t, e.a)
+		waitNumbered(t, e.feed)
 		head := decodeFeed(t, e.must(t, "GET", "/api/v1/events?after=0", "", 200)).NextAfter
 		type res struct {
 			code int
@@ -257,7 +264,7 @@ func TestEventStream(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newFeedEnv(t, db)
 		e.must(t, "POST", "/api/v1/pools", `{"name":"sa","type":"integer","ranges":[{"first":"1","last":"9"}]}`, 201)
-		waitNumbered(t, e.a)
+		waitNumbered(t, e.feed)
 		open := func(query, lastID string) (*bufio.Reader, func()) {
 			ctx, cancel := context.WithCancel(context.Background())
 			req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/api/v1/events:stream"+query, nil)
@@ -331,7 +338,7 @@ func TestFeedMetrics(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newFeedEnv(t, db)
 		e.must(t, "POST", "/api/v1/webhooks", `{"name":"m1","url":"http://127.0.0.1:9/","secret":"metrics-secret-0123456789","actions":["*"]}`, 201)
-		waitNumbered(t, e.a)
+		waitNumbered(t, e.feed)
 		code, b := e.call(t, "GET", "/metrics", "", "")
 		for _, want := range []string{"ipledger_feed_lag_events 0", "ipledger_feed_lag_seconds 0", "ipledger_feed_head_revision ",
 			`ipledger_webhook_deliveries_total{outcome="delivered"} 0`, `ipledger_webhook_queue_depth{webhook="m1"} `, "ipledger_feed_pass_events_count "} {

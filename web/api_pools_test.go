@@ -31,7 +31,7 @@ func newPoolAPI(t *testing.T, db *gorm.DB) *poolAPI {
 	t.Helper()
 	metrics := web.NewMetrics(nil)
 	a := allocator.New(db, metrics.AllocatorOptions(allocator.Options{}))
-	au := auth.New(db, auth.Options{OnCommit: a.Committed})
+	au := auth.New(db, auth.Options{})
 	srv := web.New(web.Config{Allocator: a, Auth: au, Metrics: metrics, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx := context.Background()
 	p := &poolAPI{t: t, db: db, h: srv.Handler(), admin: "admin-token-0123456789"}

@@ -100,7 +100,7 @@ func TestWebhookAPI(t *testing.T) {
 		call("POST", "/api/v1/webhooks/"+w.ID+"/deliveries/nope:redeliver", e.admin, "", 404)
 		call("GET", "/api/v1/webhooks/999", e.admin, "", 404)
 		call("GET", "/api/v1/webhooks/abc", e.admin, "", 404)
-		waitNumbered(t, e.a)
+		waitNumbered(t, e.feed)
 		call("GET", "/api/v1/events?after=0&object_type=webhook", e.viewer, "", 200)
 		call("GET", "/api/v1/events", e.viewer, "", 200)
 		call("DELETE", "/api/v1/webhooks/"+w.ID, e.admin, "", 204)

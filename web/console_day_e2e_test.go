@@ -13,6 +13,7 @@ import (
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // eachDialect runs the browser test body on a believable site (see
@@ -170,7 +171,7 @@ func TestMessagesNameMachinesE2E(t *testing.T) {
 // from the console, and the page's form fields are styled like the rest.
 func TestWebhookCareE2E(t *testing.T) {
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
-		w, err := site.a.CreateWebhook(context.Background(), allocator.WebhookSpec{Name: "controller", URL: "http://127.0.0.1:9/hook",
+		w, err := site.hooks.CreateWebhook(context.Background(), webhook.WebhookSpec{Name: "controller", URL: "http://127.0.0.1:9/hook",
 			Secret: "0123456789abcdef0123", Actions: []string{"allocation.*"}})
 		if err != nil {
 			t.Fatal(err)
@@ -189,7 +190,7 @@ func TestWebhookCareE2E(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`dialog[open] [data-close-dialog]`)),
 			poll(`document.querySelector("dialog[open]") === null`),
 		)
-		if _, err := site.a.GetWebhook(context.Background(), w.ID); err != nil {
+		if _, err := site.hooks.GetWebhook(context.Background(), w.ID); err != nil {
 			t.Fatalf("the webhook is gone after one click and a cancel: %v", err)
 		}
 		run(t, ctx, "edit the webhook",
@@ -203,7 +204,7 @@ func TestWebhookCareE2E(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`#webhook-toggle`)),
 			poll(`document.querySelector("#flash") !== null && document.querySelector("#flash").innerText.includes("disabled")`),
 		)
-		got, err := site.a.GetWebhook(context.Background(), w.ID)
+		got, err := site.hooks.GetWebhook(context.Background(), w.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +217,7 @@ func TestWebhookCareE2E(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`dialog[open] button[type=submit]`)),
 			poll(`location.pathname === "/webhooks"`),
 		)
-		if _, err := site.a.GetWebhook(context.Background(), w.ID); err == nil {
+		if _, err := site.hooks.GetWebhook(context.Background(), w.ID); err == nil {
 			t.Errorf("the webhook survived its confirmed delete")
 		}
 	})

@@ -802,7 +802,7 @@ func TestConsoleSessionSlides(t *testing.T) {
 		clock := dbtest.NewClock(time.Now().UTC())
 		advance := clock.Advance
 		a := allocator.New(db, allocator.Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		au := auth.New(db, auth.Options{Now: clock.Now, OnCommit: a.Committed})
+		au := auth.New(db, auth.Options{Now: clock.Now})
 		srv := newHTTPTest(t, web.New(web.Config{Allocator: a, Auth: au, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 		tok, err := au.CreateToken(context.Background(), "noc", auth.RoleViewer, "")
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // consoleSite is a server under test with one token per role.
@@ -26,6 +27,7 @@ type consoleSite struct {
 	t      testing.TB
 	a      *allocator.Allocator
 	auth   *auth.Service
+	hooks  *webhook.Service
 	srv    *httptest.Server
 	tokens map[auth.Role]string
 }
@@ -33,11 +35,12 @@ type consoleSite struct {
 func newConsoleSite(t testing.TB, db *gorm.DB) *consoleSite {
 	t.Helper()
 	a := allocator.New(db, allocator.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	au := auth.New(db, auth.Options{OnCommit: a.Committed})
-	s := web.New(web.Config{Allocator: a, Auth: au, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	au := auth.New(db, auth.Options{})
+	hooks := webhook.New(db, webhook.Options{})
+	s := web.New(web.Config{Allocator: a, Auth: au, Webhooks: hooks, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	site := &consoleSite{t: t, a: a, auth: au, srv: srv, tokens: map[auth.Role]string{}}
+	site := &consoleSite{t: t, a: a, auth: au, hooks: hooks, srv: srv, tokens: map[auth.Role]string{}}
 	for _, r := range []auth.Role{auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin} {
 		tok, err := au.CreateToken(context.Background(), "test-"+string(r), r, "")
 		if err != nil {

@@ -12,7 +12,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // The webhooks console page (admin): the nav link only for admins, a
@@ -26,8 +28,8 @@ func TestConsoleWebhooks(t *testing.T) {
 		defer recv.Close()
 		ctx, cancel := contextWithCancel()
 		defer cancel()
-		fd := env.a.RunFeed(ctx, allocator.FeedOptions{Poll: 20 * time.Millisecond})
-		hd := env.a.RunWebhooks(ctx, allocator.WebhookOptions{BackoffBase: time.Hour, Poll: 20 * time.Millisecond})
+		fd := env.feed.RunFeed(ctx, feed.FeedOptions{Poll: 20 * time.Millisecond})
+		hd := env.hooks.Run(ctx, webhook.WebhookOptions{BackoffBase: time.Hour, Poll: 20 * time.Millisecond})
 		defer func() { cancel(); <-fd; <-hd }()
 		cookies, csrf := env.login(env.tok.admin)
 		page := env.do(secReq{method: "GET", path: "/", cookies: cookies})
@@ -71,8 +73,8 @@ func TestConsoleWebhooks(t *testing.T) {
 		if !strings.Contains(view, "answered 503") || !strings.Contains(view, "pool.create") || strings.Contains(view, secret) {
 			t.Fatalf("delivery log: %s", view)
 		}
-		hooks, _ := env.a.ListWebhooks(ctx)
-		page1, _ := env.a.ListDeliveries(ctx, hooks[0].ID, allocator.DeliveryFilter{})
+		hooks, _ := env.hooks.ListWebhooks(ctx)
+		page1, _ := env.hooks.ListDeliveries(ctx, hooks[0].ID, webhook.DeliveryFilter{})
 		rec = post(hookURL+"/redeliver", url.Values{"delivery": {page1.Items[0].DeliveryID}})
 		if rec.Code != http.StatusSeeOther {
 			t.Fatalf("redeliver: %d %s", rec.Code, rec.Body)

@@ -67,7 +67,7 @@ func newSSOSiteWith(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer, id w
 	o := auth.NewOIDC(auth.OIDCConfig{Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret,
 		ExternalURL: srv.URL, Roles: auth.NewRoleMap([]string{"ipam-admins"}, []string{"ipam-operators"}, []string{"noc"}), Log: log})
 	a := allocator.New(db, allocator.Options{Logger: log})
-	au := auth.New(db, auth.Options{Logger: log, OnCommit: a.Committed})
+	au := auth.New(db, auth.Options{Logger: log})
 	id.OIDC = o
 	s := web.New(web.Config{Allocator: a, Auth: au, Logger: log, Identity: id})
 	mu.Lock()

@@ -51,7 +51,7 @@ func newTLSSite(t *testing.T, db *gorm.DB) *tlsSite {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := allocator.New(db, allocator.Options{Logger: log})
-	au := auth.New(db, auth.Options{Logger: log, OnCommit: a.Committed})
+	au := auth.New(db, auth.Options{Logger: log})
 	admin := "tls-test-admin-token-0123456789"
 	if _, err := au.EnsureAdminToken(context.Background(), admin); err != nil {
 		t.Fatal(err)

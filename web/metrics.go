@@ -12,6 +12,8 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/buildinfo"
+	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // Metrics are the server's Prometheus metrics. The allocator's change and
@@ -88,9 +90,9 @@ func (m *Metrics) AllocatorOptions(o allocator.Options) allocator.Options {
 
 // watch adds the per-pool gauges read from a at each scrape, and the
 // change feed's and webhooks' metrics (metrics_feed.go).
-func (m *metrics) watch(a *allocator.Allocator) {
+func (m *metrics) watch(a *allocator.Allocator, fd *feed.Feed, wh *webhook.Service) {
 	m.reg.MustRegister(&poolCollector{a: a})
-	registerFeedMetrics(m.reg, a)
+	registerFeedMetrics(m.reg, fd, wh)
 }
 
 // Count is the allocator's OnChange hook.

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/webhook"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/ipledger/ipledger/allocator"
 )
 
 // Change feed and webhook metrics (docs/feed.md): the feed's lag behind
@@ -28,7 +28,7 @@ type feedMetrics struct {
 	passes     prometheus.Histogram
 }
 
-func registerFeedMetrics(reg *prometheus.Registry, a *allocator.Allocator) {
+func registerFeedMetrics(reg *prometheus.Registry, fd *feed.Feed, wh *webhook.Service) {
 	m := &feedMetrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ipledger_webhook_deliveries_total",
@@ -43,12 +43,15 @@ func registerFeedMetrics(reg *prometheus.Registry, a *allocator.Allocator) {
 	for _, o := range []string{"delivered", "retry", "failed"} {
 		m.deliveries.WithLabelValues(o)
 	}
-	a.SetOnDelivery(func(outcome string) { m.deliveries.WithLabelValues(outcome).Inc() })
-	a.SetOnFeedPass(func(n int) { m.passes.Observe(float64(n)) })
-	reg.MustRegister(m.deliveries, m.passes, &feedCollector{a: a})
+	wh.SetOnDelivery(func(outcome string) { m.deliveries.WithLabelValues(outcome).Inc() })
+	fd.SetOnPass(func(n int) { m.passes.Observe(float64(n)) })
+	reg.MustRegister(m.deliveries, m.passes, &feedCollector{feed: fd, webhooks: wh})
 }
 
-type feedCollector struct{ a *allocator.Allocator }
+type feedCollector struct {
+	feed     *feed.Feed
+	webhooks *webhook.Service
+}
 
 func (c *feedCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- feedLagEventsDesc
@@ -60,14 +63,14 @@ func (c *feedCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *feedCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if n, age, err := c.a.FeedLag(ctx); err == nil {
+	if n, age, err := c.feed.Lag(ctx); err == nil {
 		ch <- prometheus.MustNewConstMetric(feedLagEventsDesc, prometheus.GaugeValue, float64(n))
 		ch <- prometheus.MustNewConstMetric(feedLagSecondsDesc, prometheus.GaugeValue, age.Seconds())
 	}
-	if h, err := c.a.FeedHead(ctx); err == nil {
+	if h, err := c.feed.FeedHead(ctx); err == nil {
 		ch <- prometheus.MustNewConstMetric(feedHeadDesc, prometheus.GaugeValue, float64(h))
 	}
-	if qs, err := c.a.WebhookQueues(ctx); err == nil {
+	if qs, err := c.webhooks.WebhookQueues(ctx); err == nil {
 		for _, q := range qs {
 			ch <- prometheus.MustNewConstMetric(webhookQueueDesc, prometheus.GaugeValue, float64(q.Pending), q.Name)
 		}

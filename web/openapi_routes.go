@@ -6,6 +6,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/cni"
 	"github.com/ipledger/ipledger/handlers"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // Body types of the OpenAPI document for answers and requests that the
@@ -102,19 +103,19 @@ var apiDocs = map[string]apiDoc{
 		Query: []string{"after: revision to start after (default: the current head)", "object_type: e.g. allocation", "action: exact action, prefix such as allocation.*, or *", "pool: pool name"},
 		OK:    200, Errors: []int{422}},
 	"GET /webhooks": {Summary: "List webhooks (admin; secrets never shown)", OK: 200, OKBody: struct {
-		Items []allocator.Webhook `json:"items"`
+		Items []webhook.Webhook `json:"items"`
 	}{}},
 	"POST /webhooks": {Summary: "Create a webhook (docs/feed.md)", Body: handlers.WebhookBody{},
 		Example: `{"name": "vpc", "url": "https://vpc-ctl.example/ipledger", "secret": "a-long-random-secret", "actions": ["allocation.*"], "pools": ["lo-ip"]}`,
-		OK:      201, OKBody: allocator.Webhook{}, Errors: []int{400, 409, 413, 422}, ETag: true, Location: true},
-	"GET /webhooks/:id": {Summary: "Read a webhook", OK: 200, OKBody: allocator.Webhook{}, Errors: []int{404}, ETag: true},
+		OK:      201, OKBody: webhook.Webhook{}, Errors: []int{400, 409, 413, 422}, ETag: true, Location: true},
+	"GET /webhooks/:id": {Summary: "Read a webhook", OK: 200, OKBody: webhook.Webhook{}, Errors: []int{404}, ETag: true},
 	"PATCH /webhooks/:id": {Summary: "Change the members given (pools: null is every pool)", Body: handlers.WebhookBody{},
-		Example: `{"enabled": false}`, OK: 200, OKBody: allocator.Webhook{}, Errors: []int{400, 404, 409, 412, 413, 422}, ETag: true, IfMatch: true},
+		Example: `{"enabled": false}`, OK: 200, OKBody: webhook.Webhook{}, Errors: []int{400, 404, 409, 412, 413, 422}, ETag: true, IfMatch: true},
 	"DELETE /webhooks/:id": {Summary: "Delete a webhook and its queue", OK: 204, Errors: []int{404, 412}, IfMatch: true},
 	"GET /webhooks/:id/deliveries": {Summary: "The delivery log, newest first",
-		Query: query("state: pending, delivered or failed"), OK: 200, OKBody: allocator.DeliveryPage{}, Errors: []int{404, 422}},
+		Query: query("state: pending, delivered or failed"), OK: 200, OKBody: webhook.DeliveryPage{}, Errors: []int{404, 422}},
 	"POST /webhooks/:id/deliveries/:delivery": {Path: "/webhooks/{id}/deliveries/{delivery}:redeliver", ID: "redeliverWebhookDelivery",
-		Summary: "Queue a delivery again (same delivery id)", OK: 200, OKBody: allocator.Delivery{}, Errors: []int{404}},
+		Summary: "Queue a delivery again (same delivery id)", OK: 200, OKBody: webhook.Delivery{}, Errors: []int{404}},
 	"POST /site-explorer/reports": {Summary: "A site-explorer report: ingest the host and its DPUs, assign loopbacks",
 		Body: allocator.ReportSpec{}, Example: `{"bmc_mac_address": "0a:00:00:00:09:01", "chassis_serial_number": "CHS-1", "dpus": [{"serial_number": "MT2309X00011"}]}`,
 		OK: 200, OKBody: allocator.IngestResult{}, Errors: []int{400, 409, 413, 422}},

@@ -35,8 +35,10 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // publicRoutes are the routes that need no token or session (docs/api.md:
@@ -62,13 +64,17 @@ var publicRoutes = map[string]bool{
 type secTokens struct{ admin, operator, viewer string }
 
 type secEnv struct {
-	t    *testing.T
-	a    *allocator.Allocator
-	db   *gorm.DB
-	srv  *Server
-	h    http.Handler
-	tok  secTokens
-	logs *syncBuffer
+	t *testing.T
+	a *allocator.Allocator
+	// feed and hooks are the server's change feed and webhooks (their
+	// workers run only where a test starts them).
+	feed  *feed.Feed
+	hooks *webhook.Service
+	db    *gorm.DB
+	srv   *Server
+	h     http.Handler
+	tok   secTokens
+	logs  *syncBuffer
 }
 
 type syncBuffer struct {
@@ -93,9 +99,12 @@ func newSecEnv(t *testing.T, db *gorm.DB) *secEnv {
 	ctx := context.Background()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a := allocator.New(db, allocator.Options{Logger: log})
+	fd := feed.New(db, feed.Options{Logger: log})
+	hooks := webhook.New(db, webhook.Options{Logger: log, OnCommit: fd.Committed})
+	fd.SetDeliveries(hooks)
+	a := allocator.New(db, allocator.Options{Logger: log, OnCommit: fd.Committed})
 	au := auth.New(a.DB(), auth.Options{})
-	env := &secEnv{t: t, a: a, db: db, logs: logs}
+	env := &secEnv{t: t, a: a, feed: fd, hooks: hooks, db: db, logs: logs}
 	var err error
 	env.tok.admin = "sec-admin-" + auth.NewTokenValue()
 	if _, err = au.EnsureAdminToken(ctx, env.tok.admin); err != nil {
@@ -107,7 +116,7 @@ func newSecEnv(t *testing.T, db *gorm.DB) *secEnv {
 	if env.tok.viewer, err = au.CreateToken(ctx, "sec-viewer", auth.RoleViewer, ""); err != nil {
 		t.Fatal(err)
 	}
-	env.srv = New(Config{Allocator: a, Logger: log})
+	env.srv = New(Config{Allocator: a, Feed: fd, Webhooks: hooks, Logger: log})
 	env.h = env.srv.Handler()
 	return env
 }

@@ -19,7 +19,9 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/handlers"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // Config is what the server is built from.
@@ -27,8 +29,15 @@ type Config struct {
 	Allocator *allocator.Allocator
 	// Auth keeps API tokens and console sessions; nil makes one over the
 	// allocator's database.
-	Auth   *auth.Service
-	Logger *slog.Logger
+	Auth *auth.Service
+	// Feed is the change feed and Webhooks the webhooks, wired to each
+	// other and to every writer's commit hook by the caller; nil makes
+	// them over the allocator's database (a feed made here queues the
+	// deliveries of Webhooks). Their workers run only where RunFeed and
+	// Run are called: serve starts them.
+	Feed     *feed.Feed
+	Webhooks *webhook.Service
+	Logger   *slog.Logger
 	// Registry receives the server's metrics; nil makes a fresh one.
 	// Ignored when Metrics is set.
 	Registry *prometheus.Registry
@@ -91,8 +100,15 @@ func New(cfg Config) *Server {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(cfg.Registry)
 	}
+	if cfg.Webhooks == nil {
+		cfg.Webhooks = webhook.New(cfg.Allocator.DB(), webhook.Options{Logger: cfg.Logger})
+	}
+	if cfg.Feed == nil {
+		cfg.Feed = feed.New(cfg.Allocator.DB(), feed.Options{Logger: cfg.Logger})
+		cfg.Feed.SetDeliveries(cfg.Webhooks)
+	}
 	if cfg.Auth == nil {
-		cfg.Auth = auth.New(cfg.Allocator.DB(), auth.Options{Logger: cfg.Logger, OnCommit: cfg.Allocator.Committed})
+		cfg.Auth = auth.New(cfg.Allocator.DB(), auth.Options{Logger: cfg.Logger, OnCommit: cfg.Feed.Committed})
 	}
 	cfg.Registry = cfg.Metrics.reg
 	if cfg.RequestTimeout == 0 {
@@ -107,9 +123,9 @@ func New(cfg Config) *Server {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	s := &Server{e: e, a: cfg.Allocator, auth: cfg.Auth, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator, StreamKeepAlive: cfg.StreamKeepAlive}, cfg: cfg}
+	s := &Server{e: e, a: cfg.Allocator, auth: cfg.Auth, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator, Feed: cfg.Feed, Hooks: cfg.Webhooks, StreamKeepAlive: cfg.StreamKeepAlive}, cfg: cfg}
 	s.metrics = cfg.Metrics
-	s.metrics.watch(cfg.Allocator)
+	s.metrics.watch(cfg.Allocator, cfg.Feed, cfg.Webhooks)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(sanitizeRequestID)
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
@@ -203,7 +219,7 @@ func (s *Server) timeout(next echo.HandlerFunc) echo.HandlerFunc {
 				// An event stream lasts as long as its reader.
 				return next(c)
 			case p == "/api/v1/events" && c.QueryParams().Has("wait"):
-				limit += allocator.MaxFeedWait // a long poll waits first
+				limit += feed.MaxFeedWait // a long poll waits first
 			case isBulk(c.Request().Method, p):
 				limit = s.cfg.BulkTimeout
 			}

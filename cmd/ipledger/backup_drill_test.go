@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -53,7 +54,7 @@ func TestBackupDrill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := a.SequenceOnce(ctx); err != nil {
+	if _, err := feed.New(a.DB(), feed.Options{}).SequenceOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -95,7 +96,7 @@ func TestBackupDrill(t *testing.T) {
 	// The sequencer runs as in a server, so revisions keep being numbered
 	// while the copy is taken.
 	feedCtx, feedStop := context.WithCancel(context.Background())
-	feedDone := a.RunFeed(feedCtx, allocator.FeedOptions{})
+	feedDone := feed.New(a.DB(), feed.Options{}).RunFeed(feedCtx, feed.FeedOptions{})
 	select {
 	case <-first:
 	case err := <-errs:

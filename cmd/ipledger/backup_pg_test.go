@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -50,7 +51,7 @@ func TestPostgresDumpRestoreCheck(t *testing.T) {
 		}
 		held[owner] = al.Value
 	}
-	if _, err := a.SequenceOnce(ctx); err != nil {
+	if _, err := feed.New(a.DB(), feed.Options{}).SequenceOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 

@@ -19,26 +19,31 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // feedCLIServer is a server with a running feed and webhook engine.
 func feedCLIServer(t *testing.T, db *gorm.DB) (*allocator.Allocator, string, string) {
 	t.Helper()
-	a := allocator.New(db, allocator.Options{})
-	au := auth.New(a.DB(), auth.Options{})
+	fd := feed.New(db, feed.Options{})
+	hooks := webhook.New(db, webhook.Options{OnCommit: fd.Committed})
+	fd.SetDeliveries(hooks)
+	a := allocator.New(db, allocator.Options{OnCommit: fd.Committed})
+	au := auth.New(a.DB(), auth.Options{OnCommit: fd.Committed})
 	ctx := context.Background()
 	const tok = "cli-feed-admin-token-0001"
 	if _, err := au.EnsureAdminToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
-	h := web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler()
+	h := web.New(web.Config{Allocator: a, Feed: fd, Webhooks: hooks, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler()
 	fctx, cancel := context.WithCancel(ctx)
-	fd := a.RunFeed(fctx, allocator.FeedOptions{Poll: 50 * time.Millisecond})
-	hd := a.RunWebhooks(fctx, allocator.WebhookOptions{BackoffBase: time.Millisecond, Poll: 20 * time.Millisecond})
+	fdone := fd.RunFeed(fctx, feed.FeedOptions{Poll: 50 * time.Millisecond})
+	hdone := hooks.Run(fctx, webhook.WebhookOptions{BackoffBase: time.Millisecond, Poll: 20 * time.Millisecond})
 	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); cancel(); <-fd; <-hd })
+	t.Cleanup(func() { srv.Close(); cancel(); <-fdone; <-hdone })
 	return a, srv.URL, tok
 }
 
@@ -178,7 +183,7 @@ func TestWebhookCLI(t *testing.T) {
 		if err != nil {
 			t.Fatalf("create: %v %s", err, out)
 		}
-		var w allocator.Webhook
+		var w webhook.Webhook
 		if err := json.Unmarshal([]byte(out), &w); err != nil || w.Name != "ctl" || strings.Contains(out, secret) {
 			t.Fatalf("create printed %s", out)
 		}

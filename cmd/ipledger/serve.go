@@ -17,8 +17,10 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/buildinfo"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/web"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 func newLogger(level slog.Level) *slog.Logger {
@@ -94,15 +96,21 @@ func newServeCmd() *cobra.Command {
 			}
 			setMemoryLimit(log)
 			metrics := web.NewMetrics(nil)
-			a, closeDB, err := openDatabaseWith(cfg, metrics.AllocatorOptions(allocator.Options{}))
+			// Every writer wakes the change feed after its commit; the
+			// feed is made once the database is open, before any write.
+			var fd *feed.Feed
+			a, closeDB, err := openDatabaseWith(cfg, metrics.AllocatorOptions(allocator.Options{OnCommit: func() { fd.Committed() }}))
 			if err != nil {
 				return err
 			}
 			defer closeDB()
+			fd = feed.New(a.DB(), feed.Options{Logger: log})
+			hooks := webhook.New(a.DB(), webhook.Options{Logger: log, OnCommit: fd.Committed})
+			fd.SetDeliveries(hooks)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			ctx = allocator.WithActor(ctx, "system:startup", "")
-			au := auth.New(a.DB(), auth.Options{Logger: log, OnCommit: a.Committed})
+			au := auth.New(a.DB(), auth.Options{Logger: log, OnCommit: fd.Committed})
 			if err := bootstrapAdmin(ctx, au, cmd, cfg.AdminToken); err != nil {
 				return err
 			}
@@ -139,13 +147,13 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv := web.New(web.Config{Allocator: a, Auth: au, Metrics: metrics, Logger: log, SecureCookies: cfg.SecureCookies || tlsFiles != nil,
+			srv := web.New(web.Config{Allocator: a, Auth: au, Feed: fd, Webhooks: hooks, Metrics: metrics, Logger: log, SecureCookies: cfg.SecureCookies || tlsFiles != nil,
 				Identity: ident, TLS: tlsFiles})
 			// The change feed's sequencer and the webhook deliveries
 			// (docs/feed.md) run in every server process; they share the
 			// work through the database.
-			feedDone := a.RunFeed(ctx, allocator.FeedOptions{})
-			hooksDone := a.RunWebhooks(ctx, allocator.WebhookOptions{})
+			feedDone := fd.RunFeed(ctx, feed.FeedOptions{})
+			hooksDone := hooks.Run(ctx, webhook.WebhookOptions{})
 			err = srv.Serve(ctx, cfg.Listen, func(addr string) {
 				scheme := "http://"
 				if tlsFiles != nil {

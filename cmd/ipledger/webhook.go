@@ -7,9 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ipledger/ipledger/webhook"
 	"github.com/spf13/cobra"
-
-	"github.com/ipledger/ipledger/allocator"
 )
 
 // newWebhookCmd: ipledger webhook create|list|show|delete|deliveries|redeliver
@@ -21,7 +20,7 @@ func newWebhookCmd(cf *clientFlags) *cobra.Command {
 	return cmd
 }
 
-func webhookRows(ws []allocator.Webhook) [][]string {
+func webhookRows(ws []webhook.Webhook) [][]string {
 	var rows [][]string
 	for _, w := range ws {
 		pools := "(every pool)"
@@ -63,7 +62,7 @@ func newWebhookCreateCmd(cf *clientFlags) *cobra.Command {
 			if len(pools) > 0 {
 				body["pools"] = pools
 			}
-			var w allocator.Webhook
+			var w webhook.Webhook
 			if _, err := c.call("POST", "/api/v1/webhooks", body, "", nil, &w); err != nil {
 				return err
 			}
@@ -79,11 +78,11 @@ func newWebhookCreateCmd(cf *clientFlags) *cobra.Command {
 	return cmd
 }
 
-func printWebhook(c *client, w *allocator.Webhook) error {
+func printWebhook(c *client, w *webhook.Webhook) error {
 	if c.json {
 		return printJSONValue(w)
 	}
-	table(webhookHeader, webhookRows([]allocator.Webhook{*w}))
+	table(webhookHeader, webhookRows([]webhook.Webhook{*w}))
 	return nil
 }
 
@@ -95,7 +94,7 @@ func newWebhookListCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var page struct{ Items []allocator.Webhook }
+			var page struct{ Items []webhook.Webhook }
 			if printed, err := c.get("/api/v1/webhooks", &page); err != nil || printed {
 				return err
 			}
@@ -113,11 +112,11 @@ func newWebhookShowCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var w allocator.Webhook
+			var w webhook.Webhook
 			if printed, err := c.get("/api/v1/webhooks/"+esc(args[0]), &w); err != nil || printed {
 				return err
 			}
-			table(webhookHeader, webhookRows([]allocator.Webhook{w}))
+			table(webhookHeader, webhookRows([]webhook.Webhook{w}))
 			return nil
 		},
 	}
@@ -154,7 +153,7 @@ func newWebhookDeliveriesCmd(cf *clientFlags) *cobra.Command {
 			if state != "" {
 				q.Set("state", state)
 			}
-			var page allocator.DeliveryPage
+			var page webhook.DeliveryPage
 			if printed, err := c.get("/api/v1/webhooks/"+esc(args[0])+"/deliveries?"+q.Encode(), &page); err != nil || printed {
 				return err
 			}
@@ -186,7 +185,7 @@ func newWebhookRedeliverCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var d allocator.Delivery
+			var d webhook.Delivery
 			if _, err := c.call("POST", "/api/v1/webhooks/"+esc(args[0])+"/deliveries/"+esc(args[1])+":redeliver", nil, "", nil, &d); err != nil {
 				return err
 			}

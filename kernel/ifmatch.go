@@ -1,4 +1,4 @@
-package allocator
+package kernel
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 // stale_version.
 type IfMatch []int64
 
-func (m IfMatch) check(what string, v int64) error {
+func (m IfMatch) Check(what string, v int64) error {
 	if len(m) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package allocator
+package feed
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/kernel"
@@ -36,7 +35,7 @@ import (
 // numbers those events.
 //
 // The same transaction queues the events for the webhooks that want them
-// (webhook_delivery.go), and on PostgreSQL notifies FeedChannel so that the
+// (package webhook), and on PostgreSQL notifies FeedChannel so that the
 // readers of every process wake up.
 
 // FeedChannel is the PostgreSQL notification channel a sequencer pass that
@@ -50,24 +49,23 @@ const feedLockKey int64 = 0x69706c6564676572 // "ipledger"
 // in several passes, back to back).
 const feedPassLimit = 1000
 
-// feedHub wakes the sequencer after local commits and the feed's readers
+// hub wakes the sequencer after local commits and the feed's readers
 // and the delivery engine after new revisions.
-type feedHub struct {
+type hub struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when new revisions appear
 	head    int64         // the highest revision this process has seen
 	running bool          // RunFeed is sequencing in this process
 
-	kick    chan struct{} // the sequencer's wake-up (capacity 1)
-	deliver chan struct{} // the delivery engine's wake-up (capacity 1)
+	kick chan struct{} // the sequencer's wake-up (capacity 1)
 }
 
-func newFeedHub() *feedHub {
-	return &feedHub{changed: make(chan struct{}), kick: make(chan struct{}, 1), deliver: make(chan struct{}, 1)}
+func newHub() *hub {
+	return &hub{changed: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
 // wait returns a channel closed at the next broadcast.
-func (h *feedHub) wait() <-chan struct{} {
+func (h *hub) wait() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.changed
@@ -75,7 +73,7 @@ func (h *feedHub) wait() <-chan struct{} {
 
 // advance records head and wakes every waiter when it moved (force wakes
 // them anyway: a notification from another process).
-func (h *feedHub) advance(head int64, force bool) {
+func (h *hub) advance(head int64, force bool) {
 	h.mu.Lock()
 	moved := head > h.head
 	if moved {
@@ -95,13 +93,17 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// feedCommitted is called after every committed write of this process: the
+// Committed is called after every committed write of this process (the
+// hook passed to the allocator, auth and the webhooks at assembly): the
 // sequencer numbers its events now rather than at its next poll.
-func (a *Allocator) feedCommitted() { signal(a.feed.kick) }
+func (f *Feed) Committed() { signal(f.hub.kick) }
 
-// Committed is the hook other writers of this process (tokens, sessions)
-// call after their commit, so that the feed numbers their events now.
-func (a *Allocator) Committed() { a.feedCommitted() }
+// wakeDeliveries tells the delivery engine that deliveries wait.
+func (f *Feed) wakeDeliveries() {
+	if f.deliveries != nil {
+		f.deliveries.Wake()
+	}
+}
 
 // FeedOptions configure RunFeed.
 type FeedOptions struct {
@@ -122,27 +124,27 @@ type FeedOptions struct {
 // ends: a pass after every local commit and every Poll, and on PostgreSQL
 // a listener on FeedChannel for the passes of other processes. It returns
 // at once; done is closed when everything has stopped.
-func (a *Allocator) RunFeed(ctx context.Context, opts FeedOptions) (done <-chan struct{}) {
+func (f *Feed) RunFeed(ctx context.Context, opts FeedOptions) (done <-chan struct{}) {
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
 	if opts.MinGap <= 0 {
 		opts.MinGap = 50 * time.Millisecond
 	}
-	a.feed.mu.Lock()
-	a.feed.running = true
-	a.feed.mu.Unlock()
+	f.hub.mu.Lock()
+	f.hub.running = true
+	f.hub.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		a.sequenceLoop(ctx, opts.Poll, opts.MinGap)
+		f.sequenceLoop(ctx, opts.Poll, opts.MinGap)
 	}()
-	if a.dialect == models.Postgres {
+	if f.dialect == models.Postgres {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.listenFeed(ctx)
+			f.listenFeed(ctx)
 		}()
 	}
 	d := make(chan struct{})
@@ -153,7 +155,7 @@ func (a *Allocator) RunFeed(ctx context.Context, opts FeedOptions) (done <-chan 
 	return d
 }
 
-func (a *Allocator) sequenceLoop(ctx context.Context, poll, minGap time.Duration) {
+func (f *Feed) sequenceLoop(ctx context.Context, poll, minGap time.Duration) {
 	backoff := 50 * time.Millisecond
 	var last time.Time
 	for ctx.Err() == nil {
@@ -165,12 +167,12 @@ func (a *Allocator) sequenceLoop(ctx context.Context, poll, minGap time.Duration
 			}
 		}
 		last = time.Now()
-		n, err := a.SequenceOnce(ctx)
+		n, err := f.SequenceOnce(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			a.log.Warn("feed sequencer pass failed; retrying", "error", err)
+			f.log.Warn("feed sequencer pass failed; retrying", "error", err)
 			select {
 			case <-ctx.Done():
 				return
@@ -186,15 +188,15 @@ func (a *Allocator) sequenceLoop(ctx context.Context, poll, minGap time.Duration
 		t := time.NewTimer(poll)
 		select {
 		case <-ctx.Done():
-		case <-a.feed.kick:
+		case <-f.hub.kick:
 		case <-t.C:
 		}
 		t.Stop()
 	}
 }
 
-// sequenced is one event a pass numbered.
-type sequenced struct {
+// Sequenced is one event a pass numbered.
+type Sequenced struct {
 	ID         int64
 	Revision   int64
 	Action     string
@@ -204,16 +206,16 @@ type sequenced struct {
 
 // SequenceOnce runs one sequencer pass and returns how many events it
 // numbered. RunFeed calls it; tests and tools may call it directly.
-func (a *Allocator) SequenceOnce(ctx context.Context) (int, error) {
+func (f *Feed) SequenceOnce(ctx context.Context) (int, error) {
 	var (
-		rows   []sequenced
+		rows   []Sequenced
 		head   int64
 		queued int
 	)
-	err := a.db.WithContext(ctx).Transaction(func(g *gorm.DB) error {
+	err := f.db.WithContext(ctx).Transaction(func(g *gorm.DB) error {
 		rows, head, queued = nil, 0, 0
 		lock := ""
-		if a.dialect == models.Postgres {
+		if f.dialect == models.Postgres {
 			if err := g.Exec(`SELECT pg_advisory_xact_lock(?)`, feedLockKey).Error; err != nil {
 				return err
 			}
@@ -232,10 +234,12 @@ RETURNING id, revision, action, object_type, object_id`, feedPassLimit).Scan(&ro
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Revision < rows[j].Revision })
 		head = rows[len(rows)-1].Revision
-		if queued, err = a.queueDeliveries(g, rows); err != nil {
-			return err
+		if f.deliveries != nil {
+			if queued, err = f.deliveries.Queue(g, rows); err != nil {
+				return err
+			}
 		}
-		if a.dialect == models.Postgres {
+		if f.dialect == models.Postgres {
 			// The payload tells the other processes whether there is
 			// something new to deliver.
 			payload := fmt.Sprint(head)
@@ -247,55 +251,22 @@ RETURNING id, revision, action, object_type, object_id`, feedPassLimit).Scan(&ro
 		return nil
 	})
 	if err != nil {
-		return 0, mapCtxError(ctx, err)
+		return 0, kernel.MapCtxError(ctx, err)
 	}
-	a.feed.advance(head, false)
+	f.hub.advance(head, false)
 	if queued > 0 {
-		signal(a.feed.deliver)
+		f.wakeDeliveries()
 	}
-	if a.onFeedPass != nil {
-		a.onFeedPass(len(rows))
+	if f.onPass != nil {
+		f.onPass(len(rows))
 	}
 	return len(rows), nil
 }
 
-// queueDeliveries creates, in the pass's transaction, one pending
-// delivery per (enabled webhook, numbered event it matches), and returns
-// how many.
-func (a *Allocator) queueDeliveries(g *gorm.DB, rows []sequenced) (int, error) {
-	var hooks []models.Webhook
-	if err := g.Select("id, actions, pools").Where("enabled").Find(&hooks).Error; err != nil {
-		return 0, err
-	}
-	if len(hooks) == 0 {
-		return 0, nil
-	}
-	now := a.now()
-	giveUp := now.Add(a.hooks.opts().GiveUpAfter)
-	var out []models.WebhookDelivery
-	for _, h := range hooks {
-		m, err := webhookMatcher(&h)
-		if err != nil {
-			return 0, err
-		}
-		for _, r := range rows {
-			if !m.match(r.Action, r.ObjectType, r.ObjectID) {
-				continue
-			}
-			out = append(out, models.WebhookDelivery{WebhookID: h.ID, DeliveryID: uuid.NewString(), EventID: r.ID,
-				Revision: r.Revision, Action: r.Action, State: models.DeliveryPending, CreatedAt: now, GiveUpAt: giveUp, NextAttemptAt: &now})
-		}
-	}
-	if len(out) == 0 {
-		return 0, nil
-	}
-	return len(out), g.CreateInBatches(&out, 500).Error
-}
-
 // FeedHead returns the highest revision readers can see (0 when none).
-func (a *Allocator) FeedHead(ctx context.Context) (int64, error) {
+func (f *Feed) FeedHead(ctx context.Context) (int64, error) {
 	var head int64
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := f.read(ctx, func(db *gorm.DB) error {
 		return db.Raw(`SELECT COALESCE(MAX(revision), 0) FROM audit_events`).Scan(&head).Error
 	})
 	return head, err
@@ -304,14 +275,14 @@ func (a *Allocator) FeedHead(ctx context.Context) (int64, error) {
 // listenFeed wakes this process's readers and delivery engine on every
 // notification of FeedChannel (other processes' passes), reconnecting when
 // the connection fails; the sequencer's poll covers the time it is down.
-func (a *Allocator) listenFeed(ctx context.Context) {
+func (f *Feed) listenFeed(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := a.listenFeedOnce(ctx, func() { backoff = 100 * time.Millisecond })
+		err := f.listenFeedOnce(ctx, func() { backoff = 100 * time.Millisecond })
 		if ctx.Err() != nil {
 			return
 		}
-		a.log.Warn("feed listener lost its connection; readers wake up by polling until it is back", "error", err)
+		f.log.Warn("feed listener lost its connection; readers wake up by polling until it is back", "error", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -321,8 +292,8 @@ func (a *Allocator) listenFeed(ctx context.Context) {
 	}
 }
 
-func (a *Allocator) listenFeedOnce(ctx context.Context, listening func()) error {
-	conn, err := kernel.DialLike(ctx, a.db)
+func (f *Feed) listenFeedOnce(ctx context.Context, listening func()) error {
+	conn, err := kernel.DialLike(ctx, f.db)
 	if err != nil {
 		return err
 	}
@@ -335,18 +306,18 @@ func (a *Allocator) listenFeedOnce(ctx context.Context, listening func()) error 
 		return err
 	}
 	listening()
-	// Whatever was sequenced while this listener was away.
-	a.feed.advance(0, true)
-	signal(a.feed.deliver)
+	// Whatever was Sequenced while this listener was away.
+	f.hub.advance(0, true)
+	f.wakeDeliveries()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
 		case err == nil:
-			a.feed.advance(0, true)
+			f.hub.advance(0, true)
 			if n == nil || strings.HasSuffix(n.Payload, " deliveries") {
-				signal(a.feed.deliver)
+				f.wakeDeliveries()
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -361,4 +332,31 @@ func (a *Allocator) listenFeedOnce(ctx context.Context, listening func()) error 
 			return err
 		}
 	}
+}
+
+// Lag is how far the sequencer is behind: events committed but not
+// yet numbered, and the age of the oldest (metrics).
+func (f *Feed) Lag(ctx context.Context) (events int64, oldest time.Duration, err error) {
+	var row struct {
+		N      int64
+		Oldest *time.Time
+	}
+	err = f.read(ctx, func(db *gorm.DB) error {
+		if err := db.Raw(`SELECT COUNT(*) AS n FROM audit_events WHERE revision IS NULL`).Scan(&row.N).Error; err != nil {
+			return err
+		}
+		if row.N == 0 {
+			return nil
+		}
+		var e models.AuditEvent
+		if err := db.Where("revision IS NULL").Order("id").Limit(1).Take(&e).Error; err != nil {
+			return err
+		}
+		row.Oldest = &e.At
+		return nil
+	})
+	if err != nil || row.Oldest == nil {
+		return row.N, 0, err
+	}
+	return row.N, max(f.now().Sub(*row.Oldest), 0), nil
 }

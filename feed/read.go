@@ -1,4 +1,4 @@
-package allocator
+package feed
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -30,8 +31,8 @@ type FeedQuery struct {
 // from: the last item's, or, when the page holds every matching event up
 // to the head, the head (never below the query's After).
 type FeedPage struct {
-	Items     []Event `json:"items"`
-	NextAfter int64   `json:"next_after"`
+	Items     []kernel.Event `json:"items"`
+	NextAfter int64          `json:"next_after"`
 }
 
 // MaxFeedWait bounds a long poll.
@@ -42,68 +43,57 @@ var (
 	objectTypeRE   = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 )
 
-// actionFilter is one parsed action filter.
-type actionFilter struct {
+// ActionFilter is one parsed action filter.
+type ActionFilter struct {
 	exact  string // an exact action
 	prefix string // "allocation." for "allocation.*"
 	all    bool   // "*"
 }
 
-func parseActionFilter(field, s string) (actionFilter, error) {
+// ParseActionFilter parses an action filter (an action, a prefix written
+// "allocation.*", or "*"), naming field in its error.
+func ParseActionFilter(field, s string) (ActionFilter, error) {
 	if !actionFilterRE.MatchString(s) {
-		return actionFilter{}, Errf(CodeInvalid, field, "%s %q is neither an action (allocation.create), a prefix (allocation.*) nor *", field, s)
+		return ActionFilter{}, kernel.Errf(kernel.CodeInvalid, field, "%s %q is neither an action (allocation.create), a prefix (allocation.*) nor *", field, s)
 	}
 	switch {
 	case s == "*":
-		return actionFilter{all: true}, nil
+		return ActionFilter{all: true}, nil
 	case strings.HasSuffix(s, ".*"):
-		return actionFilter{prefix: strings.TrimSuffix(s, "*")}, nil
+		return ActionFilter{prefix: strings.TrimSuffix(s, "*")}, nil
 	}
-	return actionFilter{exact: s}, nil
+	return ActionFilter{exact: s}, nil
 }
 
-func (f actionFilter) match(action string) bool {
+// Match reports whether action passes the filter.
+func (af ActionFilter) Match(action string) bool {
 	switch {
-	case f.all:
+	case af.all:
 		return true
-	case f.prefix != "":
-		return strings.HasPrefix(action, f.prefix)
+	case af.prefix != "":
+		return strings.HasPrefix(action, af.prefix)
 	}
-	return action == f.exact
-}
-
-// eventPool tells which pool an event belongs to: an allocation event's
-// object is POOL/VALUE, a pool event's object is the pool.
-func eventPool(objectType, objectID string) (pool, value string) {
-	switch objectType {
-	case "allocation":
-		if i := strings.IndexByte(objectID, '/'); i > 0 {
-			return objectID[:i], objectID[i+1:]
-		}
-	case "pool":
-		return objectID, ""
-	}
-	return "", ""
+	return action == af.exact
 }
 
 // validateFeedQuery checks the filters, naming the query parameter.
-func validateFeedQuery(q *FeedQuery) (actionFilter, error) {
+func validateFeedQuery(q *FeedQuery) (ActionFilter, error) {
 	if q.After < 0 {
-		return actionFilter{}, Errf(CodeInvalid, "after", "after %d is negative", q.After)
+		return ActionFilter{}, kernel.Errf(kernel.CodeInvalid, "after", "after %d is negative", q.After)
 	}
 	if q.Wait < 0 || q.Wait > MaxFeedWait {
-		return actionFilter{}, Errf(CodeInvalid, "wait", "wait %s is outside 0s..%s", q.Wait, MaxFeedWait)
+		return ActionFilter{}, kernel.Errf(kernel.CodeInvalid, "wait", "wait %s is outside 0s..%s", q.Wait, MaxFeedWait)
 	}
 	if q.ObjectType != "" && !objectTypeRE.MatchString(q.ObjectType) {
-		return actionFilter{}, Errf(CodeInvalid, "object_type", "object_type %q is not an object type (allocation, pool, machine, …)", q.ObjectType)
+		return ActionFilter{}, kernel.Errf(kernel.CodeInvalid, "object_type", "object_type %q is not an object type (allocation, pool, machine, …)", q.ObjectType)
 	}
-	if q.Pool != "" && !poolNameRE.MatchString(q.Pool) {
-		return actionFilter{}, Errf(CodeInvalid, "pool", "pool %q is not a pool name", q.Pool)
+	if q.Pool != "" && !kernel.PoolNameRE.MatchString(q.Pool) {
+		return ActionFilter{}, kernel.Errf(kernel.CodeInvalid, "pool", "pool %q is not a pool name", q.Pool)
 	}
-	af := actionFilter{all: true}
+	af := ActionFilter{all: true}
 	if q.Action != "" {
 		var err error
-		if af, err = parseActionFilter("action", q.Action); err != nil {
+		if af, err = ParseActionFilter("action", q.Action); err != nil {
 			return af, err
 		}
 	}
@@ -119,7 +109,7 @@ func validateFeedQuery(q *FeedQuery) (actionFilter, error) {
 // ReadFeed returns the events after q.After that match its filters, in
 // revision order. With q.Wait, an empty page waits for the first matching
 // event (or the end of the wait, or of ctx) before it answers.
-func (a *Allocator) ReadFeed(ctx context.Context, q FeedQuery) (*FeedPage, error) {
+func (f *Feed) ReadFeed(ctx context.Context, q FeedQuery) (*FeedPage, error) {
 	af, err := validateFeedQuery(&q)
 	if err != nil {
 		return nil, err
@@ -133,8 +123,8 @@ func (a *Allocator) ReadFeed(ctx context.Context, q FeedQuery) (*FeedPage, error
 	for {
 		// Take the wake-up channel before reading, so that a pass that
 		// commits between the read and the wait still wakes this reader.
-		woken := a.feed.wait()
-		page, err := a.readFeedPage(ctx, q, af)
+		woken := f.hub.wait()
+		page, err := f.readFeedPage(ctx, q, af)
 		if err != nil || len(page.Items) > 0 || deadline == nil {
 			return page, err
 		}
@@ -156,10 +146,10 @@ func (a *Allocator) ReadFeed(ctx context.Context, q FeedQuery) (*FeedPage, error
 // order), so the page's read sees every event up to the head, and when it
 // holds fewer than the limit the reader may resume from the head even if
 // the last events up to it did not match.
-func (a *Allocator) readFeedPage(ctx context.Context, q FeedQuery, af actionFilter) (*FeedPage, error) {
+func (f *Feed) readFeedPage(ctx context.Context, q FeedQuery, af ActionFilter) (*FeedPage, error) {
 	var rows []models.AuditEvent
 	var head int64
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := f.read(ctx, func(db *gorm.DB) error {
 		if err := db.Raw(`SELECT COALESCE(MAX(revision), 0) FROM audit_events`).Scan(&head).Error; err != nil {
 			return err
 		}
@@ -185,9 +175,9 @@ func (a *Allocator) readFeedPage(ctx context.Context, q FeedQuery, af actionFilt
 	if err != nil {
 		return nil, err
 	}
-	page := &FeedPage{Items: make([]Event, 0, len(rows)), NextAfter: max(q.After, head)}
+	page := &FeedPage{Items: make([]kernel.Event, 0, len(rows)), NextAfter: max(q.After, head)}
 	for i := range rows {
-		page.Items = append(page.Items, eventOut(&rows[i]))
+		page.Items = append(page.Items, kernel.EventOut(&rows[i]))
 	}
 	if len(rows) == q.Limit {
 		page.NextAfter = *rows[len(rows)-1].Revision

@@ -1,4 +1,4 @@
-package allocator
+package webhook
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -90,23 +92,23 @@ func fastHooks() WebhookOptions {
 	return WebhookOptions{BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, Poll: 20 * time.Millisecond, Timeout: 2 * time.Second}
 }
 
-func runHooks(t *testing.T, a *Allocator, o WebhookOptions) context.CancelFunc {
+func runHooks(t *testing.T, wh *Service, o WebhookOptions) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := a.RunWebhooks(ctx, o)
+	done := wh.Run(ctx, o)
 	t.Cleanup(func() { cancel(); <-done })
 	return cancel
 }
 
 func hookEach(t *testing.T, fn func(t *testing.T, f *fnd)) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		f := &fnd{t: t, db: db, a: New(db, Options{}), ctx: WithActor(context.Background(), "test", "req-1")}
+		f := &fnd{proc: newProc(db), t: t, ctx: kernel.WithActor(context.Background(), "test", "req-1")}
 		fn(t, f)
 	})
 }
 
 func (f *fnd) mkHook(url string, actions []string, pools []string) *Webhook {
 	f.t.Helper()
-	w, err := f.a.CreateWebhook(f.ctx, WebhookSpec{Name: "h" + strconv.Itoa(int(time.Now().UnixNano()%1e6)), URL: url, Secret: testSecret, Actions: actions, Pools: pools})
+	w, err := f.hooks.CreateWebhook(f.ctx, WebhookSpec{Name: "h" + strconv.Itoa(int(time.Now().UnixNano()%1e6)), URL: url, Secret: testSecret, Actions: actions, Pools: pools})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -128,8 +130,8 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 		})
 		f.mkPool("wp", "integer", 0, rng("1", "100", true))
 		hook := f.mkHook(rc.srv.URL+"/in", []string{"allocation.*"}, []string{"wp"})
-		runFeed(t, f.a)
-		runHooks(t, f.a, fastHooks())
+		runFeed(t, f.feed)
+		runHooks(t, f.hooks, fastHooks())
 		f.alloc("wp", "m1", "")
 		f.alloc("wp", "m2", "")
 		reqs := rc.waitFor(t, 5)
@@ -145,7 +147,7 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 			if r.signature != Signature(testSecret, r.body) || r.event != "allocation.create" {
 				t.Fatalf("bad signature or event header: %+v", r)
 			}
-			var ev Event
+			var ev kernel.Event
 			if err := json.Unmarshal(r.body, &ev); err != nil || ev.Revision == nil || *ev.Revision != r.revision || ev.Pool != "wp" || ev.Value == "" {
 				t.Fatalf("body %s: %v", r.body, err)
 			}
@@ -153,12 +155,12 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 				t.Fatal("the secret is in the body")
 			}
 		}
-		page, err := f.a.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		page, err := f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		waitUntil(t, func() bool {
-			page, _ = f.a.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+			page, _ = f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
 			return len(page.Items) == 2 && page.Items[0].State == models.DeliveryDelivered
 		})
 		old, nw := page.Items[1], page.Items[0]
@@ -169,15 +171,15 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 			t.Fatalf("second delivery: %+v", nw)
 		}
 		// Redeliver sends the first again, with its id.
-		if _, err := f.a.Redeliver(f.ctx, hook.ID, old.DeliveryID); err != nil {
+		if _, err := f.hooks.Redeliver(f.ctx, hook.ID, old.DeliveryID); err != nil {
 			t.Fatal(err)
 		}
 		reqs = rc.waitFor(t, 6)
 		if reqs[5].delivery != old.DeliveryID {
 			t.Fatalf("redelivery sent %s, want %s", reqs[5].delivery, old.DeliveryID)
 		}
-		_, err = f.a.Redeliver(f.ctx, hook.ID, "nope")
-		wantCode(t, err, CodeNotFound)
+		_, err = f.hooks.Redeliver(f.ctx, hook.ID, "nope")
+		wantCode(t, err, kernel.CodeNotFound)
 	})
 }
 
@@ -203,11 +205,11 @@ func TestWebhookRedirectIsNotFollowed(t *testing.T) {
 			http.Redirect(w, r, other.URL, http.StatusMovedPermanently)
 		})
 		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
-		runFeed(t, f.a)
-		runHooks(t, f.a, fastHooks())
+		runFeed(t, f.feed)
+		runHooks(t, f.hooks, fastHooks())
 		f.mkPool("rp", "integer", 0, rng("1", "10", true))
 		rc.waitFor(t, 3)
-		page, _ := f.a.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		page, _ := f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
 		d := page.Items[len(page.Items)-1]
 		if d.State != models.DeliveryPending || d.StatusCode == nil || *d.StatusCode != 301 || !strings.Contains(d.Error, "not followed") {
 			t.Fatalf("delivery after 301s: %+v", d)
@@ -232,15 +234,15 @@ func TestWebhookHangingReceiverTimesOut(t *testing.T) {
 			}
 		})
 		hook := f.mkHook(rc.srv.URL, []string{"pool.create"}, nil)
-		runFeed(t, f.a)
+		runFeed(t, f.feed)
 		o := fastHooks()
 		o.Timeout = 200 * time.Millisecond
-		runHooks(t, f.a, o)
+		runHooks(t, f.hooks, o)
 		f.mkPool("hp", "integer", 0, rng("1", "10", true))
 		rc.waitFor(t, 2)
 		var d Delivery
 		waitUntil(t, func() bool {
-			page, _ := f.a.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+			page, _ := f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
 			d = page.Items[0]
 			return d.State == models.DeliveryDelivered
 		})
@@ -256,18 +258,18 @@ func TestWebhookOneInFlightAcrossProcesses(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			u := concurrencyURL(t, d)
-			as := allocators(t, u, 3)
-			ctx := WithActor(context.Background(), "test", "")
+			as := processes(t, u, 3)
+			ctx := kernel.WithActor(context.Background(), "test", "")
 			rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { time.Sleep(2 * time.Millisecond) })
-			if _, err := as[0].CreateWebhook(ctx, WebhookSpec{Name: "one", URL: rc.srv.URL, Secret: testSecret, Actions: []string{"allocation.create"}}); err != nil {
+			if _, err := as[0].hooks.CreateWebhook(ctx, WebhookSpec{Name: "one", URL: rc.srv.URL, Secret: testSecret, Actions: []string{"allocation.create"}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := as[0].CreatePool(ctx, PoolSpec{Name: "op", Type: "integer", Ranges: []RangeSpec{rng("1", "1000", true)}}); err != nil {
+			if _, err := as[0].a.CreatePool(ctx, allocator.PoolSpec{Name: "op", Type: "integer", Ranges: []allocator.RangeSpec{rng("1", "1000", true)}}); err != nil {
 				t.Fatal(err)
 			}
 			for _, a := range as {
-				runFeed(t, a)
-				runHooks(t, a, fastHooks())
+				runFeed(t, a.feed)
+				runHooks(t, a.hooks, fastHooks())
 			}
 			const n = 60
 			var wg sync.WaitGroup
@@ -275,7 +277,7 @@ func TestWebhookOneInFlightAcrossProcesses(t *testing.T) {
 				wg.Add(1)
 				go func(i int) {
 					defer wg.Done()
-					if _, _, err := as[i%3].Allocate(ctx, "op", own(fmt.Sprint("o", i)), ""); err != nil {
+					if _, _, err := as[i%3].a.Allocate(ctx, "op", own(fmt.Sprint("o", i)), ""); err != nil {
 						t.Error(err)
 					}
 				}(i)
@@ -307,8 +309,8 @@ func TestWebhookExpiredLeaseTakenOver(t *testing.T) {
 		if err := f.db.Model(&models.Webhook{}).Where("id = ?", id).Updates(map[string]any{"lease_owner": "killed", "lease_until": until}).Error; err != nil {
 			t.Fatal(err)
 		}
-		runFeed(t, f.a)
-		runHooks(t, f.a, fastHooks())
+		runFeed(t, f.feed)
+		runHooks(t, f.hooks, fastHooks())
 		f.mkPool("lp", "integer", 0, rng("1", "10", true))
 		rc.waitFor(t, 1)
 		if time.Now().Before(until) {
@@ -325,10 +327,10 @@ func TestWebhookOwnLeaseTakenAtOnce(t *testing.T) {
 		rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
 		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
 		id, _ := strconv.ParseInt(hook.ID, 10, 64)
-		runFeed(t, f.a)
-		runHooks(t, f.a, fastHooks())
+		runFeed(t, f.feed)
+		runHooks(t, f.hooks, fastHooks())
 		until := time.Now().UTC().Add(time.Hour)
-		if err := f.db.Model(&models.Webhook{}).Where("id = ?", id).Updates(map[string]any{"lease_owner": f.a.hooks.owner, "lease_until": until}).Error; err != nil {
+		if err := f.db.Model(&models.Webhook{}).Where("id = ?", id).Updates(map[string]any{"lease_owner": f.hooks.engine.owner, "lease_until": until}).Error; err != nil {
 			t.Fatal(err)
 		}
 		f.mkPool("lp", "integer", 0, rng("1", "10", true))
@@ -347,12 +349,12 @@ func TestWebhookDeletedWhileInFlight(t *testing.T) {
 		})
 		rc2 := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
 		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
-		runFeed(t, f.a)
-		runHooks(t, f.a, fastHooks())
+		runFeed(t, f.feed)
+		runHooks(t, f.hooks, fastHooks())
 		f.mkPool("dp", "integer", 0, rng("1", "10", true))
 		f.alloc("dp", "m1", "")
 		<-entered
-		if err := f.a.DeleteWebhook(f.ctx, hook.ID, nil); err != nil {
+		if err := f.hooks.DeleteWebhook(f.ctx, hook.ID, nil); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
@@ -373,7 +375,7 @@ func TestWebhookDeletedWhileInFlight(t *testing.T) {
 func TestWebhookBurstDeliveredInOrder(t *testing.T) {
 	hookEach(t, func(t *testing.T, f *fnd) {
 		n := 2000
-		if f.a.dialect == models.Postgres {
+		if f.hooks.dialect == models.Postgres {
 			n = 10000
 		}
 		rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
@@ -382,10 +384,10 @@ func TestWebhookBurstDeliveredInOrder(t *testing.T) {
 INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id) SELECT ?, 'test', 'test.burst', 'test', CAST(i AS TEXT), '' FROM s`, n, time.Now().UTC()).Error; err != nil {
 			t.Fatal(err)
 		}
-		runFeed(t, f.a)
+		runFeed(t, f.feed)
 		start := time.Now()
 		o := fastHooks()
-		runHooks(t, f.a, o)
+		runHooks(t, f.hooks, o)
 		reqs := rc.waitFor(t, n)
 		t.Logf("%d deliveries in %s (%.0f/s)", n, time.Since(start), float64(n)/time.Since(start).Seconds())
 		for i := 1; i < len(reqs); i++ {
@@ -405,8 +407,8 @@ func TestWebhookSlowReceiverDelaysOnlyItself(t *testing.T) {
 		f.mkHook(slow.srv.URL, []string{"allocation.*"}, nil)
 		f.mkHook(fast.srv.URL, []string{"allocation.*"}, nil)
 		f.mkPool("sp", "integer", 0, rng("1", "100", true))
-		runFeed(t, f.a)
-		runHooks(t, f.a, fastHooks())
+		runFeed(t, f.feed)
+		runHooks(t, f.hooks, fastHooks())
 		for i := 0; i < 5; i++ {
 			f.alloc("sp", fmt.Sprint("m", i), "")
 		}
@@ -433,13 +435,13 @@ func TestWebhookHugeBinaryAnswerStoredTruncated(t *testing.T) {
 			w.Write([]byte(strings.Repeat("x", 1<<20)))
 		})
 		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
-		runFeed(t, f.a)
-		runHooks(t, f.a, fastHooks())
+		runFeed(t, f.feed)
+		runHooks(t, f.hooks, fastHooks())
 		f.mkPool("bp", "integer", 0, rng("1", "10", true))
 		rc.waitFor(t, 1)
 		var d Delivery
 		waitUntil(t, func() bool {
-			page, _ := f.a.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+			page, _ := f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
 			d = page.Items[0]
 			return d.State == models.DeliveryDelivered
 		})

@@ -1,4 +1,4 @@
-package allocator
+package webhook
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -55,7 +56,7 @@ func deliveryOut(d *models.WebhookDelivery) Delivery {
 
 // ListDeliveries returns a webhook's delivery log, newest event first,
 // keyset-paginated by revision.
-func (a *Allocator) ListDeliveries(ctx context.Context, webhookID string, f DeliveryFilter) (*DeliveryPage, error) {
+func (wh *Service) ListDeliveries(ctx context.Context, webhookID string, f DeliveryFilter) (*DeliveryPage, error) {
 	id, err := parseWebhookID(webhookID)
 	if err != nil {
 		return nil, err
@@ -63,7 +64,7 @@ func (a *Allocator) ListDeliveries(ctx context.Context, webhookID string, f Deli
 	switch f.State {
 	case "", models.DeliveryPending, models.DeliveryDelivered, models.DeliveryFailed:
 	default:
-		return nil, Errf(CodeInvalid, "state", "state %q is not pending, delivered or failed", f.State)
+		return nil, kernel.Errf(kernel.CodeInvalid, "state", "state %q is not pending, delivered or failed", f.State)
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
@@ -72,17 +73,17 @@ func (a *Allocator) ListDeliveries(ctx context.Context, webhookID string, f Deli
 	var cursor int64
 	if f.Cursor != "" {
 		if cursor, err = strconv.ParseInt(f.Cursor, 10, 64); err != nil || cursor <= 0 {
-			return nil, Errf(CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
+			return nil, kernel.Errf(kernel.CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
 		}
 	}
 	var rows []models.WebhookDelivery
-	err = a.read(ctx, func(db *gorm.DB) error {
+	err = wh.read(ctx, func(db *gorm.DB) error {
 		var n int64
 		if err := db.Model(&models.Webhook{}).Where("id = ?", id).Count(&n).Error; err != nil {
 			return err
 		}
 		if n == 0 {
-			return Errf(CodeNotFound, "", "webhook %q does not exist", webhookID)
+			return kernel.Errf(kernel.CodeNotFound, "", "webhook %q does not exist", webhookID)
 		}
 		q := db.Where("webhook_id = ?", id)
 		if f.State != "" {
@@ -110,32 +111,32 @@ func (a *Allocator) ListDeliveries(ctx context.Context, webhookID string, f Deli
 // Redeliver queues a delivery again, due now, with the same delivery id
 // and a fresh 24-hour window; as the oldest pending delivery of its
 // webhook it is sent before the ones queued after it.
-func (a *Allocator) Redeliver(ctx context.Context, webhookID, deliveryID string) (*Delivery, error) {
+func (wh *Service) Redeliver(ctx context.Context, webhookID, deliveryID string) (*Delivery, error) {
 	id, err := parseWebhookID(webhookID)
 	if err != nil {
 		return nil, err
 	}
 	var d models.WebhookDelivery
-	err = a.write(ctx, func(t *tx) error {
+	err = wh.write(ctx, func(t *kernel.Tx) error {
 		err := t.Where("webhook_id = ? AND delivery_id = ?", id, deliveryID).Take(&d).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return Errf(CodeNotFound, "", "webhook %q has no delivery %q", webhookID, deliveryID)
+			return kernel.Errf(kernel.CodeNotFound, "", "webhook %q has no delivery %q", webhookID, deliveryID)
 		}
 		if err != nil {
 			return err
 		}
-		now := t.now
-		d.State, d.NextAttemptAt, d.GiveUpAt = models.DeliveryPending, &now, now.Add(a.hooks.opts().GiveUpAfter)
+		now := t.Now
+		d.State, d.NextAttemptAt, d.GiveUpAt = models.DeliveryPending, &now, now.Add(wh.engine.opts().GiveUpAfter)
 		if err := t.Model(&models.WebhookDelivery{}).Where("id = ?", d.ID).Updates(map[string]any{
 			"state": d.State, "next_attempt_at": now, "give_up_at": d.GiveUpAt}).Error; err != nil {
 			return err
 		}
-		return t.audit("webhook.redeliver", "webhook", webhookID, nil, map[string]any{"delivery_id": d.DeliveryID, "revision": d.Revision})
+		return t.Audit("webhook.redeliver", "webhook", webhookID, nil, map[string]any{"delivery_id": d.DeliveryID, "revision": d.Revision})
 	})
 	if err != nil {
 		return nil, err
 	}
-	signal(a.feed.deliver)
+	wh.Wake()
 	out := deliveryOut(&d)
 	return &out, nil
 }
@@ -147,38 +148,11 @@ type WebhookQueue struct {
 }
 
 // WebhookQueues returns the pending deliveries of every webhook.
-func (a *Allocator) WebhookQueues(ctx context.Context) ([]WebhookQueue, error) {
+func (wh *Service) WebhookQueues(ctx context.Context) ([]WebhookQueue, error) {
 	var out []WebhookQueue
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := wh.read(ctx, func(db *gorm.DB) error {
 		return db.Raw(`SELECT w.name AS name, (SELECT COUNT(*) FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.state = 'pending') AS pending
 FROM webhooks w ORDER BY w.name`).Scan(&out).Error
 	})
 	return out, err
-}
-
-// FeedLag is how far the sequencer is behind: events committed but not
-// yet numbered, and the age of the oldest (metrics).
-func (a *Allocator) FeedLag(ctx context.Context) (events int64, oldest time.Duration, err error) {
-	var row struct {
-		N      int64
-		Oldest *time.Time
-	}
-	err = a.read(ctx, func(db *gorm.DB) error {
-		if err := db.Raw(`SELECT COUNT(*) AS n FROM audit_events WHERE revision IS NULL`).Scan(&row.N).Error; err != nil {
-			return err
-		}
-		if row.N == 0 {
-			return nil
-		}
-		var e models.AuditEvent
-		if err := db.Where("revision IS NULL").Order("id").Limit(1).Take(&e).Error; err != nil {
-			return err
-		}
-		row.Oldest = &e.At
-		return nil
-	})
-	if err != nil || row.Oldest == nil {
-		return row.N, 0, err
-	}
-	return row.N, max(a.now().Sub(*row.Oldest), 0), nil
 }

@@ -1,4 +1,4 @@
-package allocator
+package webhook
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -54,7 +56,7 @@ type WebhookPatch struct {
 	Enabled  *bool
 }
 
-var webhookNameRE = poolNameRE
+var webhookNameRE = kernel.PoolNameRE
 
 // Secret lengths: long enough to resist guessing, short enough to type.
 const (
@@ -66,43 +68,43 @@ const (
 // validateWebhook checks a webhook's fields, naming the JSON member.
 func validateWebhook(w *models.Webhook, actions, pools []string) error {
 	if !webhookNameRE.MatchString(w.Name) {
-		return Errf(CodeInvalid, "name", "name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", w.Name)
+		return kernel.Errf(kernel.CodeInvalid, "name", "name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", w.Name)
 	}
 	if err := validateWebhookURL(w.URL); err != nil {
 		return err
 	}
 	if n := len(w.Secret); n < minSecretLen || n > maxSecretLen {
-		return Errf(CodeInvalid, "secret", "secret must be %d to %d bytes long, not %d", minSecretLen, maxSecretLen, n)
+		return kernel.Errf(kernel.CodeInvalid, "secret", "secret must be %d to %d bytes long, not %d", minSecretLen, maxSecretLen, n)
 	}
 	if strings.ContainsRune(w.Secret, 0) {
-		return Errf(CodeInvalid, "secret", "secret contains a NUL character")
+		return kernel.Errf(kernel.CodeInvalid, "secret", "secret contains a NUL character")
 	}
 	if len(actions) == 0 {
-		return Errf(CodeInvalid, "actions", "actions must list at least one action, prefix (allocation.*) or *")
+		return kernel.Errf(kernel.CodeInvalid, "actions", "actions must list at least one action, prefix (allocation.*) or *")
 	}
 	seen := map[string]bool{}
 	for i, s := range actions {
 		f := fmt.Sprintf("actions[%d]", i)
-		if _, err := parseActionFilter(f, s); err != nil {
+		if _, err := feed.ParseActionFilter(f, s); err != nil {
 			return err
 		}
 		if seen[s] {
-			return Errf(CodeInvalid, f, "%s %q is listed twice", f, s)
+			return kernel.Errf(kernel.CodeInvalid, f, "%s %q is listed twice", f, s)
 		}
 		seen[s] = true
 	}
 	if pools != nil {
 		if len(pools) == 0 {
-			return Errf(CodeInvalid, "pools", "pools is empty (no event would match); leave it out for every pool")
+			return kernel.Errf(kernel.CodeInvalid, "pools", "pools is empty (no event would match); leave it out for every pool")
 		}
 		seenP := map[string]bool{}
 		for i, p := range pools {
 			f := fmt.Sprintf("pools[%d]", i)
-			if !poolNameRE.MatchString(p) {
-				return Errf(CodeInvalid, f, "%s %q is not a pool name", f, p)
+			if !kernel.PoolNameRE.MatchString(p) {
+				return kernel.Errf(kernel.CodeInvalid, f, "%s %q is not a pool name", f, p)
 			}
 			if seenP[p] {
-				return Errf(CodeInvalid, f, "%s %q is listed twice", f, p)
+				return kernel.Errf(kernel.CodeInvalid, f, "%s %q is listed twice", f, p)
 			}
 			seenP[p] = true
 		}
@@ -120,20 +122,20 @@ func validateWebhook(w *models.Webhook, actions, pools []string) error {
 
 func validateWebhookURL(s string) error {
 	if len(s) > maxURLLen {
-		return Errf(CodeInvalid, "url", "url is longer than %d bytes", maxURLLen)
+		return kernel.Errf(kernel.CodeInvalid, "url", "url is longer than %d bytes", maxURLLen)
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
-		return Errf(CodeInvalid, "url", "url %q must be an absolute http:// or https:// URL", s)
+		return kernel.Errf(kernel.CodeInvalid, "url", "url %q must be an absolute http:// or https:// URL", s)
 	}
 	if u.Scheme+"://" != s[:len(u.Scheme)+3] {
-		return Errf(CodeInvalid, "url", "url %q must start with http:// or https:// in lower case", s)
+		return kernel.Errf(kernel.CodeInvalid, "url", "url %q must start with http:// or https:// in lower case", s)
 	}
 	if u.User != nil {
-		return Errf(CodeInvalid, "url", "url must not carry a user or password; the receiver checks the X-Ipledger-Signature header instead")
+		return kernel.Errf(kernel.CodeInvalid, "url", "url must not carry a user or password; the receiver checks the X-Ipledger-Signature header instead")
 	}
 	if u.Fragment != "" {
-		return Errf(CodeInvalid, "url", "url %q has a fragment, which is never sent", s)
+		return kernel.Errf(kernel.CodeInvalid, "url", "url %q has a fragment, which is never sent", s)
 	}
 	return nil
 }
@@ -161,7 +163,7 @@ func webhookOut(w *models.Webhook, pending int64) Webhook {
 
 // webhookMatch selects the events a webhook wants.
 type webhookMatch struct {
-	actions []actionFilter
+	actions []feed.ActionFilter
 	pools   map[string]bool // nil: every pool and events of none
 }
 
@@ -172,7 +174,7 @@ func webhookMatcher(w *models.Webhook) (*webhookMatch, error) {
 	}
 	m := &webhookMatch{}
 	for _, s := range acts {
-		f, err := parseActionFilter("actions", s)
+		f, err := feed.ParseActionFilter("actions", s)
 		if err != nil {
 			return nil, err
 		}
@@ -192,13 +194,13 @@ func webhookMatcher(w *models.Webhook) (*webhookMatch, error) {
 
 func (m *webhookMatch) match(action, objectType, objectID string) bool {
 	if m.pools != nil {
-		p, _ := eventPool(objectType, objectID)
+		p, _ := kernel.EventPool(objectType, objectID)
 		if !m.pools[p] {
 			return false
 		}
 	}
 	for _, f := range m.actions {
-		if f.match(action) {
+		if f.Match(action) {
 			return true
 		}
 	}
@@ -207,24 +209,24 @@ func (m *webhookMatch) match(action, objectType, objectID string) bool {
 
 // CreateWebhook stores a new webhook; it receives the events numbered
 // after it exists.
-func (a *Allocator) CreateWebhook(ctx context.Context, spec WebhookSpec) (*Webhook, error) {
+func (wh *Service) CreateWebhook(ctx context.Context, spec WebhookSpec) (*Webhook, error) {
 	w := models.Webhook{Name: spec.Name, URL: spec.URL, Secret: spec.Secret, Enabled: spec.Enabled == nil || *spec.Enabled, Version: 1}
 	if err := validateWebhook(&w, spec.Actions, spec.Pools); err != nil {
 		return nil, err
 	}
-	err := a.write(ctx, func(t *tx) error {
-		w.CreatedAt, w.UpdatedAt = t.now, t.now
+	err := wh.write(ctx, func(t *kernel.Tx) error {
+		w.CreatedAt, w.UpdatedAt = t.Now, t.Now
 		var n int64
 		if err := t.Model(&models.Webhook{}).Where("name = ?", w.Name).Count(&n).Error; err != nil {
 			return err
 		}
 		if n > 0 {
-			return Errf(CodeConflict, "name", "a webhook named %q exists already", w.Name)
+			return kernel.Errf(kernel.CodeConflict, "name", "a webhook named %q exists already", w.Name)
 		}
 		if err := t.Create(&w).Error; err != nil {
 			return err
 		}
-		return t.audit("webhook.create", "webhook", strconv.FormatInt(w.ID, 10), nil, webhookAudit(&w))
+		return t.Audit("webhook.create", "webhook", strconv.FormatInt(w.ID, 10), nil, webhookAudit(&w))
 	})
 	if err != nil {
 		return nil, err
@@ -236,12 +238,12 @@ func (a *Allocator) CreateWebhook(ctx context.Context, spec WebhookSpec) (*Webho
 func parseWebhookID(id string) (int64, error) {
 	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil || n <= 0 {
-		return 0, Errf(CodeNotFound, "", "webhook %q does not exist", id)
+		return 0, kernel.Errf(kernel.CodeNotFound, "", "webhook %q does not exist", id)
 	}
 	return n, nil
 }
 
-func (t *tx) webhook(id string) (*models.Webhook, error) {
+func webhookRow(t *kernel.Tx, id string) (*models.Webhook, error) {
 	n, err := parseWebhookID(id)
 	if err != nil {
 		return nil, err
@@ -249,27 +251,27 @@ func (t *tx) webhook(id string) (*models.Webhook, error) {
 	var w models.Webhook
 	err = t.Where("id = ?", n).Take(&w).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, Errf(CodeNotFound, "", "webhook %q does not exist", id)
+		return nil, kernel.Errf(kernel.CodeNotFound, "", "webhook %q does not exist", id)
 	}
 	return &w, err
 }
 
 // GetWebhook returns one webhook.
-func (a *Allocator) GetWebhook(ctx context.Context, id string) (*Webhook, error) {
+func (wh *Service) GetWebhook(ctx context.Context, id string) (*Webhook, error) {
 	n, err := parseWebhookID(id)
 	if err != nil {
 		return nil, err
 	}
 	var w models.Webhook
 	var pending int64
-	err = a.read(ctx, func(db *gorm.DB) error {
+	err = wh.read(ctx, func(db *gorm.DB) error {
 		if err := db.Where("id = ?", n).Take(&w).Error; err != nil {
 			return err
 		}
 		return db.Model(&models.WebhookDelivery{}).Where("webhook_id = ? AND state = ?", n, models.DeliveryPending).Count(&pending).Error
 	})
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, Errf(CodeNotFound, "", "webhook %q does not exist", id)
+		return nil, kernel.Errf(kernel.CodeNotFound, "", "webhook %q does not exist", id)
 	}
 	if err != nil {
 		return nil, err
@@ -279,14 +281,14 @@ func (a *Allocator) GetWebhook(ctx context.Context, id string) (*Webhook, error)
 }
 
 // ListWebhooks returns every webhook by name.
-func (a *Allocator) ListWebhooks(ctx context.Context) ([]Webhook, error) {
+func (wh *Service) ListWebhooks(ctx context.Context) ([]Webhook, error) {
 	var rows []models.Webhook
 	type count struct {
 		WebhookID int64
 		N         int64
 	}
 	var counts []count
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := wh.read(ctx, func(db *gorm.DB) error {
 		if err := db.Order("name").Find(&rows).Error; err != nil {
 			return err
 		}
@@ -307,14 +309,14 @@ func (a *Allocator) ListWebhooks(ctx context.Context) ([]Webhook, error) {
 }
 
 // PatchWebhook changes the fields p carries (If-Match: the version).
-func (a *Allocator) PatchWebhook(ctx context.Context, id string, p WebhookPatch, ifMatch IfMatch) (*Webhook, error) {
+func (wh *Service) PatchWebhook(ctx context.Context, id string, p WebhookPatch, ifMatch kernel.IfMatch) (*Webhook, error) {
 	var out Webhook
-	err := a.write(ctx, func(t *tx) error {
-		w, err := t.webhook(id)
+	err := wh.write(ctx, func(t *kernel.Tx) error {
+		w, err := webhookRow(t, id)
 		if err != nil {
 			return err
 		}
-		if err := ifMatch.check("webhook "+id, w.Version); err != nil {
+		if err := ifMatch.Check("webhook "+id, w.Version); err != nil {
 			return err
 		}
 		before := webhookAudit(w)
@@ -349,21 +351,21 @@ func (a *Allocator) PatchWebhook(ctx context.Context, id string, p WebhookPatch,
 			return err
 		}
 		if n > 0 {
-			return Errf(CodeConflict, "name", "a webhook named %q exists already", w.Name)
+			return kernel.Errf(kernel.CodeConflict, "name", "a webhook named %q exists already", w.Name)
 		}
 		res := t.Model(&models.Webhook{}).Where("id = ? AND version = ?", w.ID, w.Version).Updates(map[string]any{
 			"name": w.Name, "url": w.URL, "secret": w.Secret, "actions": w.Actions, "pools": w.Pools,
-			"enabled": w.Enabled, "version": w.Version + 1, "updated_at": t.now})
+			"enabled": w.Enabled, "version": w.Version + 1, "updated_at": t.Now})
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected != 1 {
-			return Errf(CodeStaleVersion, "", "webhook %s changed while it was being edited; read it again and retry", id)
+			return kernel.Errf(kernel.CodeStaleVersion, "", "webhook %s changed while it was being edited; read it again and retry", id)
 		}
 		w.Version++
-		w.UpdatedAt = t.now
+		w.UpdatedAt = t.Now
 		out = webhookOut(w, 0)
-		return t.audit("webhook.update", "webhook", id, before, webhookAudit(w))
+		return t.Audit("webhook.update", "webhook", id, before, webhookAudit(w))
 	})
 	if err != nil {
 		return nil, err
@@ -373,13 +375,13 @@ func (a *Allocator) PatchWebhook(ctx context.Context, id string, p WebhookPatch,
 
 // DeleteWebhook removes a webhook and its queue; a delivery in flight at
 // that moment finishes, its result is dropped.
-func (a *Allocator) DeleteWebhook(ctx context.Context, id string, ifMatch IfMatch) error {
-	return a.write(ctx, func(t *tx) error {
-		w, err := t.webhook(id)
+func (wh *Service) DeleteWebhook(ctx context.Context, id string, ifMatch kernel.IfMatch) error {
+	return wh.write(ctx, func(t *kernel.Tx) error {
+		w, err := webhookRow(t, id)
 		if err != nil {
 			return err
 		}
-		if err := ifMatch.check("webhook "+id, w.Version); err != nil {
+		if err := ifMatch.Check("webhook "+id, w.Version); err != nil {
 			return err
 		}
 		if err := t.Where("webhook_id = ?", w.ID).Delete(&models.WebhookDelivery{}).Error; err != nil {
@@ -388,6 +390,6 @@ func (a *Allocator) DeleteWebhook(ctx context.Context, id string, ifMatch IfMatc
 		if err := t.Delete(&models.Webhook{}, w.ID).Error; err != nil {
 			return err
 		}
-		return t.audit("webhook.delete", "webhook", id, webhookAudit(w), nil)
+		return t.Audit("webhook.delete", "webhook", id, webhookAudit(w), nil)
 	})
 }

@@ -1,4 +1,4 @@
-package allocator
+package feed
 
 import (
 	"context"
@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // runFeed starts a's sequencer for the test's lifetime with a short
 // fallback poll.
-func runFeed(t *testing.T, a *Allocator) context.CancelFunc {
+func runFeed(t *testing.T, a *Feed) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := a.RunFeed(ctx, FeedOptions{Poll: 50 * time.Millisecond})
 	t.Cleanup(func() { cancel(); <-done })
@@ -30,16 +32,16 @@ func TestFeedOrderUnderConcurrentWriters(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			u := concurrencyURL(t, d)
-			as := allocators(t, u, 3)
-			ctx := WithActor(context.Background(), "test", "")
+			as := processes(t, u, 3)
+			ctx := kernel.WithActor(context.Background(), "test", "")
 			for i, p := range []string{"fa", "fb", "fc"} {
-				if _, err := as[0].CreatePool(ctx, PoolSpec{Name: p, Type: "integer", Ranges: []RangeSpec{rng(fmt.Sprint(i*10000+1), fmt.Sprint(i*10000+9999), true)}}); err != nil {
+				if _, err := as[0].a.CreatePool(ctx, allocator.PoolSpec{Name: p, Type: "integer", Ranges: []allocator.RangeSpec{rng(fmt.Sprint(i*10000+1), fmt.Sprint(i*10000+9999), true)}}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			cancels := make([]context.CancelFunc, len(as))
 			for i, a := range as {
-				cancels[i] = runFeed(t, a)
+				cancels[i] = runFeed(t, a.feed)
 			}
 			perWriter := 60
 			if d == models.Postgres {
@@ -53,14 +55,14 @@ func TestFeedOrderUnderConcurrentWriters(t *testing.T) {
 					a := as[w%len(as)]
 					pool := []string{"fa", "fb", "fc"}[w%3]
 					for i := 0; i < perWriter; i++ {
-						o := Owner{Type: "machine", ID: fmt.Sprintf("w%d-%d", w, i)}
-						al, _, err := a.Allocate(ctx, pool, o, "")
+						o := allocator.Owner{Type: "machine", ID: fmt.Sprintf("w%d-%d", w, i)}
+						al, _, err := a.a.Allocate(ctx, pool, o, "")
 						if err != nil {
 							t.Errorf("allocate: %v", err)
 							return
 						}
 						if i%3 == 0 {
-							if err := a.Release(ctx, pool, al.Value, o); err != nil {
+							if err := a.a.Release(ctx, pool, al.Value, o); err != nil {
 								t.Errorf("release: %v", err)
 								return
 							}
@@ -75,7 +77,7 @@ func TestFeedOrderUnderConcurrentWriters(t *testing.T) {
 			var last int64
 			after := int64(0)
 			readPage := func() int {
-				page, err := as[2].ReadFeed(ctx, FeedQuery{After: after, Limit: 37})
+				page, err := as[2].feed.ReadFeed(ctx, FeedQuery{After: after, Limit: 37})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package allocator
+package webhook
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -78,7 +79,7 @@ func (o WebhookOptions) withDefaults() WebhookOptions {
 // MaxResponseBody bounds the part of a receiver's answer that is stored.
 const MaxResponseBody = 4096
 
-type webhookEngine struct {
+type engine struct {
 	mu       sync.Mutex
 	o        *WebhookOptions
 	owner    string
@@ -90,7 +91,7 @@ type webhookEngine struct {
 	onResult func(outcome string)
 }
 
-func (e *webhookEngine) opts() WebhookOptions {
+func (e *engine) opts() WebhookOptions {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.o == nil {
@@ -102,19 +103,15 @@ func (e *webhookEngine) opts() WebhookOptions {
 // SetOnDelivery sets the hook called after each delivery attempt with its
 // outcome: "delivered", "retry" or "failed" (metrics); set it before
 // RunWebhooks.
-func (a *Allocator) SetOnDelivery(fn func(outcome string)) { a.hooks.onResult = fn }
+func (wh *Service) SetOnDelivery(fn func(outcome string)) { wh.engine.onResult = fn }
 
-// SetOnFeedPass sets the hook called after each sequencer pass with the
-// number of events it numbered (metrics).
-func (a *Allocator) SetOnFeedPass(fn func(events int)) { a.onFeedPass = fn }
-
-// RunWebhooks delivers queued webhook deliveries until ctx ends. It
+// Run delivers queued webhook deliveries until ctx ends. It
 // returns at once; done is closed when every attempt in flight ended.
-func (a *Allocator) RunWebhooks(ctx context.Context, opts WebhookOptions) (done <-chan struct{}) {
+func (wh *Service) Run(ctx context.Context, opts WebhookOptions) (done <-chan struct{}) {
 	o := opts.withDefaults()
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	e := &a.hooks
+	e := &wh.engine
 	e.mu.Lock()
 	e.o = &o
 	e.owner = hex.EncodeToString(b[:])
@@ -130,7 +127,7 @@ func (a *Allocator) RunWebhooks(ctx context.Context, opts WebhookOptions) (done 
 	d := make(chan struct{})
 	go func() {
 		defer close(d)
-		a.dispatch(ctx)
+		wh.dispatch(ctx)
 	}()
 	return d
 }
@@ -145,22 +142,22 @@ type dueHook struct {
 // lost the database returns without releasing it: the lease must not
 // keep the process's own deliveries waiting until it expires), and sleeps until the next due time, a
 // new delivery, a sender's end or the poll.
-func (a *Allocator) dispatch(ctx context.Context) {
-	e := &a.hooks
+func (wh *Service) dispatch(ctx context.Context) {
+	e := &wh.engine
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
-		now := a.now()
+		now := wh.now()
 		wake := now.Add(e.o.Poll)
 		var due []dueHook
-		err := a.read(ctx, func(db *gorm.DB) error {
+		err := wh.read(ctx, func(db *gorm.DB) error {
 			return db.Raw(`SELECT w.id AS id, h.next_attempt_at AS next_at FROM webhooks w
 JOIN webhook_deliveries h ON h.webhook_id = w.id AND h.state = 'pending'
  AND h.revision = (SELECT MIN(d.revision) FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.state = 'pending')
 WHERE w.enabled AND (w.lease_until IS NULL OR w.lease_until < ? OR w.lease_owner = ?)`, now, e.owner).Scan(&due).Error
 		})
 		if err != nil && ctx.Err() == nil {
-			a.log.Warn("webhook dispatcher: reading the queues failed", "error", err)
+			wh.log.Warn("webhook dispatcher: reading the queues failed", "error", err)
 		}
 		for _, h := range due {
 			if h.NextAt.After(now) {
@@ -172,7 +169,7 @@ WHERE w.enabled AND (w.lease_until IS NULL OR w.lease_until < ? OR w.lease_owner
 			e.mu.Lock()
 			busy := e.active[h.ID] || len(e.active) >= e.o.Concurrency
 			e.mu.Unlock()
-			if busy || !a.takeLease(ctx, h.ID) {
+			if busy || !wh.takeLease(ctx, h.ID) {
 				continue
 			}
 			e.mu.Lock()
@@ -181,7 +178,7 @@ WHERE w.enabled AND (w.lease_until IS NULL OR w.lease_until < ? OR w.lease_owner
 			wg.Add(1)
 			go func(id int64) {
 				defer wg.Done()
-				a.sendQueue(ctx, id)
+				wh.sendQueue(ctx, id)
 				e.mu.Lock()
 				delete(e.active, id)
 				e.mu.Unlock()
@@ -191,7 +188,7 @@ WHERE w.enabled AND (w.lease_until IS NULL OR w.lease_until < ? OR w.lease_owner
 		t := time.NewTimer(max(time.Until(wake), time.Millisecond))
 		select {
 		case <-ctx.Done():
-		case <-a.feed.deliver:
+		case <-wh.wake:
 		case <-e.finished:
 		case <-t.C:
 		}
@@ -199,28 +196,28 @@ WHERE w.enabled AND (w.lease_until IS NULL OR w.lease_until < ? OR w.lease_owner
 	}
 }
 
-func (a *Allocator) takeLease(ctx context.Context, id int64) bool {
-	now := a.now()
-	e := &a.hooks
-	res := a.db.WithContext(ctx).Model(&models.Webhook{}).
+func (wh *Service) takeLease(ctx context.Context, id int64) bool {
+	now := wh.now()
+	e := &wh.engine
+	res := wh.db.WithContext(ctx).Model(&models.Webhook{}).
 		Where("id = ? AND enabled AND (lease_until IS NULL OR lease_until < ? OR lease_owner = ?)", id, now, e.owner).
 		Updates(map[string]any{"lease_owner": e.owner, "lease_until": now.Add(e.o.Lease)})
 	return res.Error == nil && res.RowsAffected == 1
 }
 
-func (a *Allocator) renewLease(ctx context.Context, id int64) bool {
-	now := a.now()
-	e := &a.hooks
-	res := a.db.WithContext(ctx).Model(&models.Webhook{}).
+func (wh *Service) renewLease(ctx context.Context, id int64) bool {
+	now := wh.now()
+	e := &wh.engine
+	res := wh.db.WithContext(ctx).Model(&models.Webhook{}).
 		Where("id = ? AND enabled AND lease_owner = ?", id, e.owner).
 		Update("lease_until", now.Add(e.o.Lease))
 	return res.Error == nil && res.RowsAffected == 1
 }
 
-func (a *Allocator) releaseLease(id int64) {
+func (wh *Service) releaseLease(id int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	a.db.WithContext(ctx).Model(&models.Webhook{}).Where("id = ? AND lease_owner = ?", id, a.hooks.owner).
+	wh.db.WithContext(ctx).Model(&models.Webhook{}).Where("id = ? AND lease_owner = ?", id, wh.engine.owner).
 		Updates(map[string]any{"lease_owner": nil, "lease_until": nil})
 }
 
@@ -236,13 +233,13 @@ type queued struct {
 // reads the queue a page at a time and renews the lease every third of
 // its duration (each attempt is shorter than that), so a delivery costs
 // one write: its result.
-func (a *Allocator) sendQueue(ctx context.Context, id int64) {
-	defer a.releaseLease(id)
+func (wh *Service) sendQueue(ctx context.Context, id int64) {
+	defer wh.releaseLease(id)
 	var renewed time.Time
-	lease := a.hooks.o.Lease
+	lease := wh.engine.o.Lease
 	for ctx.Err() == nil {
 		var page []queued
-		err := a.read(ctx, func(db *gorm.DB) error {
+		err := wh.read(ctx, func(db *gorm.DB) error {
 			return db.Raw(`SELECT d.*, w.url AS url, w.secret AS secret FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
 WHERE d.webhook_id = ? AND d.state = 'pending' ORDER BY d.revision LIMIT 50`, id).Scan(&page).Error
 		})
@@ -255,7 +252,7 @@ WHERE d.webhook_id = ? AND d.state = 'pending' ORDER BY d.revision LIMIT 50`, id
 			ids[i] = page[i].EventID
 		}
 		var rows []models.AuditEvent
-		if err := a.read(ctx, func(db *gorm.DB) error { return db.Where("id IN ?", ids).Find(&rows).Error }); err != nil {
+		if err := wh.read(ctx, func(db *gorm.DB) error { return db.Where("id IN ?", ids).Find(&rows).Error }); err != nil {
 			return
 		}
 		for i := range rows {
@@ -263,11 +260,11 @@ WHERE d.webhook_id = ? AND d.state = 'pending' ORDER BY d.revision LIMIT 50`, id
 		}
 		for i := range page {
 			q := &page[i]
-			if q.NextAttemptAt == nil || q.NextAttemptAt.After(a.now()) {
+			if q.NextAttemptAt == nil || q.NextAttemptAt.After(wh.now()) {
 				return // the dispatcher wakes at its time
 			}
 			if time.Since(renewed) > lease/3 {
-				if !a.renewLease(ctx, id) {
+				if !wh.renewLease(ctx, id) {
 					return // deleted, disabled, or taken over
 				}
 				renewed = time.Now()
@@ -276,15 +273,15 @@ WHERE d.webhook_id = ? AND d.state = 'pending' ORDER BY d.revision LIMIT 50`, id
 			if !ok {
 				return
 			}
-			body, err := json.Marshal(eventOut(ev))
+			body, err := json.Marshal(kernel.EventOut(ev))
 			if err != nil {
 				return
 			}
-			status, answer, sendErr := a.hooks.send(ctx, q, body)
+			status, answer, sendErr := wh.engine.send(ctx, q, body)
 			if ctx.Err() != nil {
 				return // shutting down: the attempt is not counted, it is made again
 			}
-			if !a.recordAttempt(ctx, q, status, answer, sendErr) {
+			if !wh.recordAttempt(ctx, q, status, answer, sendErr) {
 				return
 			}
 			if sendErr != nil {
@@ -301,7 +298,7 @@ func Signature(secret string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-func (e *webhookEngine) send(ctx context.Context, q *queued, body []byte) (int, string, error) {
+func (e *engine) send(ctx context.Context, q *queued, body []byte) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, q.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
@@ -360,9 +357,9 @@ func attemptError(err error) string {
 
 // recordAttempt stores an attempt's result while the lease is still ours
 // (a webhook deleted meanwhile drops it) and tells whether it did.
-func (a *Allocator) recordAttempt(ctx context.Context, q *queued, status int, answer string, sendErr error) bool {
-	e := &a.hooks
-	now := a.now()
+func (wh *Service) recordAttempt(ctx context.Context, q *queued, status int, answer string, sendErr error) bool {
+	e := &wh.engine
+	now := wh.now()
 	up := map[string]any{"attempts": gorm.Expr("attempts + 1"), "response_body": answer}
 	if status > 0 {
 		up["status_code"] = status
@@ -380,11 +377,11 @@ func (a *Allocator) recordAttempt(ctx context.Context, q *queued, status int, an
 		outcome = "retry"
 		up["error"], up["next_attempt_at"] = attemptError(sendErr), now.Add(backoff(e.o.BackoffBase, e.o.BackoffMax, q.Attempts+1))
 	}
-	res := a.db.WithContext(ctx).Model(&models.WebhookDelivery{}).
+	res := wh.db.WithContext(ctx).Model(&models.WebhookDelivery{}).
 		Where("id = ? AND state = ? AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = ? AND w.lease_owner = ?)", q.ID, models.DeliveryPending, q.WebhookID, e.owner).
 		Updates(up)
 	if res.Error != nil {
-		a.log.Warn("webhook delivery: recording the attempt failed; it will be made again", "webhook_id", q.WebhookID, "delivery_id", q.DeliveryID, "error", res.Error)
+		wh.log.Warn("webhook delivery: recording the attempt failed; it will be made again", "webhook_id", q.WebhookID, "delivery_id", q.DeliveryID, "error", res.Error)
 		return false
 	}
 	if res.RowsAffected != 1 {

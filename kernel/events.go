@@ -1,0 +1,60 @@
+package kernel
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// Event is one audit event as the API shows it: time, actor, action,
+// object, request id, and the object before and after (secrets redacted
+// when written).
+type Event struct {
+	ID         string          `json:"id"`
+	At         time.Time       `json:"at"`
+	Actor      string          `json:"actor"`
+	Action     string          `json:"action"`
+	ObjectType string          `json:"object_type"`
+	ObjectID   string          `json:"object_id"`
+	RequestID  string          `json:"request_id,omitempty"`
+	Before     json.RawMessage `json:"before"`
+	After      json.RawMessage `json:"after"`
+	// Revision is the event's place in commit order (docs/feed.md); null
+	// for the moment between its commit and its numbering.
+	Revision *int64 `json:"revision"`
+	// Pool and Value name the pool value an allocation event is about
+	// (Pool alone for a pool's own events).
+	Pool  string `json:"pool,omitempty"`
+	Value string `json:"value,omitempty"`
+}
+
+func EventOut(r *models.AuditEvent) Event {
+	e := Event{ID: strconv.FormatInt(r.ID, 10), At: r.At.UTC(), Actor: r.Actor, Action: r.Action,
+		ObjectType: r.ObjectType, ObjectID: r.ObjectID, RequestID: r.RequestID, Before: json.RawMessage("null"), After: json.RawMessage("null")}
+	if r.BeforeJSON != nil {
+		e.Before = json.RawMessage(*r.BeforeJSON)
+	}
+	if r.AfterJSON != nil {
+		e.After = json.RawMessage(*r.AfterJSON)
+	}
+	e.Revision = r.Revision
+	e.Pool, e.Value = EventPool(r.ObjectType, r.ObjectID)
+	return e
+}
+
+// EventPool tells which pool an event belongs to: an allocation event's
+// object is POOL/VALUE, a pool event's object is the pool.
+func EventPool(objectType, objectID string) (pool, value string) {
+	switch objectType {
+	case "allocation":
+		if i := strings.IndexByte(objectID, '/'); i > 0 {
+			return objectID[:i], objectID[i+1:]
+		}
+	case "pool":
+		return objectID, ""
+	}
+	return "", ""
+}
