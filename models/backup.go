@@ -70,12 +70,8 @@ func VerifySQLiteFile(path string) (int, error) {
 	if s, e := db.DB(); e == nil {
 		defer s.Close()
 	}
-	var res []string
-	if err := db.Raw(`PRAGMA integrity_check`).Scan(&res).Error; err != nil {
-		return 0, fmt.Errorf("integrity check of %q: %w", path, err)
-	}
-	if len(res) != 1 || res[0] != "ok" {
-		return 0, fmt.Errorf("integrity check of %q: %v", path, res)
+	if err := integrityCheck(db, path); err != nil {
+		return 0, err
 	}
 	var v int
 	if err := db.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v).Error; err != nil {
@@ -85,6 +81,32 @@ func VerifySQLiteFile(path string) (int, error) {
 		return v, fmt.Errorf("%q holds schema version %d, newer than this build's %d: restore it with the release that wrote it", path, v, SchemaVersion())
 	}
 	return v, nil
+}
+
+// CheckSQLiteIntegrity runs SQLite's own integrity check (every page, every
+// index against its table) on the file at path, opened read-only. The
+// consistency check of ipledger's rows reads only what its rules need, so
+// a damaged page elsewhere (an index, a table no rule reads) is found here.
+func CheckSQLiteIntegrity(path string) error {
+	db, _, err := OpenTarget(sqliteReadOnly(path))
+	if err != nil {
+		return err
+	}
+	if s, e := db.DB(); e == nil {
+		defer s.Close()
+	}
+	return integrityCheck(db, path)
+}
+
+func integrityCheck(db *gorm.DB, path string) error {
+	var res []string
+	if err := db.Raw(`PRAGMA integrity_check`).Scan(&res).Error; err != nil {
+		return fmt.Errorf("integrity check of %q: %w", path, err)
+	}
+	if len(res) != 1 || res[0] != "ok" {
+		return fmt.Errorf("integrity check of %q: %v", path, res)
+	}
+	return nil
 }
 
 // Restore puts the SQLite backup from in place of the database to. It

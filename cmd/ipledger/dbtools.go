@@ -141,6 +141,14 @@ func runCheck(ctx context.Context, out io.Writer, url, output string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	// SQLite's own integrity check first: the rules below read only the
+	// rows they need, and would call a file with a damaged index or page
+	// elsewhere consistent.
+	if t, err := models.ParseURL(url); err == nil && t.Dialect == models.SQLite {
+		if err := models.CheckSQLiteIntegrity(t.Path); err != nil {
+			return fmt.Errorf("--database sqlite:%s: the file is damaged: %w", t.Path, err)
+		}
+	}
 	db, _, err := models.OpenWith(url, models.OpenOptions{MaxConns: 2})
 	if err != nil {
 		return err

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // A mistyped SQLite path given to backup or check is refused by name, and
@@ -25,5 +28,42 @@ func TestDatabaseCommandsRefuseAMissingSQLiteFile(t *testing.T) {
 		for _, e := range ents {
 			t.Errorf("%s created %s", args[0], e.Name())
 		}
+	}
+}
+
+// A file with a damaged page is not called consistent: check runs SQLite's
+// own integrity check, not only the rules over the rows they read. The
+// damaged page here is the root of an index of a table no rule reads.
+func TestCheckFindsADamagedSQLiteFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "site.db")
+	if out, err := runDBCmd(t, "migrate", "--database", "sqlite:"+path); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	db := dbtest.OpenURL(t, "sqlite:"+path)
+	var root, pageSize int64
+	if err := db.Raw(`SELECT rootpage FROM sqlite_master WHERE type = 'index' AND tbl_name = 'api_tokens' ORDER BY name LIMIT 1`).Scan(&root).Error; err != nil || root == 0 {
+		t.Fatalf("index root page: %d, %v", root, err)
+	}
+	if err := db.Raw(`PRAGMA page_size`).Scan(&pageSize).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`).Error; err != nil {
+		t.Fatal(err)
+	}
+	if s, err := db.DB(); err == nil {
+		s.Close()
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, int(pageSize)), (root-1)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out, err := runDBCmd(t, "check", "--database", "sqlite:"+path)
+	if err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("check of a damaged file: err %v, want one naming the file as damaged\n%s", err, out)
 	}
 }
