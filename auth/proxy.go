@@ -97,7 +97,13 @@ func (p *Proxy) Identify(r *http.Request) (*Person, error) {
 	}
 	var groups []string
 	if p.GroupsHeader != "" {
-		for _, v := range r.Header.Values(p.GroupsHeader) {
+		// Given once, like the user header: a second one is a client's
+		// header that the proxy passed through beside its own.
+		gv := r.Header.Values(p.GroupsHeader)
+		if len(gv) > 1 {
+			return nil, &ProxyError{Peer: r.RemoteAddr, Reason: fmt.Sprintf("the header %s must be given at most once", p.GroupsHeader)}
+		}
+		for _, v := range gv {
 			groups = append(groups, SplitList(v)...)
 		}
 	}

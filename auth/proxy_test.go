@@ -78,3 +78,25 @@ func TestTrustedProxy(t *testing.T) {
 		t.Error("a bad CIDR was accepted")
 	}
 }
+
+// TestTrustedProxyGroupsHeaderOnce refuses a groups header given more than
+// once: a proxy that sets its own header but passes the client's through
+// would otherwise let the client add "ipam-admins" to its own groups.
+func TestTrustedProxyGroupsHeaderOnce(t *testing.T) {
+	t.Parallel()
+	trusted, err := ParseCIDRs("10.0.0.0/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{UserHeader: "X-Forwarded-User", GroupsHeader: "X-Forwarded-Groups", Trusted: trusted, Roles: testRoles}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.9:4431"
+	r.Header.Add("X-Forwarded-User", "mallory")
+	r.Header.Add("X-Forwarded-Groups", "ipam-admins")
+	r.Header.Add("X-Forwarded-Groups", "staff")
+	who, err := p.Identify(r)
+	var pe *ProxyError
+	if !errors.As(err, &pe) {
+		t.Fatalf("groups header twice: got %+v, %v; want a ProxyError", who, err)
+	}
+}
