@@ -47,8 +47,8 @@ func (o *OIDC) VerifyBearer(ctx context.Context, raw string) (*Person, error) {
 	}
 	actor, name := "", ""
 	for _, c := range []string{o.cfg.UsernameClaim, "preferred_username", "email"} {
-		if s, ok := claims[c].(string); ok && strings.TrimSpace(s) != "" {
-			if name, err = checkName(strings.TrimSpace(s), c); err != nil {
+		if s, ok := nameClaim(claims, c); ok {
+			if name, err = checkName(s, c); err != nil {
 				return nil, &InvalidTokenError{err.Error()}
 			}
 			actor = "user:" + name

@@ -46,15 +46,38 @@ func usernameFrom(claims map[string]any, claim string) (string, error) {
 		order = append([]string{claim}, order...)
 	}
 	for _, c := range order {
-		if s, ok := claims[c].(string); ok && strings.TrimSpace(s) != "" {
-			return checkName(strings.TrimSpace(s), c)
+		if s, ok := nameClaim(claims, c); ok {
+			return checkName(s, c)
 		}
 	}
 	return "", fmt.Errorf("the token names nobody: none of the claims %s is a non-empty string", strings.Join(order, ", "))
 }
 
+// nameClaim is the claim c when it is a non-empty string that may name a
+// person: an email address the issuer says it has not verified
+// (email_verified false) names nobody, as anyone may type any address
+// into their profile at many providers.
+func nameClaim(claims map[string]any, c string) (string, bool) {
+	s, ok := claims[c].(string)
+	if s = strings.TrimSpace(s); !ok || s == "" {
+		return "", false
+	}
+	if c == "email" {
+		switch v := claims["email_verified"].(type) {
+		case bool:
+			return s, v
+		case string:
+			return s, !strings.EqualFold(v, "false")
+		}
+	}
+	return s, true
+}
+
 // checkName refuses a name that cannot be an audit actor: too long, not
-// UTF-8, or holding a control character (a forged line in a log).
+// UTF-8, or holding a control character (a forged line in a log), a line
+// or paragraph separator, or an invisible format character (a
+// bidirectional override or a zero-width space makes one name read as
+// another).
 func checkName(s, from string) (string, error) {
 	if len(s) > MaxUsernameLen {
 		return "", fmt.Errorf("%s is longer than %d bytes", from, MaxUsernameLen)
@@ -63,8 +86,11 @@ func checkName(s, from string) (string, error) {
 		return "", fmt.Errorf("%s is not valid UTF-8", from)
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) {
 			return "", fmt.Errorf("%s contains a control character", from)
+		}
+		if unicode.Is(unicode.Cf, r) {
+			return "", fmt.Errorf("%s contains an invisible format character (U+%04X)", from, r)
 		}
 	}
 	return s, nil

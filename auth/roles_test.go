@@ -110,3 +110,38 @@ func TestLoginStateSealed(t *testing.T) {
 		}
 	}
 }
+
+// TestUsernameRefusesInvisibleCharacters refuses names whose characters
+// change how an audit line reads without being seen: bidirectional
+// overrides, zero-width characters, line and paragraph separators.
+func TestUsernameRefusesInvisibleCharacters(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"alice\u202euser:admin", "ad\u200bmin", "alice\u2028user:admin", "alice\u2029x", "\ufeffadmin"} {
+		if got, err := usernameFrom(map[string]any{"preferred_username": n}, ""); err == nil {
+			t.Errorf("%q was accepted as %q", n, got)
+		}
+	}
+	if got, err := usernameFrom(map[string]any{"preferred_username": "José Ñúñez"}, ""); err != nil || got != "José Ñúñez" {
+		t.Errorf("a plain accented name: got %q %v", got, err)
+	}
+}
+
+// TestUsernameSkipsUnverifiedEmail never names a person by an email
+// address the issuer says it has not verified: anyone may type any
+// address into their profile at many providers.
+func TestUsernameSkipsUnverifiedEmail(t *testing.T) {
+	t.Parallel()
+	for _, v := range []any{false, "false"} {
+		m := map[string]any{"email": "ceo@example.com", "email_verified": v, "sub": "u-123"}
+		if got, err := usernameFrom(m, ""); err != nil || got != "u-123" {
+			t.Errorf("email_verified %v: got %q %v, want the sub", v, got, err)
+		}
+		if got, err := usernameFrom(m, "email"); err != nil || got != "u-123" {
+			t.Errorf("email claim configured, email_verified %v: got %q %v, want the sub", v, got, err)
+		}
+	}
+	m := map[string]any{"email": "ceo@example.com", "email_verified": true, "sub": "u-123"}
+	if got, err := usernameFrom(m, ""); err != nil || got != "ceo@example.com" {
+		t.Errorf("verified email: got %q %v", got, err)
+	}
+}
