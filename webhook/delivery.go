@@ -21,6 +21,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/buildinfo"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -305,7 +306,7 @@ func (e *engine) send(ctx context.Context, q *queued, body []byte) (int, string,
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", "ipledger-webhook")
+	h.Set("User-Agent", buildinfo.UserAgent("ipledger-webhook"))
 	h.Set("X-Ipledger-Event", q.Action)
 	h.Set("X-Ipledger-Revision", strconv.FormatInt(q.Revision, 10))
 	h.Set("X-Ipledger-Delivery", q.DeliveryID)

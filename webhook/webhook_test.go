@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/buildinfo"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
@@ -25,6 +26,7 @@ import (
 // hookReq is one request a test receiver got.
 type hookReq struct {
 	delivery, event, signature string
+	userAgent                  string
 	revision                   int64
 	body                       []byte
 }
@@ -55,7 +57,7 @@ func newReceiver(t *testing.T, answer func(n int, w http.ResponseWriter, r *http
 		rev, _ := strconv.ParseInt(r.Header.Get("X-Ipledger-Revision"), 10, 64)
 		rc.mu.Lock()
 		n := len(rc.reqs)
-		rc.reqs = append(rc.reqs, hookReq{r.Header.Get("X-Ipledger-Delivery"), r.Header.Get("X-Ipledger-Event"), r.Header.Get("X-Ipledger-Signature"), rev, b})
+		rc.reqs = append(rc.reqs, hookReq{r.Header.Get("X-Ipledger-Delivery"), r.Header.Get("X-Ipledger-Event"), r.Header.Get("X-Ipledger-Signature"), r.Header.Get("User-Agent"), rev, b})
 		rc.mu.Unlock()
 		rc.got <- struct{}{}
 		answer(n, w, r)
@@ -135,6 +137,12 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 		f.alloc("wp", "m1", "")
 		f.alloc("wp", "m2", "")
 		reqs := rc.waitFor(t, 5)
+		// Every attempt names the build that sent it.
+		for _, r := range reqs {
+			if want := buildinfo.UserAgent("ipledger-webhook"); r.userAgent != want {
+				t.Fatalf("User-Agent %q, want %q", r.userAgent, want)
+			}
+		}
 		for i := 1; i < 4; i++ {
 			if reqs[i].delivery != reqs[0].delivery || reqs[i].revision != reqs[0].revision || string(reqs[i].body) != string(reqs[0].body) {
 				t.Fatalf("attempt %d differs from the first: %+v vs %+v", i+1, reqs[i], reqs[0])
