@@ -135,6 +135,10 @@ func Restore(from string, to Target, force bool) (schemaVersion int, err error) 
 		os.Remove(tmp)
 		return 0, err
 	}
+	if err := takeOwner(tmp, to.Path); err != nil {
+		os.Remove(tmp)
+		return 0, err
+	}
 	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
 		if err := os.Remove(to.Path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			os.Remove(tmp)
@@ -175,6 +179,29 @@ func sqliteTables(t Target) (int, error) {
 func sqliteReadOnly(path string) Target {
 	esc := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	return Target{Dialect: SQLite, DSN: "file:" + esc + "?mode=ro&_pragma=busy_timeout(10000)", Path: path}
+}
+
+// takeOwner gives the restored copy at tmp the owner of the file it
+// replaces (or, for a new file, of its directory). A restore is run as
+// root while the server runs as a user of its own (the systemd unit's
+// dynamic user, the image's uid 65532): a copy left owned by root would
+// keep the server from opening its database at the next start.
+func takeOwner(tmp, target string) error {
+	ref, err := os.Stat(target)
+	if errors.Is(err, os.ErrNotExist) {
+		ref, err = os.Stat(filepath.Dir(target))
+	}
+	if err != nil {
+		return err
+	}
+	uid, gid, ok := fileOwner(ref)
+	if !ok || (uid == os.Geteuid() && gid == os.Getegid()) {
+		return nil
+	}
+	if err := os.Chown(tmp, uid, gid); err != nil && os.Geteuid() == 0 {
+		return fmt.Errorf("give the restored file the owner of %q (uid %d, gid %d): %w", target, uid, gid, err)
+	}
+	return nil
 }
 
 func copyFile(from, to string) error {

@@ -1,0 +1,58 @@
+//go:build unix
+
+package models_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// A restore run as root gives the restored file the owner of the file it
+// replaces: the server runs as a user of its own and must still open its
+// database at the next start.
+func TestRestoreKeepsTheTargetsOwner(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("changing a file's owner needs root")
+	}
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	db, _, err := models.Open("sqlite:" + live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := models.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if _, err := models.Backup(context.Background(), db, backup); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := db.DB(); err == nil {
+		s.Close()
+	}
+	const uid, gid = 65532, 65533
+	if err := os.Chown(live, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	target, err := models.ParseURL("sqlite:" + live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := models.Restore(backup, target, true); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if st.Uid != uid || st.Gid != gid {
+		t.Errorf("restored file owned by %d:%d, want the replaced file's %d:%d", st.Uid, st.Gid, uid, gid)
+	}
+}
