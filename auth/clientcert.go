@@ -43,14 +43,20 @@ func (e *CertError) Error() string {
 // CertID is what names a certificate's holder: its first URI SAN (the
 // SPIFFE id), else its subject CN.
 func CertID(state *tls.ConnectionState) string {
+	id, _ := certID(state)
+	return id
+}
+
+// certID is CertID and whether it is the certificate's URI SAN.
+func certID(state *tls.ConnectionState) (id string, uri bool) {
 	if state == nil || len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
-		return ""
+		return "", false
 	}
 	leaf := state.VerifiedChains[0][0]
 	if len(leaf.URIs) > 0 {
-		return leaf.URIs[0].String()
+		return leaf.URIs[0].String(), true
 	}
-	return leaf.Subject.CommonName
+	return leaf.Subject.CommonName, false
 }
 
 // Identify returns the holder of a verified client certificate (actor
@@ -58,12 +64,15 @@ func CertID(state *tls.ConnectionState) string {
 // when the certificate is not mapped. Only verified chains count: the TLS
 // handshake has already refused a certificate from another CA.
 func (m ClientRoles) Identify(state *tls.ConnectionState) (*Person, error) {
-	id := CertID(state)
+	id, uri := certID(state)
 	if id == "" {
 		return nil, nil
 	}
 	role, ok := m[id]
-	if !ok {
+	// A CN that spells a URI never passes for a URI SAN: the CN is what
+	// the requester wrote, the URI SAN (SPIFFE id) what the issuer vouches
+	// for.
+	if !ok || (!uri && strings.Contains(id, "://")) {
 		return nil, &CertError{ID: id}
 	}
 	name, err := checkName(id, "the certificate's identity")
