@@ -137,6 +137,7 @@ func TestConsoleScreenshots(t *testing.T) {
 		{"dpu-page", "/machines/" + allocator.DPUMachineID("MT2242X00010"), `document.querySelector("#dpus .badge.pending") !== null`},
 		{"expected-machine-view", "/expected-machines/" + emID(t, site, "1a:1b:1c:1d:1e:20"), `document.querySelector("#em-dpus") !== null`},
 		{"search-results", "/search?q=rack", `document.querySelector(".hit-group") !== null`},
+		{"quarantine", "/quarantine", `document.querySelector("#quarantine tbody tr") !== null`},
 	})
 	shoot(1920, 1080, []struct{ name, path, ready string }{
 		{"noc", "/noc", `document.querySelector("#board .kpi") !== null`},
@@ -208,6 +209,7 @@ func TestConsoleScreenshots(t *testing.T) {
 		{"phone-expected-machines", "/expected-machines", `document.querySelector("#em-table") !== null`},
 		{"phone-audit-log", "/events", `document.querySelector("table") !== null`},
 		{"phone-machine-page", "/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:20"), `document.querySelector("#dpus") !== null`},
+		{"phone-noc", "/noc", `document.querySelector("#board .kpi") !== null`},
 	})
 	ctx = newBrowser(t, 390, 844)
 	run(t, ctx, "sign in",
