@@ -8,7 +8,9 @@
 #   dist/oci/                     the OCI image as a layout (index over
 #                                 linux/amd64 and linux/arm64)
 #   dist/ipledger-VERSION.oci.tar the same layout as one archive
-#   dist/SHA256SUMS               sha256sum -c checks all of the above
+#   dist/ipledger-chart-VERSION.tgz  the Helm chart, appVersion VERSION
+#   dist/SHA256SUMS               sha256sum -c checks the files above
+#                                 (the layout's blobs are named by digest)
 #
 # VERSION defaults to `git describe --tags --always --dirty`. The build
 # date is SOURCE_DATE_EPOCH when set (reproducible builds), else now. No
@@ -52,7 +54,18 @@ fi
 go run ./scripts/mkimage --dist dist --version "$version" --revision "$commit" --created "$date" \
 	--platforms linux/amd64,linux/arm64
 
-(cd dist && sha256sum ipledger-linux-* galactic-ipam-linux-* "ipledger-$version.oci.tar" > SHA256SUMS)
+# The Helm chart with its appVersion (the image tag it deploys when
+# image.tag is empty) set to this release: the checked-in chart says
+# "dev", a tag no registry holds.
+mkdir -p dist/chart
+cp -R deploy/helm/ipledger dist/chart/
+sed -i "s/^appVersion: .*/appVersion: \"$version\"/" dist/chart/ipledger/Chart.yaml
+grep -qx "appVersion: \"$version\"" dist/chart/ipledger/Chart.yaml || { echo "could not stamp the chart's appVersion" >&2; exit 1; }
+tar -C dist/chart --sort=name --owner=0 --group=0 --numeric-owner --mtime="$date" \
+	-czf "dist/ipledger-chart-$version.tgz" ipledger
+rm -rf dist/chart
+
+(cd dist && sha256sum ipledger-linux-* galactic-ipam-linux-* "ipledger-$version.oci.tar" "ipledger-chart-$version.tgz" > SHA256SUMS)
 echo
 echo "release $version ($commit, built $date):"
-(cd dist && ls -l --block-size=1 -- *-linux-* *.oci.tar SHA256SUMS | awk '{printf "  %-40s %12d bytes\n", $NF, $5}')
+(cd dist && ls -l --block-size=1 -- *-linux-* *.oci.tar *.tgz SHA256SUMS | awk '{printf "  %-40s %12d bytes\n", $NF, $5}')
