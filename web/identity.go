@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"time"
 
@@ -34,6 +35,22 @@ type Identity struct {
 
 // WWWAuthenticateInvalid is the challenge of a refused bearer JWT.
 const WWWAuthenticateInvalid = `Bearer error="invalid_token"`
+
+// clientIP is the address logged as a request's "remote": the TCP peer,
+// or, when the peer is the trusted proxy, the client X-Forwarded-For
+// names. echo's default believes X-Forwarded-For and X-Real-IP from
+// anyone, which let a client write any address into the log line of its
+// own refused sign-in.
+func clientIP(p *auth.Proxy) echo.IPExtractor {
+	if p == nil || len(p.Trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, pr := range p.Trusted {
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: pr.Addr().AsSlice(), Mask: net.CIDRMask(pr.Bits(), pr.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
 
 // proxyGuard refuses, on every path, a request carrying the trusted
 // proxy's user header from an address that is not a trusted proxy (401,

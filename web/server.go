@@ -127,6 +127,7 @@ func New(cfg Config) *Server {
 	s.metrics = cfg.Metrics
 	s.metrics.watch(cfg.Allocator, cfg.Feed, cfg.Webhooks)
 	e.HTTPErrorHandler = s.handleError
+	e.IPExtractor = clientIP(cfg.Identity.Proxy)
 	e.Use(sanitizeRequestID)
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator: func() string { return auth.NewTokenValue()[4:26] },
