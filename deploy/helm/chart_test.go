@@ -333,6 +333,30 @@ func TestChartSQLitePersistence(t *testing.T) {
 	if v == nil || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != m.pvc.Name {
 		t.Fatalf("data volume %+v, want the claim %s", v, m.pvc.Name)
 	}
+	// `helm uninstall` must not delete the ledger with the release.
+	if got := m.pvc.Annotations["helm.sh/resource-policy"]; got != "keep" {
+		t.Errorf("pvc annotation helm.sh/resource-policy = %q, want keep", got)
+	}
+}
+
+// An install whose SQLite file lives on an emptyDir says, in its notes,
+// that the data dies with the pod; one with a volume does not.
+func TestChartNotesWarnOfAnEmptyDir(t *testing.T) {
+	t.Parallel()
+	for values, want := range map[string]bool{
+		"": true,
+		"database: {persistence: {enabled: true}}":           false,
+		"database: {type: postgres, url: 'postgres://h/db'}": false,
+	} {
+		files, err := render(t, values)
+		if err != nil {
+			t.Fatalf("values %q: %v", values, err)
+		}
+		notes := files["ipledger/templates/NOTES.txt"]
+		if got := strings.Contains(notes, "emptyDir"); got != want {
+			t.Errorf("values %q: notes warn of an emptyDir: %v, want %v\n%s", values, got, want, notes)
+		}
+	}
 }
 
 // What the server cannot run is refused at rendering, naming the values.
