@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"gorm.io/gorm"
@@ -27,6 +28,9 @@ func newBackupCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
 				return fmt.Errorf("--to: the backup file is required")
+			}
+			if err := requireDir("--to", to); err != nil {
+				return err
 			}
 			c, err := loadConfig(cmd.Flags(), os.LookupEnv, databaseSettings...)
 			if err != nil {
@@ -68,6 +72,9 @@ func newRestoreCmd(cf *clientFlags) *cobra.Command {
 			if from == "" {
 				return fmt.Errorf("--from: the backup file is required")
 			}
+			if _, err := os.Stat(from); err != nil {
+				return fmt.Errorf("--from %s: %w", from, err)
+			}
 			c, err := loadConfig(cmd.Flags(), os.LookupEnv, databaseSettings...)
 			if err != nil {
 				return err
@@ -75,6 +82,11 @@ func newRestoreCmd(cf *clientFlags) *cobra.Command {
 			t, err := models.ParseURL(c.DatabaseURL)
 			if err != nil {
 				return err
+			}
+			if t.Dialect == models.SQLite {
+				if err := requireDir("--database", t.Path); err != nil {
+					return err
+				}
 			}
 			v, err := models.Restore(from, t, force)
 			if err != nil {
@@ -116,6 +128,19 @@ func newCheckCmd(cf *clientFlags) *cobra.Command {
 	}
 	bindFlags(cmd.Flags(), databaseSettings...)
 	return cmd
+}
+
+// requireDir refuses a file path whose directory does not exist, naming
+// the flag: the error of the write that would follow names a temporary
+// file the operator never typed.
+func requireDir(flag, path string) error {
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("%s %s: the directory %s: %w", flag, path, dir, errors.Unwrap(err))
+	} else if !st.IsDir() {
+		return fmt.Errorf("%s %s: %s is not a directory", flag, path, dir)
+	}
+	return nil
 }
 
 // requireSQLiteFile refuses an SQLite database whose file does not exist.

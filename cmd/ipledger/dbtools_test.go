@@ -67,3 +67,31 @@ func TestCheckFindsADamagedSQLiteFile(t *testing.T) {
 		t.Fatalf("check of a damaged file: err %v, want one naming the file as damaged\n%s", err, out)
 	}
 }
+
+// A backup file that is not there, or a file in a directory that is not,
+// is refused naming the flag and the value, and nothing is written.
+func TestDatabaseCommandsNameAMissingFileOrDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	if out, err := runDBCmd(t, "migrate", "--database", "sqlite:"+live); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	gone := filepath.Join(dir, "gone")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backup", "--database", "sqlite:" + live, "--to", filepath.Join(gone, "b.db")}, "--to " + filepath.Join(gone, "b.db")},
+		{[]string{"restore", "--from", filepath.Join(dir, "nope.db"), "--database", "sqlite:" + filepath.Join(dir, "r.db")}, "--from " + filepath.Join(dir, "nope.db")},
+		{[]string{"restore", "--from", live, "--database", "sqlite:" + filepath.Join(gone, "r.db")}, "--database " + filepath.Join(gone, "r.db")},
+	} {
+		out, err := runDBCmd(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want one naming %q\n%s", c.args, err, c.want, out)
+		}
+		if _, err := os.Stat(gone); err == nil {
+			t.Fatalf("%v created %s", c.args, gone)
+		}
+	}
+}
