@@ -19,8 +19,15 @@ import (
 )
 
 // SessionCookie is the console's session cookie: HttpOnly, SameSite=Lax,
-// Secure when Config.SecureCookies, valid for SessionTTL.
+// valid for SessionTTL. With Config.SecureCookies (behind TLS) it is
+// Secure and named SecureSessionCookie.
 const SessionCookie = "ipledger_session"
+
+// SecureSessionCookie is the session cookie's name behind TLS: the
+// __Host- prefix makes browsers refuse it from any other host of the
+// domain, so a sibling subdomain cannot plant a session of its own (its
+// holder's, or an attacker's) in a person's browser.
+const SecureSessionCookie = "__Host-" + SessionCookie
 
 // SessionTTL is the default lifetime of a console session
 // (IPLEDGER_SESSION_TTL). A token session slides: every use renews it (at
@@ -69,6 +76,15 @@ func newSessions(au *auth.Service, secure bool, log *slog.Logger, ttl time.Durat
 		people: &auth.People{Service: au, TTL: ttl}}
 }
 
+// cookieName is the session cookie's name: SecureSessionCookie behind
+// TLS, where a cookie of the plain name is never read.
+func (s *sessions) cookieName() string {
+	if s.secure {
+		return SecureSessionCookie
+	}
+	return SessionCookie
+}
+
 func (s *sessions) signingKey(ctx context.Context) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -106,7 +122,7 @@ func (s *sessions) setCookie(c echo.Context, key []byte, id string, exp time.Tim
 
 func (s *sessions) setKindCookie(c echo.Context, key []byte, kind, id string, exp time.Time) {
 	val := kind + "." + id + "." + b64.EncodeToString(handlers.Sign(key, cookiePurpose(kind), id))
-	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: val, Path: "/", Expires: exp, MaxAge: int(time.Until(exp).Seconds()),
+	c.SetCookie(&http.Cookie{Name: s.cookieName(), Value: val, Path: "/", Expires: exp, MaxAge: int(time.Until(exp).Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})
 }
 
@@ -165,7 +181,7 @@ func (s *sessions) endCurrent(c echo.Context) {
 // one.
 func (s *sessions) Close(c echo.Context) (string, error) {
 	kind, id := s.sessionID(c)
-	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, Expires: time.Unix(0, 0),
+	c.SetCookie(&http.Cookie{Name: s.cookieName(), Value: "", Path: "/", MaxAge: -1, Expires: time.Unix(0, 0),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})
 	switch kind {
 	case tokenCookie:
@@ -187,7 +203,7 @@ func (s *sessions) Close(c echo.Context) (string, error) {
 // (tokenCookie, personCookie) and session id, or "" (no cookie, old
 // format, forged).
 func (s *sessions) sessionID(c echo.Context) (kind, id string) {
-	ck, err := c.Cookie(SessionCookie)
+	ck, err := c.Cookie(s.cookieName())
 	if err != nil || ck.Value == "" {
 		return "", ""
 	}
