@@ -258,8 +258,10 @@ func TestNamesSurviveForceDeleteE2E(t *testing.T) {
 			poll(`document.querySelector("h1") !== null && document.querySelector("h1").innerText.includes("rack7-u14")`),
 			poll(`document.querySelector("tr[data-event]") !== null && document.body.innerText.includes("machine.force_delete")`),
 		)
-		run(t, ctx, "the quarantine list",
-			chromedp.Navigate(site.srv.URL+"/quarantine"),
+		run(t, ctx, "the quarantine list, from the pools page",
+			chromedp.Navigate(site.srv.URL+"/pools"),
+			chromedp.Click(chromedp.CSS(`#quarantine-link`)),
+			poll(`location.pathname === "/quarantine"`),
 			poll(`document.querySelector("#quarantine tbody tr") !== null`),
 		)
 		rows := evalJS[[]string](t, ctx, `[...document.querySelectorAll("#quarantine tbody tr")].map(r => r.innerText)`)
