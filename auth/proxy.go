@@ -38,7 +38,13 @@ func ParseCIDRs(v string) ([]netip.Prefix, error) {
 			return nil, fmt.Errorf("%q is not a CIDR", s)
 		}
 		if p.Addr().Is4In6() {
+			if p.Bits() < 96 {
+				return nil, fmt.Errorf("%q: an IPv4-mapped CIDR needs a prefix of at least /96", s)
+			}
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		if p.Bits() == 0 {
+			return nil, fmt.Errorf("%q holds every address: the user header would be believed from anyone; list the proxies' own addresses", s)
 		}
 		out = append(out, p.Masked())
 	}

@@ -100,3 +100,19 @@ func TestTrustedProxyGroupsHeaderOnce(t *testing.T) {
 		t.Fatalf("groups header twice: got %+v, %v; want a ProxyError", who, err)
 	}
 }
+
+// TestParseCIDRsRefusesEverything: a trusted range holding every address
+// (0.0.0.0/0, ::/0, or ::ffff:0.0.0.0/96, every IPv4 address spelled as
+// IPv6) would believe the user header from anyone; an IPv4-mapped CIDR
+// shorter than /96 spells no IPv4 range at all.
+func TestParseCIDRsRefusesEverything(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"0.0.0.0/0", "::/0", "10.0.0.1, ::ffff:0.0.0.0/96", "::ffff:10.0.0.0/90"} {
+		if got, err := ParseCIDRs(v); err == nil {
+			t.Errorf("%q accepted: %v", v, got)
+		}
+	}
+	if _, err := ParseCIDRs("10.0.0.0/8, fd00::/8"); err != nil {
+		t.Errorf("private ranges refused: %v", err)
+	}
+}
