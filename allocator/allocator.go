@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -80,6 +81,17 @@ type Allocator struct {
 	// report batch ran its reports: the set-based path's (the first
 	// plain), then the others.
 	reportOrder func(order []*report, plain int)
+
+	// Counters of the fast paths (metrics, tests): batches committed on
+	// the guess and guesses that missed (batch_guess.go), guessed batches
+	// sent in a group of two or more (batch_group.go), batches the
+	// PostgreSQL path committed (batch_pg.go).
+	guessHits, guessMisses, groupedBatches, pgFastBatches atomic.Int64
+	// testHookBatchFail and testHookReportBatchFail, set by tests before
+	// the allocator is used, can fail an allocation batch's or a report
+	// batch's transaction, given the number of its requests.
+	testHookBatchFail       func(size int) error
+	testHookReportBatchFail func(size int) error
 }
 
 // New returns an Allocator over a migrated database.

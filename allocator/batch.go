@@ -32,10 +32,6 @@ import (
 // queue does not make one transaction (and its lock hold) arbitrarily long.
 const maxAllocBatch = 64
 
-// testHookBatchFail, when set by a test, can fail a batch's transaction
-// (given its number of requests) to exercise the one-by-one fallback.
-var testHookBatchFail func(size int) error
-
 // allocReq is one queued automatic Allocate call.
 type allocReq struct {
 	ctx   context.Context
@@ -181,15 +177,9 @@ func (a *Allocator) takeBatch(pool string, q *allocQueue, lc *leaderConn) ([]*al
 	return batch, true
 }
 
-// runAllocBatch allocates for every request of batch in one transaction,
-// falling back to one transaction per request when that fails.
-func (a *Allocator) runAllocBatch(pool string, batch []*allocReq) {
-	lc := &leaderConn{}
-	defer lc.drop()
-	a.runAllocBatchOn(lc, pool, batch)
-}
-
-// runAllocBatchOn is runAllocBatch on the leader's connection (PostgreSQL).
+// runAllocBatchOn allocates for every request of batch in one
+// transaction on the leader's connection (PostgreSQL), falling back to one
+// transaction per request when that fails.
 func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocReq) {
 	live := make([]*allocReq, 0, len(batch))
 	for _, r := range batch {
@@ -251,8 +241,8 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 			if t.attempt > 0 {
 				earlierTry = true // the last attempt may have committed
 			}
-			if testHookBatchFail != nil {
-				if err := testHookBatchFail(len(live)); err != nil {
+			if a.testHookBatchFail != nil {
+				if err := a.testHookBatchFail(len(live)); err != nil {
 					return err
 				}
 			}

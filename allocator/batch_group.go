@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,13 +41,9 @@ import (
 // batches of up to maxAllocBatch of each pool).
 const maxGroupOwners = 256
 
-// groupedBatches counts the guessed batches sent in a group of two or
-// more (tests and metrics).
-var groupedBatches atomic.Int64
-
-// GroupedBatches returns how many guessed batches of this process shared
+// GroupedBatches returns how many guessed batches of this allocator shared
 // their transaction with other pools' (metrics).
-func GroupedBatches() int64 { return groupedBatches.Load() }
+func (a *Allocator) GroupedBatches() int64 { return a.groupedBatches.Load() }
 
 // guessCall is one pool's guessed batch in a group.
 type guessCall struct {
@@ -148,7 +143,7 @@ func (a *Allocator) sendGroups(pc *pgx.Conn, group []*guessCall) {
 func (a *Allocator) sendGroup(pc *pgx.Conn, group []*guessCall) {
 	ctx := group[0].ctx
 	if len(group) > 1 {
-		groupedBatches.Add(int64(len(group)))
+		a.groupedBatches.Add(int64(len(group)))
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), claimedTimeout)
 		defer cancel()

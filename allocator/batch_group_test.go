@@ -88,7 +88,7 @@ func TestBatchGroupMatchesOneByOne(t *testing.T) {
 		for _, p := range pools {
 			holders[p] = map[string]string{}
 		}
-		grouped := groupedBatches.Load()
+		grouped := f.a.groupedBatches.Load()
 		next := 0
 		for step := 0; step < 150; step++ {
 			pool := pools[r.IntN(len(pools))]
@@ -166,7 +166,7 @@ func TestBatchGroupMatchesOneByOne(t *testing.T) {
 		for _, p := range pools {
 			f.checkRangeCounts(p)
 		}
-		n := groupedBatches.Load() - grouped
+		n := f.a.groupedBatches.Load() - grouped
 		t.Logf("%d batches committed in groups of two or more", n)
 		if models.DialectOf(f.db) == models.Postgres && n < 100 {
 			t.Fatalf("only %d batches were grouped: the test does not exercise the group", n)

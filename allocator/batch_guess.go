@@ -6,7 +6,6 @@ import (
 	"math/big"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,13 +50,11 @@ import (
 // back, and the batch runs the general way too. Nothing is ever written
 // from a wrong guess; a wrong guess only costs one round trip.
 
-// guessHits and guessMisses count the batches committed by the guess
-// and the guesses that failed (tests and docs/benchmarks.md).
-var guessHits, guessMisses atomic.Int64
-
-// BatchGuesses returns how many batches of this process committed on the
+// BatchGuesses returns how many batches of this allocator committed on the
 // leader's guess and how many guesses failed their guard (metrics).
-func BatchGuesses() (hits, misses int64) { return guessHits.Load(), guessMisses.Load() }
+func (a *Allocator) BatchGuesses() (hits, misses int64) {
+	return a.guessHits.Load(), a.guessMisses.Load()
+}
 
 // batchGuess is the leader's guess for its pool's next batch.
 type batchGuess struct {
@@ -282,7 +279,7 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *ba
 	written, committed, err := c.written, c.committed, c.err
 	guess.ok = false
 	missed := func() {
-		guessMisses.Add(1)
+		a.guessMisses.Add(1)
 		guess.missed = true
 		if time.Since(guess.lastMiss) > time.Second {
 			guess.backoff = 0
@@ -307,12 +304,12 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *ba
 		missed()
 		return nil, false, nil
 	}
-	guessHits.Add(1)
+	a.guessHits.Add(1)
 	guess.backoff = 0
 	if i := slices.Index(keys, rows[0].ValueKey); i > 0 {
 		guess.narrowAfterHit(i - 1)
 	}
-	pgFastBatches.Add(1)
+	a.pgFastBatches.Add(1)
 	guess.ok = true
 	if guess.next, err = parseKey(rows[len(rows)-1].ValueKey); err != nil {
 		return nil, false, err

@@ -66,7 +66,7 @@ func TestBatchGuessMatchesOneByOne(t *testing.T) {
 		nextOwner := 0
 		declared := map[string]string{} // serial → value
 		addedC := false
-		hits, misses := guessHits.Load(), guessMisses.Load()
+		hits, misses := f.a.guessHits.Load(), f.a.guessMisses.Load()
 		batches := 0
 
 		randomHolder := func() (string, string, bool) {
@@ -188,11 +188,11 @@ func TestBatchGuessMatchesOneByOne(t *testing.T) {
 		}
 		f.checkRunEnds(pool)
 		f.checkRangeCounts(pool)
-		t.Logf("%d batches; guesses held %d, failed %d", batches, guessHits.Load()-hits, guessMisses.Load()-misses)
+		t.Logf("%d batches; guesses held %d, failed %d", batches, f.a.guessHits.Load()-hits, f.a.guessMisses.Load()-misses)
 		if models.DialectOf(f.db) == models.Postgres {
-			if guessHits.Load()-hits < 20 || guessMisses.Load()-misses < 5 {
+			if f.a.guessHits.Load()-hits < 20 || f.a.guessMisses.Load()-misses < 5 {
 				t.Fatalf("guesses held %d times and failed %d times in %d batches: the test does not exercise the guess",
-					guessHits.Load()-hits, guessMisses.Load()-misses, batches)
+					f.a.guessHits.Load()-hits, f.a.guessMisses.Load()-misses, batches)
 			}
 		}
 	})
@@ -339,21 +339,21 @@ func TestBatchGuessGuardCatches(t *testing.T) {
 						return reqs
 					}
 					run("w0", "w1", "w2")
-					hits := guessHits.Load()
+					hits := f.a.guessHits.Load()
 					run("w3", "w4")
 					pg := models.DialectOf(f.db) == models.Postgres
-					if pg && guessHits.Load() != hits+1 {
+					if pg && f.a.guessHits.Load() != hits+1 {
 						t.Fatal("the second batch did not commit on the guess")
 					}
 					tc.interfere(f, other)
-					misses := guessMisses.Load()
+					misses := f.a.guessMisses.Load()
 					owners := tc.owners
 					if owners == nil {
 						owners = []string{"x1", "x2", "x3"}
 					}
 					reqs := run(owners...)
-					if pg && guessMisses.Load() != misses+1 {
-						t.Fatalf("the guard did not catch it (misses %d → %d)", misses, guessMisses.Load())
+					if pg && f.a.guessMisses.Load() != misses+1 {
+						t.Fatalf("the guard did not catch it (misses %d → %d)", misses, f.a.guessMisses.Load())
 					}
 					for _, rq := range reqs {
 						if rq.owner.ID == "w2" && (rq.created || rq.out.Value != "10.0.0.66") {
@@ -398,16 +398,16 @@ func TestBatchGuessWindow(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				hits, misses := guessHits.Load(), guessMisses.Load()
+				hits, misses := f.a.guessHits.Load(), f.a.guessMisses.Load()
 				run("x1", "x2", "x3")
 				if models.DialectOf(f.db) != models.Postgres {
 					return
 				}
-				if moved <= guessWindow && (guessHits.Load() != hits+1 || guessMisses.Load() != misses) {
-					t.Fatalf("moved %d: want a hit (hits %d → %d, misses %d → %d)", moved, hits, guessHits.Load(), misses, guessMisses.Load())
+				if moved <= guessWindow && (f.a.guessHits.Load() != hits+1 || f.a.guessMisses.Load() != misses) {
+					t.Fatalf("moved %d: want a hit (hits %d → %d, misses %d → %d)", moved, hits, f.a.guessHits.Load(), misses, f.a.guessMisses.Load())
 				}
-				if moved > guessWindow && guessMisses.Load() != misses+1 {
-					t.Fatalf("moved %d: want a miss (misses %d → %d)", moved, misses, guessMisses.Load())
+				if moved > guessWindow && f.a.guessMisses.Load() != misses+1 {
+					t.Fatalf("moved %d: want a miss (misses %d → %d)", moved, misses, f.a.guessMisses.Load())
 				}
 				var n int64
 				if err := f.db.Raw(`SELECT count(*) FROM audit_events WHERE action = 'allocation.create' AND object_id IN ('vni/' || ?, 'vni/' || ?)
@@ -444,7 +444,7 @@ func TestBatchGuessFillsGapUpToHeld(t *testing.T) {
 				}
 				run("x0", "x1") // the guess (1020) misses; the general way: 1003, 1004
 				run("x2")       // the general way after a miss: 1005
-				hits, misses := guessHits.Load(), guessMisses.Load()
+				hits, misses := f.a.guessHits.Load(), f.a.guessMisses.Load()
 				var ys []string
 				for i := 0; i < n; i++ {
 					ys = append(ys, fmt.Sprintf("y%d", i))
@@ -453,11 +453,11 @@ func TestBatchGuessFillsGapUpToHeld(t *testing.T) {
 				if models.DialectOf(f.db) != models.Postgres {
 					return
 				}
-				if n == 3 && (guessHits.Load() != hits+1 || guessMisses.Load() != misses) {
-					t.Fatalf("n=3: want a hit (hits %d → %d, misses %d → %d)", hits, guessHits.Load(), misses, guessMisses.Load())
+				if n == 3 && (f.a.guessHits.Load() != hits+1 || f.a.guessMisses.Load() != misses) {
+					t.Fatalf("n=3: want a hit (hits %d → %d, misses %d → %d)", hits, f.a.guessHits.Load(), misses, f.a.guessMisses.Load())
 				}
-				if n == 4 && guessMisses.Load() != misses+1 {
-					t.Fatalf("n=4: want a miss (misses %d → %d)", misses, guessMisses.Load())
+				if n == 4 && f.a.guessMisses.Load() != misses+1 {
+					t.Fatalf("n=4: want a miss (misses %d → %d)", misses, f.a.guessMisses.Load())
 				}
 			})
 		})
@@ -475,10 +475,10 @@ func TestBatchGuessRangeEnd(t *testing.T) {
 		run := func(owners ...string) { t.Helper(); f.runLeaderBatch(lc, "vni", owners...) }
 		run("w0", "w1", "w2") // 1000..1002
 		run("w3")             // 1003 on the guess
-		misses := guessMisses.Load()
+		misses := f.a.guessMisses.Load()
 		run("x0", "x1", "x2") // 1004, 1100, 1101
-		if models.DialectOf(f.db) == models.Postgres && guessMisses.Load() != misses+1 {
-			t.Fatalf("want a miss (misses %d → %d)", misses, guessMisses.Load())
+		if models.DialectOf(f.db) == models.Postgres && f.a.guessMisses.Load() != misses+1 {
+			t.Fatalf("want a miss (misses %d → %d)", misses, f.a.guessMisses.Load())
 		}
 	})
 }
@@ -504,7 +504,7 @@ func TestBatchGuessPoolTypes(t *testing.T) {
 				other := New(f.db, Options{Now: f.clock.Now})
 				lc := &leaderConn{}
 				defer lc.drop()
-				hits := guessHits.Load()
+				hits := f.a.guessHits.Load()
 				for b := 0; b < 12; b++ {
 					want := f.oracleFirstFree("p", 4)
 					var owners []string
@@ -527,8 +527,8 @@ func TestBatchGuessPoolTypes(t *testing.T) {
 				}
 				f.checkRunEnds("p")
 				f.checkRangeCounts("p")
-				if models.DialectOf(f.db) == models.Postgres && guessHits.Load() < hits+9 {
-					t.Fatalf("only %d of 12 batches committed on the guess", guessHits.Load()-hits)
+				if models.DialectOf(f.db) == models.Postgres && f.a.guessHits.Load() < hits+9 {
+					t.Fatalf("only %d of 12 batches committed on the guess", f.a.guessHits.Load()-hits)
 				}
 			})
 		})
@@ -587,9 +587,9 @@ func TestBatchGuessWindowAdapts(t *testing.T) {
 		f.runLeaderBatch(lc, "vni", fresh(3)...)
 		f.runLeaderBatch(lc, "vni", fresh(2)...) // on the guess
 		moveBy(guessWindow + 40)
-		misses := guessMisses.Load()
+		misses := f.a.guessMisses.Load()
 		f.runLeaderBatch(lc, "vni", fresh(2)...) // a miss, then the general way
-		if guessMisses.Load() != misses+1 {
+		if f.a.guessMisses.Load() != misses+1 {
 			t.Fatal("moving past the window did not miss")
 		}
 		if w := guess().width(); w != 4*guessWindow {
@@ -600,9 +600,9 @@ func TestBatchGuessWindowAdapts(t *testing.T) {
 			f.runLeaderBatch(lc, "vni", fresh(1)...)
 		}
 		moveBy(guessWindow + 40)
-		hits := guessHits.Load()
+		hits := f.a.guessHits.Load()
 		f.runLeaderBatch(lc, "vni", fresh(2)...)
-		if guessHits.Load() != hits+1 {
+		if f.a.guessHits.Load() != hits+1 {
 			t.Fatalf("a move of %d with window %d did not hit", guessWindow+40, guess().width())
 		}
 		for i := 0; i < calmHits; i++ {
@@ -613,9 +613,9 @@ func TestBatchGuessWindowAdapts(t *testing.T) {
 		}
 		// A move no window would hold leaves the width as it is.
 		moveBy(maxGuessWindow + 10)
-		misses = guessMisses.Load()
+		misses = f.a.guessMisses.Load()
 		f.runLeaderBatch(lc, "vni", fresh(2)...)
-		if guessMisses.Load() != misses+1 {
+		if f.a.guessMisses.Load() != misses+1 {
 			t.Fatal("moving past the widest window did not miss")
 		}
 		if w := guess().width(); w != 2*guessWindow {

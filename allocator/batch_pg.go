@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,10 +35,6 @@ import (
 // path. Anything unusual (a database error, quarantines due to expire,
 // another driver) makes runAllocBatch use the general gorm path instead,
 // which has the same results.
-
-// pgFastBatches counts the batches the PostgreSQL path committed (tests
-// check that it is the one taken).
-var pgFastBatches atomic.Int64
 
 // errGeneralPath means the batch must take the general path.
 var errGeneralPath = errors.New("allocation batch needs the general path")
@@ -175,8 +170,8 @@ func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool strin
 }
 
 func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, guess *batchGuess, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
-	if testHookBatchFail != nil {
-		if err := testHookBatchFail(len(reqs)); err != nil {
+	if a.testHookBatchFail != nil {
+		if err := a.testHookBatchFail(len(reqs)); err != nil {
 			return nil, err
 		}
 	}
@@ -263,7 +258,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, guess *batc
 		return nil, err
 	}
 
-	pgFastBatches.Add(1)
+	a.pgFastBatches.Add(1)
 	guess.learn(p, picks, ranges)
 	batchResults(p, reqs, res, fresh, firstOf, rows)
 	a.committed()

@@ -132,7 +132,7 @@ func TestBatchAllocatesLikeOneByOne(t *testing.T) {
 			t.Fatalf("setup left %d free values", len(want))
 		}
 		events := f.countRows(&models.AuditEvent{}, "action = ?", "allocation.create")
-		fast := pgFastBatches.Load()
+		fast := f.a.pgFastBatches.Load()
 		reqs := f.batchOf("n0", "pre1", "n1", "n2", "n1", "n3", "n4", "n5", "pre20", "n6", "n7", "n8")
 		f.a.runAllocBatch(PoolLoopbackV4, reqs)
 		byOwner := map[string]string{}
@@ -159,7 +159,7 @@ func TestBatchAllocatesLikeOneByOne(t *testing.T) {
 				k++
 			}
 		}
-		if models.DialectOf(f.db) == models.Postgres && pgFastBatches.Load() == fast {
+		if models.DialectOf(f.db) == models.Postgres && f.a.pgFastBatches.Load() == fast {
 			t.Fatal("the batch did not take the PostgreSQL pipeline path")
 		}
 		if got := f.countRows(&models.AuditEvent{}, "action = ?", "allocation.create"); got != events+int64(k) {
@@ -267,13 +267,13 @@ func TestBatchQueueUnderConcurrency(t *testing.T) {
 func TestBatchFallsBackToOneByOne(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
-		testHookBatchFail = func(size int) error {
+		f.a.testHookBatchFail = func(size int) error {
 			if size > 1 {
 				return errors.New("injected failure of the whole batch")
 			}
 			return nil
 		}
-		defer func() { testHookBatchFail = nil }()
+		defer func() { f.a.testHookBatchFail = nil }()
 		reqs := f.batchOf("a", "b", "c")
 		f.a.runAllocBatch("vlan", reqs)
 		for i, r := range reqs {
@@ -415,13 +415,13 @@ func TestBatchStatementsUseIndexes(t *testing.T) {
 func TestBatchCallerDeadlineBeforeClaim(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
-		testHookBatchFail = func(size int) error {
+		f.a.testHookBatchFail = func(size int) error {
 			if size == 2 {
 				time.Sleep(300 * time.Millisecond) // a slow database
 			}
 			return nil
 		}
-		defer func() { testHookBatchFail = nil }()
+		defer func() { f.a.testHookBatchFail = nil }()
 		reqs := f.batchOf("patient", "hasty")
 		var cancel context.CancelFunc
 		reqs[1].ctx, cancel = context.WithTimeout(reqs[1].ctx, 100*time.Millisecond)
@@ -611,4 +611,11 @@ func TestBatchDeadlineDuringCommit(t *testing.T) {
 	if late == 0 {
 		t.Fatal("no allocation outlived its deadline in COMMIT: the test did not exercise the case")
 	}
+}
+
+// runAllocBatch runs batch as a leader would, on a connection of its own.
+func (a *Allocator) runAllocBatch(pool string, batch []*allocReq) {
+	lc := &leaderConn{}
+	defer lc.drop()
+	a.runAllocBatchOn(lc, pool, batch)
 }

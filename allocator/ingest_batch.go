@@ -189,8 +189,8 @@ func (a *Allocator) runReportBatch(batch []*reportReq) {
 	}
 	// On its own connection: the set-based path pipelines its reads on it.
 	err := a.writeOnConn(ctx, func(t *tx) error {
-		if testHookReportBatchFail != nil {
-			if err := testHookReportBatchFail(len(live)); err != nil {
+		if a.testHookReportBatchFail != nil {
+			if err := a.testHookReportBatchFail(len(live)); err != nil {
 				return err
 			}
 		}
@@ -282,11 +282,6 @@ func reportBatchContext(reqs []*reportReq) (context.Context, context.CancelFunc)
 	}
 	return context.WithDeadline(base, latest)
 }
-
-// testHookReportBatchFail, when set by a test, can fail a report batch's
-// transaction (given its number of reports) to exercise the one-by-one
-// fallback.
-var testHookReportBatchFail func(size int) error
 
 // signal wakes ch's receiver without blocking (ch has capacity 1).
 func signal(ch chan struct{}) {

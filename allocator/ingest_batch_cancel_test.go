@@ -77,8 +77,8 @@ func TestReportBatchCallersLeaving(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fndEach(t, func(t *testing.T, f *fnd) {
 				f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.99", true))
-				testHookReportBatchFail = func(int) error { time.Sleep(150 * time.Millisecond); return nil }
-				defer func() { testHookReportBatchFail = nil }()
+				f.a.testHookReportBatchFail = func(int) error { time.Sleep(150 * time.Millisecond); return nil }
+				defer func() { f.a.testHookReportBatchFail = nil }()
 				n := len(tc.deadline)
 				errs := make([]error, n)
 				reportsQueued(t, f.a, n, func(i int) {

@@ -73,7 +73,7 @@ func TestReportBatches(t *testing.T) {
 				}
 				sizes := []int{}
 				var mu sync.Mutex
-				testHookReportBatchFail = func(n int) error {
+				f.a.testHookReportBatchFail = func(n int) error {
 					mu.Lock()
 					defer mu.Unlock()
 					sizes = append(sizes, n)
@@ -82,7 +82,7 @@ func TestReportBatches(t *testing.T) {
 					}
 					return nil
 				}
-				defer func() { testHookReportBatchFail = nil }()
+				defer func() { f.a.testHookReportBatchFail = nil }()
 				const n = 20
 				results := make([]*IngestResult, n+1)
 				errs := make([]error, n+1)

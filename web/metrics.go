@@ -57,18 +57,6 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 	}
-	guessHits := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "ipledger_allocation_batch_guess_hits_total",
-		Help: "Batches of automatic allocations committed in one round trip on the leader's guess of the free values (PostgreSQL).",
-	}, func() float64 { h, _ := allocator.BatchGuesses(); return float64(h) })
-	guessMisses := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "ipledger_allocation_batch_guess_misses_total",
-		Help: "Guesses whose guard failed (nothing written; the batch then read the pool first).",
-	}, func() float64 { _, m := allocator.BatchGuesses(); return float64(m) })
-	grouped := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "ipledger_allocation_batch_grouped_total",
-		Help: "Guessed batches committed in one transaction with other pools' batches (PostgreSQL).",
-	}, func() float64 { return float64(allocator.GroupedBatches()) })
 	in := buildinfo.Get()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "ipledger_build_info",
@@ -76,7 +64,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		ConstLabels: prometheus.Labels{"version": in.Version, "commit": in.Commit, "goversion": in.GoVersion},
 	})
 	build.Set(1)
-	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, guessHits, guessMisses, grouped, build,
+	reg.MustRegister(m.duration, m.changes, m.batch, m.batchDur, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -88,10 +76,23 @@ func (m *Metrics) AllocatorOptions(o allocator.Options) allocator.Options {
 	return o
 }
 
-// watch adds the per-pool gauges read from a at each scrape, and the
+// watch adds the per-pool gauges read from a at each scrape, a's fast-path
+// counters, and the
 // change feed's and webhooks' metrics (metrics_feed.go).
 func (m *metrics) watch(a *allocator.Allocator, fd *feed.Feed, wh *webhook.Service) {
-	m.reg.MustRegister(&poolCollector{a: a})
+	guessHits := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ipledger_allocation_batch_guess_hits_total",
+		Help: "Batches of automatic allocations committed in one round trip on the leader's guess of the free values (PostgreSQL).",
+	}, func() float64 { h, _ := a.BatchGuesses(); return float64(h) })
+	guessMisses := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ipledger_allocation_batch_guess_misses_total",
+		Help: "Guesses whose guard failed (nothing written; the batch then read the pool first).",
+	}, func() float64 { _, m := a.BatchGuesses(); return float64(m) })
+	grouped := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ipledger_allocation_batch_grouped_total",
+		Help: "Guessed batches committed in one transaction with other pools' batches (PostgreSQL).",
+	}, func() float64 { return float64(a.GroupedBatches()) })
+	m.reg.MustRegister(&poolCollector{a: a}, guessHits, guessMisses, grouped)
 	registerFeedMetrics(m.reg, fd, wh)
 }
 
