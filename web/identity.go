@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -203,6 +204,10 @@ func (s *Server) oidcLogin(c echo.Context, h *handlers.Console) error {
 	return c.Redirect(http.StatusSeeOther, u)
 }
 
+// oauthErrorCode is what the callback's error parameter may be to be
+// shown: an error code such as access_denied or login_required.
+var oauthErrorCode = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
 // oidcCallback ends a sign-in: the browser's sign-in cookie (cleared
 // whatever the outcome) must hold the state the issuer sent back; the
 // person gets a new session and a 303 to where they were going.
@@ -214,6 +219,12 @@ func (s *Server) oidcCallback(c echo.Context, h *handlers.Console) error {
 		return handlers.Render(c, status, views.LoginPage(h.LoginView(c, msg, "/")))
 	}
 	if e := c.QueryParam("error"); e != "" {
+		// Anyone can link to the callback with an error of their own:
+		// only an error code of the OAuth 2.0 form reaches the page and
+		// the log, never free text.
+		if !oauthErrorCode.MatchString(e) {
+			e = "an error that is not an OAuth 2.0 error code"
+		}
 		return refuse(http.StatusUnauthorized, "The identity provider did not sign you in ("+e+").")
 	}
 	key, err := s.sessionStore().signingKey(ctx)
