@@ -97,7 +97,7 @@ var settings = []setting{
 			}
 			return nil
 		}},
-	{env: "IPLEDGER_SECURE_COOKIES", def: "false", usage: "mark console cookies Secure (set it when TLS terminates in front of ipledger)",
+	{env: "IPLEDGER_SECURE_COOKIES", def: "false", usage: "mark console cookies Secure (automatic with TLS or an https IPLEDGER_EXTERNAL_URL)",
 		set: func(c *config, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -216,6 +216,13 @@ var identitySettings = []string{"IPLEDGER_ROLE_ADMIN_GROUPS", "IPLEDGER_ROLE_OPE
 	"IPLEDGER_OIDC_API_AUDIENCE", "IPLEDGER_TOKEN_LOGIN", "IPLEDGER_SESSION_TTL",
 	"IPLEDGER_AUTH_PROXY_HEADER", "IPLEDGER_AUTH_PROXY_GROUPS_HEADER", "IPLEDGER_AUTH_PROXY_TRUSTED",
 	"IPLEDGER_TLS_CERT", "IPLEDGER_TLS_KEY", "IPLEDGER_TLS_CLIENT_CA", "IPLEDGER_TLS_CLIENT_ROLES"}
+
+// secureCookies reports whether console cookies are Secure: when set, when
+// ipledger serves TLS itself, or when the URL people use is https (TLS
+// ends in front of ipledger).
+func (c config) secureCookies() bool {
+	return c.SecureCookies || c.TLSCert != "" || strings.HasPrefix(strings.ToLower(c.ExternalURL), "https://")
+}
 
 // checkIdentity refuses identity settings that cannot work together: the
 // server does not start rather than run with a door open or shut by

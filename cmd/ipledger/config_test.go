@@ -158,3 +158,29 @@ func TestConfigIdentityCombinations(t *testing.T) {
 		}
 	}
 }
+
+// TestSecureCookiesFollowHTTPS: console cookies are Secure when ipledger
+// serves TLS itself or when the URL people use (IPLEDGER_EXTERNAL_URL) is
+// https, where TLS ends in front of it; a session cookie sent in clear
+// over plain HTTP is otherwise one forgotten setting away.
+func TestSecureCookiesFollowHTTPS(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"IPLEDGER_SECURE_COOKIES=true"}, true},
+		{[]string{"IPLEDGER_EXTERNAL_URL=http://ipl.lab.example"}, false},
+		{[]string{"IPLEDGER_EXTERNAL_URL=https://ipl.site.example"}, true},
+		{[]string{"IPLEDGER_EXTERNAL_URL=HTTPS://ipl.site.example"}, true},
+		{[]string{"IPLEDGER_TLS_CERT=c.pem", "IPLEDGER_TLS_KEY=k.pem"}, true},
+	} {
+		c, err := loadConfig(newServeCmd().Flags(), envOf(tc.env...), serveSettings...)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		if got := c.secureCookies(); got != tc.want {
+			t.Errorf("%v: secure cookies %v, want %v", tc.env, got, tc.want)
+		}
+	}
+}

@@ -147,7 +147,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv := web.New(web.Config{Allocator: a, Auth: au, Feed: fd, Webhooks: hooks, Metrics: metrics, Logger: log, SecureCookies: cfg.SecureCookies || tlsFiles != nil,
+			srv := web.New(web.Config{Allocator: a, Auth: au, Feed: fd, Webhooks: hooks, Metrics: metrics, Logger: log, SecureCookies: cfg.secureCookies() || tlsFiles != nil,
 				Identity: ident, TLS: tlsFiles})
 			// The change feed's sequencer and the webhook deliveries
 			// (docs/feed.md) run in every server process; they share the
