@@ -121,7 +121,7 @@ func (a *Allocator) Check(ctx context.Context) (*CheckResult, error) {
 			checkReservations, checkDPULoopbacks, checkMachineTree,
 		} {
 			if err := step(c); err != nil {
-				return fmt.Errorf("check step %d: %w", i, err)
+				return fmt.Errorf("check (step %d): %w", i, err)
 			}
 		}
 		return nil
@@ -133,6 +133,9 @@ func (a *Allocator) Check(ctx context.Context) (*CheckResult, error) {
 }
 
 func checkSchemaVersion(c *checker) error {
+	if !c.q.Migrator().HasTable("schema_migrations") {
+		return fmt.Errorf("not an ipledger database: it has no schema_migrations table (check the database URL; `ipledger migrate` creates the schema)")
+	}
 	var v int
 	if err := c.q.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v).Error; err != nil {
 		return fmt.Errorf("read the schema version: %w", err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
@@ -93,5 +94,33 @@ func TestDatabaseCommandsNameAMissingFileOrDirectory(t *testing.T) {
 		if _, err := os.Stat(gone); err == nil {
 			t.Fatalf("%v created %s", c.args, gone)
 		}
+	}
+}
+
+// check on a database that holds no ipledger schema says so, on both
+// databases, instead of a driver's "no such table".
+func TestCheckNamesADatabaseWithoutTheSchema(t *testing.T) {
+	t.Parallel()
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			url := dbtest.NewSQLiteURL(t)
+			if d == models.Postgres {
+				url = dbtest.NewPostgresURL(t)
+			}
+			db, _, err := models.Open(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Exec(`CREATE TABLE unrelated (id INTEGER PRIMARY KEY)`).Error
+			closeDB(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := runDBCmd(t, "check", "--database", url)
+			if err == nil || !strings.Contains(err.Error(), "not an ipledger database") {
+				t.Errorf("err %v, want \"not an ipledger database\"\n%s", err, out)
+			}
+		})
 	}
 }
