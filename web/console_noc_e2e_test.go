@@ -138,3 +138,33 @@ func nocFits(t *testing.T, site *consoleSite) {
 		t.Errorf("8 s after the server stopped the NOC still looks live: %v", err)
 	}
 }
+
+// TestNOCFitsLaptopE2E opens the NOC on a laptop's screen (1280 and 1000 px
+// wide), as an operator does outside the NOC room, on both databases: the
+// binding counts fold into fewer columns instead of pushing the board wider
+// than the window.
+func TestNOCFitsLaptopE2E(t *testing.T) {
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		fillNOC(t, site)
+		// Four-digit counts, as a site of a thousand hosts has them.
+		ctx := allocator.WithActor(context.Background(), "console:alice", "")
+		var dpus []allocator.ReportDPU
+		for i := 0; i < 1000; i++ {
+			dpus = append(dpus, allocator.ReportDPU{SerialNumber: fmt.Sprintf("MT-LAPTOP-%04d", i)})
+		}
+		if _, err := site.a.Report(ctx, allocator.ReportSpec{BmcMacAddress: "4a:00:00:00:01:00", ChassisSerialNumber: "SN-LAPTOP", DPUs: dpus}); err != nil {
+			t.Fatalf("report: %v", err)
+		}
+		for _, w := range []int{1280, 1000} {
+			b := newBrowser(t, w, 900)
+			signIn(t, b, site, auth.RoleViewer)
+			run(t, b, fmt.Sprintf("NOC at %d px", w), chromedp.EmulateViewport(int64(w), 900), chromedp.Navigate(site.srv.URL+"/noc"), poll(`document.querySelector("#board .kpi") !== null`))
+			if sw := evalJS[int](t, b, `document.documentElement.scrollWidth`); sw > w {
+				t.Errorf("at %d px the NOC lays out %d px wide (it scrolls sideways)", w, sw)
+			}
+			for _, c := range evalJS[[]string](t, b, nocClipped) {
+				t.Errorf("at %d px the NOC clips: %s", w, c)
+			}
+		}
+	})
+}
