@@ -2,7 +2,9 @@ package allocator
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"math/bits"
 	"net/netip"
@@ -310,6 +312,9 @@ func parseInteger(s string) (u128, error) {
 		n, err = strconv.ParseUint(s[2:], 16, 64)
 	} else {
 		n, err = strconv.ParseUint(s, 10, 64)
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		return u128{}, fmt.Errorf("%q is larger than the largest integer value, %d", s, uint64(math.MaxUint64))
 	}
 	if err != nil {
 		return u128{}, fmt.Errorf("%q is not a non-negative integer", s)
