@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -387,9 +388,9 @@ func TestWebhookBurstDeliveredInOrder(t *testing.T) {
 			n = 10000
 		}
 		rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
-		f.mkHook(rc.srv.URL, []string{"test.burst"}, nil)
+		f.mkHook(rc.srv.URL, []string{"token.*"}, nil)
 		if err := f.db.Exec(`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
-INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id) SELECT ?, 'test', 'test.burst', 'test', CAST(i AS TEXT), '' FROM s`, n, time.Now().UTC()).Error; err != nil {
+INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id) SELECT ?, 'test', 'token.create', 'token', CAST(i AS TEXT), '' FROM s`, n, time.Now().UTC()).Error; err != nil {
 			t.Fatal(err)
 		}
 		runFeed(t, f.feed)
@@ -455,6 +456,30 @@ func TestWebhookHugeBinaryAnswerStoredTruncated(t *testing.T) {
 		})
 		if len(d.Response) > MaxResponseBody || len(d.Response) < MaxResponseBody-8 || strings.ContainsRune(d.Response, 0) || !strings.HasPrefix(d.Response, "\uFFFD") {
 			t.Fatalf("stored answer: %d bytes, starts %q", len(d.Response), d.Response[:min(12, len(d.Response))])
+		}
+	})
+}
+
+// An action filter no event can match is refused, naming the field and
+// the value, and nothing is stored: "allocate" or "allocation" (meant as
+// allocation.*) would make a webhook that never fires.
+func TestWebhookRefusesActionsMatchingNoEvent(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		for _, bad := range []string{"allocate", "allocation", "allocation.explode", "explode.*", "pool.range"} {
+			_, err := f.hooks.CreateWebhook(f.ctx, WebhookSpec{Name: "bad", URL: "https://example.com/h", Secret: testSecret, Actions: []string{"pool.create", bad}})
+			var ke *kernel.Error
+			if !errors.As(err, &ke) || ke.Code != kernel.CodeInvalid || ke.Field != "actions[1]" || !strings.Contains(ke.Message, strconv.Quote(bad)) {
+				t.Errorf("actions %q: got %v, want invalid naming actions[1] and the value", bad, err)
+			}
+		}
+		for _, good := range []string{"*", "allocation.*", "pool.range.*", "machine.force_delete", "webhook.update"} {
+			if _, err := f.hooks.CreateWebhook(f.ctx, WebhookSpec{Name: "good-" + strings.NewReplacer("*", "all", ".", "-").Replace(good), URL: "https://example.com/h", Secret: testSecret, Actions: []string{good}}); err != nil {
+				t.Errorf("actions %q: %v", good, err)
+			}
+		}
+		var n int64
+		if err := f.db.Model(&models.Webhook{}).Where("name = ?", "bad").Count(&n).Error; err != nil || n != 0 {
+			t.Errorf("refused webhooks stored: %d (%v)", n, err)
 		}
 	})
 }

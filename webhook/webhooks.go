@@ -88,6 +88,9 @@ func validateWebhook(w *models.Webhook, actions, pools []string) error {
 		if _, err := feed.ParseActionFilter(f, s); err != nil {
 			return err
 		}
+		if err := checkActionMatches(f, s); err != nil {
+			return err
+		}
 		if seen[s] {
 			return kernel.Errf(kernel.CodeInvalid, f, "%s %q is listed twice", f, s)
 		}
