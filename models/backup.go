@@ -109,6 +109,10 @@ func integrityCheck(db *gorm.DB, path string) error {
 	return nil
 }
 
+// ErrBadBackup is wrapped by Restore's error when the file to restore is
+// not a readable, intact ipledger SQLite database; nothing was changed.
+var ErrBadBackup = errors.New("not a usable backup")
+
 // Restore puts the SQLite backup from in place of the database to. It
 // refuses a target that holds any table unless force is set; the server
 // using the target must be stopped first. The backup is verified, copied
@@ -121,7 +125,7 @@ func Restore(from string, to Target, force bool) (schemaVersion int, err error) 
 	}
 	v, err := VerifySQLiteFile(from)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: %w", ErrBadBackup, err)
 	}
 	n, err := sqliteTables(to)
 	if err != nil {

@@ -45,7 +45,7 @@ func newBackupCmd() *cobra.Command {
 			}
 			db, _, err := models.Open(c.DatabaseURL)
 			if err != nil {
-				return err
+				return fmt.Errorf("--database %s: %w", c.DatabaseURL, err)
 			}
 			defer closeDB(db)
 			v, err := models.Backup(cmd.Context(), db, to)
@@ -89,6 +89,9 @@ func newRestoreCmd(cf *clientFlags) *cobra.Command {
 				}
 			}
 			v, err := models.Restore(from, t, force)
+			if errors.Is(err, models.ErrBadBackup) {
+				return fmt.Errorf("--from %s: %w", from, err)
+			}
 			if err != nil {
 				return err
 			}

@@ -97,6 +97,44 @@ func TestDatabaseCommandsNameAMissingFileOrDirectory(t *testing.T) {
 	}
 }
 
+// A file that is not a SQLite database, given to restore as the backup or
+// to backup as the database, is refused naming the flag and the file, and
+// the database restore would replace is left as it was.
+func TestDatabaseCommandsNameAFileThatIsNotADatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	if out, err := runDBCmd(t, "migrate", "--database", "sqlite:"+live); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	before, err := os.ReadFile(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := filepath.Join(dir, "junk.db")
+	if err := os.WriteFile(junk, []byte("not a database, long enough to be read as a header........................................................"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"restore", "--force", "--from", junk, "--database", "sqlite:" + live}, "--from " + junk},
+		{[]string{"backup", "--database", "sqlite:" + junk, "--to", filepath.Join(dir, "b.db")}, "--database sqlite:" + junk},
+	} {
+		out, err := runDBCmd(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want one naming %q\n%s", c.args, err, c.want, out)
+		}
+	}
+	if after, err := os.ReadFile(live); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("restore of a junk file changed %s (%v)", live, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b.db")); err == nil {
+		t.Error("backup of a junk file wrote b.db")
+	}
+}
+
 // check on a database that holds no ipledger schema says so, on both
 // databases, instead of a driver's "no such table".
 func TestCheckNamesADatabaseWithoutTheSchema(t *testing.T) {
