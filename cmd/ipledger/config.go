@@ -281,6 +281,12 @@ var (
 // known, so the server does not warn about them.
 var testVariables = []string{"IPLEDGER_TEST_POSTGRES", "IPLEDGER_CHROMIUM", "IPLEDGER_SCREENSHOTS", "IPLEDGER_BENCH_"}
 
+// webhookSecretVariable carries the secret of `ipledger webhook create`: a
+// secret, not a setting (a flag would show it in ps), read by that command
+// alone. The server knows it, so a shell that exported it for the command,
+// as docs/feed.md does, does not make `ipledger serve` warn of a typo.
+const webhookSecretVariable = "IPLEDGER_WEBHOOK_SECRET"
+
 func lookupSetting(env string) setting {
 	for _, s := range settings {
 		if s.env == env {
@@ -349,6 +355,9 @@ func isKnownVariable(k string) bool {
 		if s.env == k {
 			return true
 		}
+	}
+	if k == webhookSecretVariable {
+		return true
 	}
 	for _, p := range testVariables {
 		if k == p || (strings.HasSuffix(p, "_") && strings.HasPrefix(k, p)) {

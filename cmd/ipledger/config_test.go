@@ -88,7 +88,7 @@ func TestConfigBadValues(t *testing.T) {
 // settings and the variables of the tests are not.
 func TestUnknownVariables(t *testing.T) {
 	got := unknownVariables([]string{"IPLEDGER_LISTEN=:1", "IPLEDGER_LISTN=:1", "PATH=/bin", "IPLEDGER_TEST_POSTGRES=x",
-		"IPLEDGER_BENCH_ALLOCATIONS=5", "IPLEDGER_SECURE_COOKIE=true", "IPLEDGER_TOKEN=t"})
+		"IPLEDGER_BENCH_ALLOCATIONS=5", "IPLEDGER_SECURE_COOKIE=true", "IPLEDGER_TOKEN=t", "IPLEDGER_WEBHOOK_SECRET=s"})
 	if strings.Join(got, ",") != "IPLEDGER_LISTN,IPLEDGER_SECURE_COOKIE" {
 		t.Fatalf("unknown = %v", got)
 	}

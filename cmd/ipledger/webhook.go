@@ -47,7 +47,7 @@ func newWebhookCreateCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			secret := os.Getenv("IPLEDGER_WEBHOOK_SECRET")
+			secret := os.Getenv(webhookSecretVariable)
 			if secretFile != "" {
 				b, err := os.ReadFile(secretFile)
 				if err != nil {
