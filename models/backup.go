@@ -114,8 +114,8 @@ func integrityCheck(db *gorm.DB, path string) error {
 var ErrBadBackup = errors.New("not a usable backup")
 
 // Restore puts the SQLite backup from in place of the database to. It
-// refuses a target that holds any table unless force is set; the server
-// using the target must be stopped first. The backup is verified, copied
+// refuses a target that holds any table unless force is set, and a target
+// that a running server holds (see HoldSQLite) even with force. The backup is verified, copied
 // beside the target, synced, the target's WAL and shared-memory files are
 // removed (a stale WAL would be replayed over the restored file), and the
 // copy is renamed over the target.
@@ -127,6 +127,11 @@ func Restore(from string, to Target, force bool) (schemaVersion int, err error) 
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadBackup, err)
 	}
+	release, err := ClaimSQLite(to.Path)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	n, err := sqliteTables(to)
 	if err != nil {
 		return 0, err

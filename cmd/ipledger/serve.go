@@ -36,17 +36,32 @@ func openDatabase(c config) (*allocator.Allocator, func(), error) {
 // openDatabaseWith is openDatabase with the allocator's hooks (serve's
 // metrics) given at construction.
 func openDatabaseWith(c config, opts allocator.Options) (*allocator.Allocator, func(), error) {
-	db, _, err := models.OpenWith(c.DatabaseURL, models.OpenOptions{MaxConns: c.DBMaxConns})
+	t, err := models.ParseURL(c.DatabaseURL)
 	if err != nil {
 		return nil, nil, err
 	}
+	release := func() {}
+	if t.Dialect == models.SQLite {
+		// Held while the process runs: a restore refuses to replace the
+		// file under a server (docs/operations.md, "Restore").
+		if release, err = models.HoldSQLite(t.Path); err != nil {
+			return nil, nil, err
+		}
+	}
+	db, _, err := models.OpenWith(c.DatabaseURL, models.OpenOptions{MaxConns: c.DBMaxConns})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
 	if err := models.Migrate(db); err != nil {
+		release()
 		return nil, nil, err
 	}
 	closeFn := func() {
 		if s, err := db.DB(); err == nil {
 			s.Close()
 		}
+		release()
 	}
 	opts.QuarantineHold, opts.Logger = c.QuarantineHold, slog.Default()
 	return allocator.New(db, opts), closeFn, nil
