@@ -115,7 +115,7 @@ func (h *Console) ForceDeleteMachine(c echo.Context) error {
 			what = "the host's BMC MAC address"
 		}
 		return h.impactRefused(c, "force-delete", allocator.Errf(allocator.CodeInvalid, "confirm_name",
-			"type %s exactly to confirm the force delete; nothing was deleted", what), confirm)
+			"confirm_name %q is not %s: type it exactly to confirm the force delete; nothing was deleted", confirm, what), confirm)
 	}
 	imp, err := h.A.DeleteMachine(Ctx(c), m.MachineID, true)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -639,9 +640,11 @@ func TestConsoleMachineLifecycle(t *testing.T) {
 		// nothing deleted; the host's name (not its id) confirms.
 		for _, typed := range []string{host, host[:10], "rack7-u1", "1a:1b:1c:1d:1e:20"} {
 			expect(t, admin.htmx(http.MethodPost, "/machines/"+host+"/force-delete", url.Values{"confirm_name": {typed}}),
-				http.StatusUnprocessableEntity, `data-field="confirm_name"`, "type the host&#39;s name exactly")
+				http.StatusUnprocessableEntity, `data-field="confirm_name"`,
+				// the error names what was typed, so a look-alike (O for 0) shows
+				"confirm_name "+strings.ReplaceAll(strconv.Quote(typed), `"`, "&#34;")+" is not the host&#39;s name", "type it exactly")
 		}
-		expect(t, admin.post("/machines/"+host+"/force-delete", url.Values{}, true), http.StatusUnprocessableEntity, "<html", "type the host&#39;s name")
+		expect(t, admin.post("/machines/"+host+"/force-delete", url.Values{}, true), http.StatusUnprocessableEntity, "<html", "confirm_name &#34;&#34; is not the host&#39;s name")
 		if _, err := site.a.GetMachine(ctx, host); err != nil {
 			t.Fatalf("refused force delete deleted the host: %v", err)
 		}
