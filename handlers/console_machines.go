@@ -9,11 +9,16 @@ import (
 	"github.com/ipledger/ipledger/views"
 )
 
-// Machines: GET /machines?state=&cursor= — managed hosts with DPUs and
-// network configs (allocator.ListMachines).
+// Machines: GET /machines?state=&cursor= — managed hosts by name with
+// their DPUs and network configs (allocator.ListHostsByName), and on the
+// first page the DPUs without a host in their own section.
 func (h *Console) Machines(c echo.Context) error {
 	v := views.MachinesView{Page: h.page(c, "Machines", "machines"), State: c.QueryParam("state")}
-	page, err := h.A.ListMachines(Ctx(c), allocator.MachineFilter{State: v.State, Limit: 100, Cursor: c.QueryParam("cursor")})
+	cursor := c.QueryParam("cursor")
+	page, err := h.A.ListHostsByName(Ctx(c), allocator.MachineFilter{State: v.State, Limit: 100, Cursor: cursor})
+	if err == nil && cursor == "" {
+		v.Hostless, v.HostlessMore, err = h.A.ListHostlessDPUs(Ctx(c), v.State, 100)
+	}
 	status := http.StatusOK
 	if err != nil {
 		if !isFormError(err) {
