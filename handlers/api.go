@@ -201,8 +201,8 @@ func Param(c echo.Context, name string) string {
 	return v
 }
 
-// Limit reads ?limit= (default 100, above 1000 treated as 1000); a
-// non-number is 422 invalid.
+// Limit reads ?limit= (default 100, above 1000 treated as 1000, however
+// many digits it has); a non-number is 422 invalid.
 func Limit(c echo.Context) (int, error) {
 	if _, given := c.QueryParams()["limit"]; !given {
 		return 100, nil
@@ -211,6 +211,9 @@ func Limit(c echo.Context) (int, error) {
 	// is a mistake of the caller's, not the default.
 	s := c.QueryParam("limit")
 	n, err := strconv.Atoi(s)
+	if errors.Is(err, strconv.ErrRange) && s != "" && strings.Trim(s, "0123456789") == "" {
+		n, err = 1000, nil // too many digits for an int: above 1000 all the same
+	}
 	if err != nil || n < 1 || strings.Trim(s, "0123456789") != "" {
 		return 0, allocator.Errf(allocator.CodeInvalid, "limit", "limit %q must be a positive integer", s)
 	}
