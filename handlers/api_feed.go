@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,6 +23,9 @@ func feedQuery(c echo.Context) (feed.FeedQuery, error) {
 	var q feed.FeedQuery
 	if s := c.QueryParam("after"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
+		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s, "-") {
+			return q, allocator.Errf(allocator.CodeInvalid, "after", "after %q is larger than any revision (at most %d)", s, int64(math.MaxInt64))
+		}
 		if err != nil || n < 0 {
 			return q, allocator.Errf(allocator.CodeInvalid, "after", "after %q must be a revision (an integer ≥ 0)", s)
 		}
@@ -88,6 +93,9 @@ func (h *API) StreamEvents(c echo.Context) error {
 	switch id := strings.TrimSpace(c.Request().Header.Get("Last-Event-ID")); {
 	case id != "":
 		n, err := strconv.ParseInt(id, 10, 64)
+		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(id, "-") {
+			return allocator.Errf(allocator.CodeInvalid, "Last-Event-ID", "Last-Event-ID %q is larger than any revision (at most %d)", id, int64(math.MaxInt64))
+		}
 		if err != nil || n < 0 {
 			return allocator.Errf(allocator.CodeInvalid, "Last-Event-ID", "Last-Event-ID %q must be a revision (an integer ≥ 0)", id)
 		}
