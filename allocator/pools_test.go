@@ -46,7 +46,7 @@ func TestCreatePoolRefusals(t *testing.T) {
 			{"negative integer", PoolSpec{Name: "p", Type: "integer", Ranges: []RangeSpec{rng("-1", "9", true)}},
 				CodeInvalid, "ranges[0].first", "non-negative integer"},
 			{"integer above 64 bits", PoolSpec{Name: "p", Type: "integer", Ranges: []RangeSpec{rng("1", "18446744073709551616", true)}},
-				CodeInvalid, "ranges[0].last", "non-negative integer"},
+				CodeInvalid, "ranges[0].last", "larger than the largest integer value"},
 			{"unaligned ipv6prefix block", PoolSpec{Name: "p", Type: "ipv6prefix", DelegatePrefixLen: 96, Ranges: []RangeSpec{rng("fd00::1", "fd00::1:0:0", true)}},
 				CodeInvalid, "ranges[0].first", "host bits"},
 			{"IPv6 range over the IPv4-mapped block", PoolSpec{Name: "p", Type: "ipv6", Ranges: []RangeSpec{rng("::", "ffff::", true)}},
