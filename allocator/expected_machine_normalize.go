@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unicode"
 
 	"github.com/ipledger/ipledger/ident"
 )
@@ -78,6 +79,9 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 	r.meta = Metadata{Labels: []Label{}}
 	if s.Metadata != nil {
 		r.meta.Name = text("metadata.name", s.Metadata.Name, emMaxText)
+		if err := checkHostName(r.f("metadata.name"), r.meta.Name); err != nil {
+			ps.add(err)
+		}
 		r.meta.Description = text("metadata.description", s.Metadata.Description, emMaxDescription)
 		if len(s.Metadata.Labels) > emMaxLabels {
 			ps.add(Errf(CodeInvalid, r.f("metadata.labels"), "at most %d labels, got %d", emMaxLabels, len(s.Metadata.Labels)))
@@ -170,4 +174,18 @@ func reservation(f loopbackFamily, raw *string, field string, i int, seen map[ne
 		return a
 	}
 	return netip.Addr{}
+}
+
+// checkHostName refuses a host name (metadata.name) holding a control
+// character or an invisible format character: the console shows a host by
+// this name and a force delete is confirmed by typing it, so a
+// bidirectional override or a zero-width space would make one host's name
+// read as another's.
+func checkHostName(field, name string) *Error {
+	for _, r := range name {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return Errf(CodeInvalid, field, "%s %q holds the invisible or control character U+%04X", field, name, r)
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -766,5 +767,35 @@ func TestExpectedMachinePatchKeepsUntouchedReservations(t *testing.T) {
 		if got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null}`), nil); err != nil || len(got.ExpectedDpus) != 0 {
 			t.Fatalf("clear: %+v %v", got, err)
 		}
+	})
+}
+
+// A host name with an invisible or control character (a bidirectional
+// override, a zero-width space, a newline) is refused naming the field and
+// the value, on create and patch; nothing changes. The console shows a host
+// by this name and a force delete is confirmed by typing it.
+func TestExpectedMachineNameRefusesInvisibleCharacters(t *testing.T) {
+	t.Parallel()
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.emCreate(emSpec("0a:00:00:00:00:01"))
+		before := f.emSnap()
+		for _, name := range []string{"r01\u202eu10", "r01-u1\u200b0", "r01\nu10", "\ufeffr01-u10"} {
+			spec := emSpec("0a:00:00:00:00:02")
+			spec.Metadata.Name = name
+			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
+			wantField(t, err, CodeInvalid, "metadata.name")
+			if e, _ := AsError(err); !strings.Contains(e.Message, strconv.Quote(name)) {
+				t.Errorf("create %q: message %q does not name the value", name, e.Message)
+			}
+			body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": name}})
+			_, err = f.a.PatchExpectedMachine(f.ctx, "0a:00:00:00:00:01", body, nil)
+			wantField(t, err, CodeInvalid, "metadata.name")
+		}
+		if after := f.emSnap(); after != before {
+			t.Fatalf("refused names changed the ExpectedMachines:\n%s\n%s", before, after)
+		}
+		spec := emSpec("0a:00:00:00:00:03")
+		spec.Metadata.Name = "rack-ünïcode-名前"
+		f.emCreate(spec)
 	})
 }
