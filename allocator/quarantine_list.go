@@ -33,6 +33,19 @@ const quarantineListLimit = 1000
 // QuarantinedValues lists every quarantined value of every pool, oldest
 // first, at most limit (≤ 1000) of them.
 func (a *Allocator) QuarantinedValues(ctx context.Context, limit int) ([]QuarantinedValue, error) {
+	return a.quarantinedValues(ctx, limit, "")
+}
+
+// QuarantinedFromHost lists the values still quarantined from the deleted
+// host hostID and from its deleted DPUs (deleted_machines), oldest first.
+func (a *Allocator) QuarantinedFromHost(ctx context.Context, hostID string) ([]QuarantinedValue, error) {
+	return a.quarantinedValues(ctx, quarantineListLimit, hostID)
+}
+
+// quarantinedValues is the quarantine list, of every pool or (hostID set)
+// of the values whose former owner is that host or one of its deleted
+// DPUs.
+func (a *Allocator) quarantinedValues(ctx context.Context, limit int, hostID string) ([]QuarantinedValue, error) {
 	if limit <= 0 || limit > quarantineListLimit {
 		limit = quarantineListLimit
 	}
@@ -45,6 +58,11 @@ func (a *Allocator) QuarantinedValues(ctx context.Context, limit int) ([]Quarant
 		var rows []row
 		q := db.Table("allocations a").Select("a.*, p.name AS pool_name").Joins("JOIN pools p ON p.id = a.pool_id").
 			Where("a.state = ?", models.StateQuarantined)
+		if hostID != "" {
+			owners := db.Model(&models.DeletedMachine{}).Select("machine_id").
+				Where("machine_id = ? OR host_machine_id = ?", hostID, hostID)
+			q = q.Where("a.former_owner_type = ? AND a.former_owner_id IN (?)", OwnerTypeMachine, owners)
+		}
 		if a.hold > 0 {
 			q = q.Where("a.quarantined_at > ?", a.now().Add(-a.hold))
 		}
