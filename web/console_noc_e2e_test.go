@@ -165,6 +165,10 @@ func TestNOCFitsLaptopE2E(t *testing.T) {
 			for _, c := range evalJS[[]string](t, b, nocClipped) {
 				t.Errorf("at %d px the NOC clips: %s", w, c)
 			}
+			over := evalJS[[]string](t, b, `[...document.querySelectorAll("#board .binding-counts div")].filter(d => d.querySelector("b").getBoundingClientRect().right > d.getBoundingClientRect().right + 1).map(d => d.textContent.trim())`)
+			for _, c := range over {
+				t.Errorf("at %d px a binding count runs out of its cell: %s", w, c)
+			}
 		}
 	})
 }
