@@ -115,13 +115,21 @@ var ErrBadBackup = errors.New("not a usable backup")
 
 // Restore puts the SQLite backup from in place of the database to. It
 // refuses a target that holds any table unless force is set, and a target
-// that a running server holds (see HoldSQLite) even with force. The backup is verified, copied
-// beside the target, synced, the target's WAL and shared-memory files are
+// that a running server holds (see HoldSQLite) even with force, and the
+// target itself as the backup. The backup is verified, copied beside the
+// target, synced, the target's WAL and shared-memory files are
 // removed (a stale WAL would be replayed over the restored file), and the
 // copy is renamed over the target.
 func Restore(from string, to Target, force bool) (schemaVersion int, err error) {
 	if to.Dialect != SQLite {
 		return 0, ErrPostgresBackup
+	}
+	// The database restored over itself: the copy would take the main
+	// file alone, and removing the WAL would drop what it still holds.
+	if a, err := os.Stat(from); err == nil {
+		if b, err := os.Stat(to.Path); err == nil && os.SameFile(a, b) {
+			return 0, fmt.Errorf("%w: %q is the database being restored", ErrBadBackup, from)
+		}
 	}
 	v, err := VerifySQLiteFile(from)
 	if err != nil {

@@ -47,6 +47,10 @@ func TestRestoreRefusesADatabaseInUse(t *testing.T) {
 	}
 
 	closeDB()
+	self := filepath.Join(dir, "live.db")
+	if out, err := runDBCmd(t, "restore", "--from", self, "--database", live, "--force"); err == nil || !strings.Contains(out, "is the database being restored") {
+		t.Fatalf("restore of the database over itself: err %v\n%s", err, out)
+	}
 	if out, err := runDBCmd(t, "restore", "--from", backup, "--database", live, "--force"); err != nil {
 		t.Fatalf("restore after the server stopped: %v\n%s", err, out)
 	}
