@@ -59,6 +59,7 @@ type guessCall struct {
 	// The new owners and their audit events (rows[k] is fresh[k]'s).
 	rows                               []models.Allocation
 	ots, ois, actors, rids, pres, sufs []string
+	roles                              []string // the actors' roles, "" for none
 
 	// Answer: written says the guard held and rows now carry the stored
 	// values; alone asks the caller to run the batch again on its own
@@ -164,7 +165,7 @@ func (a *Allocator) sendGroup(pc *pgx.Conn, group []*guessCall) {
 	if one {
 		c := group[0]
 		b.Queue(guessedInsertOneSQL(c.col), c.p.ID, c.now, c.keys, c.vals, c.ots, c.ois, c.actors, c.rids, c.pres, c.sufs,
-			c.p.Name+"/", c.rFirst, c.rLast, c.maxS1)
+			c.p.Name+"/", c.rFirst, c.rLast, c.maxS1, c.roles)
 	} else {
 		b.Queue(guessedInsertSQL, groupArgs(group)...)
 	}
@@ -257,7 +258,7 @@ func groupArgs(group []*guessCall) []any {
 	pids, ats := make([]int64, np), make([]time.Time, np)
 	wo, wl, m, n := make([]int32, np), make([]int32, np), make([]int32, np), make([]int32, np)
 	rf, rl, prefix, col := make([]string, np), make([]string, np), make([]string, np), make([]string, np)
-	var keys, vals, ots, ois, actors, rids, pres, sufs []string
+	var keys, vals, ots, ois, actors, rids, pres, sufs, roles []string
 	var js, is []int32
 	for j, c := range group {
 		pids[j], ats[j] = c.p.ID, c.now
@@ -270,9 +271,10 @@ func groupArgs(group []*guessCall) []any {
 		}
 		ots, ois = append(ots, c.ots...), append(ois, c.ois...)
 		actors, rids = append(actors, c.actors...), append(rids, c.rids...)
+		roles = append(roles, c.roles...)
 		pres, sufs = append(pres, c.pres...), append(sufs, c.sufs...)
 	}
-	return []any{pids, ats, keys, vals, wo, wl, rf, rl, m, n, prefix, col, js, is, ots, ois, actors, rids, pres, sufs}
+	return []any{pids, ats, keys, vals, wo, wl, rf, rl, m, n, prefix, col, js, is, ots, ois, actors, rids, pres, sufs, roles}
 }
 
 // readGroupPipeline reads a group's pipeline: which pools' guarded rows

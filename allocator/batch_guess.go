@@ -257,9 +257,11 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *ba
 		rFirst: guess.rFirst.key(), rLast: guess.rLast.key(), maxS1: guess.width() + 1}
 	c.ots, c.ois = make([]string, n), make([]string, n)
 	c.actors, c.rids, c.pres, c.sufs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	c.roles = make([]string, n)
 	for k := range rows {
 		c.ots[k], c.ois[k] = deref(rows[k].OwnerType), deref(rows[k].OwnerID)
 		c.actors[k], c.rids[k] = events[k].Actor, events[k].RequestID
+		c.roles[k] = deref(events[k].ActorRole)
 		aj := deref(events[k].AfterJSON)
 		mark := `"value":"` + rows[k].Value + `"`
 		i := strings.Index(aj, mark)

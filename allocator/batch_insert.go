@@ -165,7 +165,7 @@ func (t *tx) insertAllocations(p *models.Pool, rows []models.Allocation, prevs [
 		return t.Create(&events).Error
 	}
 	var b strings.Builder
-	args := make([]any, 0, 8*len(rows)+8*len(events)+2)
+	args := make([]any, 0, 8*len(rows)+9*len(events)+2)
 	b.WriteString(`WITH ins AS (INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at) VALUES `)
 	for i := range rows {
 		r := &rows[i]
@@ -180,14 +180,14 @@ func (t *tx) insertAllocations(p *models.Pool, rows []models.Allocation, prevs [
 		b.WriteString(`, upd AS (UPDATE allocations SET run_end = false WHERE pool_id = ? AND run_end AND value_key IN ?)`)
 		args = append(args, p.ID, prevs)
 	}
-	b.WriteString(`, aud AS (INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, before_json, after_json) VALUES `)
+	b.WriteString(`, aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, before_json, after_json) VALUES `)
 	for i := range events {
 		e := &events[i]
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, e.At, e.Actor, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON)
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, e.At, e.Actor, e.ActorRole, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON)
 	}
 	b.WriteString(`) SELECT id, value_key FROM ins`)
 	res, err := t.Raw(b.String(), args...).Rows()

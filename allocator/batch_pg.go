@@ -72,9 +72,9 @@ const (
 upd AS (UPDATE allocations SET run_end = false WHERE id IN (SELECT x.id FROM unnest($8::text[]) AS pv(k)
   CROSS JOIN LATERAL (SELECT id, value_key FROM allocations WHERE pool_id = $1 AND value_key >= pv.k
     ORDER BY value_key LIMIT 1) AS x WHERE x.value_key = pv.k)),
-aud AS (INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, after_json)
-  SELECT $2, e.ac, 'allocation.create', 'allocation', e.oid, e.rid, e.aj
-  FROM unnest($9::text[], $10::text[], $11::text[], $12::text[]) AS e(ac, oid, rid, aj))
+aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, after_json)
+  SELECT $2, e.ac, NULLIF(e.ar, ''), 'allocation.create', 'allocation', e.oid, e.rid, e.aj
+  FROM unnest($9::text[], $13::text[], $10::text[], $11::text[], $12::text[]) AS e(ac, ar, oid, rid, aj))
 SELECT id, value_key FROM ins`
 )
 
@@ -270,20 +270,23 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, guess *batc
 	return res, nil
 }
 
-// pgInsertArgs are the parameters $1–$12 of pgInsert (and of the guarded
-// guessedInsertSQL): the pool, the batch's time, the new rows and their audit
-// events as parallel arrays, and the neighbours whose run-end flag clears.
+// pgInsertArgs are the parameters $1–$13 of pgInsert: the pool, the
+// batch's time, the new rows and their audit events as parallel arrays
+// (the actors' roles last, "" for none), and the neighbours whose run-end
+// flag clears.
 func pgInsertArgs(p *models.Pool, now time.Time, rows []models.Allocation, prevs []string, events []models.AuditEvent) []any {
 	n := len(rows)
 	keys, vals, ots, ois := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	runEnds := make([]bool, n)
 	actors, objects, requests, afters := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	roles := make([]string, n)
 	for k := range rows {
 		r, ev := &rows[k], &events[k]
 		keys[k], vals[k], ots[k], ois[k], runEnds[k] = r.ValueKey, r.Value, deref(r.OwnerType), deref(r.OwnerID), r.RunEnd
 		actors[k], objects[k], requests[k], afters[k] = ev.Actor, ev.ObjectID, ev.RequestID, deref(ev.AfterJSON)
+		roles[k] = deref(ev.ActorRole)
 	}
-	return []any{p.ID, now, keys, vals, ots, ois, runEnds, prevs, actors, objects, requests, afters}
+	return []any{p.ID, now, keys, vals, ots, ois, runEnds, prevs, actors, objects, requests, afters, roles}
 }
 
 // readInsertedIDs reads the (id, value_key) rows an INSERT … RETURNING

@@ -172,10 +172,10 @@ func (b *emBulk) flush() error {
 
 // insertEvents stores audit events in their order.
 func (t *tx) insertEvents(events []models.AuditEvent) error {
-	cols := []string{"at", "actor", "action", "object_type", "object_id", "request_id", "before_json", "after_json"}
+	cols := []string{"at", "actor", "actor_role", "action", "object_type", "object_id", "request_id", "before_json", "after_json"}
 	return t.insertRows("audit_events", cols, len(events), func(i int, dst []any) []any {
 		e := &events[i]
-		return append(dst, e.At, e.Actor, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON)
+		return append(dst, e.At, e.Actor, e.ActorRole, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON)
 	})
 }
 

@@ -68,8 +68,8 @@ const (
 		$9::bigint[], $10::timestamptz[], $11::timestamptz[])`
 	pgBulkInsertNCs = `INSERT INTO network_configs (machine_id, loopback_ip, loopback_ip_v6, version, updated_at)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])`
-	pgBulkInsertEvents = `INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, before_json, after_json)
-		SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])`
+	pgBulkInsertEvents = `INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, before_json, after_json, actor_role)
+		SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])`
 )
 
 func (t *tx) flushBulkPG(w *bulkWrites) error {
@@ -111,10 +111,12 @@ func (t *tx) flushBulkPG(w *bulkWrites) error {
 	if n := len(w.events); n > 0 {
 		at, actor, action, ot, oid, rid, before, after := make([]time.Time, n), make([]string, n), make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]*string, n), make([]*string, n)
+		role := make([]*string, n)
 		for i, e := range w.events {
+			role[i] = e.ActorRole
 			at[i], actor[i], action[i], ot[i], oid[i], rid[i], before[i], after[i] = e.At, e.Actor, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON
 		}
-		b.Queue(pgBulkInsertEvents, at, actor, action, ot, oid, rid, before, after)
+		b.Queue(pgBulkInsertEvents, at, actor, action, ot, oid, rid, before, after, role)
 		want = append(want, n)
 	}
 	if len(want) == 0 {

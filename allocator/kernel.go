@@ -52,6 +52,11 @@ func WithActor(ctx context.Context, name, requestID string) context.Context {
 	return kernel.WithActor(ctx, name, requestID)
 }
 
+// WithActorRole is kernel.WithActorRole.
+func WithActorRole(ctx context.Context, name, role, requestID string) context.Context {
+	return kernel.WithActorRole(ctx, name, role, requestID)
+}
+
 // ActorFrom is kernel.ActorFrom.
 func ActorFrom(ctx context.Context) Actor { return kernel.ActorFrom(ctx) }
 

@@ -61,7 +61,7 @@ func (p *People) Open(ctx context.Context, who *Person, source string) (string, 
 	id := base64.RawURLEncoding.EncodeToString(b[:])
 	now := p.now()
 	exp := now.Add(p.TTL)
-	err := p.Service.write(actedBy(ctx, who.Actor), func(t *kernel.Tx) error {
+	err := p.Service.write(actedBy(ctx, who.Actor, string(who.Role)), func(t *kernel.Tx) error {
 		if err := t.Exec(`DELETE FROM user_sessions WHERE expires_at <= ?`, now.Unix()).Error; err != nil {
 			return err
 		}
@@ -113,26 +113,26 @@ func (p *People) Lookup(ctx context.Context, id string) (*PersonSession, error) 
 // Close ends the session with this id (sign out); ending one that does not
 // exist is not an error.
 func (p *People) Close(ctx context.Context, id string) error {
-	var names []string
+	var rows []struct{ Username, Role string }
 	if err := p.Service.read(ctx, func(db *gorm.DB) error {
-		return db.Raw(`SELECT username FROM user_sessions WHERE id = ?`, sessionHash(id)).Scan(&names).Error
-	}); err != nil || len(names) == 0 {
+		return db.Raw(`SELECT username, role FROM user_sessions WHERE id = ?`, sessionHash(id)).Scan(&rows).Error
+	}); err != nil || len(rows) == 0 {
 		return err
 	}
-	return p.Service.write(actedBy(ctx, "user:"+names[0]), func(t *kernel.Tx) error {
+	return p.Service.write(actedBy(ctx, "user:"+rows[0].Username, rows[0].Role), func(t *kernel.Tx) error {
 		res := t.Exec(`DELETE FROM user_sessions WHERE id = ?`, sessionHash(id))
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
-		return t.Audit("session.end", "session", "user:"+names[0], map[string]any{"user": names[0], "reason": "signed out"}, nil)
+		return t.Audit("session.end", "session", "user:"+rows[0].Username, map[string]any{"user": rows[0].Username, "reason": "signed out"}, nil)
 	})
 }
 
-// actedBy is ctx, acted by actor when ctx names nobody (a sign-in is made
-// by the person it signs in).
-func actedBy(ctx context.Context, actor string) context.Context {
+// actedBy is ctx, acted by actor with role when ctx names nobody (a
+// sign-in is made by the person it signs in, with the role it gives).
+func actedBy(ctx context.Context, actor, role string) context.Context {
 	if a := kernel.ActorFrom(ctx); a.Name == "system" {
-		return kernel.WithActor(ctx, actor, a.RequestID)
+		return kernel.WithActorRole(ctx, actor, role, a.RequestID)
 	}
 	return ctx
 }

@@ -13,7 +13,7 @@ import (
 // already removed.
 func AuditEvent(ctx context.Context, at time.Time, action, objectType, objectID string, before, after any) (models.AuditEvent, error) {
 	act := ActorFrom(ctx)
-	ev := models.AuditEvent{At: at, Actor: act.Name, Action: action, ObjectType: objectType,
+	ev := models.AuditEvent{At: at, Actor: act.Name, ActorRole: act.RolePtr(), Action: action, ObjectType: objectType,
 		ObjectID: objectID, RequestID: act.RequestID}
 	if before != nil {
 		b, err := json.Marshal(before)

@@ -13,9 +13,13 @@ import (
 // object, request id, and the object before and after (secrets redacted
 // when written).
 type Event struct {
-	ID         string          `json:"id"`
-	At         time.Time       `json:"at"`
-	Actor      string          `json:"actor"`
+	ID    string    `json:"id"`
+	At    time.Time `json:"at"`
+	Actor string    `json:"actor"`
+	// ActorRole is the role the actor acted with ("" for a system actor).
+	// The console shows it; the API's event JSON leaves it out
+	// (docs/identity.md).
+	ActorRole  string          `json:"-"`
 	Action     string          `json:"action"`
 	ObjectType string          `json:"object_type"`
 	ObjectID   string          `json:"object_id"`
@@ -39,6 +43,9 @@ func EventOut(r *models.AuditEvent) Event {
 	}
 	if r.AfterJSON != nil {
 		e.After = json.RawMessage(*r.AfterJSON)
+	}
+	if r.ActorRole != nil {
+		e.ActorRole = *r.ActorRole
 	}
 	e.Revision = r.Revision
 	e.Pool, e.Value = EventPool(r.ObjectType, r.ObjectID)

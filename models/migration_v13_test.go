@@ -25,7 +25,8 @@ func TestMigrationNumbersExistingEvents(t *testing.T) {
 			`DROP INDEX expected_machines_bmc_mac_lower`,
 			`DROP TABLE deleted_machines`,
 			`DROP TABLE user_sessions`, `ALTER TABLE console_sessions DROP COLUMN last_seen_at`,
-			`DELETE FROM schema_migrations WHERE version IN (13, 15, 16, 17, 20)`,
+			`ALTER TABLE audit_events DROP COLUMN actor_role`,
+			`DELETE FROM schema_migrations WHERE version IN (13, 15, 16, 17, 20, 21)`,
 		} {
 			must(t, db.Exec(s).Error)
 		}

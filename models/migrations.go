@@ -69,6 +69,8 @@ var Migrations = []Migration{
 	// Version 20 (migration_v20.go): console sessions of people signed in
 	// through single sign-on.
 	{Version: 20, Name: "single sign-on sessions", SQL: schemaV20},
+	// Version 21 (migration_v21.go): the actor's role on each audit event.
+	{Version: 21, Name: "audit event actor roles", SQL: schemaV21},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when

@@ -66,9 +66,12 @@ const (
 // AuditEvent records one change: who, what, and the object before and after
 // (JSON, secrets redacted by the writer).
 type AuditEvent struct {
-	ID         int64 `gorm:"primaryKey"`
-	At         time.Time
-	Actor      string
+	ID    int64 `gorm:"primaryKey"`
+	At    time.Time
+	Actor string
+	// ActorRole is the role the actor acted with (viewer, operator,
+	// admin); nil for system actors.
+	ActorRole  *string
 	Action     string
 	ObjectType string
 	ObjectID   string

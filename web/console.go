@@ -207,7 +207,7 @@ func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			return allocator.Errf(allocator.CodeUnauthorized, "", "sign in to use the console")
 		}
 		handlers.SetIdentity(c, id)
-		c.SetRequest(c.Request().WithContext(allocator.WithActor(c.Request().Context(), id.Name, requestID(c))))
+		c.SetRequest(c.Request().WithContext(allocator.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
 		return next(c)
 	}
 }

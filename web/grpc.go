@@ -127,7 +127,7 @@ func (s *Server) grpcAuth(roles map[string]auth.Role) connect.UnaryInterceptorFu
 			if err := allow(id, role); err != nil {
 				return nil, handlers.GRPCError(ctx, err)
 			}
-			return next(allocator.WithActor(ctx, id.Name, rid), req)
+			return next(allocator.WithActorRole(ctx, id.Name, string(id.Role), rid), req)
 		}
 	}
 }

@@ -335,7 +335,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return allocator.Errf(allocator.CodeUnauthorized, "", "authentication required: send Authorization: Bearer <token>")
 		}
 		handlers.SetIdentity(c, id)
-		c.SetRequest(c.Request().WithContext(allocator.WithActor(c.Request().Context(), id.Name, requestID(c))))
+		c.SetRequest(c.Request().WithContext(allocator.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
 		return next(c)
 	}
 }
