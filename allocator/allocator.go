@@ -251,7 +251,7 @@ func (t *tx) audit(action, objectType, objectID string, before, after any) error
 	if err != nil {
 		return err
 	}
-	return t.Create(&ev).Error
+	return kernel.InsertAuditEvent(t.DB, &ev)
 }
 
 func (t *tx) changed(pool, action string) { t.changes = append(t.changes, change{pool, action}) }
