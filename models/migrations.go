@@ -71,6 +71,9 @@ var Migrations = []Migration{
 	{Version: 20, Name: "single sign-on sessions", SQL: schemaV20},
 	// Version 21 (migration_v21.go): the actor's role on each audit event.
 	{Version: 21, Name: "audit event actor roles", SQL: schemaV21},
+	// Version 22 (migration_v22.go): redeliveries of a webhook delivery,
+	// so that one asked during an attempt is not lost.
+	{Version: 22, Name: "webhook delivery redeliveries", SQL: schemaV22},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when

@@ -32,6 +32,7 @@ type WebhookDelivery struct {
 	Action        string
 	State         string
 	Attempts      int
+	Redeliveries  int // bumped by every redeliver (migration 22)
 	StatusCode    *int
 	Error         string
 	ResponseBody  string

@@ -378,14 +378,21 @@ func (wh *Service) recordAttempt(ctx context.Context, q *queued, status int, ans
 		outcome = "retry"
 		up["error"], up["next_attempt_at"] = attemptError(sendErr), now.Add(backoff(e.o.BackoffBase, e.o.BackoffMax, q.Attempts+1))
 	}
+	leased := "id = ? AND state = ? AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = ? AND w.lease_owner = ?)"
 	res := wh.db.WithContext(ctx).Model(&models.WebhookDelivery{}).
-		Where("id = ? AND state = ? AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = ? AND w.lease_owner = ?)", q.ID, models.DeliveryPending, q.WebhookID, e.owner).
+		Where(leased+" AND redeliveries = ?", q.ID, models.DeliveryPending, q.WebhookID, e.owner, q.Redeliveries).
 		Updates(up)
 	if res.Error != nil {
 		wh.log.Warn("webhook delivery: recording the attempt failed; it will be made again", "webhook_id", q.WebhookID, "delivery_id", q.DeliveryID, "error", res.Error)
 		return false
 	}
 	if res.RowsAffected != 1 {
+		// A redeliver was asked while this attempt was in flight: the
+		// attempt is counted, but the delivery stays pending, due when the
+		// redeliver said, and is made again.
+		wh.db.WithContext(ctx).Model(&models.WebhookDelivery{}).
+			Where(leased+" AND redeliveries <> ?", q.ID, models.DeliveryPending, q.WebhookID, e.owner, q.Redeliveries).
+			Updates(map[string]any{"attempts": gorm.Expr("attempts + 1"), "status_code": up["status_code"], "response_body": answer})
 		return false
 	}
 	if e.onResult != nil {

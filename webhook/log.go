@@ -127,8 +127,12 @@ func (wh *Service) Redeliver(ctx context.Context, webhookID, deliveryID string) 
 		}
 		now := t.Now
 		d.State, d.NextAttemptAt, d.GiveUpAt = models.DeliveryPending, &now, now.Add(wh.engine.opts().GiveUpAfter)
+		// The count tells an attempt in flight right now that its result
+		// must not mark the delivery delivered (recordAttempt).
+		d.Redeliveries++
 		if err := t.Model(&models.WebhookDelivery{}).Where("id = ?", d.ID).Updates(map[string]any{
-			"state": d.State, "next_attempt_at": now, "give_up_at": d.GiveUpAt}).Error; err != nil {
+			"state": d.State, "next_attempt_at": now, "give_up_at": d.GiveUpAt,
+			"redeliveries": gorm.Expr("redeliveries + 1")}).Error; err != nil {
 			return err
 		}
 		return t.Audit("webhook.redeliver", "webhook", webhookID, nil, map[string]any{"delivery_id": d.DeliveryID, "revision": d.Revision})

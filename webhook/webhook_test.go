@@ -67,9 +67,14 @@ func newReceiver(t *testing.T, answer func(n int, w http.ResponseWriter, r *http
 	return rc
 }
 
+// waitFor waits until the receiver has n requests. It gives up after a
+// minute without a new one (not after a minute in all: a burst on a busy
+// machine takes longer, and speed is the benchmarks' business).
 func (rc *receiver) waitFor(t *testing.T, n int) []hookReq {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
+	const quiet = 60 * time.Second
+	idle := time.NewTimer(quiet)
+	defer idle.Stop()
 	for {
 		rc.mu.Lock()
 		k := len(rc.reqs)
@@ -79,8 +84,9 @@ func (rc *receiver) waitFor(t *testing.T, n int) []hookReq {
 		}
 		select {
 		case <-rc.got:
-		case <-deadline:
-			t.Fatalf("receiver got %d requests, want %d", k, n)
+			idle.Reset(quiet)
+		case <-idle.C:
+			t.Fatalf("receiver got %d requests, want %d (none for %s)", k, n, quiet)
 		}
 	}
 	rc.mu.Lock()
@@ -480,6 +486,48 @@ func TestWebhookRefusesActionsMatchingNoEvent(t *testing.T) {
 		var n int64
 		if err := f.db.Model(&models.Webhook{}).Where("name = ?", "bad").Count(&n).Error; err != nil || n != 0 {
 			t.Errorf("refused webhooks stored: %d (%v)", n, err)
+		}
+	})
+}
+
+// A redeliver asked while an attempt of the same delivery is in flight (the
+// receiver has the body, its answer is not recorded yet) is not absorbed by
+// that attempt's success: the delivery is sent once more, with its id.
+func TestWebhookRedeliverDuringAttempt(t *testing.T) {
+	hookEach(t, func(t *testing.T, f *fnd) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+			once.Do(func() { close(entered); <-release })
+		})
+		hook := f.mkHook(rc.srv.URL, []string{"pool.*"}, nil)
+		runFeed(t, f.feed)
+		runHooks(t, f.hooks, fastHooks())
+		f.mkPool("rp", "integer", 0, rng("1", "10", true))
+		select {
+		case <-entered:
+		case <-time.After(time.Minute):
+			t.Fatal("the first attempt never reached the receiver")
+		}
+		first := rc.waitFor(t, 1)[0]
+		page, err := f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		if err != nil || len(page.Items) != 1 {
+			t.Fatalf("deliveries: %v %+v", err, page)
+		}
+		if _, err := f.hooks.Redeliver(f.ctx, hook.ID, page.Items[0].DeliveryID); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		reqs := rc.waitFor(t, 2)
+		if reqs[1].delivery != first.delivery {
+			t.Fatalf("redelivered %q, want the delivery %q again", reqs[1].delivery, first.delivery)
+		}
+		var d models.WebhookDelivery
+		waitUntil(t, func() bool {
+			return f.db.Where("delivery_id = ?", first.delivery).Take(&d).Error == nil && d.State == models.DeliveryDelivered
+		})
+		if d.Attempts != 2 || d.Redeliveries != 1 {
+			t.Fatalf("after the redelivery: attempts %d, redeliveries %d; want 2 and 1", d.Attempts, d.Redeliveries)
 		}
 	})
 }

@@ -43,8 +43,29 @@ func feedCLIServer(t *testing.T, db *gorm.DB) (*allocator.Allocator, string, str
 	fdone := fd.RunFeed(fctx, feed.FeedOptions{Poll: 50 * time.Millisecond})
 	hdone := hooks.Run(fctx, webhook.WebhookOptions{BackoffBase: time.Millisecond, Poll: 20 * time.Millisecond})
 	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); cancel(); <-fdone; <-hdone })
+	t.Cleanup(func() {
+		// Long polls still open would hold Close until their wait ends.
+		srv.CloseClientConnections()
+		srv.Close()
+		cancel()
+		receive(t, fdone, "the end of the feed's sequencer")
+		receive(t, hdone, "the end of the webhook engine")
+	})
 	return a, srv.URL, tok
+}
+
+// receive waits for one value of ch, failing the test (rather than hanging
+// the package until its timeout) when none comes within a minute.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("no %s within a minute", what)
+		var zero T
+		return zero
+	}
 }
 
 // lines collects what a watch prints, one JSON object per line.
@@ -191,7 +212,7 @@ func TestWebhookCLI(t *testing.T) {
 			Ranges: []allocator.RangeSpec{{First: "1", Last: "5"}}}); err != nil {
 			t.Fatal(err)
 		}
-		delivery := <-got
+		delivery := receive(t, got, "the pool.create delivery")
 		for _, args := range [][]string{{"webhook", "list"}, {"webhook", "show", w.ID}, {"webhook", "deliveries", w.ID}} {
 			out, err := run(args...)
 			if err != nil || strings.Contains(out, secret) || !strings.Contains(out, "ctl") && args[1] != "deliveries" {
@@ -204,7 +225,7 @@ func TestWebhookCLI(t *testing.T) {
 		if out, err := run("webhook", "redeliver", w.ID, delivery); err != nil || !strings.Contains(out, delivery) {
 			t.Fatalf("redeliver: %v %s", err, out)
 		}
-		if again := <-got; again != delivery {
+		if again := receive(t, got, "the redelivery"); again != delivery {
 			t.Fatalf("redelivered %s, want %s", again, delivery)
 		}
 		if _, err := run("webhook", "create", "--name", "ctl", "--url", "ftp://x/", "--action", "*"); err == nil || !strings.Contains(err.Error(), "url") {
