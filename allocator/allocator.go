@@ -39,7 +39,7 @@ type Options struct {
 	// e.g. to count it in metrics.
 	OnChange func(pool, action string)
 	// OnBatch, when set, is called after each batch of automatic
-	// allocations (group commit, batch.go) with its pool, number of
+	// allocations (group commit, groupcommit.go) with its pool, number of
 	// requests and time from the start of its transaction to its end.
 	//
 	// Both hooks are fixed at construction: batch goroutines call them
@@ -63,19 +63,19 @@ type Allocator struct {
 	onCommit func()
 
 	// qmu guards queues: the automatic allocations waiting per pool for
-	// their batch (group commit, batch.go).
+	// their batch (group commit, groupcommit.go).
 	qmu sync.Mutex
-	// groups is the commit group of guessed batches (batch_group.go).
+	// groups is the commit group of guessed batches (groupcommit_shared.go).
 	groups guessGroups
 	// groupSQLAlone makes a group of one use the statement of larger
 	// groups (tests).
 	groupSQLAlone bool
 	queues        map[string]*allocQueue
 	// guesses keeps each pool's guess for its next batch between leaders
-	// (batch_guess.go), also under qmu.
+	// (groupcommit_guess.go), also under qmu.
 	guesses map[string]batchGuess
 	// reports is the queue of site-explorer reports waiting for their
-	// batch (group commit, ingest_batch.go), also under qmu.
+	// batch (group commit, report_batch.go), also under qmu.
 	reports reportQueue
 	// reportOrder, set by tests only, is told the order in which each
 	// report batch ran its reports: the set-based path's (the first
@@ -83,9 +83,9 @@ type Allocator struct {
 	reportOrder func(order []*report, plain int)
 
 	// Counters of the fast paths (metrics, tests): batches committed on
-	// the guess and guesses that missed (batch_guess.go), guessed batches
-	// sent in a group of two or more (batch_group.go), batches the
-	// PostgreSQL path committed (batch_pg.go).
+	// the guess and guesses that missed (groupcommit_guess.go), guessed batches
+	// sent in a group of two or more (groupcommit_shared.go), batches the
+	// PostgreSQL path committed (groupcommit_pg.go).
 	guessHits, guessMisses, groupedBatches, pgFastBatches atomic.Int64
 	// testHookBatchFail and testHookReportBatchFail, set by tests before
 	// the allocator is used, can fail an allocation batch's or a report

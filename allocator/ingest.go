@@ -14,7 +14,7 @@ import (
 
 // Ingestion of docs/reservations.md: one site-explorer report (Report) or
 // one directly discovered DPU (Discover) and the machine rows they write.
-// Report batches are in ingest_batch.go and ingest_bulk*.go, loopbacks in
+// Report batches are in report_batch.go and report_plain*.go, loopbacks in
 // loopbacks.go, reconciliation in reconcile.go, decommission and delete in
 // machine_removal.go. Every write runs in one transaction that first locks
 // lo-ip and lo-ip-v6 (in name order) and only then touches machine rows, so

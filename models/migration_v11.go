@@ -3,7 +3,7 @@ package models
 // schemaV11Postgres turns the per-row work that migrations 1, 6 and 8 do
 // when allocations and audit events are INSERTed into one step per
 // statement, reading the inserted rows from a transition table. A batch
-// of automatic allocations (allocator/batch_pg.go) inserts all its rows
+// of automatic allocations (allocator/groupcommit_pg.go) inserts all its rows
 // in one statement; with row triggers each row ran three PL/pgSQL
 // functions, an UPDATE of range_counts (which for the second and later
 // rows of a transaction also re-checked range_counts' foreign key) and an

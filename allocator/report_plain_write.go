@@ -6,7 +6,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// The write half of set-based ingestion (ingest_bulk.go): the loopbacks
+// The write half of set-based ingestion (report_plain.go): the loopbacks
 // of the planned DPUs, then their machine rows, network configs and audit
 // events, each kind in one multi-row statement.
 

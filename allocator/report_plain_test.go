@@ -15,7 +15,7 @@ import (
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
-// The set-based path of a report batch (ingest_bulk.go) must leave exactly
+// The set-based path of a report batch (report_plain.go) must leave exactly
 // what running the same reports one by one through ingestReport leaves,
 // in the order the batch ran them (its plain reports in arrival order,
 // then the others): the same answers, machine rows, network configs,

@@ -13,10 +13,10 @@ import (
 // Every report locks lo-ip and lo-ip-v6 before it touches a machine row
 // (the lock order that keeps reports, deletes and ExpectedMachine edits
 // free of deadlocks), so the reports of a site run one at a time. As
-// automatic allocations do (batch.go), the reports that arrive in one
+// automatic allocations do (groupcommit.go), the reports that arrive in one
 // process while a batch runs queue up, and one goroutine runs the queue
 // as the next batch: one transaction, one lock acquisition, one commit.
-// The batch's plain reports are ingested set-based first (ingest_bulk.go);
+// The batch's plain reports are ingested set-based first (report_plain.go);
 // the others then run one after the other in arrival order, each behind a
 // savepoint — a report refused (a decommissioned host, 409) is rolled
 // back to its savepoint and answers its caller alone, the others commit.
@@ -34,7 +34,7 @@ const maxReportBatch = 32
 type reportReq struct {
 	ctx   context.Context
 	r     *report
-	state atomic.Int32 // reqWaiting, reqClaimed or reqAbandoned (batch.go)
+	state atomic.Int32 // reqWaiting, reqClaimed or reqAbandoned (groupcommit.go)
 	done  chan struct{}
 	res   *IngestResult
 	err   error

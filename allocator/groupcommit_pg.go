@@ -14,7 +14,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// The PostgreSQL path of a batch of automatic allocations (batch.go): the
+// The PostgreSQL path of a batch of automatic allocations (groupcommit.go): the
 // same work as allocateAutoBatch, sent as two pipelines on one pgx
 // connection so that the pool's row lock is held for about one network
 // round trip, one commit and the Go computation in between:
@@ -90,7 +90,7 @@ var (
 // every batch. It is returned to the pool when the queue empties.
 type leaderConn struct {
 	conn *sql.Conn
-	// guess is the guess for the pool's next batch (batch_guess.go); it
+	// guess is the guess for the pool's next batch (groupcommit_guess.go); it
 	// lives as long as the leader runs.
 	guess batchGuess
 }

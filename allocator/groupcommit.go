@@ -166,7 +166,7 @@ func (a *Allocator) takeBatch(pool string, q *allocQueue, lc *leaderConn) ([]*al
 		q.running = false
 		delete(a.queues, pool)
 		// The next leader of this pool starts from this one's guess
-		// (batch_guess.go): a pool allocated from now and then, or one
+		// (groupcommit_guess.go): a pool allocated from now and then, or one
 		// of many pools, still commits in one round trip.
 		a.guesses[pool] = lc.guess
 		return nil, false

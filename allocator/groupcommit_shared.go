@@ -15,7 +15,7 @@ import (
 )
 
 // Commit groups of guessed batches (PostgreSQL). Every pool has its own
-// leader (batch.go); with many pools each batch holds about one request,
+// leader (groupcommit.go); with many pools each batch holds about one request,
 // and each pays a whole transaction: BEGIN, settings, lock, the guarded
 // INSERT with its four triggers, COMMIT and its WAL flush. The guessed
 // batches of different pools of one process therefore share one

@@ -106,7 +106,7 @@ func (t *tx) allocateBatch(p *models.Pool, items []BatchItem) ([]*models.Allocat
 	}
 	if t.a.dialect == models.Postgres {
 		// Index plans whatever the statistics say, for this transaction
-		// only (as the allocation batches do, batch_pg.go).
+		// only (as the allocation batches do, groupcommit_pg.go).
 		if err := t.Exec(pgBulkSettings).Error; err != nil {
 			return nil, nil, err
 		}

@@ -1,7 +1,7 @@
 package allocator
 
-// guessedInsertSQL is the guarded INSERT of batch_guess.go for the guessed
-// batches of two or more pools (a commit group, batch_group.go): every
+// guessedInsertSQL is the guarded INSERT of groupcommit_guess.go for the guessed
+// batches of two or more pools (a commit group, groupcommit_shared.go): every
 // pool's guard is evaluated, and its rows written, on their own, so the
 // statement writes the pools whose guess holds and nothing for the others.
 // One statement for several pools runs the INSERT triggers once for all of

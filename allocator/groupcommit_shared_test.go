@@ -12,7 +12,7 @@ import (
 
 // runGrouped runs one batch per pool at the same time, each on its own
 // leader, and on PostgreSQL makes the guessed ones share one group
-// transaction (batch_group.go): the group is held busy until every batch
+// transaction (groupcommit_shared.go): the group is held busy until every batch
 // has either joined it or finished without it, then the turn is passed
 // to the first that joined.
 func runGrouped(t *testing.T, f *fnd, lcs map[string]*leaderConn, batches map[string][]*allocReq) {

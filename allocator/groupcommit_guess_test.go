@@ -35,7 +35,7 @@ func (f *fnd) checkRangeCounts(pool string) {
 	}
 }
 
-// The one-round-trip batch (batch_guess.go) gives exactly what the general
+// The one-round-trip batch (groupcommit_guess.go) gives exactly what the general
 // path gives, whatever happened to the pool since the leader's last batch:
 // a leader that keeps its guess from batch to batch runs 400 random steps
 // on a loopback pool, interleaved with everything that can invalidate the
