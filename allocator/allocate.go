@@ -128,7 +128,7 @@ func (t *tx) allocate(p *models.Pool, owner Owner, requested string) (*models.Al
 		want = &v
 	}
 	if want == nil {
-		res, err := t.allocateAutoBatch(p, []autoOwner{{ctx: t.ctx, owner: owner}}, false)
+		res, err := t.allocateLowestFree(p, []autoOwner{{ctx: t.ctx, owner: owner}}, false)
 		if err != nil {
 			return nil, false, err
 		}

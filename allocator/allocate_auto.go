@@ -64,7 +64,7 @@ type allocResult struct {
 	err     error
 }
 
-// allocateAutoBatch gives each owner of reqs, in order, the lowest free
+// allocateLowestFree gives each owner of reqs, in order, the lowest free
 // value of p's auto_assign ranges, as if they had called Allocate one after
 // the other: an owner that already holds a value (or appears twice) gets
 // that value with created=false, and when the pool runs out the remaining
@@ -74,7 +74,7 @@ type allocResult struct {
 //
 // noneHeld tells that the caller knows, under p's lock, that none of the
 // owners holds a value of p (the owners' look-up is skipped).
-func (t *tx) allocateAutoBatch(p *models.Pool, reqs []autoOwner, noneHeld bool) ([]allocResult, error) {
+func (t *tx) allocateLowestFree(p *models.Pool, reqs []autoOwner, noneHeld bool) ([]allocResult, error) {
 	if err := t.purgeExpired(p); err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (t *tx) allocateAutoBatch(p *models.Pool, reqs []autoOwner, noneHeld bool) 
 			t.changed(p.Name, "allocate")
 		}
 	}
-	batchResults(p, reqs, res, fresh, firstOf, rows)
+	fillResults(p, reqs, res, fresh, firstOf, rows)
 	return res, nil
 }
 
@@ -135,10 +135,10 @@ func newAllocations(p *models.Pool, reqs []autoOwner, fresh []int, picks []freeP
 	return rows, prevs, events, nil
 }
 
-// batchResults fills in res once rows are stored: created for the fresh
+// fillResults fills in res once rows are stored: created for the fresh
 // requests that got a row, pool_exhausted for the fresh ones beyond, and
 // the first request's answer for an owner's later requests.
-func batchResults(p *models.Pool, reqs []autoOwner, res []allocResult, fresh []int, firstOf map[Owner]int, rows []models.Allocation) {
+func fillResults(p *models.Pool, reqs []autoOwner, res []allocResult, fresh []int, firstOf map[Owner]int, rows []models.Allocation) {
 	for k := range rows {
 		res[fresh[k]] = allocResult{row: &rows[k], created: true}
 	}

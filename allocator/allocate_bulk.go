@@ -20,20 +20,20 @@ import (
 // and declarations, the gap search, one multi-row INSERT of allocations
 // and audit events), so that 10,000 owners cost about what 64 cost.
 
-// MaxBatchAllocations is the most allocations one bulk request may carry.
-const MaxBatchAllocations = 10000
+// MaxBulkAllocations is the most allocations one bulk request may carry.
+const MaxBulkAllocations = 10000
 
-// BatchItem is one allocation of a bulk request: an owner and, optionally,
+// BulkItem is one allocation of a bulk request: an owner and, optionally,
 // the value it asks for.
-type BatchItem struct {
+type BulkItem struct {
 	Owner Owner
 	Value string
 }
 
-// batchField is the JSON path of item i's member.
-func batchField(i int, member string) string { return fmt.Sprintf("allocations[%d].%s", i, member) }
+// bulkField is the JSON path of item i's member.
+func bulkField(i int, member string) string { return fmt.Sprintf("allocations[%d].%s", i, member) }
 
-// AllocateBatch allocates a value of pool for each item, in one
+// AllocateBulk allocates a value of pool for each item, in one
 // transaction, all or nothing, and returns the allocations in item order
 // with whether each was created now. Refusals name the item's field
 // (allocations[i].owner_id, allocations[i].value): malformed owners and
@@ -41,21 +41,21 @@ func batchField(i int, member string) string { return fmt.Sprintf("allocations[%
 // occurrence is named) are 422 invalid; a refusal that one-by-one
 // allocation would give (409 conflict, not_available, pool_exhausted) is
 // the one of the first item, in list order, that meets it.
-func (a *Allocator) AllocateBatch(ctx context.Context, pool string, items []BatchItem) ([]Allocation, []bool, error) {
+func (a *Allocator) AllocateBulk(ctx context.Context, pool string, items []BulkItem) ([]Allocation, []bool, error) {
 	if len(items) == 0 {
 		return nil, nil, Errf(CodeInvalid, "allocations", "allocations must list at least one allocation")
 	}
-	if len(items) > MaxBatchAllocations {
-		return nil, nil, Errf(CodeInvalid, "allocations", "allocations lists %d allocations; at most %d fit in one request", len(items), MaxBatchAllocations)
+	if len(items) > MaxBulkAllocations {
+		return nil, nil, Errf(CodeInvalid, "allocations", "allocations lists %d allocations; at most %d fit in one request", len(items), MaxBulkAllocations)
 	}
 	seen := make(map[Owner]int, len(items))
 	for i, it := range items {
 		if err := it.Owner.Validate(); err != nil {
 			e, _ := AsError(err)
-			return nil, nil, Errf(e.Code, batchField(i, e.Field), "%s", e.Message)
+			return nil, nil, Errf(e.Code, bulkField(i, e.Field), "%s", e.Message)
 		}
 		if j, dup := seen[it.Owner]; dup {
-			return nil, nil, Errf(CodeInvalid, batchField(i, "owner_id"), "owner %s is already listed at allocations[%d]; an owner holds one value per pool", it.Owner, j)
+			return nil, nil, Errf(CodeInvalid, bulkField(i, "owner_id"), "owner %s is already listed at allocations[%d]; an owner holds one value per pool", it.Owner, j)
 		}
 		seen[it.Owner] = i
 	}
@@ -68,7 +68,7 @@ func (a *Allocator) AllocateBatch(ctx context.Context, pool string, items []Batc
 		if err != nil {
 			return err
 		}
-		rows, news, err := t.allocateBatch(p, items)
+		rows, news, err := t.allocateBulk(p, items)
 		if err != nil {
 			return err
 		}
@@ -84,8 +84,8 @@ func (a *Allocator) AllocateBatch(ctx context.Context, pool string, items []Batc
 	return out, created, nil
 }
 
-// allocateBatch is AllocateBatch inside a transaction holding p's lock.
-func (t *tx) allocateBatch(p *models.Pool, items []BatchItem) ([]*models.Allocation, []bool, error) {
+// allocateBulk is AllocateBulk inside a transaction holding p's lock.
+func (t *tx) allocateBulk(p *models.Pool, items []BulkItem) ([]*models.Allocation, []bool, error) {
 	sp := spaceOf(p)
 	// 422 first: every requested value well-formed and asked once.
 	wants := make([]*u128, len(items))
@@ -96,10 +96,10 @@ func (t *tx) allocateBatch(p *models.Pool, items []BatchItem) ([]*models.Allocat
 		}
 		v, err := sp.parse(it.Value)
 		if err != nil {
-			return nil, nil, Errf(CodeInvalid, batchField(i, "value"), "%v", err)
+			return nil, nil, Errf(CodeInvalid, bulkField(i, "value"), "%v", err)
 		}
 		if j, dup := byValue[v]; dup {
-			return nil, nil, Errf(CodeInvalid, batchField(i, "value"), "%s is already requested by allocations[%d]", sp.format(v), j)
+			return nil, nil, Errf(CodeInvalid, bulkField(i, "value"), "%s is already requested by allocations[%d]", sp.format(v), j)
 		}
 		byValue[v] = i
 		wants[i] = &v
@@ -129,7 +129,7 @@ func (t *tx) allocateBatch(p *models.Pool, items []BatchItem) ([]*models.Allocat
 	for i, it := range items {
 		if h, ok := held[it.Owner]; ok {
 			if wants[i] != nil && wants[i].key() != h.ValueKey {
-				fail.add(i, Errf(CodeConflict, batchField(i, "value"), "owner %s already holds %s in pool %q, not %s",
+				fail.add(i, Errf(CodeConflict, bulkField(i, "value"), "owner %s already holds %s in pool %q, not %s",
 					it.Owner, h.Value, p.Name, sp.format(*wants[i])))
 			}
 			out[i] = h
@@ -141,7 +141,7 @@ func (t *tx) allocateBatch(p *models.Pool, items []BatchItem) ([]*models.Allocat
 			auto = append(auto, i)
 		}
 	}
-	reclaims, err := t.checkRequestedBatch(p, items, wants, requested, fail)
+	reclaims, err := t.checkRequestedBulk(p, items, wants, requested, fail)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,7 +151,7 @@ func (t *tx) allocateBatch(p *models.Pool, items []BatchItem) ([]*models.Allocat
 	}
 	if len(picks) < len(auto) {
 		i := auto[len(picks)]
-		fail.add(i, Errf(CodePoolExhausted, batchField(i, "value"), "pool %q has no free value in its auto_assign ranges for allocations[%d] (%d automatic allocations asked, %d free)",
+		fail.add(i, Errf(CodePoolExhausted, bulkField(i, "value"), "pool %q has no free value in its auto_assign ranges for allocations[%d] (%d automatic allocations asked, %d free)",
 			p.Name, i, len(auto), len(picks)))
 	}
 	if err := fail.err(); err != nil {
@@ -169,7 +169,7 @@ func (t *tx) allocateBatch(p *models.Pool, items []BatchItem) ([]*models.Allocat
 			vals, idx = append(vals, *wants[i]), append(idx, i)
 		}
 	}
-	rows, err := t.insertBatchRows(p, items, vals, idx)
+	rows, err := t.insertBulkRows(p, items, vals, idx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -210,12 +210,12 @@ func (f *firstFailure) err() error {
 	return f.e
 }
 
-// checkRequestedBatch applies the requested-value rules (checkRequestable)
+// checkRequestedBulk applies the requested-value rules (checkRequestable)
 // to the items at requested, reading the pool's ranges, the values' rows
 // and, on the loopback pools, their declarations once for all of them. It
 // returns the quarantine rows that go back to their former owner (by item
 // index) and records refusals in fail.
-func (t *tx) checkRequestedBatch(p *models.Pool, items []BatchItem, wants []*u128, requested []int, fail *firstFailure) (map[int]*models.Allocation, error) {
+func (t *tx) checkRequestedBulk(p *models.Pool, items []BulkItem, wants []*u128, requested []int, fail *firstFailure) (map[int]*models.Allocation, error) {
 	if len(requested) == 0 {
 		return nil, nil
 	}
@@ -256,7 +256,7 @@ func (t *tx) checkRequestedBatch(p *models.Pool, items []BatchItem, wants []*u12
 	}
 	reclaims := map[int]*models.Allocation{}
 	for _, i := range requested {
-		v, owner, field := *wants[i], items[i].Owner, batchField(i, "value")
+		v, owner, field := *wants[i], items[i].Owner, bulkField(i, "value")
 		val, k := sp.format(v), v.key()
 		r := rangeHolding(ranges, k)
 		switch {
@@ -293,7 +293,7 @@ func rangeHolding(ranges []models.PoolRange, key string) *models.PoolRange {
 	return nil
 }
 
-// pgBulkSettings are pgBatchSettings without the plan cache mode (a bulk
+// pgBulkSettings are pgGroupSettings without the plan cache mode (a bulk
 // request's statements are not prepared).
 const pgBulkSettings = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
  set_config('enable_mergejoin', 'off', true)`
@@ -342,13 +342,13 @@ func (t *tx) heldChunked(p *models.Pool, reqs []autoOwner) (map[Owner]*models.Al
 	return out, nil
 }
 
-// insertBatchRows stores vals[k] as a new allocation of items[idx[k]]'s
+// insertBulkRows stores vals[k] as a new allocation of items[idx[k]]'s
 // owner, with exact run-end flags (a new value ends a run unless the next
 // value is new too or already a row) and the held values just before the
 // new ones no longer ending a run, and one allocation.create audit event
 // per row: one multi-row statement on PostgreSQL, a few chunked ones on
 // SQLite.
-func (t *tx) insertBatchRows(p *models.Pool, items []BatchItem, vals []u128, idx []int) ([]models.Allocation, error) {
+func (t *tx) insertBulkRows(p *models.Pool, items []BulkItem, vals []u128, idx []int) ([]models.Allocation, error) {
 	if len(vals) == 0 {
 		return nil, nil
 	}

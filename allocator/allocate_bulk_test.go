@@ -9,11 +9,11 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-func batchOf(owners ...string) []BatchItem {
-	out := make([]BatchItem, len(owners))
+func bulkOf(owners ...string) []BulkItem {
+	out := make([]BulkItem, len(owners))
 	for i, o := range owners {
 		id, val, _ := strings.Cut(o, "=")
-		out[i] = BatchItem{Owner: own(id), Value: val}
+		out[i] = BulkItem{Owner: own(id), Value: val}
 	}
 	return out
 }
@@ -23,7 +23,7 @@ func batchOf(owners ...string) []BatchItem {
 // have given (the brute-force oracle), skipping held, quarantined and
 // declared values across several ranges; requested items get their
 // values; run-end flags stay exact; one audit event per new allocation.
-func TestAllocateBatchMatchesOracle(t *testing.T) {
+func TestAllocateBulkMatchesOracle(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.0", "10.0.0.40", true), rng("10.0.0.41", "10.0.0.60", false),
 			rng("10.0.1.0", "10.0.1.255", true))
@@ -40,15 +40,15 @@ func TestAllocateBatchMatchesOracle(t *testing.T) {
 		f.alloc(PoolLoopbackV4, "explicit", "10.0.0.45")
 
 		want := f.oracleFree(PoolLoopbackV4)
-		var items []BatchItem
+		var items []BulkItem
 		for i := 0; i < 80; i++ {
-			items = append(items, BatchItem{Owner: own(fmt.Sprintf("new-%d", i))})
+			items = append(items, BulkItem{Owner: own(fmt.Sprintf("new-%d", i))})
 		}
 		// A requested value, an owner that already holds one, and the same
 		// owner asking for the value it holds.
-		items = append(items[:10], append([]BatchItem{{Owner: own("req"), Value: "10.0.0.50"}, {Owner: own("pre-24")},
+		items = append(items[:10], append([]BulkItem{{Owner: own("req"), Value: "10.0.0.50"}, {Owner: own("pre-24")},
 			{Owner: own("explicit"), Value: "10.0.0.45"}}, items[10:]...)...)
-		out, created, err := f.a.AllocateBatch(f.ctx, PoolLoopbackV4, items)
+		out, created, err := f.a.AllocateBulk(f.ctx, PoolLoopbackV4, items)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestAllocateBatchMatchesOracle(t *testing.T) {
 		}
 		// Again: the same answers, nothing created, nothing written.
 		before := f.snap()
-		again, created, err := f.a.AllocateBatch(f.ctx, PoolLoopbackV4, items)
+		again, created, err := f.a.AllocateBulk(f.ctx, PoolLoopbackV4, items)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestAllocateBatchMatchesOracle(t *testing.T) {
 
 // The same batch against one-by-one Allocate calls on a twin pool
 // (integer pools may overlap), over random holes: identical values.
-func TestAllocateBatchEqualsOneByOne(t *testing.T) {
+func TestAllocateBulkEqualsOneByOne(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		for _, name := range []string{"vlan-a", "vlan-b"} {
 			f.mkPool(name, "integer", 0, rng("1", "30", true), rng("31", "40", false), rng("100", "400", true))
@@ -118,9 +118,9 @@ func TestAllocateBatchEqualsOneByOne(t *testing.T) {
 				}
 			}
 		}
-		var items []BatchItem
+		var items []BulkItem
 		for i := 0; i < 200; i++ {
-			it := BatchItem{Owner: own(fmt.Sprintf("o-%d", i))}
+			it := BulkItem{Owner: own(fmt.Sprintf("o-%d", i))}
 			if i%50 == 7 {
 				it.Value = fmt.Sprint(31 + i/50)
 			}
@@ -129,7 +129,7 @@ func TestAllocateBatchEqualsOneByOne(t *testing.T) {
 			}
 			items = append(items, it)
 		}
-		out, _, err := f.a.AllocateBatch(f.ctx, "vlan-a", items)
+		out, _, err := f.a.AllocateBulk(f.ctx, "vlan-a", items)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestAllocateBatchEqualsOneByOne(t *testing.T) {
 // All or nothing: every refusal names the item's field, the first item in
 // list order that one-by-one allocation would refuse is the one reported,
 // and nothing is written.
-func TestAllocateBatchRefusals(t *testing.T) {
+func TestAllocateBulkRefusals(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.5", true), rng("10.0.0.100", "10.0.0.110", false))
 		f.alloc(PoolLoopbackV4, "holder", "10.0.0.101")
@@ -158,46 +158,46 @@ func TestAllocateBatchRefusals(t *testing.T) {
 		f.quarantine(PoolLoopbackV4, "10.0.0.102")
 		f.declare("MT-1", "10.0.0.103", "")
 		before := f.snap()
-		many := make([]BatchItem, MaxBatchAllocations+1)
+		many := make([]BulkItem, MaxBulkAllocations+1)
 		for i := range many {
-			many[i] = BatchItem{Owner: own(fmt.Sprint(i))}
+			many[i] = BulkItem{Owner: own(fmt.Sprint(i))}
 		}
 		cases := []struct {
 			name  string
-			items []BatchItem
+			items []BulkItem
 			code  Code
 			field string
 			msg   string
 		}{
 			{"empty list", nil, CodeInvalid, "allocations", "at least one"},
 			{"too many", many, CodeInvalid, "allocations", "at most 10000"},
-			{"bad owner type", []BatchItem{{Owner: own("a")}, {Owner: Owner{Type: "Machine", ID: "b"}}}, CodeInvalid, "allocations[1].owner_type", "must match"},
-			{"empty owner id", []BatchItem{{Owner: own("")}}, CodeInvalid, "allocations[0].owner_id", "1 to 128"},
-			{"owner twice: the later one", batchOf("a", "b", "a"), CodeInvalid, "allocations[2].owner_id", "already listed at allocations[0]"},
-			{"value twice: the later one", batchOf("a=10.0.0.104", "b=10.0.0.104"), CodeInvalid, "allocations[1].value", "already requested by allocations[0]"},
-			{"malformed value", batchOf("a", "b=10.0.0.300"), CodeInvalid, "allocations[1].value", "not an IP address"},
-			{"wrong family", batchOf("a=fd00::1"), CodeInvalid, "allocations[0].value", "not an IPv4"},
-			{"allocated to another", batchOf("a", "b=10.0.0.101"), CodeNotAvailable, "allocations[1].value", "allocated to machine/holder"},
-			{"quarantined for another", batchOf("a=10.0.0.102"), CodeNotAvailable, "allocations[0].value", "quarantined (former owner machine/gone)"},
-			{"declared for a DPU", batchOf("a=10.0.0.103"), CodeNotAvailable, "allocations[0].value", "declared for DPU MT-1"},
-			{"not in pool", batchOf("a=10.9.9.9"), CodeNotAvailable, "allocations[0].value", "not in pool"},
-			{"auto-assign range", batchOf("a=10.0.0.2"), CodeNotAvailable, "allocations[0].value", "auto-assign range"},
-			{"held, other value asked", batchOf("a", "holder=10.0.0.104"), CodeConflict, "allocations[1].value", "already holds 10.0.0.101"},
-			{"first refusal in list order", batchOf("a", "b=10.0.0.103", "c=10.0.0.101"), CodeNotAvailable, "allocations[1].value", "declared for DPU"},
-			{"exhausted", batchOf("a", "b", "c", "d", "e", "f", "g"), CodePoolExhausted, "allocations[5].value", "no free value"},
+			{"bad owner type", []BulkItem{{Owner: own("a")}, {Owner: Owner{Type: "Machine", ID: "b"}}}, CodeInvalid, "allocations[1].owner_type", "must match"},
+			{"empty owner id", []BulkItem{{Owner: own("")}}, CodeInvalid, "allocations[0].owner_id", "1 to 128"},
+			{"owner twice: the later one", bulkOf("a", "b", "a"), CodeInvalid, "allocations[2].owner_id", "already listed at allocations[0]"},
+			{"value twice: the later one", bulkOf("a=10.0.0.104", "b=10.0.0.104"), CodeInvalid, "allocations[1].value", "already requested by allocations[0]"},
+			{"malformed value", bulkOf("a", "b=10.0.0.300"), CodeInvalid, "allocations[1].value", "not an IP address"},
+			{"wrong family", bulkOf("a=fd00::1"), CodeInvalid, "allocations[0].value", "not an IPv4"},
+			{"allocated to another", bulkOf("a", "b=10.0.0.101"), CodeNotAvailable, "allocations[1].value", "allocated to machine/holder"},
+			{"quarantined for another", bulkOf("a=10.0.0.102"), CodeNotAvailable, "allocations[0].value", "quarantined (former owner machine/gone)"},
+			{"declared for a DPU", bulkOf("a=10.0.0.103"), CodeNotAvailable, "allocations[0].value", "declared for DPU MT-1"},
+			{"not in pool", bulkOf("a=10.9.9.9"), CodeNotAvailable, "allocations[0].value", "not in pool"},
+			{"auto-assign range", bulkOf("a=10.0.0.2"), CodeNotAvailable, "allocations[0].value", "auto-assign range"},
+			{"held, other value asked", bulkOf("a", "holder=10.0.0.104"), CodeConflict, "allocations[1].value", "already holds 10.0.0.101"},
+			{"first refusal in list order", bulkOf("a", "b=10.0.0.103", "c=10.0.0.101"), CodeNotAvailable, "allocations[1].value", "declared for DPU"},
+			{"exhausted", bulkOf("a", "b", "c", "d", "e", "f", "g"), CodePoolExhausted, "allocations[5].value", "no free value"},
 		}
 		for _, c := range cases {
-			_, _, err := f.a.AllocateBatch(f.ctx, PoolLoopbackV4, c.items)
+			_, _, err := f.a.AllocateBulk(f.ctx, PoolLoopbackV4, c.items)
 			e := wantCode(t, err, c.code, c.msg)
 			if e.Field != c.field {
 				t.Fatalf("%s: field %q, want %q (%s)", c.name, e.Field, c.field, e.Message)
 			}
 			f.unchanged(before, c.name)
 		}
-		_, _, err := f.a.AllocateBatch(f.ctx, "nope", batchOf("a"))
+		_, _, err := f.a.AllocateBulk(f.ctx, "nope", bulkOf("a"))
 		wantCode(t, err, CodeNotFound)
 		// The five auto values fit exactly.
-		out, _, err := f.a.AllocateBatch(f.ctx, PoolLoopbackV4, batchOf("a", "b", "c", "d", "e"))
+		out, _, err := f.a.AllocateBulk(f.ctx, PoolLoopbackV4, bulkOf("a", "b", "c", "d", "e"))
 		if err != nil || out[4].Value != "10.0.0.5" {
 			t.Fatalf("exact fit: %+v %v", out, err)
 		}
@@ -206,14 +206,14 @@ func TestAllocateBatchRefusals(t *testing.T) {
 
 // A requested value quarantined for the same owner goes back to it (as
 // Allocate does), and a DPU's own declared value is requestable by it.
-func TestAllocateBatchReclaimsOwnQuarantine(t *testing.T) {
+func TestAllocateBulkReclaimsOwnQuarantine(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.5", true), rng("10.0.0.100", "10.0.0.110", false))
 		f.alloc(PoolLoopbackV4, "back", "10.0.0.100")
 		f.quarantine(PoolLoopbackV4, "10.0.0.100")
 		f.declare("MT-7", "10.0.0.101", "")
 		dpu := DPUMachineID("MT-7")
-		out, created, err := f.a.AllocateBatch(f.ctx, PoolLoopbackV4, []BatchItem{{Owner: own("back"), Value: "10.0.0.100"},
+		out, created, err := f.a.AllocateBulk(f.ctx, PoolLoopbackV4, []BulkItem{{Owner: own("back"), Value: "10.0.0.100"},
 			{Owner: own(dpu), Value: "10.0.0.101"}, {Owner: own("x")}, {Owner: own("y"), Value: "10.0.0.102"}})
 		if err != nil {
 			t.Fatal(err)

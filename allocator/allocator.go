@@ -5,6 +5,25 @@
 // transaction holding the row lock of each pool it touches (never one
 // global lock). Errors that callers should show are *Error values with the
 // codes of docs/api.md.
+//
+// Three kinds of work are done many at a time, each under its own name:
+//
+//   - the group commit (groupcommit*.go; groupCommit…, group…): the
+//     automatic Allocate calls of one pool that arrive together are queued
+//     and written by one transaction; on PostgreSQL by pgx pipelines, on a
+//     guess of the free values behind a guarded INSERT, and in a
+//     transaction shared with other pools' group commits
+//     (groupcommit_shared.go);
+//   - the bulk request (allocate_bulk.go, expected_machine_bulk*.go;
+//     …Bulk…): one API request carrying many allocations or
+//     ExpectedMachines, written in one transaction;
+//   - the report batch (report_batch.go, report_plain*.go; report…): the
+//     site-explorer reports queued together and ingested in one
+//     transaction, the plain ones set-based.
+//
+// "Batch" alone means a report batch; the general path
+// (allocate.go, allocate_auto.go) is the reference the others are tested
+// against.
 package allocator
 
 import (
@@ -38,13 +57,13 @@ type Options struct {
 	// change ("allocate", "release", "quarantine", "unquarantine") per pool,
 	// e.g. to count it in metrics.
 	OnChange func(pool, action string)
-	// OnBatch, when set, is called after each batch of automatic
+	// OnGroupCommit, when set, is called after each batch of automatic
 	// allocations (group commit, groupcommit.go) with its pool, number of
 	// requests and time from the start of its transaction to its end.
 	//
 	// Both hooks are fixed at construction: batch goroutines call them
 	// without a lock, so they are never set on a running allocator.
-	OnBatch func(pool string, size int, took time.Duration)
+	OnGroupCommit func(pool string, size int, took time.Duration)
 	// OnCommit, when set, is called after every committed write (the
 	// change feed numbers the write's audit events at once instead of at
 	// its next poll).
@@ -53,27 +72,28 @@ type Options struct {
 
 // Allocator is the one path for every write to pool state.
 type Allocator struct {
-	db       *gorm.DB
-	dialect  models.Dialect
-	hold     time.Duration
-	now      func() time.Time
-	log      *slog.Logger
-	onChange func(pool, action string)
-	onBatch  func(pool string, size int, took time.Duration)
-	onCommit func()
+	db            *gorm.DB
+	dialect       models.Dialect
+	hold          time.Duration
+	now           func() time.Time
+	log           *slog.Logger
+	onChange      func(pool, action string)
+	onGroupCommit func(pool string, size int, took time.Duration)
+	onCommit      func()
 
 	// qmu guards queues: the automatic allocations waiting per pool for
 	// their batch (group commit, groupcommit.go).
 	qmu sync.Mutex
-	// groups is the commit group of guessed batches (groupcommit_shared.go).
-	groups guessGroups
-	// groupSQLAlone makes a group of one use the statement of larger
+	// shared is the transaction that guessed group commits of several
+	// pools share (groupcommit_shared.go).
+	shared sharedTxs
+	// sharedSQLAlone makes a group of one use the statement of larger
 	// groups (tests).
-	groupSQLAlone bool
-	queues        map[string]*allocQueue
+	sharedSQLAlone bool
+	queues         map[string]*allocQueue
 	// guesses keeps each pool's guess for its next batch between leaders
 	// (groupcommit_guess.go), also under qmu.
-	guesses map[string]batchGuess
+	guesses map[string]groupGuess
 	// reports is the queue of site-explorer reports waiting for their
 	// batch (group commit, report_batch.go), also under qmu.
 	reports reportQueue
@@ -86,19 +106,19 @@ type Allocator struct {
 	// the guess and guesses that missed (groupcommit_guess.go), guessed batches
 	// sent in a group of two or more (groupcommit_shared.go), batches the
 	// PostgreSQL path committed (groupcommit_pg.go).
-	guessHits, guessMisses, groupedBatches, pgFastBatches atomic.Int64
-	// testHookBatchFail and testHookReportBatchFail, set by tests before
+	guessHits, guessMisses, sharedGroupCommits, pgFastGroups atomic.Int64
+	// testHookGroupCommitFail and testHookReportBatchFail, set by tests before
 	// the allocator is used, can fail an allocation batch's or a report
 	// batch's transaction, given the number of its requests.
-	testHookBatchFail       func(size int) error
+	testHookGroupCommitFail func(size int) error
 	testHookReportBatchFail func(size int) error
 }
 
 // New returns an Allocator over a migrated database.
 func New(db *gorm.DB, opts Options) *Allocator {
 	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange,
-		onBatch: opts.OnBatch, onCommit: opts.OnCommit,
-		queues: map[string]*allocQueue{}, guesses: map[string]batchGuess{}}
+		onGroupCommit: opts.OnGroupCommit, onCommit: opts.OnCommit,
+		queues: map[string]*allocQueue{}, guesses: map[string]groupGuess{}}
 	// Stored times are compared as text on SQLite: keep them all in UTC
 	// whatever zone the caller's clock uses, and in microseconds, as
 	// PostgreSQL stores them, so that the answer to a write shows the same

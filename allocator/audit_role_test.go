@@ -12,7 +12,7 @@ import (
 // acted with, whichever path wrote it — the general path, the guessed
 // INSERT of one pool and, on PostgreSQL, a commit group of several pools
 // — and no role for a system actor.
-func TestBatchAuditEventsCarryRole(t *testing.T) {
+func TestGroupCommitAuditEventsCarryRole(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		pools := []string{"vlan", "net"}
 		f.mkPool("vlan", "integer", 0, rng("100", "999", true))
@@ -42,11 +42,11 @@ func TestBatchAuditEventsCarryRole(t *testing.T) {
 			return reqs
 		}
 		hits := f.a.guessHits.Load()
-		grouped := f.a.groupedBatches.Load()
+		grouped := f.a.sharedGroupCommits.Load()
 		for step := 0; step < 6; step++ {
 			for _, p := range pools {
 				reqs := batch(3)
-				f.a.runAllocBatchOn(lcs[p], p, reqs)
+				f.a.runGroupCommitOn(lcs[p], p, reqs)
 				for _, r := range reqs {
 					if r.err != nil {
 						t.Fatalf("step %d pool %s: %v", step, p, r.err)
@@ -70,7 +70,7 @@ func TestBatchAuditEventsCarryRole(t *testing.T) {
 			if f.a.guessHits.Load() == hits {
 				t.Fatal("no batch took the guessed path")
 			}
-			if f.a.groupedBatches.Load() == grouped {
+			if f.a.sharedGroupCommits.Load() == grouped {
 				t.Fatal("no batch committed in a group")
 			}
 		}

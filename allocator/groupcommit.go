@@ -28,9 +28,9 @@ import (
 // belongs to. Batches of different pools run side by side (per-pool
 // locking), and several server processes still serialize on the row lock.
 
-// maxAllocBatch caps the allocations of one transaction, so that a long
+// maxGroupCommit caps the allocations of one transaction, so that a long
 // queue does not make one transaction (and its lock hold) arbitrarily long.
-const maxAllocBatch = 64
+const maxGroupCommit = 64
 
 // allocReq is one queued automatic Allocate call.
 type allocReq struct {
@@ -83,7 +83,7 @@ type allocQueue struct {
 // writing it), the caller leaves at once and the batch leaves the request
 // out; once claimed, the caller waits for the commit's answer, and when
 // that answer is lost (a deadline or the database going away during
-// COMMIT) the batch reads what was stored before answering (resolveBatch).
+// COMMIT) the batch reads what was stored before answering (resolveGroup).
 func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) (Allocation, bool, error) {
 	if ctx.Err() != nil {
 		return Allocation{}, false, errAbandoned(ctx)
@@ -104,7 +104,7 @@ func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) 
 		// runs the next one itself (its own request is in it), so that a
 		// lone request costs no hand-off to another goroutine and back;
 		// what queues meanwhile goes to a leader goroutine.
-		a.leadFirstBatch(pool, q)
+		a.leadFirstGroup(pool, q)
 		<-r.done
 		return r.out, r.created, r.err
 	}
@@ -124,19 +124,19 @@ func errAbandoned(ctx context.Context) error {
 	return Errf(CodeUnavailable, "", "request cancelled or timed out (%v) before its allocation was made; nothing was allocated, retry", context.Cause(ctx))
 }
 
-// leadFirstBatch runs the first batch of pool's queue on the caller's
+// leadFirstGroup runs the first batch of pool's queue on the caller's
 // goroutine; what queued meanwhile goes to a leader goroutine
 // (drainAllocations) together with the connection and the guess.
-func (a *Allocator) leadFirstBatch(pool string, q *allocQueue) {
+func (a *Allocator) leadFirstGroup(pool string, q *allocQueue) {
 	lc := &leaderConn{}
 	a.qmu.Lock()
 	lc.guess = a.guesses[pool]
-	batch, ok := a.takeBatch(pool, q, lc)
+	batch, ok := a.takeGroup(pool, q, lc)
 	a.qmu.Unlock()
 	if ok {
-		a.runAllocBatchOn(lc, pool, batch)
+		a.runGroupCommitOn(lc, pool, batch)
 		a.qmu.Lock()
-		batch, ok = a.takeBatch(pool, q, lc)
+		batch, ok = a.takeGroup(pool, q, lc)
 		a.qmu.Unlock()
 	}
 	if !ok {
@@ -151,16 +151,16 @@ func (a *Allocator) leadFirstBatch(pool string, q *allocQueue) {
 func (a *Allocator) drainAllocations(pool string, q *allocQueue, lc *leaderConn, batch []*allocReq) {
 	defer lc.drop()
 	for ok := true; ok; {
-		a.runAllocBatchOn(lc, pool, batch)
+		a.runGroupCommitOn(lc, pool, batch)
 		a.qmu.Lock()
-		batch, ok = a.takeBatch(pool, q, lc)
+		batch, ok = a.takeGroup(pool, q, lc)
 		a.qmu.Unlock()
 	}
 }
 
-// takeBatch takes the next batch off pool's queue (a.qmu held); false when
+// takeGroup takes the next batch off pool's queue (a.qmu held); false when
 // the queue is empty, and then the pool has no leader any more.
-func (a *Allocator) takeBatch(pool string, q *allocQueue, lc *leaderConn) ([]*allocReq, bool) {
+func (a *Allocator) takeGroup(pool string, q *allocQueue, lc *leaderConn) ([]*allocReq, bool) {
 	n := len(q.pending)
 	if n == 0 {
 		q.running = false
@@ -171,16 +171,16 @@ func (a *Allocator) takeBatch(pool string, q *allocQueue, lc *leaderConn) ([]*al
 		a.guesses[pool] = lc.guess
 		return nil, false
 	}
-	n = min(n, maxAllocBatch)
+	n = min(n, maxGroupCommit)
 	batch := q.pending[:n:n]
 	q.pending = append([]*allocReq(nil), q.pending[n:]...)
 	return batch, true
 }
 
-// runAllocBatchOn allocates for every request of batch in one
+// runGroupCommitOn allocates for every request of batch in one
 // transaction on the leader's connection (PostgreSQL), falling back to one
 // transaction per request when that fails.
-func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocReq) {
+func (a *Allocator) runGroupCommitOn(lc *leaderConn, pool string, batch []*allocReq) {
 	live := make([]*allocReq, 0, len(batch))
 	for _, r := range batch {
 		if r.ctx.Err() != nil || r.state.Load() == reqAbandoned {
@@ -204,7 +204,7 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 			}
 		}
 	}()
-	ctx, cancel := batchContext(live)
+	ctx, cancel := groupContext(live)
 	defer cancel()
 	// When every caller has left, stop (e.g. waiting for the lock).
 	var remaining atomic.Int32
@@ -229,7 +229,7 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 	)
 	earlierTry := false
 	if a.dialect == models.Postgres {
-		results, err = a.allocBatchPG(ctx, lc, pool, owners, now)
+		results, err = a.groupCommitPG(ctx, lc, pool, owners, now)
 		if _, final := AsError(err); err != nil && !final && !errors.Is(err, errGeneralPath) {
 			earlierTry = true
 			a.log.Debug("allocation batch: fast path failed, using the general path", "pool", pool, "error", err)
@@ -241,8 +241,8 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 			if t.attempt > 0 {
 				earlierTry = true // the last attempt may have committed
 			}
-			if a.testHookBatchFail != nil {
-				if err := a.testHookBatchFail(len(live)); err != nil {
+			if a.testHookGroupCommitFail != nil {
+				if err := a.testHookGroupCommitFail(len(live)); err != nil {
 					return err
 				}
 			}
@@ -250,12 +250,12 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 			if err != nil {
 				return err
 			}
-			results, err = t.allocateAutoBatch(p, owners, false)
+			results, err = t.allocateLowestFree(p, owners, false)
 			return err
 		})
 	}
-	if a.onBatch != nil {
-		a.onBatch(pool, len(live), time.Since(start))
+	if a.onGroupCommit != nil {
+		a.onGroupCommit(pool, len(live), time.Since(start))
 	}
 	if err == nil {
 		made := map[Owner]bool{}
@@ -269,7 +269,7 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 			// COMMIT went through while its answer was lost leaves the
 			// owners already holding values allocated at this batch's own
 			// time: this batch made them, so the first request of each
-			// owner is still a 201, as resolveBatch decides.
+			// owner is still a 201, as resolveGroup decides.
 			created := res.created || (earlierTry && !made[r.owner] && res.row.AllocatedAt.Equal(now))
 			made[r.owner] = true
 			r.finish(allocationOut(pool, res.row), created, nil)
@@ -280,7 +280,7 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 		// Cut short by a deadline, or the database went away: the commit
 		// may have happened all the same (a deadline passing while COMMIT
 		// is in flight cannot stop it). Look before answering.
-		a.resolveBatch(pool, live, now)
+		a.resolveGroup(pool, live, now)
 		return
 	}
 	if e, ok := AsError(err); len(live) == 1 || (ok && e.Code == CodeNotFound) {
@@ -295,7 +295,7 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 	}
 }
 
-// resolveBatch answers the requests of a batch whose outcome is unknown
+// resolveGroup answers the requests of a batch whose outcome is unknown
 // (cut short by its deadline, or the database unreachable) from what the
 // database holds now, read on a fresh connection once the pool's lock is
 // free (so after the lost COMMIT has finished either way): an owner holding a value
@@ -305,7 +305,7 @@ func (a *Allocator) runAllocBatchOn(lc *leaderConn, pool string, batch []*allocR
 // caller has left, else it runs again on its own (allocateClaimed). If the database
 // cannot be read either, nobody can know yet: 503 telling the caller to
 // retry (allocation is idempotent by owner).
-func (a *Allocator) resolveBatch(pool string, live []*allocReq, batchNow time.Time) {
+func (a *Allocator) resolveGroup(pool string, live []*allocReq, groupNow time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), 10*time.Second)
 	defer cancel()
 	var held map[Owner]*models.Allocation
@@ -333,7 +333,7 @@ func (a *Allocator) resolveBatch(pool string, live []*allocReq, batchNow time.Ti
 	answered := map[Owner]bool{}
 	for _, r := range live {
 		if row, ok := held[r.owner]; ok {
-			created := row.AllocatedAt.Equal(batchNow) && !answered[r.owner] && r.state.Load() == reqClaimed
+			created := row.AllocatedAt.Equal(groupNow) && !answered[r.owner] && r.state.Load() == reqClaimed
 			answered[r.owner] = true
 			r.finish(allocationOut(pool, row), created, nil)
 			continue
@@ -342,13 +342,13 @@ func (a *Allocator) resolveBatch(pool string, live []*allocReq, batchNow time.Ti
 	}
 }
 
-// batchContext is the context of a batch's transaction: the values of its
+// groupContext is the context of a batch's transaction: the values of its
 // first request, not cancelled by any one caller leaving, and bounded by
 // the latest deadline among the requests (none if one has none). A caller
 // with an earlier deadline leaves on its own before its request is claimed
 // (and is left out); once claimed it waits for the commit, which follows
 // within milliseconds.
-func batchContext(reqs []*allocReq) (context.Context, context.CancelFunc) {
+func groupContext(reqs []*allocReq) (context.Context, context.CancelFunc) {
 	base := context.WithoutCancel(reqs[0].ctx)
 	var latest time.Time
 	for _, r := range reqs {

@@ -44,20 +44,20 @@ import (
 //
 // When the guard fails, the statement writes nothing (every part is gated
 // on it), the empty transaction commits, and the batch runs the two
-// pipelines of allocBatchPgx. The guess also assumes that no owner of the
+// pipelines of groupCommitPipelines. The guess also assumes that no owner of the
 // batch holds a value yet: an owner that does makes the INSERT violate the
 // (pool_id, owner_type, owner_id) unique constraint, the transaction rolls
 // back, and the batch runs the general way too. Nothing is ever written
 // from a wrong guess; a wrong guess only costs one round trip.
 
-// BatchGuesses returns how many batches of this allocator committed on the
+// GroupCommitGuesses returns how many batches of this allocator committed on the
 // leader's guess and how many guesses failed their guard (metrics).
-func (a *Allocator) BatchGuesses() (hits, misses int64) {
+func (a *Allocator) GroupCommitGuesses() (hits, misses int64) {
 	return a.guessHits.Load(), a.guessMisses.Load()
 }
 
-// batchGuess is the leader's guess for its pool's next batch.
-type batchGuess struct {
+// groupGuess is the leader's guess for its pool's next batch.
+type groupGuess struct {
 	ok bool
 	// cooldown is the number of batches to run the general way before
 	// guessing again, after a guess failed. backoff doubles up to 16 while
@@ -87,7 +87,7 @@ type batchGuess struct {
 // picks (in ascending order) from ranges, the auto ranges as read under
 // the lock. Without picks the guess stays as it was (the guard re-checks
 // it anyway).
-func (s *batchGuess) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
+func (s *groupGuess) learn(p *models.Pool, picks []freePick, ranges []rangeGap) {
 	if len(picks) == 0 {
 		return
 	}
@@ -109,7 +109,7 @@ func (s *batchGuess) learn(p *models.Pool, picks []freePick, ranges []rangeGap) 
 			return
 		}
 		if first.cmp(last.v) <= 0 && last.v.cmp(rl) <= 0 {
-			*s = batchGuess{ok: true, p: *p, rFirst: first, rLast: rl, next: last.v, backoff: s.backoff, lastMiss: s.lastMiss, win: s.win}
+			*s = groupGuess{ok: true, p: *p, rFirst: first, rLast: rl, next: last.v, backoff: s.backoff, lastMiss: s.lastMiss, win: s.win}
 			s.advance(sp)
 			return
 		}
@@ -118,7 +118,7 @@ func (s *batchGuess) learn(p *models.Pool, picks []freePick, ranges []rangeGap) 
 
 // advance moves next past the value it was (just given out); the guess ends
 // where the range does.
-func (s *batchGuess) advance(sp space) {
+func (s *groupGuess) advance(sp space) {
 	nx, ok := sp.next(s.next)
 	if !ok || nx.cmp(s.rLast) > 0 {
 		s.ok = false
@@ -141,13 +141,13 @@ const (
 	calmHits       = 256
 )
 
-func (s *batchGuess) width() int { return max(s.win, guessWindow) }
+func (s *groupGuess) width() int { return max(s.win, guessWindow) }
 
 // widenAfterMiss is called with the lowest free value the general way
 // found after a failed guess: if it lay beyond the window, the window
 // doubles until it would have held it; a value further than
 // maxGuessWindow leaves the window as it is.
-func (s *batchGuess) widenAfterMiss(p *models.Pool, found u128) {
+func (s *groupGuess) widenAfterMiss(p *models.Pool, found u128) {
 	if s.p.ID != p.ID || found.cmp(s.next) <= 0 {
 		return
 	}
@@ -170,7 +170,7 @@ func (s *batchGuess) widenAfterMiss(p *models.Pool, found u128) {
 // narrowAfterHit is called with how far above the guess the lowest free
 // value was on a hit: after calmHits hits in a row within the window's
 // first quarter, the window halves (not below guessWindow).
-func (s *batchGuess) narrowAfterHit(moved int) {
+func (s *groupGuess) narrowAfterHit(moved int) {
 	if s.width() == guessWindow {
 		return
 	}
@@ -189,7 +189,7 @@ func (s *batchGuess) narrowAfterHit(moved int) {
 // space goes. The guarded INSERT takes its n values from them. Windows of
 // consecutive batches overlap, so the formatted values are kept and only
 // the new end of the window is formatted.
-func (s *batchGuess) window(n int) (keys, vals []string) {
+func (s *groupGuess) window(n int) (keys, vals []string) {
 	sp := spaceOf(&s.p)
 	want := s.width() + n + 2
 	start, hasPrev := sp.prev(s.next)
@@ -218,13 +218,13 @@ func (s *batchGuess) window(n int) (keys, vals []string) {
 	return s.wk[:k:k], s.wv[:k:k]
 }
 
-// allocBatchGuess runs a batch on the leader's guess (see above). done is
+// groupCommitGuessed runs a batch on the leader's guess (see above). done is
 // false when the guess did not apply or did not hold and nothing was
 // written: the caller then runs the batch the general way, in a new
 // transaction on the same connection. An error is returned only when the
 // outcome is not known to be "nothing written" (e.g. the connection broke
 // during COMMIT), for the caller's usual handling.
-func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *batchGuess, pool string, reqs []autoOwner, now time.Time) (res []allocResult, done bool, err error) {
+func (a *Allocator) groupCommitGuessed(ctx context.Context, pc *pgx.Conn, guess *groupGuess, pool string, reqs []autoOwner, now time.Time) (res []allocResult, done bool, err error) {
 	if !guess.ok || a.hold > 0 || guess.p.Name != pool {
 		return nil, false, nil
 	}
@@ -276,7 +276,7 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *ba
 	if c.alone {
 		// The group rolled back on a constraint: this batch alone.
 		c.alone, c.err = false, nil
-		a.sendGroup(pc, []*guessCall{c})
+		a.sendShared(pc, []*guessCall{c})
 	}
 	written, committed, err := c.written, c.committed, c.err
 	guess.ok = false
@@ -311,13 +311,13 @@ func (a *Allocator) allocBatchGuess(ctx context.Context, pc *pgx.Conn, guess *ba
 	if i := slices.Index(keys, rows[0].ValueKey); i > 0 {
 		guess.narrowAfterHit(i - 1)
 	}
-	a.pgFastBatches.Add(1)
+	a.pgFastGroups.Add(1)
 	guess.ok = true
 	if guess.next, err = parseKey(rows[len(rows)-1].ValueKey); err != nil {
 		return nil, false, err
 	}
 	guess.advance(sp)
-	batchResults(p, reqs, res, fresh, firstOf, rows)
+	fillResults(p, reqs, res, fresh, firstOf, rows)
 	a.committed()
 	if a.onChange != nil {
 		for range rows {

@@ -1,6 +1,6 @@
 package allocator
 
-// guessedInsertSQL is the guarded INSERT of groupcommit_guess.go for the guessed
+// guessedInsertSharedSQL is the guarded INSERT of groupcommit_guess.go for the guessed
 // batches of two or more pools (a commit group, groupcommit_shared.go): every
 // pool's guard is evaluated, and its rows written, on their own, so the
 // statement writes the pools whose guess holds and nothing for the others.
@@ -10,7 +10,7 @@ package allocator
 //
 // Parameters, one element per pool (in the group's order, its ordinality
 // j): $1 pool ids, $2 allocated_at, $5/$6 the offset and length of the
-// pool's window in $3/$4 (the windows' keys and values, batchGuess.window,
+// pool's window in $3/$4 (the windows' keys and values, groupGuess.window,
 // one after the other), $7/$8 the guessed range's first and last keys, $9
 // the largest index of the window (1-based) the value before the lowest
 // free one may have, $10 the number of new owners, $11 the events' object
@@ -28,7 +28,7 @@ package allocator
 // $3/$4, so that an index past the window is NULL as in an array of its
 // own) of the value before F. g holds the guard ok of each pool; F and the
 // n-1 values after it are the pool's new values if ok.
-var guessedInsertSQL = `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $5::int[], $6::int[],
+var guessedInsertSharedSQL = `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $5::int[], $6::int[],
     $7::text[], $8::text[], $9::int[], $10::int[], $11::text[], $12::text[])
   WITH ORDINALITY AS p(pid, at, wo, wl, rf, rl, m, n, oprefix, dcol, j)),
 f AS MATERIALIZED (SELECT p.*, ($3::text[])[p.wo + 1 : p.wo + p.wl] AS wk, ($4::text[])[p.wo + 1 : p.wo + p.wl] AS wv,
@@ -72,7 +72,7 @@ SELECT pool_id, id, value_key, value, run_end FROM ins`
 
 // guessedInsertOneSQL is the guarded INSERT of a group of one pool whose values ExpectedDpus
 // may declare in column col ("" for none). Parameters: $1 pool id, $2
-// allocated_at, $3/$4 the window's keys and values (batchGuess.window), $5/$6
+// allocated_at, $3/$4 the window's keys and values (groupGuess.window), $5/$6
 // the new owners in request order, $7/$8/$9/$10 their audit events'
 // actors, request ids, and after_json split around the value, $11 the
 // events' object id prefix ("pool/"), $12/$13 the guessed range's first

@@ -48,7 +48,7 @@ func (f *fnd) checkRangeCounts(pool string) {
 // (lowest free values in arrival order), and run-end flags and range
 // counts must be exact. On PostgreSQL, both guesses that hold and guesses
 // that fail must have happened.
-func TestBatchGuessMatchesOneByOne(t *testing.T) {
+func TestGroupCommitGuessMatchesOneByOne(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		pool := PoolLoopbackV4
 		f.mkPool(pool, "ipv4", 0,
@@ -95,8 +95,8 @@ func TestBatchGuessMatchesOneByOne(t *testing.T) {
 					}
 				}
 				want := f.oracleFirstFree(pool, len(names))
-				reqs := f.batchOf(names...)
-				f.a.runAllocBatchOn(lc, pool, reqs)
+				reqs := f.groupOf(names...)
+				f.a.runGroupCommitOn(lc, pool, reqs)
 				batches++
 				got := map[string]string{}
 				k := 0
@@ -202,7 +202,7 @@ func TestBatchGuessMatchesOneByOne(t *testing.T) {
 // pool from 16 goroutines: every value goes to one owner only, the values
 // handed out are exactly the lowest ones, and run ends and counts stay
 // exact — the guard sees the other leader's commits.
-func TestBatchGuessTwoLeadersOnePool(t *testing.T) {
+func TestGroupCommitGuessTwoLeadersOnePool(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vni", "integer", 0, rng("1000", "1399", true))
@@ -257,8 +257,8 @@ func TestBatchGuessTwoLeadersOnePool(t *testing.T) {
 // explicit, the range filled by another process, and an owner of the batch
 // that already holds a value. (Another process's allocations that only
 // move the lowest free value up within the window are not a miss:
-// TestBatchGuessWindow.)
-func TestBatchGuessGuardCatches(t *testing.T) {
+// TestGroupCommitGuessWindow.)
+func TestGroupCommitGuessGuardCatches(t *testing.T) {
 	cases := []struct {
 		name      string
 		interfere func(f *fnd, other *Allocator)
@@ -313,15 +313,15 @@ func TestBatchGuessGuardCatches(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				fndEach(t, func(t *testing.T, f *fnd) {
-					f.a.groupSQLAlone = grouped
+					f.a.sharedSQLAlone = grouped
 					f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.0", "10.0.0.15", false), rng("10.0.0.64", "10.0.0.95", true))
 					other := New(f.db, Options{Now: f.clock.Now})
 					lc := &leaderConn{}
 					defer lc.drop()
 					run := func(owners ...string) []*allocReq {
 						want := f.oracleFirstFree(PoolLoopbackV4, len(owners))
-						reqs := f.batchOf(owners...)
-						f.a.runAllocBatchOn(lc, PoolLoopbackV4, reqs)
+						reqs := f.groupOf(owners...)
+						f.a.runGroupCommitOn(lc, PoolLoopbackV4, reqs)
 						k := 0
 						for _, rq := range reqs {
 							<-rq.done
@@ -382,7 +382,7 @@ func mustRangeID(f *fnd, i int) string {
 // one round trip, with exactly the values the oracle names and exact
 // run-end flags. One value further is a miss, and the batch still gets the
 // oracle's values the general way.
-func TestBatchGuessWindow(t *testing.T) {
+func TestGroupCommitGuessWindow(t *testing.T) {
 	for _, moved := range []int{1, 7, guessWindow, guessWindow + 1} {
 		t.Run(fmt.Sprint(moved), func(t *testing.T) {
 			fndEach(t, func(t *testing.T, f *fnd) {
@@ -390,7 +390,7 @@ func TestBatchGuessWindow(t *testing.T) {
 				other := New(f.db, Options{Now: f.clock.Now})
 				lc := &leaderConn{}
 				defer lc.drop()
-				run := func(owners ...string) { t.Helper(); f.runLeaderBatch(lc, "vni", owners...) }
+				run := func(owners ...string) { t.Helper(); f.runLeaderGroup(lc, "vni", owners...) }
 				run("w0", "w1", "w2")
 				run("w3", "w4")
 				for i := 0; i < moved; i++ {
@@ -426,14 +426,14 @@ func TestBatchGuessWindow(t *testing.T) {
 // A guessed batch that fills a free run up to a held value stores the last
 // value's run-end flag as false, and one that would run into the held
 // value is a miss (and the batch gets the oracle's values the general way).
-func TestBatchGuessFillsGapUpToHeld(t *testing.T) {
+func TestGroupCommitGuessFillsGapUpToHeld(t *testing.T) {
 	for _, n := range []int{3, 4} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			fndEach(t, func(t *testing.T, f *fnd) {
 				f.mkPool("vni", "integer", 0, rng("1000", "1999", true))
 				lc := &leaderConn{}
 				defer lc.drop()
-				run := func(owners ...string) { t.Helper(); f.runLeaderBatch(lc, "vni", owners...) }
+				run := func(owners ...string) { t.Helper(); f.runLeaderGroup(lc, "vni", owners...) }
 				var owners []string
 				for i := 0; i < 20; i++ {
 					owners = append(owners, fmt.Sprintf("w%d", i))
@@ -467,12 +467,12 @@ func TestBatchGuessFillsGapUpToHeld(t *testing.T) {
 // A batch that does not fit in what is left of the guessed range is a miss
 // and gets the oracle's values the general way: the rest of the range,
 // then the next auto_assign range.
-func TestBatchGuessRangeEnd(t *testing.T) {
+func TestGroupCommitGuessRangeEnd(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vni", "integer", 0, rng("1000", "1004", true), rng("1100", "1199", true))
 		lc := &leaderConn{}
 		defer lc.drop()
-		run := func(owners ...string) { t.Helper(); f.runLeaderBatch(lc, "vni", owners...) }
+		run := func(owners ...string) { t.Helper(); f.runLeaderGroup(lc, "vni", owners...) }
 		run("w0", "w1", "w2") // 1000..1002
 		run("w3")             // 1003 on the guess
 		misses := f.a.guessMisses.Load()
@@ -487,7 +487,7 @@ func TestBatchGuessRangeEnd(t *testing.T) {
 // window's values formatted as the type formats them (IPv6 addresses,
 // delegated prefixes, whose step is a whole prefix), and another process
 // allocating between the batches.
-func TestBatchGuessPoolTypes(t *testing.T) {
+func TestGroupCommitGuessPoolTypes(t *testing.T) {
 	cases := []struct {
 		typ  string
 		plen int
@@ -511,8 +511,8 @@ func TestBatchGuessPoolTypes(t *testing.T) {
 					for i := 0; i <= b%4; i++ {
 						owners = append(owners, fmt.Sprintf("b%d-%d", b, i))
 					}
-					reqs := f.batchOf(owners...)
-					f.a.runAllocBatchOn(lc, "p", reqs)
+					reqs := f.groupOf(owners...)
+					f.a.runGroupCommitOn(lc, "p", reqs)
 					for k, rq := range reqs {
 						<-rq.done
 						if rq.err != nil || !rq.created || rq.out.Value != want[k] {
@@ -535,14 +535,14 @@ func TestBatchGuessPoolTypes(t *testing.T) {
 	}
 }
 
-// runLeaderBatch runs one batch of fresh owners on the leader connection lc
+// runLeaderGroup runs one batch of fresh owners on the leader connection lc
 // and checks that each got the value the oracle names, in order, and that
 // the pool's run-end flags and range counts are exact afterwards.
-func (f *fnd) runLeaderBatch(lc *leaderConn, pool string, owners ...string) {
+func (f *fnd) runLeaderGroup(lc *leaderConn, pool string, owners ...string) {
 	f.t.Helper()
 	want := f.oracleFirstFree(pool, len(owners))
-	reqs := f.batchOf(owners...)
-	f.a.runAllocBatchOn(lc, pool, reqs)
+	reqs := f.groupOf(owners...)
+	f.a.runGroupCommitOn(lc, pool, reqs)
 	for k, rq := range reqs {
 		<-rq.done
 		if rq.err != nil || !rq.created || rq.out.Value != want[k] {
@@ -557,7 +557,7 @@ func (f *fnd) runLeaderBatch(lc *leaderConn, pool string, owners ...string) {
 // free value beyond its window widens the window (up to maxGuessWindow):
 // the same move then hits; after calmHits hits near the window's start it
 // narrows again.
-func TestBatchGuessWindowAdapts(t *testing.T) {
+func TestGroupCommitGuessWindowAdapts(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		if models.DialectOf(f.db) != models.Postgres {
 			t.Skip("the guessed batch is PostgreSQL's")
@@ -583,12 +583,12 @@ func TestBatchGuessWindowAdapts(t *testing.T) {
 				}
 			}
 		}
-		guess := func() *batchGuess { return &lc.guess }
-		f.runLeaderBatch(lc, "vni", fresh(3)...)
-		f.runLeaderBatch(lc, "vni", fresh(2)...) // on the guess
+		guess := func() *groupGuess { return &lc.guess }
+		f.runLeaderGroup(lc, "vni", fresh(3)...)
+		f.runLeaderGroup(lc, "vni", fresh(2)...) // on the guess
 		moveBy(guessWindow + 40)
 		misses := f.a.guessMisses.Load()
-		f.runLeaderBatch(lc, "vni", fresh(2)...) // a miss, then the general way
+		f.runLeaderGroup(lc, "vni", fresh(2)...) // a miss, then the general way
 		if f.a.guessMisses.Load() != misses+1 {
 			t.Fatal("moving past the window did not miss")
 		}
@@ -597,16 +597,16 @@ func TestBatchGuessWindowAdapts(t *testing.T) {
 		}
 		// After the cooldown, the same move hits.
 		for guess().cooldown > 0 || !guess().ok {
-			f.runLeaderBatch(lc, "vni", fresh(1)...)
+			f.runLeaderGroup(lc, "vni", fresh(1)...)
 		}
 		moveBy(guessWindow + 40)
 		hits := f.a.guessHits.Load()
-		f.runLeaderBatch(lc, "vni", fresh(2)...)
+		f.runLeaderGroup(lc, "vni", fresh(2)...)
 		if f.a.guessHits.Load() != hits+1 {
 			t.Fatalf("a move of %d with window %d did not hit", guessWindow+40, guess().width())
 		}
 		for i := 0; i < calmHits; i++ {
-			f.runLeaderBatch(lc, "vni", fresh(1)...)
+			f.runLeaderGroup(lc, "vni", fresh(1)...)
 		}
 		if w := guess().width(); w != 2*guessWindow {
 			t.Fatalf("window %d after %d calm hits, want %d", w, calmHits, 2*guessWindow)
@@ -614,7 +614,7 @@ func TestBatchGuessWindowAdapts(t *testing.T) {
 		// A move no window would hold leaves the width as it is.
 		moveBy(maxGuessWindow + 10)
 		misses = f.a.guessMisses.Load()
-		f.runLeaderBatch(lc, "vni", fresh(2)...)
+		f.runLeaderGroup(lc, "vni", fresh(2)...)
 		if f.a.guessMisses.Load() != misses+1 {
 			t.Fatal("moving past the widest window did not miss")
 		}

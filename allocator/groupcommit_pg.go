@@ -15,7 +15,7 @@ import (
 )
 
 // The PostgreSQL path of a batch of automatic allocations (groupcommit.go): the
-// same work as allocateAutoBatch, sent as two pipelines on one pgx
+// same work as allocateLowestFree, sent as two pipelines on one pgx
 // connection so that the pool's row lock is held for about one network
 // round trip, one commit and the Go computation in between:
 //
@@ -33,23 +33,23 @@ import (
 // Crossing further runs of held values, and checking declared values on
 // the loopback pools, cost one more round trip each, as on the general
 // path. Anything unusual (a database error, quarantines due to expire,
-// another driver) makes runAllocBatch use the general gorm path instead,
+// another driver) makes runGroupCommit use the general gorm path instead,
 // which has the same results.
 
 // errGeneralPath means the batch must take the general path.
 var errGeneralPath = errors.New("allocation batch needs the general path")
 
 const (
-	// pgBatchSettings makes the batch's statements (prepared once per
+	// pgGroupSettings makes the batch's statements (prepared once per
 	// connection) reuse one plan instead of being planned again at each
 	// execution — planning their array parameters cost more than running
 	// them — and makes that plan the index plan whatever the statistics say:
 	// a plan made while the table was small (no statistics yet) would
 	// otherwise hash-join over every allocation of the pool for as long as
 	// the connection lives. Local to the batch's transaction;
-	// TestBatchStatementsUseIndexes checks the plans on an empty and on a
+	// TestGroupCommitStatementsUseIndexes checks the plans on an empty and on a
 	// large pool.
-	pgBatchSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+	pgGroupSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
  set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
  set_config('enable_mergejoin', 'off', true)`
 	pgLockPool = `SELECT id, name, type, delegate_prefix_len FROM pools WHERE name = $1 FOR UPDATE`
@@ -92,7 +92,7 @@ type leaderConn struct {
 	conn *sql.Conn
 	// guess is the guess for the pool's next batch (groupcommit_guess.go); it
 	// lives as long as the leader runs.
-	guess batchGuess
+	guess groupGuess
 }
 
 func (lc *leaderConn) get(ctx context.Context, a *Allocator) (*sql.Conn, error) {
@@ -126,10 +126,10 @@ func (lc *leaderConn) drop() {
 	}
 }
 
-// allocBatchPG runs a batch on PostgreSQL through pgx. It returns
+// groupCommitPG runs a batch on PostgreSQL through pgx. It returns
 // errGeneralPath (or a database error) when the general path must run the
 // batch instead; *Error values (404, 503) are final for every request.
-func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
+func (a *Allocator) groupCommitPG(ctx context.Context, lc *leaderConn, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
 	conn, err := lc.get(ctx, a)
 	if err != nil {
 		return nil, mapCtxError(ctx, err)
@@ -142,7 +142,7 @@ func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool strin
 		}
 		pc := sc.Conn()
 		var err error
-		res, err = a.allocBatchPgx(ctx, pc, &lc.guess, pool, reqs, now)
+		res, err = a.groupCommitPipelines(ctx, pc, &lc.guess, pool, reqs, now)
 		if err != nil && pc.PgConn().TxStatus() != 'I' {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
@@ -169,13 +169,13 @@ func (a *Allocator) allocBatchPG(ctx context.Context, lc *leaderConn, pool strin
 	return res, nil
 }
 
-func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, guess *batchGuess, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
-	if a.testHookBatchFail != nil {
-		if err := a.testHookBatchFail(len(reqs)); err != nil {
+func (a *Allocator) groupCommitPipelines(ctx context.Context, pc *pgx.Conn, guess *groupGuess, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
+	if a.testHookGroupCommitFail != nil {
+		if err := a.testHookGroupCommitFail(len(reqs)); err != nil {
 			return nil, err
 		}
 	}
-	if res, done, err := a.allocBatchGuess(ctx, pc, guess, pool, reqs, now); done || err != nil {
+	if res, done, err := a.groupCommitGuessed(ctx, pc, guess, pool, reqs, now); done || err != nil {
 		return res, err
 	}
 	types := make([]string, len(reqs))
@@ -185,7 +185,7 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, guess *batc
 	}
 	b := &pgx.Batch{}
 	b.Queue("begin")
-	b.Queue(pgBatchSettings)
+	b.Queue(pgGroupSettings)
 	b.Queue(pgLockPool, pool)
 	b.Queue(pgHeld, pool, types, ids)
 	b.Queue(pgAutoRanges, pool)
@@ -258,9 +258,9 @@ func (a *Allocator) allocBatchPgx(ctx context.Context, pc *pgx.Conn, guess *batc
 		return nil, err
 	}
 
-	a.pgFastBatches.Add(1)
+	a.pgFastGroups.Add(1)
 	guess.learn(p, picks, ranges)
-	batchResults(p, reqs, res, fresh, firstOf, rows)
+	fillResults(p, reqs, res, fresh, firstOf, rows)
 	a.committed()
 	if a.onChange != nil {
 		for range rows {

@@ -20,13 +20,13 @@ import (
 // INSERT with its four triggers, COMMIT and its WAL flush. The guessed
 // batches of different pools of one process therefore share one
 // transaction: a leader whose guess is ready sends its batch at once when
-// fewer than maxGroupsInFlight group transactions are in flight, else its
+// fewer than maxSharedInFlight group transactions are in flight, else its
 // batch waits, and the first waiting leader sends every waiting batch as
 // the next group when one in flight has ended (the leaders take turns; no
 // goroutine of its own). One pipeline:
 //
 //	BEGIN; settings; lock the pools in name order; one guarded
-//	INSERT for all of them (guessedInsertSQL; guessedInsertOneSQL for a
+//	INSERT for all of them (guessedInsertSharedSQL; guessedInsertOneSQL for a
 //	batch alone); COMMIT
 //
 // Locks are taken in name order by one statement, as every write takes
@@ -37,13 +37,13 @@ import (
 // holding a value rolls the whole transaction back: then every batch of
 // the group runs its guess again alone, where it is handled as before.
 
-// maxGroupOwners caps the new owners of one group transaction (the
-// batches of up to maxAllocBatch of each pool).
-const maxGroupOwners = 256
+// maxSharedOwners caps the new owners of one group transaction (the
+// batches of up to maxGroupCommit of each pool).
+const maxSharedOwners = 256
 
-// GroupedBatches returns how many guessed batches of this allocator shared
+// SharedGroupCommits returns how many guessed batches of this allocator shared
 // their transaction with other pools' (metrics).
-func (a *Allocator) GroupedBatches() int64 { return a.groupedBatches.Load() }
+func (a *Allocator) SharedGroupCommits() int64 { return a.sharedGroupCommits.Load() }
 
 // guessCall is one pool's guessed batch in a group.
 type guessCall struct {
@@ -52,7 +52,7 @@ type guessCall struct {
 	p    *models.Pool
 	now  time.Time
 	col  string // reservationColumn(pool)
-	// The window (batchGuess.window) and the guess's parameters.
+	// The window (groupGuess.window) and the guess's parameters.
 	keys, vals    []string
 	rFirst, rLast string
 	maxS1         int
@@ -72,25 +72,25 @@ type guessCall struct {
 	wake chan []*guessCall
 }
 
-// guessGroups is a process's commit group of guessed batches.
-type guessGroups struct {
+// sharedTxs is a process's commit group of guessed batches.
+type sharedTxs struct {
 	mu       sync.Mutex
 	inflight int // group transactions being sent
 	waiting  []*guessCall
 }
 
-// maxGroupsInFlight is how many group transactions of a process may be
+// maxSharedInFlight is how many group transactions of a process may be
 // in flight at once. Their pools are distinct (a pool's batch is in one
 // group at a time), so they never wait for each other's locks, and one
 // group's commit flush overlaps the next group's work.
-const maxGroupsInFlight = 2
+const maxSharedInFlight = 2
 
 // runGuess sends c in a group transaction on pc, or waits for another
 // leader to, and returns when c's answer is set.
 func (a *Allocator) runGuess(pc *pgx.Conn, c *guessCall) {
-	g := &a.groups
+	g := &a.shared
 	g.mu.Lock()
-	if g.inflight >= maxGroupsInFlight {
+	if g.inflight >= maxSharedInFlight {
 		c.wake = make(chan []*guessCall, 1)
 		g.waiting = append(g.waiting, c)
 		g.mu.Unlock()
@@ -98,26 +98,26 @@ func (a *Allocator) runGuess(pc *pgx.Conn, c *guessCall) {
 		if next == nil {
 			return // answered by another leader
 		}
-		a.sendGroups(pc, next)
+		a.sendSharedTurn(pc, next)
 		return
 	}
 	g.inflight++
 	g.mu.Unlock()
-	a.sendGroups(pc, []*guessCall{c})
+	a.sendSharedTurn(pc, []*guessCall{c})
 }
 
-// sendGroups sends group on pc, answers its calls, and passes the turn to
+// sendSharedTurn sends group on pc, answers its calls, and passes the turn to
 // the first call still waiting (which sends every waiting call it can
 // take), or ends the turns.
-func (a *Allocator) sendGroups(pc *pgx.Conn, group []*guessCall) {
-	a.sendGroup(pc, group)
-	g := &a.groups
+func (a *Allocator) sendSharedTurn(pc *pgx.Conn, group []*guessCall) {
+	a.sendShared(pc, group)
+	g := &a.shared
 	g.mu.Lock()
 	var next []*guessCall
 	if len(g.waiting) > 0 {
 		owners := 0
 		n := 0
-		for n < len(g.waiting) && (n == 0 || owners+len(g.waiting[n].rows) <= maxGroupOwners) {
+		for n < len(g.waiting) && (n == 0 || owners+len(g.waiting[n].rows) <= maxSharedOwners) {
 			owners += len(g.waiting[n].rows)
 			n++
 		}
@@ -137,21 +137,21 @@ func (a *Allocator) sendGroups(pc *pgx.Conn, group []*guessCall) {
 	}
 }
 
-// sendGroup runs the group's transaction on pc and sets each call's
+// sendShared runs the group's transaction on pc and sets each call's
 // answer. A group of one runs under its own batch's context, as a batch
 // alone always did; a larger one is not cut short by any one batch's
 // callers leaving (they have all been claimed and wait for the commit).
-func (a *Allocator) sendGroup(pc *pgx.Conn, group []*guessCall) {
+func (a *Allocator) sendShared(pc *pgx.Conn, group []*guessCall) {
 	ctx := group[0].ctx
 	if len(group) > 1 {
-		a.groupedBatches.Add(int64(len(group)))
+		a.sharedGroupCommits.Add(int64(len(group)))
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), claimedTimeout)
 		defer cancel()
 	}
 	b := &pgx.Batch{}
 	b.Queue("begin")
-	b.Queue(pgBatchSettings)
+	b.Queue(pgGroupSettings)
 	if len(group) == 1 {
 		b.Queue(pgLockPool, group[0].pool)
 	} else {
@@ -161,13 +161,13 @@ func (a *Allocator) sendGroup(pc *pgx.Conn, group []*guessCall) {
 		}
 		b.Queue(pgLockPools, names)
 	}
-	one := len(group) == 1 && !a.groupSQLAlone
+	one := len(group) == 1 && !a.sharedSQLAlone
 	if one {
 		c := group[0]
 		b.Queue(guessedInsertOneSQL(c.col), c.p.ID, c.now, c.keys, c.vals, c.ots, c.ois, c.actors, c.rids, c.pres, c.sufs,
 			c.p.Name+"/", c.rFirst, c.rLast, c.maxS1, c.roles)
 	} else {
-		b.Queue(guessedInsertSQL, groupArgs(group)...)
+		b.Queue(guessedInsertSharedSQL, sharedArgs(group)...)
 	}
 	b.Queue("commit")
 	br := pc.SendBatch(ctx, b)
@@ -176,7 +176,7 @@ func (a *Allocator) sendGroup(pc *pgx.Conn, group []*guessCall) {
 		c := group[0]
 		c.written, c.committed, err = readGuessPipeline(br, c.p, c.rows)
 	} else {
-		err = readGroupPipeline(br, group)
+		err = readSharedPipeline(br, group)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -252,8 +252,8 @@ func readGuessPipeline(br pgx.BatchResults, pool *models.Pool, rows []models.All
 // does (docs/decisions.md "Locking"; byte order, as Go sorts names).
 const pgLockPools = `SELECT id FROM pools WHERE name = ANY($1::text[]) ORDER BY name COLLATE "C" FOR UPDATE`
 
-// groupArgs are the parameters of guessedInsertSQL for group.
-func groupArgs(group []*guessCall) []any {
+// sharedArgs are the parameters of guessedInsertSharedSQL for group.
+func sharedArgs(group []*guessCall) []any {
 	np := len(group)
 	pids, ats := make([]int64, np), make([]time.Time, np)
 	wo, wl, m, n := make([]int32, np), make([]int32, np), make([]int32, np), make([]int32, np)
@@ -277,13 +277,13 @@ func groupArgs(group []*guessCall) []any {
 	return []any{pids, ats, keys, vals, wo, wl, rf, rl, m, n, prefix, col, js, is, ots, ois, actors, rids, pres, sufs, roles}
 }
 
-// readGroupPipeline reads a group's pipeline: which pools' guarded rows
+// readSharedPipeline reads a group's pipeline: which pools' guarded rows
 // were written — their rows are given the values, run-end flags and ids
 // stored (the k-th lowest value of a pool is its k-th row's) — and
 // whether the transaction committed. (A pool deleted, or deleted and
 // created again, since its guess was made has lost its ranges and its
 // guard fails: nothing is written for it.)
-func readGroupPipeline(br pgx.BatchResults, group []*guessCall) error {
+func readSharedPipeline(br pgx.BatchResults, group []*guessCall) error {
 	for range 2 { // BEGIN, settings
 		if _, err := br.Exec(); err != nil {
 			return err

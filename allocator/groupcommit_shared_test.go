@@ -17,9 +17,9 @@ import (
 // to the first that joined.
 func runGrouped(t *testing.T, f *fnd, lcs map[string]*leaderConn, batches map[string][]*allocReq) {
 	t.Helper()
-	g := &f.a.groups
+	g := &f.a.shared
 	g.mu.Lock()
-	g.inflight = maxGroupsInFlight
+	g.inflight = maxSharedInFlight
 	g.mu.Unlock()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -28,7 +28,7 @@ func runGrouped(t *testing.T, f *fnd, lcs map[string]*leaderConn, batches map[st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f.a.runAllocBatchOn(lcs[pool], pool, reqs)
+			f.a.runGroupCommitOn(lcs[pool], pool, reqs)
 			mu.Lock()
 			finished++
 			mu.Unlock()
@@ -43,7 +43,7 @@ func runGrouped(t *testing.T, f *fnd, lcs map[string]*leaderConn, batches map[st
 		if joined+done >= len(batches) {
 			next := g.waiting
 			g.waiting = nil
-			g.inflight = maxGroupsInFlight - 1
+			g.inflight = maxSharedInFlight - 1
 			if len(next) == 0 {
 				g.inflight = 0
 			}
@@ -71,7 +71,7 @@ func runGrouped(t *testing.T, f *fnd, lcs map[string]*leaderConn, batches map[st
 // declared where the guess would go — checked against the brute-force
 // oracle, with exact run-end flags and range counts. On PostgreSQL groups
 // of two or more must have committed.
-func TestBatchGroupMatchesOneByOne(t *testing.T) {
+func TestGroupCommitSharedMatchesOneByOne(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		pools := []string{PoolLoopbackV4, "vlan", "net"}
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.0", "10.0.0.31", true), rng("10.0.1.0", "10.0.2.255", true))
@@ -88,7 +88,7 @@ func TestBatchGroupMatchesOneByOne(t *testing.T) {
 		for _, p := range pools {
 			holders[p] = map[string]string{}
 		}
-		grouped := f.a.groupedBatches.Load()
+		grouped := f.a.sharedGroupCommits.Load()
 		next := 0
 		for step := 0; step < 150; step++ {
 			pool := pools[r.IntN(len(pools))]
@@ -131,7 +131,7 @@ func TestBatchGroupMatchesOneByOne(t *testing.T) {
 					}
 				}
 				wants[p] = f.oracleFirstFree(p, len(names))
-				batches[p] = f.batchOf(names...)
+				batches[p] = f.groupOf(names...)
 			}
 			runGrouped(t, f, lcs, batches)
 			for _, p := range pools {
@@ -166,7 +166,7 @@ func TestBatchGroupMatchesOneByOne(t *testing.T) {
 		for _, p := range pools {
 			f.checkRangeCounts(p)
 		}
-		n := f.a.groupedBatches.Load() - grouped
+		n := f.a.sharedGroupCommits.Load() - grouped
 		t.Logf("%d batches committed in groups of two or more", n)
 		if models.DialectOf(f.db) == models.Postgres && n < 100 {
 			t.Fatalf("only %d batches were grouped: the test does not exercise the group", n)

@@ -72,9 +72,9 @@ func (f *fnd) oracleFirstFree(pool string, n int) []string {
 	return out
 }
 
-// batchOf queues nothing: it builds the requests of one batch, each with
-// its own actor and request id, for runAllocBatch.
-func (f *fnd) batchOf(owners ...string) []*allocReq {
+// bulkOf queues nothing: it builds the requests of one batch, each with
+// its own actor and request id, for runGroupCommit.
+func (f *fnd) groupOf(owners ...string) []*allocReq {
 	reqs := make([]*allocReq, len(owners))
 	for i, o := range owners {
 		reqs[i] = &allocReq{ctx: WithActor(context.Background(), "actor-"+o, fmt.Sprintf("req-%d-%s", i, o)),
@@ -105,7 +105,7 @@ func waitLikeCaller(r *allocReq) error {
 // value with created=false; when the pool runs out, the rest get
 // pool_exhausted. Run-end flags stay exact and every new allocation has
 // its own audit event with its caller's actor and request id.
-func TestBatchAllocatesLikeOneByOne(t *testing.T) {
+func TestGroupCommitAllocatesLikeOneByOne(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0,
 			rng("10.0.0.0", "10.0.0.15", true),
@@ -132,9 +132,9 @@ func TestBatchAllocatesLikeOneByOne(t *testing.T) {
 			t.Fatalf("setup left %d free values", len(want))
 		}
 		events := f.countRows(&models.AuditEvent{}, "action = ?", "allocation.create")
-		fast := f.a.pgFastBatches.Load()
-		reqs := f.batchOf("n0", "pre1", "n1", "n2", "n1", "n3", "n4", "n5", "pre20", "n6", "n7", "n8")
-		f.a.runAllocBatch(PoolLoopbackV4, reqs)
+		fast := f.a.pgFastGroups.Load()
+		reqs := f.groupOf("n0", "pre1", "n1", "n2", "n1", "n3", "n4", "n5", "pre20", "n6", "n7", "n8")
+		f.a.runGroupCommit(PoolLoopbackV4, reqs)
 		byOwner := map[string]string{}
 		k := 0
 		for i, r := range reqs {
@@ -159,7 +159,7 @@ func TestBatchAllocatesLikeOneByOne(t *testing.T) {
 				k++
 			}
 		}
-		if models.DialectOf(f.db) == models.Postgres && f.a.pgFastBatches.Load() == fast {
+		if models.DialectOf(f.db) == models.Postgres && f.a.pgFastGroups.Load() == fast {
 			t.Fatal("the batch did not take the PostgreSQL pipeline path")
 		}
 		if got := f.countRows(&models.AuditEvent{}, "action = ?", "allocation.create"); got != events+int64(k) {
@@ -182,8 +182,8 @@ func TestBatchAllocatesLikeOneByOne(t *testing.T) {
 		for i := 0; i < len(left)+3; i++ {
 			owners = append(owners, fmt.Sprint("x", i))
 		}
-		reqs = f.batchOf(owners...)
-		f.a.runAllocBatch(PoolLoopbackV4, reqs)
+		reqs = f.groupOf(owners...)
+		f.a.runGroupCommit(PoolLoopbackV4, reqs)
 		for i, r := range reqs {
 			<-r.done
 			if i < len(left) {
@@ -204,14 +204,14 @@ func TestBatchAllocatesLikeOneByOne(t *testing.T) {
 // Many goroutines allocating from one pool at once go through the queue in
 // batches: exactly the lowest free values are handed out, each once, and
 // the rest are told the pool is exhausted. Batch sizes are reported.
-func TestBatchQueueUnderConcurrency(t *testing.T) {
+func TestGroupCommitQueueUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vni", "integer", 0, rng("1000", "1049", true))
 		var mu sync.Mutex
 		sizes := map[int]int{}
 		// The hook is given at construction, as every caller does.
-		f.a = New(f.db, Options{Now: f.clock.Now, OnBatch: func(pool string, size int, _ time.Duration) {
+		f.a = New(f.db, Options{Now: f.clock.Now, OnGroupCommit: func(pool string, size int, _ time.Duration) {
 			mu.Lock()
 			sizes[size]++
 			mu.Unlock()
@@ -264,18 +264,18 @@ func TestBatchQueueUnderConcurrency(t *testing.T) {
 // When a batch's transaction fails on a database error, its requests are
 // run again one transaction each, so the failure reaches only its own
 // caller and the others still get their values.
-func TestBatchFallsBackToOneByOne(t *testing.T) {
+func TestGroupCommitFallsBackToOneByOne(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
-		f.a.testHookBatchFail = func(size int) error {
+		f.a.testHookGroupCommitFail = func(size int) error {
 			if size > 1 {
 				return errors.New("injected failure of the whole batch")
 			}
 			return nil
 		}
-		defer func() { f.a.testHookBatchFail = nil }()
-		reqs := f.batchOf("a", "b", "c")
-		f.a.runAllocBatch("vlan", reqs)
+		defer func() { f.a.testHookGroupCommitFail = nil }()
+		reqs := f.groupOf("a", "b", "c")
+		f.a.runGroupCommit("vlan", reqs)
 		for i, r := range reqs {
 			<-r.done
 			if r.err != nil || r.out.Value != fmt.Sprint(100+i) || !r.created {
@@ -288,7 +288,7 @@ func TestBatchFallsBackToOneByOne(t *testing.T) {
 
 // A caller whose context is already done gets 503 and nothing is taken;
 // an unknown pool is 404 for every request of the batch.
-func TestBatchCancelledAndUnknownPool(t *testing.T) {
+func TestGroupCommitCancelledAndUnknownPool(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
@@ -299,8 +299,8 @@ func TestBatchCancelledAndUnknownPool(t *testing.T) {
 		if n := f.countRows(&models.Allocation{}, "1 = 1"); n != 0 {
 			t.Fatalf("%d allocations after a cancelled request", n)
 		}
-		reqs := f.batchOf("a", "b")
-		f.a.runAllocBatch("nope", reqs)
+		reqs := f.groupOf("a", "b")
+		f.a.runGroupCommit("nope", reqs)
 		for _, r := range reqs {
 			<-r.done
 			wantCode(t, r.err, CodeNotFound, "nope")
@@ -315,7 +315,7 @@ func TestBatchCancelledAndUnknownPool(t *testing.T) {
 // 100k allocations (10k with -short), neither
 // the owners' look-up, the gap search nor the batch INSERT (with its
 // run-end UPDATE) scans allocations.
-func TestBatchStatementsUseIndexes(t *testing.T) {
+func TestGroupCommitStatementsUseIndexes(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Open(t, models.Postgres)
 	f := newFnd(t, db, 0)
@@ -342,7 +342,7 @@ func TestBatchStatementsUseIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.ExecContext(ctx, "ROLLBACK")
-		if _, err := conn.ExecContext(ctx, pgBatchSettings); err != nil {
+		if _, err := conn.ExecContext(ctx, pgGroupSettings); err != nil {
 			t.Fatal(err)
 		}
 		key := u128{0, 10<<24 + uint64(n)}.key()
@@ -412,23 +412,23 @@ func TestBatchStatementsUseIndexes(t *testing.T) {
 // database, before its request is claimed) gets 503 and holds nothing, as
 // its own transaction would have been cancelled; the other request of the
 // batch gets its value.
-func TestBatchCallerDeadlineBeforeClaim(t *testing.T) {
+func TestGroupCommitCallerDeadlineBeforeClaim(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
-		f.a.testHookBatchFail = func(size int) error {
+		f.a.testHookGroupCommitFail = func(size int) error {
 			if size == 2 {
 				time.Sleep(300 * time.Millisecond) // a slow database
 			}
 			return nil
 		}
-		defer func() { f.a.testHookBatchFail = nil }()
-		reqs := f.batchOf("patient", "hasty")
+		defer func() { f.a.testHookGroupCommitFail = nil }()
+		reqs := f.groupOf("patient", "hasty")
 		var cancel context.CancelFunc
 		reqs[1].ctx, cancel = context.WithTimeout(reqs[1].ctx, 100*time.Millisecond)
 		defer cancel()
 		hasty := make(chan error, 1)
 		go func() { hasty <- waitLikeCaller(reqs[1]) }()
-		f.a.runAllocBatch("vlan", reqs)
+		f.a.runGroupCommit("vlan", reqs)
 		<-reqs[0].done
 		wantCode(t, <-hasty, CodeUnavailable, "nothing was allocated")
 		if n := f.countRows(&models.Allocation{}, "owner_id = ?", "hasty"); n != 0 {
@@ -445,7 +445,7 @@ func TestBatchCallerDeadlineBeforeClaim(t *testing.T) {
 // lock gets 503 at once and is left out of the batch: nothing is stored
 // for it, while a caller still waiting in the same batch gets its value
 // when the lock comes free.
-func TestBatchLeavesOutCancelledCaller(t *testing.T) {
+func TestGroupCommitLeavesOutCancelledCaller(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
 		blocker := f.db.Begin()
@@ -453,10 +453,10 @@ func TestBatchLeavesOutCancelledCaller(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Both requests queue before the leader takes them: one batch.
-		reqs := f.batchOf("stays", "leaves")
+		reqs := f.groupOf("stays", "leaves")
 		ctx, cancel := context.WithCancel(reqs[1].ctx)
 		reqs[1].ctx = ctx
-		go f.a.runAllocBatch("vlan", reqs)
+		go f.a.runGroupCommit("vlan", reqs)
 		left := make(chan error, 1)
 		go func() { left <- waitLikeCaller(reqs[1]) }()
 		time.Sleep(100 * time.Millisecond)
@@ -521,7 +521,7 @@ func TestAllocatedAtSameInAnswerAndRead(t *testing.T) {
 // hold it) or 503 (and hold nothing): 200 rounds of 1 to 8 concurrent
 // callers with deadlines from 0.2 to 20 ms. (A break test found 503s for
 // committed values when the deadline passed during the commit.)
-func TestBatchDeadlinesAnywhere(t *testing.T) {
+func TestGroupCommitDeadlinesAnywhere(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("qa", "integer", 0, rng("1", "100000", true))
 		rnd := rand.New(rand.NewPCG(7, 11))
@@ -576,7 +576,7 @@ func TestBatchDeadlinesAnywhere(t *testing.T) {
 // commit_delay, as slow storage or a synchronous standby would) cannot stop
 // the commit: the caller gets its value (201), read back before answering,
 // never a 503 for a value that was stored.
-func TestBatchDeadlineDuringCommit(t *testing.T) {
+func TestGroupCommitDeadlineDuringCommit(t *testing.T) {
 	u := dbtest.NewPostgresURL(t) + "&commit_delay=100000&commit_siblings=0"
 	db := dbtest.OpenURL(t, u)
 	a := New(db, Options{})
@@ -613,9 +613,9 @@ func TestBatchDeadlineDuringCommit(t *testing.T) {
 	}
 }
 
-// runAllocBatch runs batch as a leader would, on a connection of its own.
-func (a *Allocator) runAllocBatch(pool string, batch []*allocReq) {
+// runGroupCommit runs batch as a leader would, on a connection of its own.
+func (a *Allocator) runGroupCommit(pool string, batch []*allocReq) {
 	lc := &leaderConn{}
 	defer lc.drop()
-	a.runAllocBatchOn(lc, pool, batch)
+	a.runGroupCommitOn(lc, pool, batch)
 }

@@ -259,7 +259,7 @@ func (t *tx) ensureFamily(p *models.Pool, f loopbackFamily, owner Owner, serial 
 	}
 	// The owner holds nothing in p (looked up above, under p's lock): the
 	// automatic allocation need not look again.
-	res, err := t.allocateAutoBatch(p, []autoOwner{{ctx: t.ctx, owner: owner}}, true)
+	res, err := t.allocateLowestFree(p, []autoOwner{{ctx: t.ctx, owner: owner}}, true)
 	var row *models.Allocation
 	if err == nil {
 		row, err = res[0].row, res[0].err

@@ -183,9 +183,9 @@ func (a *Allocator) runReportBatch(batch []*reportReq) {
 	defer cancel()
 	results := make([]*IngestResult, len(live))
 	refusals := make([]error, len(live))
-	items := make([]bulkItem, len(live))
+	items := make([]plainItem, len(live))
 	for i, q := range live {
-		items[i] = bulkItem{ctx: q.ctx, r: q.r}
+		items[i] = plainItem{ctx: q.ctx, r: q.r}
 	}
 	// On its own connection: the set-based path pipelines its reads on it.
 	err := a.writeOnConn(ctx, func(t *tx) error {
@@ -200,7 +200,7 @@ func (a *Allocator) runReportBatch(batch []*reportReq) {
 		}
 		clear(results)
 		clear(refusals)
-		plain, rest, err := t.ingestBulk(pools, items)
+		plain, rest, err := t.ingestPlain(pools, items)
 		if err != nil {
 			return err
 		}

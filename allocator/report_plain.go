@@ -15,7 +15,7 @@ import (
 // DPUs the site has never seen, whose loopbacks are their reservations or
 // automatic values, and a report repeated by site-explorer that changes
 // nothing. Run one after the other, such a report costs about forty
-// statements, all while lo-ip and lo-ip-v6 are locked. ingestBulk reads
+// statements, all while lo-ip and lo-ip-v6 are locked. ingestPlain reads
 // what every report of the batch needs in a few queries, decides each
 // plain report in memory exactly as ingestReport would, and writes them
 // all in a few multi-row statements; any report with something unusual
@@ -27,16 +27,16 @@ import (
 // ran out. The batch therefore equals running its plain reports in
 // arrival order, then the others in arrival order.
 
-// bulkItem is one report of a batch with its caller's context (actor and
+// plainItem is one report of a batch with its caller's context (actor and
 // request id of its audit events).
-type bulkItem struct {
+type plainItem struct {
 	ctx context.Context
 	r   *report
 }
 
-// bulkSite is what the reports of a batch find stored, read in one query
+// plainSite is what the reports of a batch find stored, read in one query
 // per table.
-type bulkSite struct {
+type plainSite struct {
 	ems      map[string]*models.ExpectedMachine // by lower-case BMC MAC
 	machines map[string]*models.Machine         // by machine_id
 	decls    map[string]*models.ExpectedDpu     // by serial
@@ -46,8 +46,8 @@ type bulkSite struct {
 	ranges   map[int64][]models.PoolRange
 }
 
-// bulkFamily is one family of one planned DPU.
-type bulkFamily struct {
+// plainFamily is one family of one planned DPU.
+type plainFamily struct {
 	f        loopbackFamily
 	p        *models.Pool
 	value    *string // decided value (nil: unassigned or not yet picked)
@@ -58,32 +58,32 @@ type bulkFamily struct {
 	problem  *Incomplete
 }
 
-// bulkDPU is one planned DPU of a report.
-type bulkDPU struct {
+// plainDPU is one planned DPU of a report.
+type plainDPU struct {
 	serial string
 	row    *models.Machine // new (create) or stored
 	isNew  bool
-	fams   []*bulkFamily
+	fams   []*plainFamily
 }
 
-// bulkPlan is one plain report.
-type bulkPlan struct {
-	item    bulkItem
+// plainPlan is one plain report.
+type plainPlan struct {
+	item    plainItem
 	idx     int
 	host    *models.Machine
 	newHost bool
-	dpus    []*bulkDPU
+	dpus    []*plainDPU
 }
 
-// ingestBulk ingests the plain reports of items (see above) and returns
+// ingestPlain ingests the plain reports of items (see above) and returns
 // their results by position, and the positions of the others, in order,
 // for the caller to run with ingestReport.
-func (t *tx) ingestBulk(pools map[string]*models.Pool, items []bulkItem) (map[int]*IngestResult, []int, error) {
-	site, err := t.readBulkSite(pools, items)
+func (t *tx) ingestPlain(pools map[string]*models.Pool, items []plainItem) (map[int]*IngestResult, []int, error) {
+	site, err := t.readPlainSite(pools, items)
 	if err != nil {
 		return nil, nil, err
 	}
-	var plans []*bulkPlan
+	var plans []*plainPlan
 	var rest []int
 	seen := map[string]bool{}
 	for i, it := range items {
@@ -96,8 +96,8 @@ func (t *tx) ingestBulk(pools map[string]*models.Pool, items []bulkItem) (map[in
 	if len(plans) == 0 {
 		return map[int]*IngestResult{}, rest, nil
 	}
-	w := &bulkWrites{}
-	plans, later, err := t.assignBulk(pools, site, plans, w)
+	w := &plainWrites{}
+	plans, later, err := t.assignPlain(pools, site, plans, w)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -105,16 +105,16 @@ func (t *tx) ingestBulk(pools map[string]*models.Pool, items []bulkItem) (map[in
 	if len(plans) == 0 {
 		return map[int]*IngestResult{}, rest, nil
 	}
-	if err := t.writeBulk(plans, w); err != nil {
+	if err := t.writePlain(plans, w); err != nil {
 		return nil, nil, err
 	}
-	out, err := t.bulkResults(plans)
+	out, err := t.plainResults(plans)
 	return out, rest, err
 }
 
-// readBulkSite reads the stored state every report of items depends on.
-func (t *tx) readBulkSite(pools map[string]*models.Pool, items []bulkItem) (*bulkSite, error) {
-	s := &bulkSite{ems: map[string]*models.ExpectedMachine{}, machines: map[string]*models.Machine{},
+// readPlainSite reads the stored state every report of items depends on.
+func (t *tx) readPlainSite(pools map[string]*models.Pool, items []plainItem) (*plainSite, error) {
+	s := &plainSite{ems: map[string]*models.ExpectedMachine{}, machines: map[string]*models.Machine{},
 		decls: map[string]*models.ExpectedDpu{}, ncs: map[string]*models.NetworkConfig{},
 		held: map[string]map[string]*models.Allocation{}, odd: map[string]bool{}, ranges: map[int64][]models.PoolRange{}}
 	var macs, ids, serials, dpuIDs []string
@@ -136,7 +136,7 @@ func (t *tx) readBulkSite(pools map[string]*models.Pool, items []bulkItem) (*bul
 			s.held[f.pool] = map[string]*models.Allocation{}
 		}
 	}
-	r, err := t.readBulk(macs, ids, serials, dpuIDs, poolIDs)
+	r, err := t.readPlain(macs, ids, serials, dpuIDs, poolIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func (t *tx) readBulkSite(pools map[string]*models.Pool, items []bulkItem) (*bul
 // it is not plain. seen holds the BMC MACs and serials of the reports
 // planned before it: a report naming one of them again runs after them,
 // one by one.
-func (s *bulkSite) plan(pools map[string]*models.Pool, it bulkItem, idx int, seen map[string]bool) *bulkPlan {
+func (s *plainSite) plan(pools map[string]*models.Pool, it plainItem, idx int, seen map[string]bool) *plainPlan {
 	r := it.r
 	hostID := HostMachineID(r.mac)
 	if seen["mac:"+r.mac] {
@@ -209,7 +209,7 @@ func (s *bulkSite) plan(pools map[string]*models.Pool, it bulkItem, idx int, see
 			chassis = em.ChassisSerialNumber
 		}
 	}
-	p := &bulkPlan{item: it, idx: idx}
+	p := &plainPlan{item: it, idx: idx}
 	if cur := s.machines[hostID]; cur != nil {
 		if cur.State != StateReady || (chassis != "" && chassis != cur.ChassisSerialNumber) || deref(emID) != deref(cur.ExpectedMachineID) {
 			return nil // refused (409) or updated: ingestReport
@@ -235,7 +235,7 @@ func (s *bulkSite) plan(pools map[string]*models.Pool, it bulkItem, idx int, see
 }
 
 // planDPU decides one DPU of a plain report, or nil when it is not plain.
-func (s *bulkSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMachine, hostID, serial string) *bulkDPU {
+func (s *plainSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMachine, hostID, serial string) *plainDPU {
 	id := DPUMachineID(serial)
 	decl := s.decls[serial]
 	if decl != nil && em != nil && decl.ExpectedMachineID != em.ID {
@@ -244,7 +244,7 @@ func (s *bulkSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMac
 	if s.odd[id] {
 		return nil // a quarantine of or for this DPU
 	}
-	d := &bulkDPU{serial: serial}
+	d := &plainDPU{serial: serial}
 	nc := s.ncs[id]
 	if cur := s.machines[id]; cur != nil {
 		if cur.Kind != KindDPU || cur.State != StateReady || deref(cur.HostMachineID) != hostID || nc == nil {
@@ -262,7 +262,7 @@ func (s *bulkSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMac
 			if h == nil || deref(f.active(nc)) != h.Value {
 				return nil
 			}
-			d.fams = append(d.fams, &bulkFamily{f: f, p: p, value: strp(h.Value)})
+			d.fams = append(d.fams, &plainFamily{f: f, p: p, value: strp(h.Value)})
 		}
 		return d
 	}
@@ -277,7 +277,7 @@ func (s *bulkSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMac
 		if p == nil {
 			continue
 		}
-		bf := &bulkFamily{f: f, p: p}
+		bf := &plainFamily{f: f, p: p}
 		switch res := f.reserved(decl); {
 		case s.held[f.pool][id] != nil:
 			bf.value = strp(s.held[f.pool][id].Value)
@@ -297,7 +297,7 @@ func (s *bulkSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMac
 
 // inRequestableRange tells whether v lies in an auto_assign=false range of
 // p (the only ranges a value can be requested from).
-func (s *bulkSite) inRequestableRange(p *models.Pool, v u128) bool {
+func (s *plainSite) inRequestableRange(p *models.Pool, v u128) bool {
 	k := v.key()
 	for _, r := range s.ranges[p.ID] {
 		if r.FirstKey <= k && k <= r.LastKey {
@@ -323,7 +323,7 @@ func mergeSorted(a, b []int) []int {
 	return out
 }
 
-// bulkMachineAuditErr wraps an audit encoding error of report idx.
-func bulkMachineAuditErr(err error, idx int) error {
+// plainMachineAuditErr wraps an audit encoding error of report idx.
+func plainMachineAuditErr(err error, idx int) error {
 	return fmt.Errorf("report %d of a batch: %w", idx, err)
 }

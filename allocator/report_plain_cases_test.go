@@ -13,20 +13,20 @@ import (
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
-// bulkCase is one equivalence scenario: setup builds the site (run on two
+// plainCase is one equivalence scenario: setup builds the site (run on two
 // databases alike), then reports are sent as one batch on the first and
 // one by one, in the order the batch ran them, on the second.
-type bulkCase struct {
+type plainCase struct {
 	hold    time.Duration
 	setup   func(f *fnd)
 	reports []ReportSpec
 	check   func(f *fnd) // on the batch's site, afterwards (optional)
 }
 
-// bulkEquivalent runs c on both databases and fails on any difference in
+// plainEquivalent runs c on both databases and fails on any difference in
 // answers or stored state, and checks the batch's run ends and range
 // counts.
-func bulkEquivalent(t *testing.T, c bulkCase) {
+func plainEquivalent(t *testing.T, c plainCase) {
 	t.Helper()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		db2 := dbtest.Open(t, models.DialectOf(db))
@@ -92,9 +92,9 @@ func specOf(mac string, serials ...string) ReportSpec {
 
 // Quarantines whose hold ran out are freed by the first report that
 // allocates, and their audit events sit where that report writes them.
-func TestReportBulkExpiredQuarantine(t *testing.T) {
+func TestReportPlainExpiredQuarantine(t *testing.T) {
 	t.Parallel()
-	bulkEquivalent(t, bulkCase{
+	plainEquivalent(t, plainCase{
 		hold: time.Hour,
 		setup: func(f *fnd) {
 			f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.9", true), rng("10.0.0.10", "10.0.0.20", false))
@@ -144,9 +144,9 @@ func (f *fnd) mustReport(spec ReportSpec) {
 // A small automatic range right below the reserved one runs out in the
 // middle of the batch: the same DPUs get pool_exhausted, and the run ends
 // across the two ranges stay exact.
-func TestReportBulkExhaustedNextToReserved(t *testing.T) {
+func TestReportPlainExhaustedNextToReserved(t *testing.T) {
 	t.Parallel()
-	bulkEquivalent(t, bulkCase{
+	plainEquivalent(t, plainCase{
 		setup: func(f *fnd) {
 			f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.3", true), rng("10.0.0.4", "10.0.0.10", false))
 			f.mkPool(PoolLoopbackV6, "ipv6", 0, rng("fd00::1", "fd00::2", true), rng("fd00::3", "fd00::9", false))
@@ -167,9 +167,9 @@ func TestReportBulkExhaustedNextToReserved(t *testing.T) {
 // ExpectedMachine declares (misplaced unless listed as a fallback), case
 // variants of a declared serial, a host-less DPU getting a host, a value
 // the DPU already holds next to a reservation for another one.
-func TestReportBulkDeclarations(t *testing.T) {
+func TestReportPlainDeclarations(t *testing.T) {
 	t.Parallel()
-	bulkEquivalent(t, bulkCase{
+	plainEquivalent(t, plainCase{
 		setup: func(f *fnd) {
 			f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.30", true), rng("10.0.0.31", "10.0.0.60", false))
 			f.mkPool(PoolLoopbackV6, "ipv6", 0, rng("fd00::1", "fd00::ff", true), rng("fd00::100", "fd00::1ff", false))
@@ -205,10 +205,10 @@ func (f *fnd) loopbacksOf(serial string) (string, string) {
 // quarantined values back (they are the lowest values, which the new
 // hosts must not get), and a reserved DPU its reservation, not its
 // quarantined value, which stays quarantined.
-func TestReportBulkForceDeletedComesBack(t *testing.T) {
+func TestReportPlainForceDeletedComesBack(t *testing.T) {
 	t.Parallel()
 	var was [3][2]string
-	bulkEquivalent(t, bulkCase{
+	plainEquivalent(t, plainCase{
 		setup: func(f *fnd) {
 			f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.30", true), rng("10.0.0.31", "10.0.0.60", false))
 			f.mkPool(PoolLoopbackV6, "ipv6", 0, rng("fd00::1", "fd00::ff", true))

@@ -11,8 +11,8 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// bulkWrites is every row a report batch's plain reports write.
-type bulkWrites struct {
+// plainWrites is every row a report batch's plain reports write.
+type plainWrites struct {
 	allocations []models.Allocation
 	// prevPools[i], prevKeys[i]: a stored value whose run ends where a new
 	// allocation begins (its run-end flag clears; a no-op where free).
@@ -23,13 +23,13 @@ type bulkWrites struct {
 	events    []models.AuditEvent
 }
 
-// flushBulk stores w: the allocations, the run ends they close, the
+// flushPlain stores w: the allocations, the run ends they close, the
 // machines, their network configs and the audit events, in that order.
 // On PostgreSQL, on the transaction's own connection, the five statements
 // go in one pipeline (one round trip); elsewhere one after the other.
-func (t *tx) flushBulk(w *bulkWrites) error {
+func (t *tx) flushPlain(w *plainWrites) error {
 	if t.conn != nil && t.a.dialect == models.Postgres {
-		return t.flushBulkPG(w)
+		return t.flushPlainPG(w)
 	}
 	if len(w.allocations) > 0 {
 		if err := t.Create(&w.allocations).Error; err != nil {
@@ -58,21 +58,21 @@ func (t *tx) flushBulk(w *bulkWrites) error {
 // The pipeline's statements take one array per column, so that their text
 // does not depend on the batch's size.
 const (
-	pgBulkInsertAllocations = `INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
+	pgPlainInsertAllocations = `INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::boolean[], $8::timestamptz[])`
-	pgBulkClearRunEnds = `UPDATE allocations a SET run_end = false FROM unnest($1::bigint[], $2::text[]) AS p(pool_id, value_key)
+	pgPlainClearRunEnds = `UPDATE allocations a SET run_end = false FROM unnest($1::bigint[], $2::text[]) AS p(pool_id, value_key)
 		WHERE a.pool_id = p.pool_id AND a.value_key = p.value_key AND a.run_end`
-	pgBulkInsertMachines = `INSERT INTO machines (machine_id, kind, host_machine_id, state, bmc_mac_address, chassis_serial_number,
+	pgPlainInsertMachines = `INSERT INTO machines (machine_id, kind, host_machine_id, state, bmc_mac_address, chassis_serial_number,
 		serial_number, expected_machine_id, version, created_at, updated_at)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 		$9::bigint[], $10::timestamptz[], $11::timestamptz[])`
-	pgBulkInsertNCs = `INSERT INTO network_configs (machine_id, loopback_ip, loopback_ip_v6, version, updated_at)
+	pgPlainInsertNCs = `INSERT INTO network_configs (machine_id, loopback_ip, loopback_ip_v6, version, updated_at)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])`
-	pgBulkInsertEvents = `INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, before_json, after_json, actor_role)
+	pgPlainInsertEvents = `INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, before_json, after_json, actor_role)
 		SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])`
 )
 
-func (t *tx) flushBulkPG(w *bulkWrites) error {
+func (t *tx) flushPlainPG(w *plainWrites) error {
 	b := &pgx.Batch{}
 	want := []int{}
 	if n := len(w.allocations); n > 0 {
@@ -81,11 +81,11 @@ func (t *tx) flushBulkPG(w *bulkWrites) error {
 		for i, r := range w.allocations {
 			pool[i], key[i], val[i], state[i], ot[i], oi[i], runEnd[i], at[i] = r.PoolID, r.ValueKey, r.Value, r.State, deref(r.OwnerType), deref(r.OwnerID), r.RunEnd, r.AllocatedAt
 		}
-		b.Queue(pgBulkInsertAllocations, pool, key, val, state, ot, oi, runEnd, at)
+		b.Queue(pgPlainInsertAllocations, pool, key, val, state, ot, oi, runEnd, at)
 		want = append(want, n)
 	}
 	if len(w.prevKeys) > 0 {
-		b.Queue(pgBulkClearRunEnds, w.prevPools, w.prevKeys)
+		b.Queue(pgPlainClearRunEnds, w.prevPools, w.prevKeys)
 		want = append(want, -1)
 	}
 	if n := len(w.machines); n > 0 {
@@ -97,7 +97,7 @@ func (t *tx) flushBulkPG(w *bulkWrites) error {
 				m.BmcMacAddress, m.ChassisSerialNumber, m.SerialNumber, m.ExpectedMachineID
 			ver[i], created[i], updated[i] = m.Version, m.CreatedAt, m.UpdatedAt
 		}
-		b.Queue(pgBulkInsertMachines, id, kind, host, state, mac, chassis, serial, em, ver, created, updated)
+		b.Queue(pgPlainInsertMachines, id, kind, host, state, mac, chassis, serial, em, ver, created, updated)
 		want = append(want, n)
 	}
 	if n := len(w.ncs); n > 0 {
@@ -105,7 +105,7 @@ func (t *tx) flushBulkPG(w *bulkWrites) error {
 		for i, nc := range w.ncs {
 			id[i], v4[i], v6[i], ver[i], at[i] = nc.MachineID, nc.LoopbackIP, nc.LoopbackIPv6, nc.Version, nc.UpdatedAt
 		}
-		b.Queue(pgBulkInsertNCs, id, v4, v6, ver, at)
+		b.Queue(pgPlainInsertNCs, id, v4, v6, ver, at)
 		want = append(want, n)
 	}
 	if n := len(w.events); n > 0 {
@@ -116,7 +116,7 @@ func (t *tx) flushBulkPG(w *bulkWrites) error {
 			role[i] = e.ActorRole
 			at[i], actor[i], action[i], ot[i], oid[i], rid[i], before[i], after[i] = e.At, e.Actor, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON
 		}
-		b.Queue(pgBulkInsertEvents, at, actor, action, ot, oid, rid, before, after, role)
+		b.Queue(pgPlainInsertEvents, at, actor, action, ot, oid, rid, before, after, role)
 		want = append(want, n)
 	}
 	if len(want) == 0 {

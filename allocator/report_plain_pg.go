@@ -10,9 +10,9 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// bulkReads is what a report batch reads before it decides anything
-// (readBulkSite): one query per table.
-type bulkReads struct {
+// plainReads is what a report batch reads before it decides anything
+// (readPlainSite): one query per table.
+type plainReads struct {
 	ems      []models.ExpectedMachine
 	machines []models.Machine
 	decls    []models.ExpectedDpu
@@ -21,15 +21,15 @@ type bulkReads struct {
 	ranges   []models.PoolRange
 }
 
-// readBulk runs the batch's reads. On PostgreSQL, on the transaction's own
+// readPlain runs the batch's reads. On PostgreSQL, on the transaction's own
 // connection, they go in one pipeline (one round trip while lo-ip and
 // lo-ip-v6 are locked, instead of six); SQLite is in-process and reads
 // them one after the other.
-func (t *tx) readBulk(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs []int64) (*bulkReads, error) {
+func (t *tx) readPlain(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs []int64) (*plainReads, error) {
 	if t.conn != nil && t.a.dialect == models.Postgres {
-		return t.readBulkPG(lowerMACs, machineIDs, serials, dpuIDs, poolIDs)
+		return t.readPlainPG(lowerMACs, machineIDs, serials, dpuIDs, poolIDs)
 	}
-	r := &bulkReads{}
+	r := &plainReads{}
 	if err := t.Where("LOWER(bmc_mac_address) IN ?", lowerMACs).Find(&r.ems).Error; err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (t *tx) readBulk(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs [
 	if len(poolIDs) == 0 {
 		return r, nil
 	}
-	// No condition on pool_id (see pgBulkOwned).
+	// No condition on pool_id (see pgPlainOwned).
 	if err := t.Where("(owner_type = ? AND owner_id IN ?) OR (former_owner_type = ? AND former_owner_id IN ?)",
 		OwnerTypeMachine, dpuIDs, OwnerTypeMachine, dpuIDs).Find(&r.owned).Error; err != nil {
 		return nil, err
@@ -62,29 +62,29 @@ func (t *tx) readBulk(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs [
 // The pipeline's queries name their columns (those the batch uses) and
 // take arrays, so that their text does not depend on the batch's size.
 const (
-	pgBulkEMs      = `SELECT id, bmc_mac_address, chassis_serial_number FROM expected_machines WHERE lower(bmc_mac_address) = ANY($1)`
-	pgBulkMachines = `SELECT machine_id, kind, host_machine_id, state, bmc_mac_address, chassis_serial_number, serial_number,
+	pgPlainEMs      = `SELECT id, bmc_mac_address, chassis_serial_number FROM expected_machines WHERE lower(bmc_mac_address) = ANY($1)`
+	pgPlainMachines = `SELECT machine_id, kind, host_machine_id, state, bmc_mac_address, chassis_serial_number, serial_number,
 		expected_machine_id, version, created_at, updated_at FROM machines WHERE machine_id = ANY($1)`
-	pgBulkDecls = `SELECT expected_machine_id, serial_number, loopback_ip, loopback_ip_v6 FROM expected_dpus WHERE serial_number = ANY($1)`
-	pgBulkNCs   = `SELECT machine_id, loopback_ip, loopback_ip_v6, version FROM network_configs WHERE machine_id = ANY($1)`
+	pgPlainDecls = `SELECT expected_machine_id, serial_number, loopback_ip, loopback_ip_v6 FROM expected_dpus WHERE serial_number = ANY($1)`
+	pgPlainNCs   = `SELECT machine_id, loopback_ip, loopback_ip_v6, version FROM network_configs WHERE machine_id = ANY($1)`
 	// No condition on pool_id: with one, PostgreSQL's generic plan reads
 	// every row of the pools through the (pool_id, owner_type, owner_id)
 	// index, a cost that grows with the site; the owner indexes answer
 	// this one.
-	pgBulkOwned = `SELECT pool_id, value, state, owner_type, owner_id, former_owner_type, former_owner_id FROM allocations
+	pgPlainOwned = `SELECT pool_id, value, state, owner_type, owner_id, former_owner_type, former_owner_id FROM allocations
 		WHERE (owner_type = 'machine' AND owner_id = ANY($1)) OR (former_owner_type = 'machine' AND former_owner_id = ANY($1))`
-	pgBulkRanges = `SELECT pool_id, first_key, last_key, auto_assign FROM pool_ranges WHERE pool_id = ANY($1)`
+	pgPlainRanges = `SELECT pool_id, first_key, last_key, auto_assign FROM pool_ranges WHERE pool_id = ANY($1)`
 )
 
-func (t *tx) readBulkPG(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs []int64) (*bulkReads, error) {
-	r := &bulkReads{}
+func (t *tx) readPlainPG(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs []int64) (*plainReads, error) {
+	r := &plainReads{}
 	err := t.conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("report batch: the connection is not a pgx connection")
 		}
 		b := &pgx.Batch{}
-		b.Queue(pgBulkEMs, lowerMACs).Query(func(rows pgx.Rows) error {
+		b.Queue(pgPlainEMs, lowerMACs).Query(func(rows pgx.Rows) error {
 			return scanEach(rows, func() error {
 				var em models.ExpectedMachine
 				if err := rows.Scan(&em.ID, &em.BmcMacAddress, &em.ChassisSerialNumber); err != nil {
@@ -94,7 +94,7 @@ func (t *tx) readBulkPG(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs
 				return nil
 			})
 		})
-		b.Queue(pgBulkMachines, machineIDs).Query(func(rows pgx.Rows) error {
+		b.Queue(pgPlainMachines, machineIDs).Query(func(rows pgx.Rows) error {
 			return scanEach(rows, func() error {
 				var m models.Machine
 				if err := rows.Scan(&m.MachineID, &m.Kind, &m.HostMachineID, &m.State, &m.BmcMacAddress, &m.ChassisSerialNumber,
@@ -106,7 +106,7 @@ func (t *tx) readBulkPG(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs
 			})
 		})
 		if len(serials) > 0 {
-			b.Queue(pgBulkDecls, serials).Query(func(rows pgx.Rows) error {
+			b.Queue(pgPlainDecls, serials).Query(func(rows pgx.Rows) error {
 				return scanEach(rows, func() error {
 					var d models.ExpectedDpu
 					if err := rows.Scan(&d.ExpectedMachineID, &d.SerialNumber, &d.LoopbackIP, &d.LoopbackIPv6); err != nil {
@@ -116,7 +116,7 @@ func (t *tx) readBulkPG(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs
 					return nil
 				})
 			})
-			b.Queue(pgBulkNCs, dpuIDs).Query(func(rows pgx.Rows) error {
+			b.Queue(pgPlainNCs, dpuIDs).Query(func(rows pgx.Rows) error {
 				return scanEach(rows, func() error {
 					var nc models.NetworkConfig
 					if err := rows.Scan(&nc.MachineID, &nc.LoopbackIP, &nc.LoopbackIPv6, &nc.Version); err != nil {
@@ -127,7 +127,7 @@ func (t *tx) readBulkPG(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs
 				})
 			})
 			if len(poolIDs) > 0 {
-				b.Queue(pgBulkOwned, dpuIDs).Query(func(rows pgx.Rows) error {
+				b.Queue(pgPlainOwned, dpuIDs).Query(func(rows pgx.Rows) error {
 					return scanEach(rows, func() error {
 						var a models.Allocation
 						if err := rows.Scan(&a.PoolID, &a.Value, &a.State, &a.OwnerType, &a.OwnerID, &a.FormerOwnerType, &a.FormerOwnerID); err != nil {
@@ -137,7 +137,7 @@ func (t *tx) readBulkPG(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs
 						return nil
 					})
 				})
-				b.Queue(pgBulkRanges, poolIDs).Query(func(rows pgx.Rows) error {
+				b.Queue(pgPlainRanges, poolIDs).Query(func(rows pgx.Rows) error {
 					return scanEach(rows, func() error {
 						var pr models.PoolRange
 						if err := rows.Scan(&pr.PoolID, &pr.FirstKey, &pr.LastKey, &pr.AutoAssign); err != nil {

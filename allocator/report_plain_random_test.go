@@ -11,7 +11,7 @@ import (
 // values held by others, reservations that are valid or not (in the
 // automatic range, taken, outside every range), quarantines that expire —
 // then a random batch: the batch must equal its reports one by one.
-func TestReportBulkRandomEqualsOneByOne(t *testing.T) {
+func TestReportPlainRandomEqualsOneByOne(t *testing.T) {
 	for seed := uint64(1); seed <= 16; seed++ {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			t.Parallel()
@@ -33,7 +33,7 @@ func TestReportBulkRandomEqualsOneByOne(t *testing.T) {
 					reports = append(reports, s)
 				}
 			}
-			bulkEquivalent(t, bulkCase{
+			plainEquivalent(t, plainCase{
 				hold:    time.Hour,
 				reports: reports,
 				setup: func(f *fnd) {

@@ -26,14 +26,14 @@ import (
 // sends a shuffled batch mixing new hosts (reserved, automatic, past the
 // end of the automatic range), repeats, moved DPUs, misplaced ones,
 // changed chassis serials and names repeated inside the batch.
-func TestReportBulkEqualsOneByOne(t *testing.T) {
+func TestReportPlainEqualsOneByOne(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			t.Parallel()
 			dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 				db2 := dbtest.Open(t, models.DialectOf(db))
-				batch := bulkScenario(t, db, seed)
-				alone := bulkScenario(t, db2, seed)
+				batch := plainScenario(t, db, seed)
+				alone := plainScenario(t, db2, seed)
 
 				results := make([]*IngestResult, len(batch.reports))
 				errs := make([]error, len(batch.reports))
@@ -80,19 +80,19 @@ func TestReportBulkEqualsOneByOne(t *testing.T) {
 	}
 }
 
-type bulkSiteFixture struct {
+type plainSiteFixture struct {
 	a       *Allocator
 	reports []ReportSpec
 }
 
-func (s *bulkSiteFixture) actor(i int) context.Context {
+func (s *plainSiteFixture) actor(i int) context.Context {
 	return WithActor(context.Background(), fmt.Sprintf("client-%d", i%3), fmt.Sprintf("req-%d", i))
 }
 
-func bulkMAC(i int) string { return fmt.Sprintf("02:00:00:00:01:%02x", i) }
+func plainMAC(i int) string { return fmt.Sprintf("02:00:00:00:01:%02x", i) }
 
-// bulkScenario builds the seed's site on db and returns its batch.
-func bulkScenario(t *testing.T, db *gorm.DB, seed uint64) *bulkSiteFixture {
+// plainScenario builds the seed's site on db and returns its batch.
+func plainScenario(t *testing.T, db *gorm.DB, seed uint64) *plainSiteFixture {
 	t.Helper()
 	rnd := rand.New(rand.NewPCG(seed, 7))
 	clock := dbtest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
@@ -114,7 +114,7 @@ func bulkScenario(t *testing.T, db *gorm.DB, seed uint64) *bulkSiteFixture {
 		if rnd.IntN(2) == 0 && h != 11 && h != 21 && h != 30 {
 			continue
 		}
-		em := models.ExpectedMachine{ID: fmt.Sprintf("em-%02d", h), BmcMacAddress: bulkMAC(h), ChassisSerialNumber: fmt.Sprintf("CHS-%02d", h),
+		em := models.ExpectedMachine{ID: fmt.Sprintf("em-%02d", h), BmcMacAddress: plainMAC(h), ChassisSerialNumber: fmt.Sprintf("CHS-%02d", h),
 			FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: clock.Now(), UpdatedAt: clock.Now()}
 		if err := db.Create(&em).Error; err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func bulkScenario(t *testing.T, db *gorm.DB, seed uint64) *bulkSiteFixture {
 		}
 	}
 	spec := func(h int, serials ...string) ReportSpec {
-		r := ReportSpec{BmcMacAddress: bulkMAC(h)}
+		r := ReportSpec{BmcMacAddress: plainMAC(h)}
 		for _, s := range serials {
 			r.DPUs = append(r.DPUs, ReportDPU{SerialNumber: s})
 		}
@@ -166,9 +166,9 @@ func bulkScenario(t *testing.T, db *gorm.DB, seed uint64) *bulkSiteFixture {
 	for h := 0; h < 8; h++ {
 		must(a.Report(ctx, two(h)))
 	}
-	must(a.Decommission(ctx, HostMachineID(bulkMAC(3))))
-	must(a.DeleteMachine(ctx, HostMachineID(bulkMAC(4)), true)) // its values stay quarantined for it
-	must(a.Discover(ctx, DiscoverSpec{SerialNumber: "S20-1"}))  // a host-less DPU
+	must(a.Decommission(ctx, HostMachineID(plainMAC(3))))
+	must(a.DeleteMachine(ctx, HostMachineID(plainMAC(4)), true)) // its values stay quarantined for it
+	must(a.Discover(ctx, DiscoverSpec{SerialNumber: "S20-1"}))   // a host-less DPU
 
 	var batch []ReportSpec
 	for h := 8; h < 30; h++ {
@@ -182,14 +182,14 @@ func bulkScenario(t *testing.T, db *gorm.DB, seed uint64) *bulkSiteFixture {
 		spec(11, "S11-0", "S11-9"),         // S11-9 is declared by host 30's ExpectedMachine
 		spec(8, "S08-0"),                   // host 8 again in the batch
 		spec(31, "S09-1", "S31-0"),         // a DPU of another report of the batch
-		ReportSpec{BmcMacAddress: bulkMAC(7), ChassisSerialNumber: "CHS-NEW", DPUs: two(7).DPUs}, // chassis changed
+		ReportSpec{BmcMacAddress: plainMAC(7), ChassisSerialNumber: "CHS-NEW", DPUs: two(7).DPUs}, // chassis changed
 		spec(32), // a host without DPUs
 	)
 	rnd.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
 	if len(batch) > maxReportBatch {
 		batch = batch[:maxReportBatch]
 	}
-	return &bulkSiteFixture{a: a, reports: batch}
+	return &plainSiteFixture{a: a, reports: batch}
 }
 
 // reportKey names a report of the batch by its validated BMC MAC and

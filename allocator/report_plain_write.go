@@ -10,16 +10,16 @@ import (
 // of the planned DPUs, then their machine rows, network configs and audit
 // events, each kind in one multi-row statement.
 
-// assignBulk gives the planned DPUs their loopbacks, pool by pool: first
+// assignPlain gives the planned DPUs their loopbacks, pool by pool: first
 // the reservations, each checked free in one query for the whole batch
 // (a plan whose reserved value is taken moves to later, for ingestReport
 // to explain), then the automatic values of the remaining plans in their
 // order, from one lowest-free search per pool. It returns the plans kept.
-func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*bulkPlan, w *bulkWrites) ([]*bulkPlan, []int, error) {
+func (t *tx) assignPlain(pools map[string]*models.Pool, site *plainSite, plans []*plainPlan, w *plainWrites) ([]*plainPlan, []int, error) {
 	type cand struct {
-		plan *bulkPlan
-		dpu  *bulkDPU
-		fam  *bulkFamily
+		plan *plainPlan
+		dpu  *plainDPU
+		fam  *plainFamily
 	}
 	byPool := map[string][]cand{}
 	for _, pl := range plans {
@@ -66,7 +66,7 @@ func (t *tx) assignBulk(pools map[string]*models.Pool, site *bulkSite, plans []*
 	if err != nil {
 		return nil, nil, err
 	}
-	dropped := map[*bulkPlan]bool{}
+	dropped := map[*plainPlan]bool{}
 	for _, cs := range byPool {
 		for _, c := range cs {
 			if c.fam.reserved != nil && taken[c.fam.p.ID][c.fam.reserved.key()] {
@@ -196,28 +196,28 @@ func (t *tx) autoRangesOf(pools []*models.Pool) (map[int64][]rangeGap, error) {
 
 // took records that the family got row, with its allocation.create event
 // by the plan's actor.
-func (bf *bulkFamily) took(t *tx, pl *bulkPlan, row *models.Allocation) error {
+func (bf *plainFamily) took(t *tx, pl *plainPlan, row *models.Allocation) error {
 	ev, err := auditEvent(pl.item.ctx, t.now, "allocation.create", "allocation", bf.p.Name+"/"+row.Value, nil, allocationOut(bf.p.Name, row))
 	if err != nil {
-		return bulkMachineAuditErr(err, pl.idx)
+		return plainMachineAuditErr(err, pl.idx)
 	}
 	bf.row, bf.event, bf.value = row, &ev, strp(row.Value)
 	t.changed(bf.p.Name, "allocate")
 	return nil
 }
 
-// writeBulk stores the new machines and network configs of plans and
+// writePlain stores the new machines and network configs of plans and
 // every audit event, in the order ingestReport would write them: per
 // report the host, then per DPU its creation and per family the
 // allocation and the network-config update that names it.
-func (t *tx) writeBulk(plans []*bulkPlan, w *bulkWrites) error {
+func (t *tx) writePlain(plans []*plainPlan, w *plainWrites) error {
 	var hosts, dpus []models.Machine
 	ncs := w.ncs
 	events := w.events
-	add := func(pl *bulkPlan, action, objType, objID string, before, after any) error {
+	add := func(pl *plainPlan, action, objType, objID string, before, after any) error {
 		ev, err := auditEvent(pl.item.ctx, t.now, action, objType, objID, before, after)
 		if err != nil {
-			return bulkMachineAuditErr(err, pl.idx)
+			return plainMachineAuditErr(err, pl.idx)
 		}
 		events = append(events, ev)
 		return nil
@@ -265,12 +265,12 @@ func (t *tx) writeBulk(plans []*bulkPlan, w *bulkWrites) error {
 	// Hosts first: a DPU row refers to its host's, which both databases
 	// check at the end of the statement.
 	w.machines, w.ncs, w.events = append(hosts, dpus...), ncs, events
-	return t.flushBulk(w)
+	return t.flushPlain(w)
 }
 
-// bulkResults answers each plan as ingestReport would: its host with its
+// plainResults answers each plan as ingestReport would: its host with its
 // DPUs and their network configs, and the families left unassigned.
-func (t *tx) bulkResults(plans []*bulkPlan) (map[int]*IngestResult, error) {
+func (t *tx) plainResults(plans []*plainPlan) (map[int]*IngestResult, error) {
 	top := make([]models.Machine, len(plans))
 	for i, pl := range plans {
 		top[i] = *pl.host

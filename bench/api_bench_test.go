@@ -129,7 +129,7 @@ func BenchmarkAllocateAPI(b *testing.B) {
 //
 //	go test ./bench -run '^$' -bench AllocateBatchAPI -benchtime 5x
 func BenchmarkAllocateBatchAPI(b *testing.B) {
-	const n = allocator.MaxBatchAllocations
+	const n = allocator.MaxBulkAllocations
 	for _, d := range dbtest.Dialects {
 		b.Run(string(d), func(b *testing.B) {
 			db := dbtest.Open(b, d)

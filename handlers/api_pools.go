@@ -205,11 +205,11 @@ func (h *API) AllocateBatch(c echo.Context) error {
 	if b.Allocations == nil {
 		return allocator.Errf(allocator.CodeInvalid, "allocations", "allocations is required: a list of {owner_type, owner_id, value?}")
 	}
-	items := make([]allocator.BatchItem, len(b.Allocations))
+	items := make([]allocator.BulkItem, len(b.Allocations))
 	for i, x := range b.Allocations {
-		items[i] = allocator.BatchItem{Owner: allocator.Owner{Type: x.OwnerType, ID: x.OwnerID}, Value: x.Value}
+		items[i] = allocator.BulkItem{Owner: allocator.Owner{Type: x.OwnerType, ID: x.OwnerID}, Value: x.Value}
 	}
-	out, _, err := h.A.AllocateBatch(Ctx(c), Param(c, "name"), items)
+	out, _, err := h.A.AllocateBulk(Ctx(c), Param(c, "name"), items)
 	if err != nil {
 		return err
 	}

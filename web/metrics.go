@@ -69,10 +69,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	return m
 }
 
-// AllocatorOptions returns o with the allocator's OnChange and OnBatch
+// AllocatorOptions returns o with the allocator's OnChange and OnGroupCommit
 // hooks set to count into m.
 func (m *Metrics) AllocatorOptions(o allocator.Options) allocator.Options {
-	o.OnChange, o.OnBatch = m.Count, m.Batch
+	o.OnChange, o.OnGroupCommit = m.Count, m.Batch
 	return o
 }
 
@@ -83,15 +83,15 @@ func (m *metrics) watch(a *allocator.Allocator, fd *feed.Feed, wh *webhook.Servi
 	guessHits := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "ipledger_allocation_batch_guess_hits_total",
 		Help: "Batches of automatic allocations committed in one round trip on the leader's guess of the free values (PostgreSQL).",
-	}, func() float64 { h, _ := a.BatchGuesses(); return float64(h) })
+	}, func() float64 { h, _ := a.GroupCommitGuesses(); return float64(h) })
 	guessMisses := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "ipledger_allocation_batch_guess_misses_total",
 		Help: "Guesses whose guard failed (nothing written; the batch then read the pool first).",
-	}, func() float64 { _, m := a.BatchGuesses(); return float64(m) })
+	}, func() float64 { _, m := a.GroupCommitGuesses(); return float64(m) })
 	grouped := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "ipledger_allocation_batch_grouped_total",
 		Help: "Guessed batches committed in one transaction with other pools' batches (PostgreSQL).",
-	}, func() float64 { return float64(a.GroupedBatches()) })
+	}, func() float64 { return float64(a.SharedGroupCommits()) })
 	m.reg.MustRegister(&poolCollector{a: a}, guessHits, guessMisses, grouped)
 	registerFeedMetrics(m.reg, fd, wh)
 }
@@ -99,7 +99,7 @@ func (m *metrics) watch(a *allocator.Allocator, fd *feed.Feed, wh *webhook.Servi
 // Count is the allocator's OnChange hook.
 func (m *metrics) Count(pool, action string) { m.changes.WithLabelValues(pool, action).Inc() }
 
-// Batch is the allocator's OnBatch hook.
+// Batch is the allocator's OnGroupCommit hook.
 func (m *metrics) Batch(_ string, size int, took time.Duration) {
 	m.batch.Observe(float64(size))
 	m.batchDur.Observe(took.Seconds())

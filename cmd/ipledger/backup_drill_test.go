@@ -46,11 +46,11 @@ func TestBackupDrill(t *testing.T) {
 	}
 	// Some history first, so the copy has something to take time over.
 	for b := 0; b < 20; b++ {
-		items := make([]allocator.BatchItem, 500)
+		items := make([]allocator.BulkItem, 500)
 		for i := range items {
-			items[i] = allocator.BatchItem{Owner: allocator.Owner{Type: "vm", ID: fmt.Sprintf("pre-%d-%d", b, i)}}
+			items[i] = allocator.BulkItem{Owner: allocator.Owner{Type: "vm", ID: fmt.Sprintf("pre-%d-%d", b, i)}}
 		}
-		if _, _, err := a.AllocateBatch(ctx, "drill", items); err != nil {
+		if _, _, err := a.AllocateBulk(ctx, "drill", items); err != nil {
 			t.Fatal(err)
 		}
 	}
