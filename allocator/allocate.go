@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -254,7 +255,11 @@ func (t *tx) insertAllocation(p *models.Pool, v u128, owner Owner) (*models.Allo
 		}
 	}
 	t.changed(p.Name, "allocate")
-	if err := t.audit("allocation.create", "allocation", p.Name+"/"+row.Value, nil, allocationOut(p.Name, &row)); err != nil {
+	ev, err := allocationCreateEvent(t.ctx, t.now, p.Name, &row)
+	if err != nil {
+		return nil, err
+	}
+	if err := kernel.InsertAuditEvent(t.DB, &ev); err != nil {
 		return nil, err
 	}
 	return &row, nil

@@ -122,7 +122,7 @@ func newAllocations(p *models.Pool, reqs []autoOwner, fresh []int, picks []freeP
 		rows[k] = models.Allocation{PoolID: p.ID, ValueKey: pk.v.key(), Value: sp.format(pk.v), State: models.StateAllocated,
 			OwnerType: strp(r.owner.Type), OwnerID: strp(r.owner.ID), RunEnd: pk.runEnd, AllocatedAt: now}
 		inserted[pk.v] = true
-		if events[k], err = auditEvent(r.ctx, now, "allocation.create", "allocation", p.Name+"/"+rows[k].Value, nil, allocationOut(p.Name, &rows[k])); err != nil {
+		if events[k], err = allocationCreateEvent(r.ctx, now, p.Name, &rows[k]); err != nil {
 			return nil, nil, nil, err
 		}
 	}

@@ -385,7 +385,7 @@ func (t *tx) insertBulkRows(p *models.Pool, items []BulkItem, vals []u128, idx [
 		}
 		rows[k] = models.Allocation{PoolID: p.ID, ValueKey: v.key(), Value: sp.format(v), State: models.StateAllocated,
 			OwnerType: strp(owner.Type), OwnerID: strp(owner.ID), RunEnd: runEnd, AllocatedAt: t.now}
-		ev, err := auditEvent(t.ctx, t.now, "allocation.create", "allocation", p.Name+"/"+rows[k].Value, nil, allocationOut(p.Name, &rows[k]))
+		ev, err := allocationCreateEvent(t.ctx, t.now, p.Name, &rows[k])
 		if err != nil {
 			return nil, err
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -262,13 +261,9 @@ func (a *Allocator) groupCommitGuessed(ctx context.Context, pc *pgx.Conn, guess 
 		c.ots[k], c.ois[k] = deref(rows[k].OwnerType), deref(rows[k].OwnerID)
 		c.actors[k], c.rids[k] = events[k].Actor, events[k].RequestID
 		c.roles[k] = deref(events[k].ActorRole)
-		aj := deref(events[k].AfterJSON)
-		mark := `"value":"` + rows[k].Value + `"`
-		i := strings.Index(aj, mark)
-		if i < 0 {
-			return nil, false, fmt.Errorf("audit event of %s: no value in %s", rows[k].Value, aj)
+		if c.pres[k], c.sufs[k], err = splitAroundValue(&events[k], &rows[k]); err != nil {
+			return nil, false, err
 		}
-		c.pres[k], c.sufs[k] = aj[:i+len(`"value":"`)], aj[i+len(mark)-1:]
 	}
 	c.keys, c.vals = guess.window(n)
 	keys := c.keys

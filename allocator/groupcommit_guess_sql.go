@@ -63,7 +63,7 @@ ins AS (
 upd AS (UPDATE allocations a SET run_end = false FROM g
   WHERE g.ok AND a.pool_id = g.pid AND a.value_key = g.wk[g.s1] AND a.run_end),
 aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, after_json)
-  SELECT g.at, o.ac, NULLIF(o.ar, ''), 'allocation.create', 'allocation', g.oprefix || g.wv[g.s1 + o.i], o.rid,
+  SELECT g.at, o.ac, NULLIF(o.ar, ''), ` + allocationCreateSQL + `, g.oprefix || g.wv[g.s1 + o.i], o.rid,
     o.pre || g.wv[g.s1 + o.i] || o.suf
   FROM o JOIN g ON g.j = o.j
   WHERE g.ok
@@ -119,7 +119,7 @@ ins AS (
 upd AS (UPDATE allocations a SET run_end = false FROM g
   WHERE g.ok AND a.pool_id = $1 AND a.value_key = ($3::text[])[g.s1] AND a.run_end),
 aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, after_json)
-  SELECT $2, e.ac, NULLIF(e.ar, ''), 'allocation.create', 'allocation', $11::text || ($4::text[])[g.s1 + e.i::int], e.rid,
+  SELECT $2, e.ac, NULLIF(e.ar, ''), ` + allocationCreateSQL + `, $11::text || ($4::text[])[g.s1 + e.i::int], e.rid,
     e.pre || ($4::text[])[g.s1 + e.i::int] || e.suf
   FROM g, unnest($7::text[], $8::text[], $9::text[], $10::text[], $15::text[]) WITH ORDINALITY AS e(ac, rid, pre, suf, ar, i)
   WHERE g.ok)

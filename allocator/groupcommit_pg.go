@@ -73,7 +73,7 @@ upd AS (UPDATE allocations SET run_end = false WHERE id IN (SELECT x.id FROM unn
   CROSS JOIN LATERAL (SELECT id, value_key FROM allocations WHERE pool_id = $1 AND value_key >= pv.k
     ORDER BY value_key LIMIT 1) AS x WHERE x.value_key = pv.k)),
 aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, after_json)
-  SELECT $2, e.ac, NULLIF(e.ar, ''), 'allocation.create', 'allocation', e.oid, e.rid, e.aj
+  SELECT $2, e.ac, NULLIF(e.ar, ''), ` + allocationCreateSQL + `, e.oid, e.rid, e.aj
   FROM unnest($9::text[], $13::text[], $10::text[], $11::text[], $12::text[]) AS e(ac, ar, oid, rid, aj))
 SELECT id, value_key FROM ins`
 )

@@ -72,7 +72,7 @@ func (a *Allocator) PoolUsage(ctx context.Context, pool string, days int) ([]Usa
 	for _, r := range rows {
 		d := per[r.Day]
 		switch r.Action {
-		case "allocation.create":
+		case actionAllocationCreate:
 			d.alloc += r.N
 		case "allocation.release":
 			d.alloc -= r.N

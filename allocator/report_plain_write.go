@@ -197,7 +197,7 @@ func (t *tx) autoRangesOf(pools []*models.Pool) (map[int64][]rangeGap, error) {
 // took records that the family got row, with its allocation.create event
 // by the plan's actor.
 func (bf *plainFamily) took(t *tx, pl *plainPlan, row *models.Allocation) error {
-	ev, err := auditEvent(pl.item.ctx, t.now, "allocation.create", "allocation", bf.p.Name+"/"+row.Value, nil, allocationOut(bf.p.Name, row))
+	ev, err := allocationCreateEvent(pl.item.ctx, t.now, bf.p.Name, row)
 	if err != nil {
 		return plainMachineAuditErr(err, pl.idx)
 	}
