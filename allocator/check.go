@@ -43,6 +43,7 @@ var CheckRules = []CheckRule{
 	{"reservations", "a reserved loopback lies in an auto_assign=false range of lo-ip or lo-ip-v6"},
 	{"dpu_loopbacks", "a DPU's loopbacks are allocated to that DPU"},
 	{"machine_tree", "a DPU's host is a host; a host has no host"},
+	{"visible_text", "host names, chassis serial numbers and SKUs hold no control or invisible format character"},
 }
 
 // CheckFinding is one thing the check found wrong.
@@ -118,7 +119,7 @@ func (a *Allocator) Check(ctx context.Context) (*CheckResult, error) {
 		for i, step := range []func(*checker) error{
 			checkSchemaVersion, checkDuplicates, checkAllocationState, checkPoolsAndRanges,
 			checkAllocations, checkPoolUsage, checkRevisions, checkWebhookDeliveries,
-			checkReservations, checkDPULoopbacks, checkMachineTree,
+			checkReservations, checkDPULoopbacks, checkMachineTree, checkVisibleText,
 		} {
 			if err := step(c); err != nil {
 				return fmt.Errorf("check (step %d): %w", i, err)

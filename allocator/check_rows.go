@@ -3,6 +3,7 @@ package allocator
 import (
 	"sort"
 
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -210,6 +211,26 @@ func checkMachineTree(c *checker) error {
 			continue
 		}
 		c.add("machine_tree", "DPU %s sits under %s, which is not a host", r.MachineID, *r.Host)
+	}
+	return nil
+}
+
+// checkVisibleText names the rows written before migration 25 (or around
+// its constraints) whose names, chassis serials or SKUs break the
+// visible-text rule.
+func checkVisibleText(c *checker) error {
+	type text struct{ ID, Field, Value string }
+	var rows []text
+	if err := c.q.Raw(`SELECT id, 'metadata.name' AS field, metadata_name AS value FROM expected_machines
+UNION ALL SELECT id, 'chassis_serial_number', chassis_serial_number FROM expected_machines
+UNION ALL SELECT id, 'sku_id', sku_id FROM expected_machines WHERE sku_id IS NOT NULL
+UNION ALL SELECT machine_id, 'machine chassis_serial_number', chassis_serial_number FROM machines`).Scan(&rows).Error; err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if ch, bad := ident.Invisible(r.Value, false); bad {
+			c.add("visible_text", "%s of %s is %q: it holds U+%04X", r.Field, r.ID, r.Value, ch)
+		}
 	}
 	return nil
 }

@@ -204,6 +204,12 @@ func TestCheckNamesEachBrokenRule(t *testing.T) {
 			execAll(t, db, `UPDATE machines SET host_machine_id = (SELECT MIN(machine_id) FROM machines WHERE kind = 'dpu')
 				WHERE machine_id = (SELECT MAX(machine_id) FROM machines WHERE kind = 'dpu')`)
 		}},
+		{"visible_text", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, onDialect(db,
+				[]string{"ALTER TABLE machines DROP CONSTRAINT machines_visible_text"},
+				[]string{"DROP TRIGGER machines_visible_text_update"})...)
+			execAll(t, db, "UPDATE machines SET chassis_serial_number = 'CHS\u200b-1' WHERE kind = 'host'")
+		}},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

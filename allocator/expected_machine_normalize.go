@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"unicode"
 
 	"github.com/ipledger/ipledger/ident"
 )
@@ -67,22 +66,28 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 		}
 		return v
 	}
+	// visible refuses what an operator could not see (ident.Invisible).
+	visible := func(field, v string, newlines bool) {
+		if c, bad := ident.Invisible(v, newlines); bad {
+			ps.add(invisibleError(r.f(field), v, c))
+		}
+	}
 	r.username = text("bmc_username", s.BmcUsername, emMaxText)
 	if s.BmcPassword != nil && *s.BmcPassword != "" {
 		pw := text("bmc_password", *s.BmcPassword, emMaxText)
 		r.password = &pw
 	}
 	r.chassis = text("chassis_serial_number", strings.TrimSpace(s.ChassisSerialNumber), emMaxText)
+	visible("chassis_serial_number", r.chassis, false)
 	// fallback_dpu_serial_numbers keeps its NICo meaning and behaviour
 	// unchanged (docs/reservations.md rule 4): stored as given.
 	r.fallback = append([]string{}, s.FallbackDpuSerialNumbers...)
 	r.meta = Metadata{Labels: []Label{}}
 	if s.Metadata != nil {
 		r.meta.Name = text("metadata.name", s.Metadata.Name, emMaxText)
-		if err := checkHostName(r.f("metadata.name"), r.meta.Name); err != nil {
-			ps.add(err)
-		}
+		visible("metadata.name", r.meta.Name, false)
 		r.meta.Description = text("metadata.description", s.Metadata.Description, emMaxDescription)
+		visible("metadata.description", r.meta.Description, true)
 		if len(s.Metadata.Labels) > emMaxLabels {
 			ps.add(Errf(CodeInvalid, r.f("metadata.labels"), "at most %d labels, got %d", emMaxLabels, len(s.Metadata.Labels)))
 		}
@@ -99,12 +104,15 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 			}
 			text(f+".key", k, emMaxText)
 			text(f+".value", l.Value, emMaxText)
+			visible(f+".key", k, false)
+			visible(f+".value", l.Value, false)
 			r.meta.Labels = append(r.meta.Labels, Label{Key: k, Value: l.Value})
 		}
 	}
 	if s.SkuID != nil {
 		if v := strings.TrimSpace(*s.SkuID); v != "" {
 			text("sku_id", v, emMaxText)
+			visible("sku_id", v, false)
 			r.sku = &v
 		}
 	}
@@ -176,16 +184,10 @@ func reservation(f loopbackFamily, raw *string, field string, i int, seen map[ne
 	return netip.Addr{}
 }
 
-// checkHostName refuses a host name (metadata.name) holding a control
-// character or an invisible format character: the console shows a host by
-// this name and a force delete is confirmed by typing it, so a
-// bidirectional override or a zero-width space would make one host's name
-// read as another's.
-func checkHostName(field, name string) *Error {
-	for _, r := range name {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return Errf(CodeInvalid, field, "%s %q holds the invisible or control character U+%04X", field, name, r)
-		}
-	}
-	return nil
+// invisibleError is the 422 of a text breaking the visible-text rule
+// (ident.Invisible): a host is shown by its name and a force delete is
+// confirmed by typing it, so a bidirectional override or a zero-width
+// space would make one host's name read as another's.
+func invisibleError(field, v string, c rune) *Error {
+	return Errf(CodeInvalid, field, "%s %q holds the invisible or control character U+%04X; want %s", field, v, c, ident.VisibleRule)
 }

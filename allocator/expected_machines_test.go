@@ -799,3 +799,37 @@ func TestExpectedMachineNameRefusesInvisibleCharacters(t *testing.T) {
 		f.emCreate(spec)
 	})
 }
+
+// The visible-text rule covers every text an operator reads a host by:
+// chassis serial, SKU, label keys and values, the description (where tabs
+// and line breaks are kept) and a report's chassis serial. Each refusal
+// names the field and the value and changes nothing.
+func TestVisibleTextOnEveryHostField(t *testing.T) {
+	t.Parallel()
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.emCreate(emSpec("0a:00:00:00:00:01"))
+		before := f.emSnap()
+		const zw = "CHS\u200b-7"
+		for field, set := range map[string]func(*ExpectedMachineSpec){
+			"chassis_serial_number":    func(s *ExpectedMachineSpec) { s.ChassisSerialNumber = zw },
+			"sku_id":                   func(s *ExpectedMachineSpec) { s.SkuID = sp(zw) },
+			"metadata.labels[0].key":   func(s *ExpectedMachineSpec) { s.Metadata.Labels = []Label{{Key: zw, Value: "x"}} },
+			"metadata.labels[0].value": func(s *ExpectedMachineSpec) { s.Metadata.Labels = []Label{{Key: "rack", Value: "r\u202e7"}} },
+			"metadata.description":     func(s *ExpectedMachineSpec) { s.Metadata.Description = "line one\nline\u2066two" },
+		} {
+			spec := emSpec("0a:00:00:00:00:02")
+			set(&spec)
+			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
+			wantField(t, err, CodeInvalid, field)
+		}
+		_, err := f.a.Report(f.ctx, ReportSpec{BmcMacAddress: "0a:00:00:00:00:01", ChassisSerialNumber: zw})
+		wantField(t, err, CodeInvalid, "chassis_serial_number")
+		if after := f.emSnap(); after != before {
+			t.Fatalf("refused texts changed the ExpectedMachines:\n%s\n%s", before, after)
+		}
+		spec := emSpec("0a:00:00:00:00:03")
+		spec.Metadata.Description = "two lines\n\tindented"
+		spec.Metadata.Labels = []Label{{Key: "Raum", Value: "Zürich 3"}}
+		f.emCreate(spec)
+	})
+}

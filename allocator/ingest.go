@@ -91,6 +91,9 @@ func newReport(spec ReportSpec) (*report, error) {
 	if len(chassis) > 128 {
 		return nil, Errf(CodeInvalid, "chassis_serial_number", "chassis_serial_number is %d characters long; at most 128", len(chassis))
 	}
+	if c, bad := ident.Invisible(chassis, false); bad {
+		return nil, invisibleError("chassis_serial_number", chassis, c)
+	}
 	serials := make([]string, 0, len(spec.DPUs))
 	index := map[string]int{} // serial → its position in the request, for error fields
 	seen := map[string]bool{}

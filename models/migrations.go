@@ -74,6 +74,9 @@ var Migrations = []Migration{
 	// Version 22 (migration_v22.go): redeliveries of a webhook delivery,
 	// so that one asked during an attempt is not lost.
 	{Version: 22, Name: "webhook delivery redeliveries", SQL: schemaV22},
+	// Version 25 (migration_v25.go): host names, chassis serial numbers
+	// and SKUs hold no control or invisible format character.
+	{Version: 25, Name: "visible names and serial numbers", Postgres: schemaV25Postgres, SQLite: schemaV25SQLite},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when

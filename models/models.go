@@ -177,7 +177,8 @@ func IsConstraintViolation(err error) bool {
 	m := err.Error()
 	return strings.Contains(m, "constraint failed") || strings.Contains(m, "range_overlap") ||
 		strings.Contains(m, "value_outside_pool") || strings.Contains(m, "range_in_use") ||
-		strings.Contains(m, "pool_overlap") || strings.Contains(m, "token_name_taken")
+		strings.Contains(m, "pool_overlap") || strings.Contains(m, "token_name_taken") ||
+		strings.Contains(m, "invisible_character")
 }
 
 // IsRetryable reports a transaction that lost a race inside the database
