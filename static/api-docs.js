@@ -1,7 +1,12 @@
 // The console's API page: Swagger UI (vendored, swagger-ui-bundle.js)
-// rendering the REST API's OpenAPI document. "Try it out" requests go out
-// with the console session; state-changing ones carry the session's CSRF
-// token, read from the page's hx-headers like every htmx request.
+// rendering the REST API's OpenAPI document. Once the user clicks
+// Authorize and pastes an API token, "Try it out" sends it as
+// Authorization: Bearer, and the curl the page shows carries it. Until
+// then requests go out with the console session (its cookie, which no
+// curl shows): state-changing ones carry the session's CSRF token, read
+// from the page's hx-headers like every htmx request — and only those, so
+// the session's CSRF token never appears in a curl of an authorized
+// request. The page never fills in a token itself (docs/api.md).
 (function () {
   "use strict";
   function csrf() {
@@ -19,7 +24,7 @@
       presets: [window.SwaggerUIBundle.presets.apis],
       layout: "BaseLayout",
       requestInterceptor: function (req) {
-        if (req.method && req.method.toUpperCase() !== "GET") {
+        if (req.method && req.method.toUpperCase() !== "GET" && !req.headers.Authorization) {
           req.headers["X-CSRF-Token"] = csrf();
         }
         return req;

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/handlers"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // The OpenAPI 3.1 document of the REST API, served at
@@ -72,7 +73,7 @@ var errorText = map[int]string{
 	412: "stale_version: If-Match names a version that is no longer current",
 	413: "the body is over the size limit",
 	422: "invalid: a field or query parameter is malformed; `field` names it",
-	503: "unavailable: the database cannot be reached",
+	503: "unavailable: the database cannot be reached (also while PostgreSQL fails over) or the request's 30 s deadline passed; no Retry-After header: retry with backoff",
 }
 
 var (
@@ -158,7 +159,10 @@ func buildOpenAPI(routes []Route) (map[string]any, error) {
 			"schemas": g.defs,
 			"securitySchemes": map[string]any{
 				"bearer": map[string]any{"type": "http", "scheme": "bearer",
-					"description": "An API token (`ipledger token create`); the audit actor is token:NAME."},
+					"description": "An API token, printed by `ipledger token create --name NAME --role viewer` " +
+						"(operator or admin to write; the audit actor is token:NAME), or a JWT of the site's issuer. " +
+						"On the console's API page, click Authorize and paste it: the page never fills in a token of its own, " +
+						"and once authorized every curl it shows carries `Authorization: Bearer …`."},
 			},
 		},
 	}, nil
@@ -241,7 +245,11 @@ func (g *schemaGen) operation(r Route, d apiDoc, path string) map[string]any {
 	codes := append([]int{401, 403, 503}, d.Errors...)
 	sort.Ints(codes)
 	for _, st := range codes {
-		responses[fmt.Sprint(st)] = map[string]any{"description": errorText[st], "content": errRef}
+		ex := errorExample(r, d, st)
+		responses[fmt.Sprint(st)] = map[string]any{"description": errorText[st], "content": map[string]any{"application/json": map[string]any{
+			"schema":  map[string]any{"$ref": "#/components/schemas/Error"},
+			"example": map[string]any{"error": errorExampleJSON(ex)},
+		}}}
 	}
 	responses["default"] = map[string]any{"description": "any other error, in the same shape", "content": errRef}
 	op["responses"] = responses
@@ -282,9 +290,16 @@ func errorSchema() map[string]any {
 				"field":   map[string]any{"type": "string", "description": "JSON path of the offending field, e.g. expected_dpus[1].loopback_ip"},
 			},
 		}},
-		"example": map[string]any{"error": map[string]any{"code": "invalid", "field": "expected_dpus[1].loopback_ip",
-			"message": `"fd00::1" is not an IPv4 address; an IPv6 reservation goes in loopback_ip_v6`}},
 	}
+}
+
+// errorExampleJSON is an error example as the document holds it.
+func errorExampleJSON(e kernel.Error) map[string]any {
+	m := map[string]any{"code": string(e.Code), "message": e.Message}
+	if e.Field != "" {
+		m["field"] = e.Field
+	}
+	return m
 }
 
 // schemaGen derives JSON Schemas (2020-12, as OpenAPI 3.1 uses) from Go
