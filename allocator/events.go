@@ -17,13 +17,14 @@ type EventFilter struct {
 	Action     string // exact, or a prefix ending in "." such as "allocation."
 	ObjectType string
 	ObjectID   string
-	// Machine limits the log to the events the machine page's History
-	// shows: the machine, its DPUs, its ExpectedMachine and its values.
-	Machine string
-	Since   time.Time
-	Until   time.Time
-	Limit   int
-	Cursor  string
+	// Scope limits the log to the events of a set of objects (the machine
+	// page's History: the machine, its DPUs, its ExpectedMachine and its
+	// values; package console resolves it).
+	Scope  *EventScope
+	Since  time.Time
+	Until  time.Time
+	Limit  int
+	Cursor string
 }
 
 // EventPage is one page of events, newest first.
@@ -48,19 +49,12 @@ func (a *Allocator) ListEvents(ctx context.Context, f EventFilter) (*EventPage, 
 		}
 		cursor = n
 	}
-	var scope *machineScope
-	if f.Machine != "" {
-		s, err := a.machineEventScope(ctx, f.Machine)
-		if err != nil {
-			return nil, err
-		}
-		scope = &s
-	}
+	scope := f.Scope
 	var rows []models.AuditEvent
 	err := a.read(ctx, func(db *gorm.DB) error {
 		q := db.Model(&models.AuditEvent{})
 		if scope != nil {
-			q = q.Where(scope.where(db))
+			q = q.Where(scope.Where(db))
 		}
 		if f.Actor != "" {
 			q = q.Where("actor = ?", f.Actor)
@@ -101,4 +95,27 @@ func (a *Allocator) ListEvents(ctx context.Context, f EventFilter) (*EventPage, 
 		page.Items = append(page.Items, kernel.EventOut(&r))
 	}
 	return page, nil
+}
+
+// EventScope is a set of objects whose audit events are read together:
+// machines (by machine_id), an ExpectedMachine (by id) and values (as
+// "pool/value").
+type EventScope struct {
+	Machines []string
+	Expected string
+	Values   []string
+}
+
+// Where is the scope as one grouped condition on audit_events (each
+// branch an index probe of (object_type, object_id)); db is the session
+// the condition is built for.
+func (s EventScope) Where(db *gorm.DB) *gorm.DB {
+	g := db.Session(&gorm.Session{NewDB: true}).Where("(object_type = 'machine' AND object_id IN ?)", s.Machines)
+	if s.Expected != "" {
+		g = g.Or("(object_type = 'expected_machine' AND object_id = ?)", s.Expected)
+	}
+	if len(s.Values) > 0 {
+		g = g.Or("(object_type = 'allocation' AND object_id IN ?)", s.Values)
+	}
+	return g
 }

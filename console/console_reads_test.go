@@ -1,4 +1,4 @@
-package allocator
+package console
 
 // Tests of the console's read models: names, search, the machine page,
 // pending-edit warnings and the wallboard's fleet summary, on SQLite and
@@ -7,19 +7,21 @@ package allocator
 import (
 	"strings"
 	"testing"
+
+	"github.com/ipledger/ipledger/allocator"
 )
 
-// crSite: lcSite with two named ExpectedMachines, one ingested host
+// crSite: a site with two named ExpectedMachines, one ingested host
 // (rack1-u01, DPU MT0001 reserved 10.0.0.100, MT0002 automatic) and one
 // not ingested (rack1-u02, DPU MT0003 reserving 10.0.0.103).
-func crSite(t *testing.T, s *lcSite) {
+func crSite(t *testing.T, s *site) {
 	t.Helper()
 	str := func(v string) *string { return &v }
-	for _, spec := range []ExpectedMachineSpec{
-		{BmcMacAddress: "0a:00:00:00:00:01", ChassisSerialNumber: "CH-1", Metadata: &Metadata{Name: "rack1-u01"},
-			ExpectedDpus: &[]ExpectedDpu{{SerialNumber: "MT0001", LoopbackIP: str("10.0.0.100")}, {SerialNumber: "MT0002"}}},
-		{BmcMacAddress: "0a:00:00:00:00:02", ChassisSerialNumber: "CH-2", Metadata: &Metadata{Name: "rack1-u02"},
-			ExpectedDpus: &[]ExpectedDpu{{SerialNumber: "MT0003", LoopbackIP: str("10.0.0.103")}}},
+	for _, spec := range []allocator.ExpectedMachineSpec{
+		{BmcMacAddress: "0a:00:00:00:00:01", ChassisSerialNumber: "CH-1", Metadata: &allocator.Metadata{Name: "rack1-u01"},
+			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT0001", LoopbackIP: str("10.0.0.100")}, {SerialNumber: "MT0002"}}},
+		{BmcMacAddress: "0a:00:00:00:00:02", ChassisSerialNumber: "CH-2", Metadata: &allocator.Metadata{Name: "rack1-u02"},
+			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT0003", LoopbackIP: str("10.0.0.103")}}},
 	} {
 		if _, err := s.a.CreateExpectedMachine(s.ctx, spec); err != nil {
 			t.Fatalf("create %s: %v", spec.BmcMacAddress, err)
@@ -27,25 +29,26 @@ func crSite(t *testing.T, s *lcSite) {
 	}
 	s.report("0a:00:00:00:00:01", "MT0001", "MT0002")
 	// A host without an ExpectedMachine: named by its chassis serial.
-	if _, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: "0a:00:00:00:00:09", ChassisSerialNumber: "CH-9",
-		DPUs: []ReportDPU{{SerialNumber: "MT0009"}}}); err != nil {
+	if _, err := s.a.Report(s.ctx, allocator.ReportSpec{BmcMacAddress: "0a:00:00:00:00:09", ChassisSerialNumber: "CH-9",
+		DPUs: []allocator.ReportDPU{{SerialNumber: "MT0009"}}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestNamesFollowTheRule(t *testing.T) {
-	if got := HostName("rack7-u12", "SN1", "1a:1b:1c:1d:1e:1f", "id"); got != "rack7-u12" {
+	t.Parallel()
+	if got := allocator.HostName("rack7-u12", "SN1", "1a:1b:1c:1d:1e:1f", "id"); got != "rack7-u12" {
 		t.Errorf("name first: %s", got)
 	}
-	if got := HostName(" ", "SN1", "1a:1b:1c:1d:1e:1f", "id"); got != "SN1" {
+	if got := allocator.HostName(" ", "SN1", "1a:1b:1c:1d:1e:1f", "id"); got != "SN1" {
 		t.Errorf("chassis serial second: %s", got)
 	}
-	if got := HostName("", "", "1a:1b:1c:1d:1e:1f", "id"); got != "1a:1b:1c:1d:1e:1f" {
+	if got := allocator.HostName("", "", "1a:1b:1c:1d:1e:1f", "id"); got != "1a:1b:1c:1d:1e:1f" {
 		t.Errorf("BMC MAC third: %s", got)
 	}
-	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
+	siteEach(t, siteOpts{}, func(t *testing.T, s *site) {
 		crSite(t, s)
-		page, err := s.a.ListMachines(s.ctx, MachineFilter{})
+		page, err := s.a.ListMachines(s.ctx, allocator.MachineFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +61,7 @@ func TestNamesFollowTheRule(t *testing.T) {
 				}
 			}
 		}
-		if got["rack1-u01"] != HostMachineID("0a:00:00:00:00:01") || got["CH-9"] != HostMachineID("0a:00:00:00:00:09") {
+		if got["rack1-u01"] != allocator.HostMachineID("0a:00:00:00:00:01") || got["CH-9"] != allocator.HostMachineID("0a:00:00:00:00:09") {
 			t.Errorf("host names: %v", got)
 		}
 		b := s.binding("MT0001")
@@ -66,33 +69,34 @@ func TestNamesFollowTheRule(t *testing.T) {
 			t.Errorf("binding host name %q", b.HostName)
 		}
 		// Errors name ExpectedMachines by name and MAC, not by UUID.
-		err = s.a.ValidateExpectedMachine(s.ctx, "", ExpectedMachineSpec{BmcMacAddress: "0a:00:00:00:00:05",
-			ExpectedDpus: &[]ExpectedDpu{{SerialNumber: "MT0003"}}})
+		err = s.a.ValidateExpectedMachine(s.ctx, "", allocator.ExpectedMachineSpec{BmcMacAddress: "0a:00:00:00:00:05",
+			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT0003"}}})
 		if err == nil || !strings.Contains(err.Error(), "rack1-u02 (0a:00:00:00:00:02)") {
 			t.Errorf("declared-serial error: %v", err)
 		}
 		// A delete refused for state names the host.
-		_, err = s.a.DeleteMachine(s.ctx, HostMachineID("0a:00:00:00:00:01"), false)
-		wantCode(t, err, CodeConflict, "host rack1-u01")
+		_, err = s.a.DeleteMachine(s.ctx, allocator.HostMachineID("0a:00:00:00:00:01"), false)
+		wantCode(t, err, allocator.CodeConflict, "host rack1-u01")
 	})
 }
 
 func TestSearchFindsEveryKind(t *testing.T) {
-	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
+	t.Parallel()
+	siteEach(t, siteOpts{}, func(t *testing.T, s *site) {
 		crSite(t, s)
-		host := HostMachineID("0a:00:00:00:00:01")
+		host := allocator.HostMachineID("0a:00:00:00:00:01")
 		em2, err := s.a.GetExpectedMachine(s.ctx, "0a:00:00:00:00:02")
 		if err != nil {
 			t.Fatal(err)
 		}
-		auto2 := s.heldBy(PoolLoopbackV4, DPUMachineID("MT0002"))
+		auto2 := s.heldBy(allocator.PoolLoopbackV4, allocator.DPUMachineID("MT0002"))
 		for _, c := range []struct {
 			q, kind, id string
 		}{
 			{"0A-00-00-00-00-01", HitHost, host},
 			{"0a:00:00:00:00:02", HitExpectedMachine, em2.ID},
-			{"MT0001", HitDPU, DPUMachineID("MT0001")},
-			{"mt0001", HitDPU, DPUMachineID("MT0001")},
+			{"MT0001", HitDPU, allocator.DPUMachineID("MT0001")},
+			{"mt0001", HitDPU, allocator.DPUMachineID("MT0001")},
 			{"MT0003", HitExpectedMachine, em2.ID},
 			{"CH-1", HitHost, host},
 			{"CH-2", HitExpectedMachine, em2.ID},
@@ -100,14 +104,14 @@ func TestSearchFindsEveryKind(t *testing.T) {
 			{"rack1-u02", HitExpectedMachine, em2.ID},
 			{em2.ID, HitExpectedMachine, em2.ID},
 			{host, HitHost, host},
-			{"10.0.0.100", HitDPU, DPUMachineID("MT0001")},
-			{auto2, HitDPU, DPUMachineID("MT0002")},
-			{auto2 + "/32", HitDPU, DPUMachineID("MT0002")},
+			{"10.0.0.100", HitDPU, allocator.DPUMachineID("MT0001")},
+			{auto2, HitDPU, allocator.DPUMachineID("MT0002")},
+			{auto2 + "/32", HitDPU, allocator.DPUMachineID("MT0002")},
 			{"10.0.0.103", HitExpectedMachine, em2.ID},
-			{"10.0.0.150", HitPool, PoolLoopbackV4},
-			{"lo-ip-v6", HitPool, PoolLoopbackV6},
+			{"10.0.0.150", HitPool, allocator.PoolLoopbackV4},
+			{"lo-ip-v6", HitPool, allocator.PoolLoopbackV6},
 		} {
-			r, err := s.a.Search(s.ctx, c.q)
+			r, err := s.c.Search(s.ctx, c.q)
 			if err != nil {
 				t.Fatalf("search %q: %v", c.q, err)
 			}
@@ -119,7 +123,7 @@ func TestSearchFindsEveryKind(t *testing.T) {
 		// Other spellings of the MAC are not the host's MAC (the one rule
 		// of package ident).
 		for _, q := range []string{"0a00.0000.0001", "0a0000000001", "0a-00:00:00:00:01"} {
-			r, err := s.a.Search(s.ctx, q)
+			r, err := s.c.Search(s.ctx, q)
 			if err != nil {
 				t.Fatalf("search %q: %v", q, err)
 			}
@@ -128,7 +132,7 @@ func TestSearchFindsEveryKind(t *testing.T) {
 			}
 		}
 		// A prefix lists every allocation inside it, no redirect.
-		r, err := s.a.Search(s.ctx, "10.0.0.0/24")
+		r, err := s.c.Search(s.ctx, "10.0.0.0/24")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,21 +140,21 @@ func TestSearchFindsEveryKind(t *testing.T) {
 			t.Errorf("prefix: %+v", r.Hits)
 		}
 		// Part of a name lists, never redirects.
-		r, err = s.a.Search(s.ctx, "rack1")
+		r, err = s.c.Search(s.ctx, "rack1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.Redirect() != nil || len(r.Hits) < 2 {
 			t.Errorf("partial: %+v", r.Hits)
 		}
-		r, err = s.a.Search(s.ctx, "no-such-thing")
+		r, err = s.c.Search(s.ctx, "no-such-thing")
 		if err != nil || len(r.Hits) != 0 {
 			t.Errorf("nothing: %+v %v", r, err)
 		}
-		_, err = s.a.Search(s.ctx, strings.Repeat("x", 201))
-		wantCode(t, err, CodeInvalid, "at most 200")
+		_, err = s.c.Search(s.ctx, strings.Repeat("x", 201))
+		wantCode(t, err, allocator.CodeInvalid, "at most 200")
 		// The allocations filter takes a value or a prefix.
-		page, err := s.a.ListAllocations(s.ctx, PoolLoopbackV4, AllocationFilter{Value: "10.0.0.0/28"})
+		page, err := s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "10.0.0.0/28"})
 		if err != nil || len(page.Items) == 0 {
 			t.Fatalf("prefix filter: %v %v", page, err)
 		}
@@ -159,29 +163,30 @@ func TestSearchFindsEveryKind(t *testing.T) {
 				t.Errorf("prefix filter let %s through", it.Value)
 			}
 		}
-		page, err = s.a.ListAllocations(s.ctx, PoolLoopbackV4, AllocationFilter{Value: "10.0.0.100"})
+		page, err = s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "10.0.0.100"})
 		if err != nil || len(page.Items) != 1 || page.Items[0].Value != "10.0.0.100" {
 			t.Fatalf("value filter: %+v %v", page, err)
 		}
-		_, err = s.a.ListAllocations(s.ctx, PoolLoopbackV4, AllocationFilter{Value: "fd00::/64"})
-		wantCode(t, err, CodeInvalid, "family")
-		_, err = s.a.ListAllocations(s.ctx, PoolLoopbackV4, AllocationFilter{Value: "banana"})
-		wantCode(t, err, CodeInvalid, "banana")
+		_, err = s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "fd00::/64"})
+		wantCode(t, err, allocator.CodeInvalid, "family")
+		_, err = s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "banana"})
+		wantCode(t, err, allocator.CodeInvalid, "banana")
 	})
 }
 
 func TestMachineDetailAndPendingWarning(t *testing.T) {
-	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
+	t.Parallel()
+	siteEach(t, siteOpts{}, func(t *testing.T, s *site) {
 		crSite(t, s)
-		host := HostMachineID("0a:00:00:00:00:01")
-		d, err := s.a.MachineDetail(s.ctx, host)
+		host := allocator.HostMachineID("0a:00:00:00:00:01")
+		d, err := s.c.MachineDetail(s.ctx, host)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if d.ExpectedMachine == nil || d.ExpectedMachine.Metadata.Name != "rack1-u01" || d.ConfirmPhrase != "rack1-u01" {
 			t.Fatalf("detail EM %+v phrase %q", d.ExpectedMachine, d.ConfirmPhrase)
 		}
-		if len(d.Bindings) != 2 || d.Bindings[DPUMachineID("MT0001")].StatusV4 != BindingReserved {
+		if len(d.Bindings) != 2 || d.Bindings[allocator.DPUMachineID("MT0001")].StatusV4 != allocator.BindingReserved {
 			t.Errorf("bindings %+v", d.Bindings)
 		}
 		// Two DPUs × two families hold four values.
@@ -196,18 +201,18 @@ func TestMachineDetailAndPendingWarning(t *testing.T) {
 		if !sawAlloc || !sawMachine {
 			t.Errorf("history lacks allocation or machine events: %d events", len(d.History))
 		}
-		dpu, err := s.a.MachineDetail(s.ctx, "MT0002")
+		dpu, err := s.c.MachineDetail(s.ctx, "MT0002")
 		if err != nil || dpu.Host == nil || dpu.Host.Name != "rack1-u01" || len(dpu.Values) != 2 {
 			t.Fatalf("DPU detail %+v %v", dpu, err)
 		}
-		noEM, err := s.a.MachineDetail(s.ctx, "0a:00:00:00:00:09")
+		noEM, err := s.c.MachineDetail(s.ctx, "0a:00:00:00:00:09")
 		if err != nil || noEM.ConfirmPhrase != "0a:00:00:00:00:09" {
 			t.Fatalf("host without EM: phrase %q %v", noEM.ConfirmPhrase, err)
 		}
-		if !ConfirmMatches(&noEM.Machine, "0A-00-00-00-00-09") || ConfirmMatches(&noEM.Machine, "CH-9") {
+		if !allocator.ConfirmMatches(&noEM.Machine, "0A-00-00-00-00-09") || allocator.ConfirmMatches(&noEM.Machine, "CH-9") {
 			t.Error("a MAC phrase matches in any spelling, and nothing else")
 		}
-		if ConfirmMatches(&d.Machine, host) || !ConfirmMatches(&d.Machine, " rack1-u01 ") {
+		if allocator.ConfirmMatches(&d.Machine, host) || !allocator.ConfirmMatches(&d.Machine, " rack1-u01 ") {
 			t.Error("a named host is confirmed by its name, not its id")
 		}
 
@@ -216,12 +221,12 @@ func TestMachineDetailAndPendingWarning(t *testing.T) {
 		// ingested (no warning).
 		str := func(v string) *string { return &v }
 		em, _ := s.a.GetExpectedMachine(s.ctx, "0a:00:00:00:00:01")
-		spec := ExpectedMachineSpec{BmcMacAddress: em.BmcMacAddress, ExpectedDpus: &[]ExpectedDpu{
+		spec := allocator.ExpectedMachineSpec{BmcMacAddress: em.BmcMacAddress, ExpectedDpus: &[]allocator.ExpectedDpu{
 			{SerialNumber: "MT0001", LoopbackIP: str("10.0.0.110")},
 			{SerialNumber: "MT0002", LoopbackIP: str("10.0.0.111"), LoopbackIPv6: str("not-an-ip")},
 			{SerialNumber: "MT0003", LoopbackIP: str("10.0.0.103")},
 		}}
-		ps, err := s.a.PendingLoopbacks(s.ctx, em.ID, spec)
+		ps, err := s.c.PendingLoopbacks(s.ctx, em.ID, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,27 +238,28 @@ func TestMachineDetailAndPendingWarning(t *testing.T) {
 		// keeps the stored list.
 		(*spec.ExpectedDpus)[0].LoopbackIP = str("10.0.0.100")
 		(*spec.ExpectedDpus)[1].LoopbackIP = nil
-		if ps, err = s.a.PendingLoopbacks(s.ctx, em.ID, spec); err != nil || len(ps) != 0 {
+		if ps, err = s.c.PendingLoopbacks(s.ctx, em.ID, spec); err != nil || len(ps) != 0 {
 			t.Fatalf("unchanged: %+v %v", ps, err)
 		}
-		if ps, err = s.a.PendingLoopbacks(s.ctx, em.ID, ExpectedMachineSpec{BmcMacAddress: em.BmcMacAddress}); err != nil || len(ps) != 0 {
+		if ps, err = s.c.PendingLoopbacks(s.ctx, em.ID, allocator.ExpectedMachineSpec{BmcMacAddress: em.BmcMacAddress}); err != nil || len(ps) != 0 {
 			t.Fatalf("absent list: %+v %v", ps, err)
 		}
 	})
 }
 
 func TestFleetSummary(t *testing.T) {
-	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
+	t.Parallel()
+	siteEach(t, siteOpts{}, func(t *testing.T, s *site) {
 		crSite(t, s)
-		s.decommission(HostMachineID("0a:00:00:00:00:09"))
-		f, err := s.a.Fleet(s.ctx, 5)
+		s.decommission(allocator.HostMachineID("0a:00:00:00:00:09"))
+		f, err := s.c.Fleet(s.ctx, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.Hosts != 2 || f.HostsByState[StateReady] != 1 || f.HostsByState[StateDecommissioned] != 1 {
+		if f.Hosts != 2 || f.HostsByState[allocator.StateReady] != 1 || f.HostsByState[allocator.StateDecommissioned] != 1 {
 			t.Errorf("hosts %d %v", f.Hosts, f.HostsByState)
 		}
-		if f.DPUs != 3 || f.DPUsComplete != 3 || f.Bindings[BindingReserved] != 1 || f.Bindings[BindingAutomatic] != 5 {
+		if f.DPUs != 3 || f.DPUsComplete != 3 || f.Bindings[allocator.BindingReserved] != 1 || f.Bindings[allocator.BindingAutomatic] != 5 {
 			t.Errorf("dpus %d complete %d bindings %v", f.DPUs, f.DPUsComplete, f.Bindings)
 		}
 		if len(f.Forecasts) != 2 {
@@ -266,9 +272,9 @@ func TestFleetSummary(t *testing.T) {
 				t.Errorf("forecast %s: %+v", fc.Pool.Name, fc)
 			}
 		}
-		s.delete(HostMachineID("0a:00:00:00:00:01"), true)
-		f, err = s.a.Fleet(s.ctx, 5)
-		if err != nil || len(f.ForceDeletes) != 1 || f.ForceDeletes[0].ObjectID != HostMachineID("0a:00:00:00:00:01") {
+		s.delete(allocator.HostMachineID("0a:00:00:00:00:01"), true)
+		f, err = s.c.Fleet(s.ctx, 5)
+		if err != nil || len(f.ForceDeletes) != 1 || f.ForceDeletes[0].ObjectID != allocator.HostMachineID("0a:00:00:00:00:01") {
 			t.Fatalf("force deletes %+v %v", f.ForceDeletes, err)
 		}
 	})

@@ -1,4 +1,4 @@
-package allocator
+package console
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/models"
+
+	"github.com/ipledger/ipledger/allocator"
 )
 
 // Fleet is the site at a glance, as the NOC wallboard shows it: hosts by
@@ -24,14 +26,14 @@ type Fleet struct {
 	// Bindings counts DPU families (IPv4 and IPv6 each) by status.
 	Bindings     map[string]int64
 	Forecasts    []PoolForecast
-	ForceDeletes []Event
-	Conflicts    []Binding
+	ForceDeletes []allocator.Event
+	Conflicts    []allocator.Binding
 }
 
 // PoolForecast is one pool's use and how long its free values last at the
 // rate of the last 30 days (from the usage history, PoolUsage).
 type PoolForecast struct {
-	Pool Pool
+	Pool allocator.Pool
 	// Used is the share of the whole pool in use, ExplicitUsed the share
 	// of its explicit (auto_assign=false) ranges, -1 when it has none.
 	Used, ExplicitUsed float64
@@ -50,18 +52,18 @@ const fleetWindow = 30
 // Fleet reads the wallboard's summary. The binding counts walk the DPUs in
 // keyset batches (a fixed number of queries per thousand DPUs); the
 // forecasts read each pool's per-day usage roll-up, not its allocations.
-func (a *Allocator) Fleet(ctx context.Context, recent int) (*Fleet, error) {
-	f := &Fleet{HostsByState: map[string]int64{StateReady: 0, StateDecommissioned: 0}, Bindings: map[string]int64{}}
-	for _, s := range []string{BindingReserved, BindingAutomatic, BindingPending, BindingConflict, BindingMissing, BindingNone} {
+func (c *Console) Fleet(ctx context.Context, recent int) (*Fleet, error) {
+	f := &Fleet{HostsByState: map[string]int64{allocator.StateReady: 0, allocator.StateDecommissioned: 0}, Bindings: map[string]int64{}}
+	for _, s := range []string{allocator.BindingReserved, allocator.BindingAutomatic, allocator.BindingPending, allocator.BindingConflict, allocator.BindingMissing, allocator.BindingNone} {
 		f.Bindings[s] = 0
 	}
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := c.read(ctx, func(db *gorm.DB) error {
 		type cnt struct {
 			State string
 			N     int64
 		}
 		var cs []cnt
-		if err := db.Raw(`SELECT state, COUNT(*) AS n FROM machines WHERE kind = ? GROUP BY state`, KindHost).Scan(&cs).Error; err != nil {
+		if err := db.Raw(`SELECT state, COUNT(*) AS n FROM machines WHERE kind = ? GROUP BY state`, allocator.KindHost).Scan(&cs).Error; err != nil {
 			return err
 		}
 		for _, c := range cs {
@@ -71,14 +73,14 @@ func (a *Allocator) Fleet(ctx context.Context, recent int) (*Fleet, error) {
 		cursor := ""
 		for {
 			var dpus []models.Machine
-			q := db.Where("kind = ?", KindDPU)
+			q := db.Where("kind = ?", allocator.KindDPU)
 			if cursor != "" {
 				q = q.Where("machine_id > ?", cursor)
 			}
 			if err := q.Order("machine_id").Limit(1000).Find(&dpus).Error; err != nil {
 				return err
 			}
-			bs, err := bindingsOf(db, dpus)
+			bs, err := allocator.BindingsOf(db, dpus)
 			if err != nil {
 				return err
 			}
@@ -91,7 +93,7 @@ func (a *Allocator) Fleet(ctx context.Context, recent int) (*Fleet, error) {
 				} else {
 					f.DPUsComplete++
 				}
-				if (b.StatusV4 == BindingConflict || b.StatusV6 == BindingConflict) && len(f.Conflicts) < recent {
+				if (b.StatusV4 == allocator.BindingConflict || b.StatusV6 == allocator.BindingConflict) && len(f.Conflicts) < recent {
 					f.Conflicts = append(f.Conflicts, b)
 				}
 			}
@@ -104,7 +106,7 @@ func (a *Allocator) Fleet(ctx context.Context, recent int) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	page, err := a.ListEvents(ctx, EventFilter{Action: "machine.force_delete", Limit: recent * 4})
+	page, err := c.a.ListEvents(ctx, allocator.EventFilter{Action: "machine.force_delete", Limit: recent * 4})
 	if err != nil {
 		return nil, err
 	}
@@ -115,12 +117,12 @@ func (a *Allocator) Fleet(ctx context.Context, recent int) (*Fleet, error) {
 			f.ForceDeletes = append(f.ForceDeletes, e)
 		}
 	}
-	pools, err := a.ListPools(ctx)
+	pools, err := c.a.ListPools(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range pools {
-		fc, err := a.forecast(ctx, p)
+		fc, err := c.forecast(ctx, p)
 		if err != nil {
 			return nil, err
 		}
@@ -140,12 +142,14 @@ func (a *Allocator) Fleet(ctx context.Context, recent int) (*Fleet, error) {
 }
 
 // incomplete: a family whose pool exists but that has no value.
-func incomplete(status string) bool { return status == BindingMissing || status == BindingConflict }
+func incomplete(status string) bool {
+	return status == allocator.BindingMissing || status == allocator.BindingConflict
+}
 
-func (a *Allocator) forecast(ctx context.Context, p Pool) (PoolForecast, error) {
+func (c *Console) forecast(ctx context.Context, p allocator.Pool) (PoolForecast, error) {
 	fc := PoolForecast{Pool: p, Used: p.Stats.Used(), ExplicitUsed: -1, DaysLeft: -1}
 	free := new(big.Int)
-	for _, c := range []Counts{p.Stats.Auto, p.Stats.Explicit} {
+	for _, c := range []allocator.Counts{p.Stats.Auto, p.Stats.Explicit} {
 		if n, ok := new(big.Int).SetString(c.Free, 10); ok {
 			free.Add(free, n)
 		}
@@ -160,7 +164,7 @@ func (a *Allocator) forecast(ctx context.Context, p Pool) (PoolForecast, error) 
 		r, _ := new(big.Float).Quo(used, sz).Float64()
 		fc.ExplicitUsed = r
 	}
-	usage, err := a.PoolUsage(ctx, p.Name, fleetWindow)
+	usage, err := c.a.PoolUsage(ctx, p.Name, fleetWindow)
 	if err != nil {
 		return fc, err
 	}

@@ -1,4 +1,4 @@
-package allocator
+package console
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+
+	"github.com/ipledger/ipledger/allocator"
 )
 
 // HeldValue is one value a machine holds (or held, when a force delete
@@ -30,12 +32,12 @@ type HeldValue struct {
 // the newest audit events of the machine, its DPUs, its ExpectedMachine
 // and its values.
 type MachineDetail struct {
-	Machine         Machine
-	Host            *Machine
-	ExpectedMachine *ExpectedMachine
-	Bindings        map[string]Binding
+	Machine         allocator.Machine
+	Host            *allocator.Machine
+	ExpectedMachine *allocator.ExpectedMachine
+	Bindings        map[string]allocator.Binding
 	Values          []HeldValue
-	History         []Event
+	History         []allocator.Event
 	// ConfirmPhrase is what a force delete asks to type (names.go).
 	ConfirmPhrase string
 }
@@ -45,23 +47,23 @@ const machineHistoryLimit = 50
 
 // MachineDetail reads the machine page of id (a machine_id, a host's BMC
 // MAC address or a DPU serial); unknown is 404 not_found.
-func (a *Allocator) MachineDetail(ctx context.Context, id string) (*MachineDetail, error) {
-	m, err := a.GetMachine(ctx, id)
+func (c *Console) MachineDetail(ctx context.Context, id string) (*MachineDetail, error) {
+	m, err := c.a.GetMachine(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	d := &MachineDetail{Machine: *m, Bindings: map[string]Binding{}}
+	d := &MachineDetail{Machine: *m, Bindings: map[string]allocator.Binding{}}
 	host := m
-	if m.Kind == KindDPU && m.HostMachineID != nil {
-		if d.Host, err = a.GetMachine(ctx, *m.HostMachineID); err != nil {
+	if m.Kind == allocator.KindDPU && m.HostMachineID != nil {
+		if d.Host, err = c.a.GetMachine(ctx, *m.HostMachineID); err != nil {
 			return nil, err
 		}
 		host = d.Host
 	}
-	if host.Kind == KindHost && host.ExpectedMachineID != nil {
-		em, err := a.GetExpectedMachine(ctx, *host.ExpectedMachineID)
+	if host.Kind == allocator.KindHost && host.ExpectedMachineID != nil {
+		em, err := c.a.GetExpectedMachine(ctx, *host.ExpectedMachineID)
 		if err != nil {
-			if e, ok := AsError(err); !ok || e.Code != CodeNotFound {
+			if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeNotFound {
 				return nil, err
 			}
 		} else {
@@ -70,8 +72,8 @@ func (a *Allocator) MachineDetail(ctx context.Context, id string) (*MachineDetai
 	}
 	// The members whose values and events the page shows: the machine and,
 	// for a host, its DPUs.
-	members := []Machine{*m}
-	if m.Kind == KindHost {
+	members := []allocator.Machine{*m}
+	if m.Kind == allocator.KindHost {
 		members = append(members, m.DPUs...)
 	}
 	names := map[string]string{}
@@ -80,20 +82,20 @@ func (a *Allocator) MachineDetail(ctx context.Context, id string) (*MachineDetai
 		ids = append(ids, x.MachineID)
 		names[x.MachineID] = x.Name
 	}
-	d.ConfirmPhrase = ConfirmPhrase(host)
-	err = a.read(ctx, func(db *gorm.DB) error {
+	d.ConfirmPhrase = allocator.ConfirmPhrase(host)
+	err = c.read(ctx, func(db *gorm.DB) error {
 		var dpuRows []models.Machine
-		if err := db.Where("machine_id IN ? AND kind = ?", ids, KindDPU).Order("serial_number").Find(&dpuRows).Error; err != nil {
+		if err := db.Where("machine_id IN ? AND kind = ?", ids, allocator.KindDPU).Order("serial_number").Find(&dpuRows).Error; err != nil {
 			return err
 		}
-		bs, err := bindingsOf(db, dpuRows)
+		bs, err := allocator.BindingsOf(db, dpuRows)
 		if err != nil {
 			return err
 		}
 		for _, b := range bs {
 			d.Bindings[b.MachineID] = b
 		}
-		if d.Values, err = a.heldValues(db, ids, names); err != nil {
+		if d.Values, err = c.heldValues(db, ids, names); err != nil {
 			return err
 		}
 		d.History, err = machineHistory(db, ids, d.ExpectedMachine, d.Values)
@@ -105,7 +107,7 @@ func (a *Allocator) MachineDetail(ctx context.Context, id string) (*MachineDetai
 	// A DPU's ExpectedMachine is the one that declares its serial when its
 	// host has none (a DPU discovered without a host, or misplaced).
 	if b, ok := d.Bindings[m.MachineID]; ok && d.ExpectedMachine == nil && b.ExpectedMachineID != nil {
-		if em, err := a.GetExpectedMachine(ctx, *b.ExpectedMachineID); err == nil {
+		if em, err := c.a.GetExpectedMachine(ctx, *b.ExpectedMachineID); err == nil {
 			d.ExpectedMachine = em
 		}
 	}
@@ -114,7 +116,7 @@ func (a *Allocator) MachineDetail(ctx context.Context, id string) (*MachineDetai
 
 // heldValues lists the allocations owned by the machines ids and the
 // values quarantined from them, in pool and value order.
-func (a *Allocator) heldValues(db *gorm.DB, ids []string, names map[string]string) ([]HeldValue, error) {
+func (c *Console) heldValues(db *gorm.DB, ids []string, names map[string]string) ([]HeldValue, error) {
 	type row struct {
 		models.Allocation
 		PoolName string
@@ -122,13 +124,13 @@ func (a *Allocator) heldValues(db *gorm.DB, ids []string, names map[string]strin
 	var rows []row
 	q := db.Raw(`SELECT a.*, p.name AS pool_name FROM allocations a JOIN pools p ON p.id = a.pool_id
 		WHERE (a.owner_type = ? AND a.owner_id IN ?) OR (a.former_owner_type = ? AND a.former_owner_id IN ?)
-		ORDER BY p.name, a.value_key`, OwnerTypeMachine, ids, OwnerTypeMachine, ids)
+		ORDER BY p.name, a.value_key`, allocator.OwnerTypeMachine, ids, allocator.OwnerTypeMachine, ids)
 	if err := q.Scan(&rows).Error; err != nil {
 		return nil, err
 	}
 	out := []HeldValue{}
 	for _, r := range rows {
-		if r.State == models.StateQuarantined && a.hold > 0 && r.QuarantinedAt != nil && !r.QuarantinedAt.After(a.now().Add(-a.hold)) {
+		if r.State == models.StateQuarantined && c.a.QuarantineLapsed(r.QuarantinedAt) {
 			continue
 		}
 		owner := deref(r.OwnerID)
@@ -141,69 +143,52 @@ func (a *Allocator) heldValues(db *gorm.DB, ids []string, names map[string]strin
 	return out, nil
 }
 
-// machineScope is what a machine's audit history covers: the machines
+// newMachineScope is what a machine's audit history covers: the machines
 // (the host or DPU and, for a host, its DPUs), the ExpectedMachine and the
 // values they hold or held. The machine page's History and the audit log
 // filtered by machine read the same scope, so they list the same events.
-type machineScope struct {
-	machines []string
-	expected string
-	values   []string
-}
-
-// where is the scope as one grouped condition (each branch an index probe
-// of audit_events (object_type, object_id)).
-func (s machineScope) where(db *gorm.DB) *gorm.DB {
-	g := db.Session(&gorm.Session{NewDB: true}).Where("(object_type = 'machine' AND object_id IN ?)", s.machines)
-	if s.expected != "" {
-		g = g.Or("(object_type = 'expected_machine' AND object_id = ?)", s.expected)
-	}
-	if len(s.values) > 0 {
-		g = g.Or("(object_type = 'allocation' AND object_id IN ?)", s.values)
-	}
-	return g
-}
-
-func newMachineScope(ids []string, em *ExpectedMachine, values []HeldValue) machineScope {
-	s := machineScope{machines: ids}
+func newMachineScope(ids []string, em *allocator.ExpectedMachine, values []HeldValue) allocator.EventScope {
+	s := allocator.EventScope{Machines: ids}
 	if em != nil {
-		s.expected = em.ID
+		s.Expected = em.ID
 	}
 	for _, v := range values {
-		s.values = append(s.values, v.Pool+"/"+v.Value)
+		s.Values = append(s.Values, v.Pool+"/"+v.Value)
 	}
 	return s
 }
 
-// machineEventScope resolves the audit scope of the machine id as the
-// machine page's History reads it. A machine that no longer exists (force
-// deleted) is its own events only: what is known of it.
-func (a *Allocator) machineEventScope(ctx context.Context, id string) (machineScope, error) {
-	d, err := a.MachineDetail(ctx, id)
+// MachineEventScope resolves the audit scope of the machine id as the
+// machine page's History reads it (for allocator.EventFilter.Scope). A
+// machine that no longer exists (force deleted) is its own events only:
+// what is known of it.
+func (c *Console) MachineEventScope(ctx context.Context, id string) (*allocator.EventScope, error) {
+	d, err := c.MachineDetail(ctx, id)
 	if err != nil {
-		if e, ok := AsError(err); ok && e.Code == CodeNotFound {
-			return machineScope{machines: []string{id}}, nil
+		if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeNotFound {
+			return &allocator.EventScope{Machines: []string{id}}, nil
 		}
-		return machineScope{}, err
+		return nil, err
 	}
 	ids := []string{d.Machine.MachineID}
-	if d.Machine.Kind == KindHost {
+	if d.Machine.Kind == allocator.KindHost {
 		for _, x := range d.Machine.DPUs {
 			ids = append(ids, x.MachineID)
 		}
 	}
-	return newMachineScope(ids, d.ExpectedMachine, d.Values), nil
+	s := newMachineScope(ids, d.ExpectedMachine, d.Values)
+	return &s, nil
 }
 
 // machineHistory is the newest audit events of the machines, their
 // ExpectedMachine and the values they hold.
-func machineHistory(db *gorm.DB, ids []string, em *ExpectedMachine, values []HeldValue) ([]Event, error) {
+func machineHistory(db *gorm.DB, ids []string, em *allocator.ExpectedMachine, values []HeldValue) ([]allocator.Event, error) {
 	var rows []models.AuditEvent
-	q := db.Model(&models.AuditEvent{}).Where(newMachineScope(ids, em, values).where(db))
+	q := db.Model(&models.AuditEvent{}).Where(newMachineScope(ids, em, values).Where(db))
 	if err := q.Order("id DESC").Limit(machineHistoryLimit).Find(&rows).Error; err != nil {
 		return nil, err
 	}
-	out := make([]Event, 0, len(rows))
+	out := make([]allocator.Event, 0, len(rows))
 	for i := range rows {
 		out = append(out, kernel.EventOut(&rows[i]))
 	}

@@ -1,4 +1,4 @@
-package allocator
+package console
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/models"
+
+	"github.com/ipledger/ipledger/allocator"
 )
 
 // The console lists hosts by the name it shows (names.go), not by
@@ -35,23 +37,23 @@ const hostNameKey = `LOWER(COALESCE(NULLIF(TRIM(em.metadata_name), ''), NULLIF(T
 // their DPUs, ordered by the name the console shows, then machine_id.
 // f.Cursor is the NextCursor of the previous page; a cursor this function
 // did not return is 422 invalid.
-func (a *Allocator) ListHostsByName(ctx context.Context, f MachineFilter) (*MachinePage, error) {
+func (c *Console) ListHostsByName(ctx context.Context, f allocator.MachineFilter) (*allocator.MachinePage, error) {
 	switch f.State {
-	case "", StateReady, StateDecommissioned:
+	case "", allocator.StateReady, allocator.StateDecommissioned:
 	default:
-		return nil, Errf(CodeInvalid, "state", "unknown state %q: want ready or decommissioned", f.State)
+		return nil, allocator.Errf(allocator.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", f.State)
 	}
 	var afterKey, afterID string
 	if f.Cursor != "" {
 		k, id, ok := decodeNameCursor(f.Cursor)
 		if !ok {
-			return nil, Errf(CodeInvalid, "cursor", "cursor %q is not one this list returned", f.Cursor)
+			return nil, allocator.Errf(allocator.CodeInvalid, "cursor", "cursor %q is not one this list returned", f.Cursor)
 		}
 		afterKey, afterID = k, id
 	}
 	f.Limit = clampLimit(f.Limit)
 	key := hostNameKey
-	if a.dialect == models.Postgres {
+	if c.a.Dialect() == models.Postgres {
 		key += ` COLLATE "C"`
 	}
 	type row struct {
@@ -59,11 +61,11 @@ func (a *Allocator) ListHostsByName(ctx context.Context, f MachineFilter) (*Mach
 		SortKey string
 	}
 	var rows []row
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := c.read(ctx, func(db *gorm.DB) error {
 		q := db.Table("machines AS m").
 			Select("m.*, "+key+" AS sort_key").
 			Joins("LEFT JOIN expected_machines em ON LOWER(em.bmc_mac_address) = m.bmc_mac_address").
-			Where("m.kind = ? AND m.host_machine_id IS NULL", KindHost)
+			Where("m.kind = ? AND m.host_machine_id IS NULL", allocator.KindHost)
 		if f.State != "" {
 			q = q.Where("m.state = ?", f.State)
 		}
@@ -75,7 +77,7 @@ func (a *Allocator) ListHostsByName(ctx context.Context, f MachineFilter) (*Mach
 	if err != nil {
 		return nil, err
 	}
-	page := &MachinePage{Items: []Machine{}}
+	page := &allocator.MachinePage{Items: []allocator.Machine{}}
 	if len(rows) > f.Limit {
 		rows = rows[:f.Limit]
 		last := rows[len(rows)-1]
@@ -85,7 +87,7 @@ func (a *Allocator) ListHostsByName(ctx context.Context, f MachineFilter) (*Mach
 	for i, r := range rows {
 		top[i] = r.Machine
 	}
-	items, err := a.machinesOut(ctx, a.db.WithContext(ctx), top)
+	items, err := c.a.MachinesOf(ctx, c.db.WithContext(ctx), top)
 	if err != nil {
 		return nil, err
 	}
@@ -96,16 +98,16 @@ func (a *Allocator) ListHostsByName(ctx context.Context, f MachineFilter) (*Mach
 // ListHostlessDPUs returns DPUs discovered without a known host, by serial
 // number, at most limit (clamped as every list) of them; more tells
 // whether some were left off.
-func (a *Allocator) ListHostlessDPUs(ctx context.Context, state string, limit int) (items []Machine, more bool, err error) {
+func (c *Console) ListHostlessDPUs(ctx context.Context, state string, limit int) (items []allocator.Machine, more bool, err error) {
 	switch state {
-	case "", StateReady, StateDecommissioned:
+	case "", allocator.StateReady, allocator.StateDecommissioned:
 	default:
-		return nil, false, Errf(CodeInvalid, "state", "unknown state %q: want ready or decommissioned", state)
+		return nil, false, allocator.Errf(allocator.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", state)
 	}
 	limit = clampLimit(limit)
 	var top []models.Machine
-	err = a.read(ctx, func(db *gorm.DB) error {
-		q := db.Where("kind = ? AND host_machine_id IS NULL", KindDPU)
+	err = c.read(ctx, func(db *gorm.DB) error {
+		q := db.Where("kind = ? AND host_machine_id IS NULL", allocator.KindDPU)
 		if state != "" {
 			q = q.Where("state = ?", state)
 		}
@@ -117,7 +119,7 @@ func (a *Allocator) ListHostlessDPUs(ctx context.Context, state string, limit in
 	if len(top) > limit {
 		top, more = top[:limit], true
 	}
-	items, err = a.machinesOut(ctx, a.db.WithContext(ctx), top)
+	items, err = c.a.MachinesOf(ctx, c.db.WithContext(ctx), top)
 	return items, more, err
 }
 
@@ -128,7 +130,7 @@ func encodeNameCursor(key, id string) string {
 
 func decodeNameCursor(c string) (key, id string, ok bool) {
 	k, id, found := strings.Cut(c, ".")
-	if !found || !machineIDRE.MatchString(id) {
+	if !found || !allocator.IsMachineID(id) {
 		return "", "", false
 	}
 	b, err := base64.RawURLEncoding.DecodeString(k)

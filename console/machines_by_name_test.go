@@ -1,10 +1,12 @@
-package allocator
+package console
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/ipledger/ipledger/allocator"
 )
 
 // TestHostsListedByName: the console's host list is ordered by the name it
@@ -13,24 +15,25 @@ import (
 // skipping a host across pages of every size; a DPU without a host is
 // never a host row but is listed apart; a forged cursor is 422.
 func TestHostsListedByName(t *testing.T) {
-	lcEach(t, lcOpts{autoV4: [2]string{"10.0.0.1", "10.0.0.60"}}, func(t *testing.T, s *lcSite) {
+	t.Parallel()
+	siteEach(t, siteOpts{autoV4: [2]string{"10.0.0.1", "10.0.0.60"}}, func(t *testing.T, s *site) {
 		// Names chosen so that machine_id order scatters them; two hosts
 		// share a name (the tie goes to machine_id); one host has no
 		// ExpectedMachine (named by chassis serial), one upper-cased.
 		names := []string{"r01-u11", "r02-u14", "r01-u12", "R01-u13", "r01-u12", "r03-u01", "r01-u02"}
 		for i, n := range names {
 			mac := fmt.Sprintf("0a:00:00:00:01:%02x", i)
-			if _, err := s.a.CreateExpectedMachine(s.ctx, ExpectedMachineSpec{BmcMacAddress: mac, ChassisSerialNumber: fmt.Sprintf("CH-%d", i),
-				Metadata: &Metadata{Name: n}}); err != nil {
+			if _, err := s.a.CreateExpectedMachine(s.ctx, allocator.ExpectedMachineSpec{BmcMacAddress: mac, ChassisSerialNumber: fmt.Sprintf("CH-%d", i),
+				Metadata: &allocator.Metadata{Name: n}}); err != nil {
 				t.Fatal(err)
 			}
 			s.report(mac, fmt.Sprintf("MTN%04d", i))
 		}
-		if _, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: "0a:00:00:00:01:99", ChassisSerialNumber: "r01-u05",
-			DPUs: []ReportDPU{{SerialNumber: "MTN0099"}}}); err != nil {
+		if _, err := s.a.Report(s.ctx, allocator.ReportSpec{BmcMacAddress: "0a:00:00:00:01:99", ChassisSerialNumber: "r01-u05",
+			DPUs: []allocator.ReportDPU{{SerialNumber: "MTN0099"}}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.a.Discover(s.ctx, DiscoverSpec{SerialNumber: "MTLONE01"}); err != nil {
+		if _, err := s.a.Discover(s.ctx, allocator.DiscoverSpec{SerialNumber: "MTLONE01"}); err != nil {
 			t.Fatal(err)
 		}
 		want := append([]string{"r01-u05"}, names...)
@@ -44,12 +47,12 @@ func TestHostsListedByName(t *testing.T) {
 				if pages > 20 {
 					t.Fatalf("limit %d: the pages never end", limit)
 				}
-				page, err := s.a.ListHostsByName(s.ctx, MachineFilter{Limit: limit, Cursor: cursor})
+				page, err := s.c.ListHostsByName(s.ctx, allocator.MachineFilter{Limit: limit, Cursor: cursor})
 				if err != nil {
 					t.Fatalf("limit %d: %v", limit, err)
 				}
 				for _, m := range page.Items {
-					if m.Kind != KindHost {
+					if m.Kind != allocator.KindHost {
 						t.Errorf("limit %d: a %s (%s) is listed as a host", limit, m.Kind, m.Name)
 					}
 					if seen[m.MachineID] {
@@ -68,11 +71,11 @@ func TestHostsListedByName(t *testing.T) {
 			}
 		}
 
-		dpus, more, err := s.a.ListHostlessDPUs(s.ctx, "", 10)
-		if err != nil || more || len(dpus) != 1 || dpus[0].SerialNumber != "MTLONE01" || dpus[0].Kind != KindDPU {
+		dpus, more, err := s.c.ListHostlessDPUs(s.ctx, "", 10)
+		if err != nil || more || len(dpus) != 1 || dpus[0].SerialNumber != "MTLONE01" || dpus[0].Kind != allocator.KindDPU {
 			t.Errorf("host-less DPUs: %+v more=%v err=%v", dpus, more, err)
 		}
-		_, err = s.a.ListHostsByName(s.ctx, MachineFilter{Cursor: "eA.fm100htnotanid"})
-		wantCode(t, err, CodeInvalid, "cursor")
+		_, err = s.c.ListHostsByName(s.ctx, allocator.MachineFilter{Cursor: "eA.fm100htnotanid"})
+		wantCode(t, err, allocator.CodeInvalid, "cursor")
 	})
 }

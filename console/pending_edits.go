@@ -1,4 +1,4 @@
-package allocator
+package console
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
+
+	"github.com/ipledger/ipledger/allocator"
 )
 
 // PendingLoopback is one family of an active DPU whose binding a proposed
@@ -38,18 +40,18 @@ type PendingLoopback struct {
 // current network configs. Nothing is written. Reservations that do not
 // parse are left to the validation; a spec without expected_dpus keeps
 // the stored list, so it proposes no change.
-func (a *Allocator) PendingLoopbacks(ctx context.Context, id string, spec ExpectedMachineSpec) ([]PendingLoopback, error) {
+func (c *Console) PendingLoopbacks(ctx context.Context, id string, spec allocator.ExpectedMachineSpec) ([]PendingLoopback, error) {
 	out := []PendingLoopback{}
 	if spec.ExpectedDpus == nil {
 		return out, nil
 	}
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := c.read(ctx, func(db *gorm.DB) error {
 		for i, d := range *spec.ExpectedDpus {
 			serial := strings.TrimSpace(d.SerialNumber)
 			if !ident.ValidSerial(serial) {
 				continue
 			}
-			mid := DPUMachineID(serial)
+			mid := allocator.DPUMachineID(serial)
 			var ncs []models.NetworkConfig
 			if err := db.Where("machine_id = ?", mid).Limit(1).Find(&ncs).Error; err != nil {
 				return err
@@ -57,7 +59,7 @@ func (a *Allocator) PendingLoopbacks(ctx context.Context, id string, spec Expect
 			if len(ncs) == 0 {
 				continue // not ingested: the reservation applies at ingestion
 			}
-			stored, err := expectedDpuBySerial(db, serial)
+			stored, err := allocator.ExpectedDpuBySerial(db, serial)
 			if err != nil {
 				return err
 			}
@@ -66,13 +68,13 @@ func (a *Allocator) PendingLoopbacks(ctx context.Context, id string, spec Expect
 				active, proposed *string
 				stored           *string
 			}{
-				{FamilyIPv4, "loopback_ip", ncs[0].LoopbackIP, canonicalOrNil(d.LoopbackIP), storedOf(stored, false)},
-				{FamilyIPv6, "loopback_ip_v6", ncs[0].LoopbackIPv6, canonicalOrNil(d.LoopbackIPv6), storedOf(stored, true)},
+				{allocator.FamilyIPv4, "loopback_ip", ncs[0].LoopbackIP, canonicalOrNil(d.LoopbackIP), storedOf(stored, false)},
+				{allocator.FamilyIPv6, "loopback_ip_v6", ncs[0].LoopbackIPv6, canonicalOrNil(d.LoopbackIPv6), storedOf(stored, true)},
 			} {
-				if f.proposed == nil && d.ipGiven(f.family) {
+				if f.proposed == nil && ipGiven(d, f.family) {
 					continue // malformed: the validation says so
 				}
-				if bindingStatus(f.active, f.proposed, true) != BindingPending {
+				if allocator.BindingStatus(f.active, f.proposed, true) != allocator.BindingPending {
 					continue
 				}
 				p := PendingLoopback{Index: i, Field: fmt.Sprintf("expected_dpus[%d].%s", i, f.field), Serial: serial, MachineID: mid,
@@ -92,9 +94,9 @@ func (a *Allocator) PendingLoopbacks(ctx context.Context, id string, spec Expect
 }
 
 // ipGiven reports a non-empty reservation text of one family.
-func (d ExpectedDpu) ipGiven(family string) bool {
+func ipGiven(d allocator.ExpectedDpu, family string) bool {
 	v := d.LoopbackIP
-	if family == FamilyIPv6 {
+	if family == allocator.FamilyIPv6 {
 		v = d.LoopbackIPv6
 	}
 	return v != nil && strings.TrimSpace(*v) != ""
@@ -104,7 +106,7 @@ func canonicalOrNil(s *string) *string {
 	if s == nil || strings.TrimSpace(*s) == "" {
 		return nil
 	}
-	a, err := parseAddr(strings.TrimSpace(*s))
+	a, err := allocator.CanonicalAddress(*s)
 	if err != nil {
 		return nil
 	}

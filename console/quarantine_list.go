@@ -1,4 +1,4 @@
-package allocator
+package console
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/models"
+
+	"github.com/ipledger/ipledger/allocator"
 )
 
 // QuarantinedValue is one quarantined value of the quarantine list: its
@@ -32,25 +34,25 @@ const quarantineListLimit = 1000
 
 // QuarantinedValues lists every quarantined value of every pool, oldest
 // first, at most limit (≤ 1000) of them.
-func (a *Allocator) QuarantinedValues(ctx context.Context, limit int) ([]QuarantinedValue, error) {
-	return a.quarantinedValues(ctx, limit, "")
+func (c *Console) QuarantinedValues(ctx context.Context, limit int) ([]QuarantinedValue, error) {
+	return c.quarantinedValues(ctx, limit, "")
 }
 
 // QuarantinedFromHost lists the values still quarantined from the deleted
 // host hostID and from its deleted DPUs (deleted_machines), oldest first.
-func (a *Allocator) QuarantinedFromHost(ctx context.Context, hostID string) ([]QuarantinedValue, error) {
-	return a.quarantinedValues(ctx, quarantineListLimit, hostID)
+func (c *Console) QuarantinedFromHost(ctx context.Context, hostID string) ([]QuarantinedValue, error) {
+	return c.quarantinedValues(ctx, quarantineListLimit, hostID)
 }
 
 // quarantinedValues is the quarantine list, of every pool or (hostID set)
 // of the values whose former owner is that host or one of its deleted
 // DPUs.
-func (a *Allocator) quarantinedValues(ctx context.Context, limit int, hostID string) ([]QuarantinedValue, error) {
+func (c *Console) quarantinedValues(ctx context.Context, limit int, hostID string) ([]QuarantinedValue, error) {
 	if limit <= 0 || limit > quarantineListLimit {
 		limit = quarantineListLimit
 	}
 	out := []QuarantinedValue{}
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := c.read(ctx, func(db *gorm.DB) error {
 		type row struct {
 			models.Allocation
 			PoolName string
@@ -61,22 +63,22 @@ func (a *Allocator) quarantinedValues(ctx context.Context, limit int, hostID str
 		if hostID != "" {
 			owners := db.Model(&models.DeletedMachine{}).Select("machine_id").
 				Where("machine_id = ? OR host_machine_id = ?", hostID, hostID)
-			q = q.Where("a.former_owner_type = ? AND a.former_owner_id IN (?)", OwnerTypeMachine, owners)
+			q = q.Where("a.former_owner_type = ? AND a.former_owner_id IN (?)", allocator.OwnerTypeMachine, owners)
 		}
-		if a.hold > 0 {
-			q = q.Where("a.quarantined_at > ?", a.now().Add(-a.hold))
+		if cut, ok := c.a.QuarantineCutoff(); ok {
+			q = q.Where("a.quarantined_at > ?", cut)
 		}
 		if err := q.Order("a.quarantined_at, p.name, a.value_key").Limit(limit).Scan(&rows).Error; err != nil {
 			return err
 		}
 		var ids, objs []string
 		for _, r := range rows {
-			if deref(r.FormerOwnerType) == OwnerTypeMachine {
+			if deref(r.FormerOwnerType) == allocator.OwnerTypeMachine {
 				ids = append(ids, deref(r.FormerOwnerID))
 			}
 			objs = append(objs, r.PoolName+"/"+r.Value)
 		}
-		names, kinds, err := machineNames(db, ids)
+		names, kinds, err := allocator.MachineNamesOf(db, ids)
 		if err != nil {
 			return err
 		}
@@ -98,15 +100,15 @@ func (a *Allocator) quarantinedValues(ctx context.Context, limit int, hostID str
 				Reason: deref(r.QuarantineReason), By: by[r.PoolName+"/"+r.Value]}
 			if r.QuarantinedAt != nil {
 				v.QuarantinedAt = r.QuarantinedAt.UTC()
-				if a.hold > 0 {
-					f := v.QuarantinedAt.Add(a.hold)
+				if hold := c.a.QuarantineHold(); hold > 0 {
+					f := v.QuarantinedAt.Add(hold)
 					v.FreesAt = &f
 				}
 			}
 			v.FormerOwner = deref(r.FormerOwnerType) + "/" + v.FormerOwnerID
-			if n := names[v.FormerOwnerID]; n != "" && deref(r.FormerOwnerType) == OwnerTypeMachine {
+			if n := names[v.FormerOwnerID]; n != "" && deref(r.FormerOwnerType) == allocator.OwnerTypeMachine {
 				v.FormerOwner = "host " + n
-				if kinds[v.FormerOwnerID] == KindDPU {
+				if kinds[v.FormerOwnerID] == allocator.KindDPU {
 					v.FormerOwner = "DPU " + n
 				}
 			}

@@ -1,4 +1,4 @@
-package allocator
+package console
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
+
+	"github.com/ipledger/ipledger/allocator"
 )
 
 // Search hit kinds, in the order the console lists their groups.
@@ -73,17 +75,17 @@ var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[
 // an address held by a DPU is that DPU. When nothing matches exactly, the
 // text is looked for inside names, serials and MACs of ExpectedMachines
 // and machines. Text longer than 200 characters is 422 invalid.
-func (a *Allocator) Search(ctx context.Context, q string) (*SearchResult, error) {
+func (c *Console) Search(ctx context.Context, q string) (*SearchResult, error) {
 	q = strings.TrimSpace(q)
 	res := &SearchResult{Query: q}
 	if q == "" {
 		return res, nil
 	}
 	if len(q) > 200 {
-		return nil, Errf(CodeInvalid, "q", "the search text is %d characters long; at most 200", len(q))
+		return nil, allocator.Errf(allocator.CodeInvalid, "q", "the search text is %d characters long; at most 200", len(q))
 	}
-	s := &searcher{a: a, ctx: ctx, res: res, seen: map[string]bool{}}
-	err := a.read(ctx, func(db *gorm.DB) error {
+	s := &searcher{c: c, ctx: ctx, res: res, seen: map[string]bool{}}
+	err := c.read(ctx, func(db *gorm.DB) error {
 		s.db = db
 		return s.run(q)
 	})
@@ -97,7 +99,7 @@ func (a *Allocator) Search(ctx context.Context, q string) (*SearchResult, error)
 }
 
 type searcher struct {
-	a    *Allocator
+	c    *Console
 	ctx  context.Context
 	db   *gorm.DB
 	res  *SearchResult
@@ -130,10 +132,10 @@ func (s *searcher) run(q string) error {
 			return s.byPrefix(p)
 		}
 	}
-	if addr, err := parseAddr(q); err == nil {
+	if addr, err := allocator.CanonicalAddress(q); err == nil {
 		return s.byAddress(addr.String())
 	}
-	if _, err := parseInteger(q); err == nil {
+	if _, err := allocator.ParseInteger(q); err == nil {
 		if err := s.byAddress(q); err != nil {
 			return err
 		}
@@ -164,7 +166,7 @@ func (s *searcher) byMAC(mac string) error {
 		return err
 	}
 	for _, em := range ems {
-		s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: ExpectedMachineName(em.MetadataName, em.BmcMacAddress),
+		s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: allocator.ExpectedMachineName(em.MetadataName, em.BmcMacAddress),
 			Detail: "BMC MAC " + mac + ", not ingested yet", Exact: true})
 	}
 	return nil
@@ -175,9 +177,9 @@ func (s *searcher) byMAC(mac string) error {
 // owner's allocation, the ExpectedMachine that reserves it, or the pool
 // it is free in.
 func (s *searcher) byAddress(v string) error {
-	info, err := s.a.LookupAddress(s.ctx, v)
+	info, err := s.c.a.LookupAddress(s.ctx, v)
 	if err != nil {
-		if e, ok := AsError(err); ok && e.Code == CodeInvalid {
+		if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeInvalid {
 			return nil
 		}
 		return err
@@ -187,7 +189,7 @@ func (s *searcher) byAddress(v string) error {
 		switch e.Kind {
 		case "allocation":
 			held[e.Pool] = true
-			if deref(e.OwnerType) == OwnerTypeMachine {
+			if deref(e.OwnerType) == allocator.OwnerTypeMachine {
 				if ok, err := s.machineHit(deref(e.OwnerID), "holds "+e.Value+" in "+e.Pool); err != nil || ok {
 					if err != nil {
 						return err
@@ -208,7 +210,7 @@ func (s *searcher) byAddress(v string) error {
 			continue
 		}
 		held[e.Pool] = true
-		if ok, err := s.machineHit(DPUMachineID(e.SerialNumber), "reserves "+e.Value+" in "+e.Pool); err != nil {
+		if ok, err := s.machineHit(allocator.DPUMachineID(e.SerialNumber), "reserves "+e.Value+" in "+e.Pool); err != nil {
 			return err
 		} else if ok {
 			continue
@@ -240,13 +242,12 @@ func (s *searcher) byPrefix(p netip.Prefix) error {
 	}
 	for i := range pools {
 		pl := &pools[i]
-		sp := spaceOf(pl)
-		first, last, ok := prefixKeys(sp, p)
+		first, last, ok := allocator.PrefixKeys(pl, p)
 		if !ok {
 			continue
 		}
 		var n int64
-		if err := s.db.Model(&models.PoolRange{}).Where("pool_id = ? AND first_key <= ? AND last_key >= ?", pl.ID, last.key(), first.key()).Count(&n).Error; err != nil {
+		if err := s.db.Model(&models.PoolRange{}).Where("pool_id = ? AND first_key <= ? AND last_key >= ?", pl.ID, last, first).Count(&n).Error; err != nil {
 			return err
 		}
 		if n == 0 {
@@ -255,9 +256,9 @@ func (s *searcher) byPrefix(p netip.Prefix) error {
 		s.add(SearchHit{Kind: HitPool, ID: pl.Name, Name: pl.Name, Pool: pl.Name, Value: p.Masked().String(),
 			Detail: fmt.Sprintf("%d range(s) overlap %s: every value held inside it, on the pool's page", n, p.Masked())})
 		var rows []models.Allocation
-		q := s.db.Where("pool_id = ? AND value_key >= ? AND value_key <= ?", pl.ID, first.key(), last.key())
-		if s.a.hold > 0 {
-			q = q.Where("(state <> ? OR quarantined_at > ?)", models.StateQuarantined, s.a.now().Add(-s.a.hold))
+		q := s.db.Where("pool_id = ? AND value_key >= ? AND value_key <= ?", pl.ID, first, last)
+		if cut, ok := s.c.a.QuarantineCutoff(); ok {
+			q = q.Where("(state <> ? OR quarantined_at > ?)", models.StateQuarantined, cut)
 		}
 		if err := q.Order("value_key").Limit(searchLimit + 1).Find(&rows).Error; err != nil {
 			return err
@@ -279,14 +280,14 @@ func (s *searcher) byPrefix(p netip.Prefix) error {
 // byText: serials, chassis serials, machine ids, ExpectedMachine names and
 // ids, pool names — exact, each an index probe.
 func (s *searcher) byText(q string) error {
-	if machineIDRE.MatchString(q) {
+	if allocator.IsMachineID(q) {
 		if _, err := s.machineHit(q, "machine_id"); err != nil {
 			return err
 		}
 	}
 	if ident.ValidSerial(q) {
 		for _, serial := range uniq(q, strings.ToUpper(q)) {
-			if ok, err := s.machineHit(DPUMachineID(serial), "DPU serial "+serial); err != nil {
+			if ok, err := s.machineHit(allocator.DPUMachineID(serial), "DPU serial "+serial); err != nil {
 				return err
 			} else if ok {
 				continue
@@ -304,7 +305,7 @@ func (s *searcher) byText(q string) error {
 	}
 	for _, c := range uniq(q, strings.ToUpper(q)) {
 		var hosts []models.Machine
-		if err := s.db.Where("chassis_serial_number = ? AND kind = ?", c, KindHost).Limit(searchLimit).Find(&hosts).Error; err != nil {
+		if err := s.db.Where("chassis_serial_number = ? AND kind = ?", c, allocator.KindHost).Limit(searchLimit).Find(&hosts).Error; err != nil {
 			return err
 		}
 		for _, h := range hosts {
@@ -357,7 +358,7 @@ func (s *searcher) partial(q string) error {
 	if macFragmentRE.MatchString(q) {
 		q = strings.ToLower(strings.ReplaceAll(q, "-", ":"))
 	}
-	page, err := s.a.ListExpectedMachines(s.ctx, ExpectedMachineFilter{Search: q, Limit: searchLimit})
+	page, err := s.c.a.ListExpectedMachines(s.ctx, allocator.ExpectedMachineFilter{Search: q, Limit: searchLimit})
 	if err != nil {
 		return err
 	}
@@ -368,17 +369,17 @@ func (s *searcher) partial(q string) error {
 			return err
 		}
 		if len(hosts) > 0 {
-			s.add(SearchHit{Kind: HitHost, ID: hosts[0].MachineID, Detail: "ExpectedMachine " + ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)})
+			s.add(SearchHit{Kind: HitHost, ID: hosts[0].MachineID, Detail: "ExpectedMachine " + allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)})
 			continue
 		}
-		s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress),
+		s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress),
 			Detail: "BMC MAC " + em.BmcMacAddress + ", not ingested yet"})
 	}
 	if page.NextCursor != "" {
 		s.res.More = true
 	}
 	contains := "instr(lower(%s), ?) > 0"
-	if s.a.dialect == models.Postgres {
+	if s.c.a.Dialect() == models.Postgres {
 		contains = "strpos(lower(%s), ?) > 0"
 	}
 	c := func(col string) string { return fmt.Sprintf(contains, col) }
@@ -393,7 +394,7 @@ func (s *searcher) partial(q string) error {
 	}
 	for _, m := range rows {
 		kind, d := HitHost, "chassis serial "+m.ChassisSerialNumber
-		if m.Kind == KindDPU {
+		if m.Kind == allocator.KindDPU {
 			kind, d = HitDPU, "DPU serial "+deref(m.SerialNumber)
 		}
 		s.add(SearchHit{Kind: kind, ID: m.MachineID, Detail: d})
@@ -408,7 +409,7 @@ func (s *searcher) machineHit(id, detail string) (bool, error) {
 		return false, err
 	}
 	kind := HitHost
-	if rows[0].Kind == KindDPU {
+	if rows[0].Kind == allocator.KindDPU {
 		kind = HitDPU
 	}
 	s.add(SearchHit{Kind: kind, ID: id, Detail: detail, Exact: true})
@@ -422,7 +423,7 @@ func (s *searcher) emHit(id, detail string, exact bool) error {
 		return err
 	}
 	for _, em := range ems {
-		s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: ExpectedMachineName(em.MetadataName, em.BmcMacAddress), Detail: detail, Exact: exact})
+		s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: allocator.ExpectedMachineName(em.MetadataName, em.BmcMacAddress), Detail: detail, Exact: exact})
 	}
 	return nil
 }
@@ -438,7 +439,7 @@ func (s *searcher) emOrHost(em *models.ExpectedMachine, detail string) error {
 		s.add(SearchHit{Kind: HitHost, ID: hosts[0].MachineID, Detail: detail, Exact: true})
 		return nil
 	}
-	s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: ExpectedMachineName(em.MetadataName, em.BmcMacAddress),
+	s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: allocator.ExpectedMachineName(em.MetadataName, em.BmcMacAddress),
 		Detail: detail + ", not ingested yet", Exact: true})
 	return nil
 }
@@ -451,7 +452,7 @@ func (s *searcher) name() error {
 			ids = append(ids, h.ID)
 		}
 	}
-	names, err := s.a.MachineNames(s.ctx, ids)
+	names, err := s.c.a.MachineNames(s.ctx, ids)
 	if err != nil {
 		return err
 	}

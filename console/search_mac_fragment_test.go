@@ -1,6 +1,10 @@
-package allocator
+package console
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/ipledger/ipledger/allocator"
+)
 
 // TestSearchFindsPartOfAMACWithDashes: the header search finds part of a
 // BMC MAC typed with '-' in any case (00-00-02), as it does with ':' and
@@ -8,7 +12,8 @@ import "testing"
 // hit is its host, for another the ExpectedMachine, and for a host
 // without an ExpectedMachine the host itself.
 func TestSearchFindsPartOfAMACWithDashes(t *testing.T) {
-	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
+	t.Parallel()
+	siteEach(t, siteOpts{}, func(t *testing.T, s *site) {
 		crSite(t, s)
 		em2, err := s.a.GetExpectedMachine(s.ctx, "0a:00:00:00:00:02")
 		if err != nil {
@@ -16,11 +21,11 @@ func TestSearchFindsPartOfAMACWithDashes(t *testing.T) {
 		}
 		for q, want := range map[string]SearchHit{
 			"00-00-02": {Kind: HitExpectedMachine, ID: em2.ID},
-			"00-00-01": {Kind: HitHost, ID: HostMachineID("0a:00:00:00:00:01")},
-			"0A-00-00": {Kind: HitHost, ID: HostMachineID("0a:00:00:00:00:01")},
-			"00-00-09": {Kind: HitHost, ID: HostMachineID("0a:00:00:00:00:09")},
+			"00-00-01": {Kind: HitHost, ID: allocator.HostMachineID("0a:00:00:00:00:01")},
+			"0A-00-00": {Kind: HitHost, ID: allocator.HostMachineID("0a:00:00:00:00:01")},
+			"00-00-09": {Kind: HitHost, ID: allocator.HostMachineID("0a:00:00:00:00:09")},
 		} {
-			r, err := s.a.Search(s.ctx, q)
+			r, err := s.c.Search(s.ctx, q)
 			if err != nil {
 				t.Fatalf("search %q: %v", q, err)
 			}

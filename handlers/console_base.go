@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/views"
 	"github.com/ipledger/ipledger/webhook"
@@ -27,6 +28,9 @@ import (
 // its field; without JavaScript every form posts and redirects (303).
 type Console struct {
 	A *allocator.Allocator
+	// Reads are the console's read models over A (search, the fleet,
+	// the machine page, pending edits, quarantine and host lists).
+	Reads *console.Console
 	// Auth keeps tokens and sessions (sign-in, the key that seals
 	// console state).
 	Auth *auth.Service

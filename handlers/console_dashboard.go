@@ -59,7 +59,7 @@ func (h *Console) NOC(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f, err := h.A.Fleet(Ctx(c), 6)
+	f, err := h.Reads.Fleet(Ctx(c), 6)
 	if err != nil {
 		return err
 	}

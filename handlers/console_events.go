@@ -32,9 +32,14 @@ func (h *Console) Events(c echo.Context) error {
 		ObjectType: c.QueryParam("object_type"), ObjectID: c.QueryParam("object_id"),
 		Since: c.QueryParam("since"), Until: c.QueryParam("until"), Machine: c.QueryParam("machine")}
 	f := allocator.EventFilter{Actor: v.Filter.Actor, Action: v.Filter.Action, ObjectType: v.Filter.ObjectType,
-		ObjectID: v.Filter.ObjectID, Machine: v.Filter.Machine, Limit: 100, Cursor: c.QueryParam("cursor")}
+		ObjectID: v.Filter.ObjectID, Limit: 100, Cursor: c.QueryParam("cursor")}
 	if v.Filter.Machine != "" {
 		v.Filter.MachineName = h.machineName(c, v.Filter.Machine)
+		scope, err := h.Reads.MachineEventScope(Ctx(c), v.Filter.Machine)
+		if err != nil {
+			return err
+		}
+		f.Scope = scope
 	}
 	for _, p := range []struct {
 		name, val string

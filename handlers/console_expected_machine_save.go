@@ -67,7 +67,7 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 		}
 		return render(c, status, views.EMFormPage(v))
 	}
-	pending, perr := h.A.PendingLoopbacks(Ctx(c), f.ID, f.Spec(pw))
+	pending, perr := h.Reads.PendingLoopbacks(Ctx(c), f.ID, f.Spec(pw))
 	if perr != nil {
 		return perr
 	}

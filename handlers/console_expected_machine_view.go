@@ -27,7 +27,7 @@ func (h *Console) ExpectedMachine(c echo.Context) error {
 		// Its host was deleted: name it as it was, link its page (its
 		// history) and list what was quarantined from it.
 		v.DeletedHost = d
-		if v.Quarantined, err = h.A.QuarantinedFromHost(Ctx(c), d.MachineID); err != nil {
+		if v.Quarantined, err = h.Reads.QuarantinedFromHost(Ctx(c), d.MachineID); err != nil {
 			return err
 		}
 	} else if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeNotFound {

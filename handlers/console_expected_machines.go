@@ -144,10 +144,10 @@ func (h *Console) ValidateExpectedMachine(c echo.Context) error {
 
 // pendingMessages are the warnings beside the reservation fields of the
 // form's DPUs that are active and would keep another value
-// (allocator.PendingLoopbacks): shown before saving, as the binding rules
+// (console.PendingLoopbacks): shown before saving, as the binding rules
 // decide.
 func (h *Console) pendingMessages(c echo.Context, f views.EMForm, pw string) (views.FieldMessages, error) {
-	ps, err := h.A.PendingLoopbacks(Ctx(c), f.ID, f.Spec(pw))
+	ps, err := h.Reads.PendingLoopbacks(Ctx(c), f.ID, f.Spec(pw))
 	if err != nil {
 		return nil, err
 	}

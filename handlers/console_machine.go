@@ -9,11 +9,11 @@ import (
 	"github.com/ipledger/ipledger/views"
 )
 
-// Machine: GET /machines/:id — one host or DPU (allocator.MachineDetail):
+// Machine: GET /machines/:id — one host or DPU (console.MachineDetail):
 // state, ExpectedMachine, DPUs with network configs and bindings, every
 // value held, history, and the actions its state and the role allow.
 func (h *Console) Machine(c echo.Context) error {
-	d, err := h.A.MachineDetail(Ctx(c), Param(c, "id"))
+	d, err := h.Reads.MachineDetail(Ctx(c), Param(c, "id"))
 	if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeNotFound {
 		// A deleted machine's link opens what is known of it.
 		if gone, gerr := h.A.GetDeletedMachine(Ctx(c), Param(c, "id")); gerr == nil {
@@ -46,7 +46,7 @@ func (h *Console) Machine(c echo.Context) error {
 // deletedMachine is the page of a deleted machine: the name it had, when
 // and by whom it was deleted, its host, and its audit history.
 func (h *Console) deletedMachine(c echo.Context, d *allocator.DeletedMachine) error {
-	page, err := h.A.ListEvents(Ctx(c), allocator.EventFilter{Machine: d.MachineID, Limit: 100})
+	page, err := h.A.ListEvents(Ctx(c), allocator.EventFilter{Scope: &allocator.EventScope{Machines: []string{d.MachineID}}, Limit: 100})
 	if err != nil {
 		return err
 	}

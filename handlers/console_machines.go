@@ -15,9 +15,9 @@ import (
 func (h *Console) Machines(c echo.Context) error {
 	v := views.MachinesView{Page: h.page(c, "Machines", "machines"), State: c.QueryParam("state")}
 	cursor := c.QueryParam("cursor")
-	page, err := h.A.ListHostsByName(Ctx(c), allocator.MachineFilter{State: v.State, Limit: 100, Cursor: cursor})
+	page, err := h.Reads.ListHostsByName(Ctx(c), allocator.MachineFilter{State: v.State, Limit: 100, Cursor: cursor})
 	if err == nil && cursor == "" {
-		v.Hostless, v.HostlessMore, err = h.A.ListHostlessDPUs(Ctx(c), v.State, 100)
+		v.Hostless, v.HostlessMore, err = h.Reads.ListHostlessDPUs(Ctx(c), v.State, 100)
 	}
 	status := http.StatusOK
 	if err != nil {

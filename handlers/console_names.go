@@ -4,6 +4,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -43,7 +44,7 @@ func (h *Console) eventNames(c echo.Context, events []allocator.Event, extra []s
 }
 
 // machineIDsOf lists a machine page's machines (itself, its host, its DPUs).
-func machineIDsOf(d *allocator.MachineDetail) []string {
+func machineIDsOf(d *console.MachineDetail) []string {
 	ids := []string{d.Machine.MachineID}
 	for _, x := range d.Machine.DPUs {
 		ids = append(ids, x.MachineID)

@@ -12,7 +12,7 @@ import (
 // the host or DPU it came from (by the name it had), when and by whom it
 // was quarantined and when it frees itself; admins unquarantine from here.
 func (h *Console) Quarantine(c echo.Context) error {
-	vals, err := h.A.QuarantinedValues(Ctx(c), 0)
+	vals, err := h.Reads.QuarantinedValues(Ctx(c), 0)
 	if err != nil {
 		return err
 	}

@@ -8,12 +8,12 @@ import (
 	"github.com/ipledger/ipledger/views"
 )
 
-// Search: GET /search?q= — the header's search box (allocator.Search): one
+// Search: GET /search?q= — the header's search box (console.Search): one
 // exact match redirects to its page (303), several are listed by kind.
 func (h *Console) Search(c echo.Context) error {
 	v := views.SearchView{Page: h.page(c, "Search", "")}
 	v.Query = c.QueryParam("q")
-	res, err := h.A.Search(Ctx(c), v.Query)
+	res, err := h.Reads.Search(Ctx(c), v.Query)
 	status := http.StatusOK
 	if err != nil {
 		if !isFormError(err) {

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/console"
 )
 
 func TestDiffListsChangedFieldsAndRedactsSecrets(t *testing.T) {
@@ -64,7 +64,7 @@ func TestObjectURLsAndOwnerNames(t *testing.T) {
 	if got := n.OwnerText("machine", "fm100dsgoneaaaaaaaaaaaaaaaaaaaaaaaaaaa"); got != "machine fm100dsgonea…aaaaaa" {
 		t.Errorf("a machine that is gone: %q", got)
 	}
-	if HitURL(allocator.SearchHit{Kind: allocator.HitAllocation, Pool: "lo-ip", Value: "10.0.0.1"}) != "/pools/lo-ip?value=10.0.0.1" {
+	if HitURL(console.SearchHit{Kind: console.HitAllocation, Pool: "lo-ip", Value: "10.0.0.1"}) != "/pools/lo-ip?value=10.0.0.1" {
 		t.Error("allocation hit URL")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/console"
 )
 
 // DpuRow is one ExpectedDpu row of the form. Key is a random id that ties
@@ -333,9 +334,9 @@ func (f EMForm) SpecIndex(i int) int {
 }
 
 // Warnings places the allocator's pending-binding warnings
-// (allocator.PendingLoopbacks) beside their reservation fields: element
+// (console.PendingLoopbacks) beside their reservation fields: element
 // "warn-dpu-<key>-loopback_ip" of the row.
-func (f EMForm) Warnings(ps []allocator.PendingLoopback) FieldMessages {
+func (f EMForm) Warnings(ps []console.PendingLoopback) FieldMessages {
 	out := FieldMessages{}
 	for _, p := range ps {
 		id := f.EMErrorID(p.Field)

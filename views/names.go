@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/console"
 )
 
 // The console's links and names. Every id, pool, value and owner on a page
@@ -56,15 +57,15 @@ func (n Names) OwnerText(ownerType, ownerID string) string {
 }
 
 // HitURL is the page of a search hit.
-func HitURL(h allocator.SearchHit) string {
+func HitURL(h console.SearchHit) string {
 	switch h.Kind {
-	case allocator.HitHost, allocator.HitDPU:
+	case console.HitHost, console.HitDPU:
 		return MachineURL(h.ID)
-	case allocator.HitExpectedMachine:
+	case console.HitExpectedMachine:
 		return ExpectedMachineURL(h.ID)
-	case allocator.HitAllocation:
+	case console.HitAllocation:
 		return ValueURL(h.Pool, h.Value)
-	case allocator.HitPool:
+	case console.HitPool:
 		if h.Value != "" {
 			return ValueURL(h.Pool, h.Value)
 		}
@@ -115,15 +116,15 @@ func BindingAdvice(status string) string {
 // HitKindLabel is a search group's heading.
 func HitKindLabel(kind string) string {
 	switch kind {
-	case allocator.HitHost:
+	case console.HitHost:
 		return "Hosts"
-	case allocator.HitDPU:
+	case console.HitDPU:
 		return "DPUs"
-	case allocator.HitExpectedMachine:
+	case console.HitExpectedMachine:
 		return "Expected machines"
-	case allocator.HitAllocation:
+	case console.HitAllocation:
 		return "Pool values"
-	case allocator.HitPool:
+	case console.HitPool:
 		return "Pools"
 	}
 	return kind

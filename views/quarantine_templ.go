@@ -12,14 +12,14 @@ import templruntime "github.com/a-h/templ/runtime"
 import (
 	"time"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/console"
 )
 
 // QuarantineView is the quarantine list: every quarantined value of every
 // pool.
 type QuarantineView struct {
 	Page
-	Values []allocator.QuarantinedValue
+	Values []console.QuarantinedValue
 	Hold   time.Duration
 }
 

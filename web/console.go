@@ -64,7 +64,7 @@ func (s *Server) ConsoleQueryRoles() []QueryRole {
 // consoleHandlers builds the console's handlers with the login page's
 // options and the sessions page's store.
 func (s *Server) consoleHandlers(store *sessions) *handlers.Console {
-	h := &handlers.Console{A: s.a, Auth: s.auth, Feed: s.cfg.Feed, Hooks: s.cfg.Webhooks, SecureCookies: s.cfg.SecureCookies}
+	h := &handlers.Console{A: s.a, Reads: s.reads, Auth: s.auth, Feed: s.cfg.Feed, Hooks: s.cfg.Webhooks, SecureCookies: s.cfg.SecureCookies}
 	id := s.cfg.Identity
 	h.SignIn.NoTokenForm = id.NoTokenLogin
 	if id.OIDC != nil {

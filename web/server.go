@@ -19,6 +19,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/webhook"
@@ -71,6 +72,7 @@ type Config struct {
 type Server struct {
 	e       *echo.Echo
 	a       *allocator.Allocator
+	reads   *console.Console // the console's read models over a
 	auth    *auth.Service
 	log     *slog.Logger
 	api     *handlers.API
@@ -123,7 +125,7 @@ func New(cfg Config) *Server {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	s := &Server{e: e, a: cfg.Allocator, auth: cfg.Auth, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator, Feed: cfg.Feed, Hooks: cfg.Webhooks, StreamKeepAlive: cfg.StreamKeepAlive}, cfg: cfg}
+	s := &Server{e: e, a: cfg.Allocator, reads: console.New(cfg.Allocator), auth: cfg.Auth, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator, Feed: cfg.Feed, Hooks: cfg.Webhooks, StreamKeepAlive: cfg.StreamKeepAlive}, cfg: cfg}
 	s.metrics = cfg.Metrics
 	s.metrics.watch(cfg.Allocator, cfg.Feed, cfg.Webhooks)
 	e.HTTPErrorHandler = s.handleError

@@ -1,0 +1,84 @@
+package allocator
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// The allocator's read API for the read models outside the package (package
+// console): the few derivations a page needs that only the allocator can
+// make, each over a handle the caller reads with (kernel.Read on DB()).
+// Nothing here writes.
+
+// QuarantineCutoff is the time at or before which a quarantine has lapsed
+// (the value is free again), and false when quarantines never lapse by
+// themselves (no hold configured).
+func (a *Allocator) QuarantineCutoff() (time.Time, bool) {
+	if a.hold <= 0 {
+		return time.Time{}, false
+	}
+	return a.now().Add(-a.hold), true
+}
+
+// QuarantineLapsed reports whether a value quarantined at at is free again
+// (its hold has passed).
+func (a *Allocator) QuarantineLapsed(at *time.Time) bool {
+	cut, ok := a.QuarantineCutoff()
+	return ok && at != nil && !at.After(cut)
+}
+
+// MachinesOf renders machine rows read with db as the API shows them:
+// hosts with their DPUs (by serial number), DPUs with their network config.
+func (a *Allocator) MachinesOf(ctx context.Context, db *gorm.DB, rows []models.Machine) ([]Machine, error) {
+	return a.machinesOut(ctx, db, rows)
+}
+
+// BindingsOf computes the bindings of DPU rows read with db, with a fixed
+// number of queries per batch.
+func BindingsOf(db *gorm.DB, dpus []models.Machine) ([]Binding, error) {
+	return bindingsOf(db, dpus)
+}
+
+// BindingStatus is the status of one family of a DPU's binding from its
+// active and reserved values (docs/api.md).
+func BindingStatus(active, reserved *string, poolExists bool) string {
+	return bindingStatus(active, reserved, poolExists)
+}
+
+// ExpectedDpuBySerial finds the ExpectedDpu of a serial (globally unique)
+// with db, or nil.
+func ExpectedDpuBySerial(db *gorm.DB, serial string) (*models.ExpectedDpu, error) {
+	return expectedDpuBySerial(db, serial)
+}
+
+// MachineNamesOf is MachineNames over the handle db; kinds maps each id
+// found to its kind (host or dpu).
+func MachineNamesOf(db *gorm.DB, ids []string) (names, kinds map[string]string, err error) {
+	return machineNames(db, ids)
+}
+
+// IsMachineID reports whether s has the shape of a machine_id.
+func IsMachineID(s string) bool { return machineIDRE.MatchString(s) }
+
+// ParseInteger reads a non-negative integer value as integer pools hold
+// them: decimal or 0x hex.
+func ParseInteger(s string) (uint64, error) {
+	u, err := parseInteger(s)
+	return u.lo, err
+}
+
+// PrefixKeys is the value_key range of the values of pool p inside prefix
+// (addresses of an ipv4 or ipv6 pool, block starts of an ipv6prefix pool);
+// ok is false when prefix is of another family than the pool.
+func PrefixKeys(p *models.Pool, prefix netip.Prefix) (first, last string, ok bool) {
+	f, l, ok := prefixKeys(spaceOf(p), prefix)
+	if !ok {
+		return "", "", false
+	}
+	return f.key(), l.key(), true
+}

@@ -1,0 +1,46 @@
+// Package console holds the operator console's read models: the header
+// search, the wallboard's fleet summary, the machine page, the pending-edit
+// warnings of the ExpectedMachine form, the quarantine list and the hosts
+// listed by name. Each reads the database with kernel.Read and derives
+// what only the domain can say (names, bindings, lapsed quarantines,
+// machine rendering) through the allocator's read API; nothing here
+// writes, and the allocator never imports this package.
+package console
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
+)
+
+// Console serves the console's read models over one allocator.
+type Console struct {
+	a  *allocator.Allocator
+	db *gorm.DB
+}
+
+// New returns the read models over the allocator's database.
+func New(a *allocator.Allocator) *Console { return &Console{a: a, db: a.DB()} }
+
+// read runs fn with a read-only handle, mapping database errors.
+func (c *Console) read(ctx context.Context, fn func(db *gorm.DB) error) error {
+	return kernel.Read(ctx, c.db, fn)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// clampLimit is a list's page size: 100 by default, at most 1000.
+func clampLimit(n int) int {
+	if n <= 0 {
+		return 100
+	}
+	return min(n, 1000)
+}
