@@ -89,7 +89,7 @@ func (a *Allocator) Allocate(ctx context.Context, pool string, owner Owner, requ
 	if err := owner.Validate(); err != nil {
 		return Allocation{}, false, err
 	}
-	if strings.TrimSpace(requested) == "" {
+	if strings.TrimSpace(requested) == "" && a.path != PathSingle {
 		return a.allocateAuto(ctx, pool, owner)
 	}
 	return a.allocateOne(ctx, pool, owner, requested)

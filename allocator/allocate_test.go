@@ -577,10 +577,10 @@ func TestLookupAcrossPools(t *testing.T) {
 // requested), releases, quarantines and unquarantines over adjacent auto
 // and explicit ranges; after every step the run_end flags must be exact
 // and every automatic allocation must return the brute-force lowest free
-// value.
+// value. It runs on every path an allocator can be forced to take.
 func TestAllocateRandomizedAgainstModel(t *testing.T) {
 	t.Parallel()
-	fndEach(t, func(t *testing.T, f *fnd) {
+	fndEachPath(t, func(t *testing.T, f *fnd) {
 		f.mkPool("p", "integer", 0, rng("0", "9", true), rng("10", "19", false), rng("20", "34", true), rng("35", "39", true))
 		isAuto := func(v int) bool { return v < 10 || v >= 20 }
 		held := map[int]string{} // value → owner ("" for quarantined)

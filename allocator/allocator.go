@@ -68,6 +68,10 @@ type Options struct {
 	// change feed numbers the write's audit events at once instead of at
 	// its next poll).
 	OnCommit func()
+	// ForcePath makes every automatic allocation take one path (tests and
+	// benchmarks: path.go); empty lets the allocator choose. New panics
+	// on an unknown path.
+	ForcePath Path
 }
 
 // Allocator is the one path for every write to pool state.
@@ -80,6 +84,8 @@ type Allocator struct {
 	onChange      func(pool, action string)
 	onGroupCommit func(pool string, size int, took time.Duration)
 	onCommit      func()
+	// path is Options.ForcePath.
+	path Path
 
 	// qmu guards queues: the automatic allocations waiting per pool for
 	// their batch (group commit, groupcommit.go).
@@ -90,7 +96,10 @@ type Allocator struct {
 	// sharedSQLAlone makes a group of one use the statement of larger
 	// groups (tests).
 	sharedSQLAlone bool
-	queues         map[string]*allocQueue
+	// testGuardDrop, set by tests only, leaves the guard clause of that
+	// name out of the guessed INSERT (guardClauses).
+	testGuardDrop string
+	queues        map[string]*allocQueue
 	// guesses keeps each pool's guess for its next batch between leaders
 	// (groupcommit_guess.go), also under qmu.
 	guesses map[string]groupGuess
@@ -107,6 +116,9 @@ type Allocator struct {
 	// sent in a group of two or more (groupcommit_shared.go), batches the
 	// PostgreSQL path committed (groupcommit_pg.go).
 	guessHits, guessMisses, sharedGroupCommits, pgFastGroups atomic.Int64
+	// guessRollbacks counts the misses that rolled back on a constraint
+	// (an owner already holding a value) rather than failing the guard.
+	guessRollbacks atomic.Int64
 	// testHookGroupCommitFail and testHookReportBatchFail, set by tests before
 	// the allocator is used, can fail an allocation batch's or a report
 	// batch's transaction, given the number of its requests.
@@ -117,8 +129,12 @@ type Allocator struct {
 // New returns an Allocator over a migrated database.
 func New(db *gorm.DB, opts Options) *Allocator {
 	a := &Allocator{db: db, dialect: models.DialectOf(db), hold: opts.QuarantineHold, now: opts.Now, log: opts.Logger, onChange: opts.OnChange,
-		onGroupCommit: opts.OnGroupCommit, onCommit: opts.OnCommit,
-		queues: map[string]*allocQueue{}, guesses: map[string]groupGuess{}}
+		onGroupCommit: opts.OnGroupCommit, onCommit: opts.OnCommit, path: opts.ForcePath,
+		sharedSQLAlone: opts.ForcePath == PathGroupShared,
+		queues:         map[string]*allocQueue{}, guesses: map[string]groupGuess{}}
+	if err := opts.ForcePath.valid(); err != nil {
+		panic(err)
+	}
 	// Stored times are compared as text on SQLite: keep them all in UTC
 	// whatever zone the caller's clock uses, and in microseconds, as
 	// PostgreSQL stores them, so that the answer to a write shows the same

@@ -7,6 +7,7 @@ package allocator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -187,14 +188,22 @@ func (f *fnd) unchanged(before snapshot, what string) {
 // is true exactly when the next value of the space is not a row.
 func (f *fnd) checkRunEnds(pool string) {
 	f.t.Helper()
+	if err := f.runEndsWrong(pool); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// runEndsWrong is checkRunEnds's finding, nil when every run-end flag of
+// pool is exact.
+func (f *fnd) runEndsWrong(pool string) error {
 	var p models.Pool
 	if err := f.db.Where("name = ?", pool).Take(&p).Error; err != nil {
-		f.t.Fatal(err)
+		return err
 	}
 	sp := spaceOf(&p)
 	var rows []models.Allocation
 	if err := f.db.Where("pool_id = ?", p.ID).Order("value_key").Find(&rows).Error; err != nil {
-		f.t.Fatal(err)
+		return err
 	}
 	held := map[string]bool{}
 	for _, r := range rows {
@@ -207,9 +216,10 @@ func (f *fnd) checkRunEnds(pool string) {
 			want = !held[n.key()]
 		}
 		if r.RunEnd != want {
-			f.t.Fatalf("pool %s value %s: run_end=%t, want %t", pool, r.Value, r.RunEnd, want)
+			return fmt.Errorf("pool %s value %s: run_end=%t, want %t", pool, r.Value, r.RunEnd, want)
 		}
 	}
+	return nil
 }
 
 func (f *fnd) countRows(model any, where string, args ...any) int64 {

@@ -228,7 +228,7 @@ func (a *Allocator) runGroupCommitOn(lc *leaderConn, pool string, batch []*alloc
 		err     = errGeneralPath
 	)
 	earlierTry := false
-	if a.dialect == models.Postgres {
+	if a.dialect == models.Postgres && a.path.pgPipelines() {
 		results, err = a.groupCommitPG(ctx, lc, pool, owners, now)
 		if _, final := AsError(err); err != nil && !final && !errors.Is(err, errGeneralPath) {
 			earlierTry = true

@@ -224,7 +224,7 @@ func (s *groupGuess) window(n int) (keys, vals []string) {
 // outcome is not known to be "nothing written" (e.g. the connection broke
 // during COMMIT), for the caller's usual handling.
 func (a *Allocator) groupCommitGuessed(ctx context.Context, pc *pgx.Conn, guess *groupGuess, pool string, reqs []autoOwner, now time.Time) (res []allocResult, done bool, err error) {
-	if !guess.ok || a.hold > 0 || guess.p.Name != pool {
+	if !guess.ok || a.hold > 0 || guess.p.Name != pool || !a.path.guesses() {
 		return nil, false, nil
 	}
 	res = make([]allocResult, len(reqs))
@@ -290,6 +290,7 @@ func (a *Allocator) groupCommitGuessed(ctx context.Context, pc *pgx.Conn, guess 
 			// An owner already holds a value (or the guess collided with
 			// a value stored meanwhile): the transaction rolled back.
 			missed()
+			a.guessRollbacks.Add(1)
 			return nil, false, rollbackIfOpen(ctx, pc)
 		}
 		return nil, false, err

@@ -1,5 +1,7 @@
 package allocator
 
+import "strings"
+
 // guessedInsertSharedSQL is the guarded INSERT of groupcommit_guess.go for the guessed
 // batches of two or more pools (a commit group, groupcommit_shared.go): every
 // pool's guard is evaluated, and its rows written, on their own, so the
@@ -28,25 +30,19 @@ package allocator
 // $3/$4, so that an index past the window is NULL as in an array of its
 // own) of the value before F. g holds the guard ok of each pool; F and the
 // n-1 values after it are the pool's new values if ok.
-var guessedInsertSharedSQL = `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $5::int[], $6::int[],
+var guessedInsertSharedSQL = guessedInsertShared("")
+
+// guessedInsertShared is guessedInsertSharedSQL with the guard clause
+// named drop left out (tests: guardClauseNames; "" for none).
+func guessedInsertShared(drop string) string {
+	return `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $5::int[], $6::int[],
     $7::text[], $8::text[], $9::int[], $10::int[], $11::text[], $12::text[])
   WITH ORDINALITY AS p(pid, at, wo, wl, rf, rl, m, n, oprefix, dcol, j)),
 f AS MATERIALIZED (SELECT p.*, ($3::text[])[p.wo + 1 : p.wo + p.wl] AS wk, ($4::text[])[p.wo + 1 : p.wo + p.wl] AS wv,
-    CASE WHEN COALESCE(` + gFirstFrom("p.pid", "p.rf") + ` = p.rf, false)
-    THEN array_position(($3::text[])[p.wo + 1 : p.wo + p.wl], ` + gRunEndFrom("p.pid", "p.rf") + `)
-    ELSE array_position(($3::text[])[p.wo + 1 : p.wo + p.wl], p.rf) - 1 END AS s1
+    ` + guessS1("p.pid", "p.rf", "($3::text[])[p.wo + 1 : p.wo + p.wl]") + ` AS s1
   FROM p),
 g AS MATERIALIZED (SELECT f.j, f.pid, f.at, f.n, f.oprefix, f.wk, f.wv, f.s1, x.gap, (
-  f.s1 BETWEEN 1 AND f.m
-  AND NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = f.pid AND r.auto_assign AND r.first_key < f.rf
-    AND NOT COALESCE(` + gFirstFrom("f.pid", "r.first_key") + ` = r.first_key AND ` + gRunEndFrom("f.pid", "r.first_key") + ` >= r.last_key, false))
-  AND EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = f.pid AND r.auto_assign AND r.first_key = f.rf AND r.last_key = f.rl)
-  AND f.wk[f.s1 + f.n] <= f.rl
-  AND (x.gap IS NULL OR x.gap > f.wk[f.s1 + f.n])
-  AND CASE f.dcol
-    WHEN 'loopback_ip_key' THEN NOT EXISTS (SELECT 1 FROM expected_dpus WHERE loopback_ip_key = ANY(f.wk[f.s1 + 1 : f.s1 + f.n]))
-    WHEN 'loopback_ip_v6_key' THEN NOT EXISTS (SELECT 1 FROM expected_dpus WHERE loopback_ip_v6_key = ANY(f.wk[f.s1 + 1 : f.s1 + f.n]))
-    ELSE true END
+  ` + guardSQL(sharedGuard, drop) + `
   ) IS TRUE AS ok
   FROM f CROSS JOIN LATERAL (SELECT ` + gFirstFrom("f.pid", "f.wk[f.s1 + 1]") + ` AS gap) x),
 o AS (SELECT * FROM unnest($13::int[], $14::int[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],
@@ -69,6 +65,7 @@ aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, ob
   WHERE g.ok
   ORDER BY o.ord)
 SELECT pool_id, id, value_key, value, run_end FROM ins`
+}
 
 // guessedInsertOneSQL is the guarded INSERT of a group of one pool whose values ExpectedDpus
 // may declare in column col ("" for none). Parameters: $1 pool id, $2
@@ -85,28 +82,13 @@ SELECT pool_id, id, value_key, value, run_end FROM ins`
 // run of held values starting there (run-end flags are exact). s1 is the
 // index of the value before F in the window; F and the n-1 values after it
 // are the batch's, if the guard g holds.
-func guessedInsertOneSQL(col string) string {
-	firstFrom := func(from string) string {
-		return `(SELECT value_key FROM allocations WHERE pool_id = $1 AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
-	}
-	runEndFrom := func(from string) string {
-		return `(SELECT value_key FROM allocations WHERE pool_id = $1 AND run_end AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
-	}
-	declared := ""
-	if col != "" {
-		declared = `
-  AND NOT EXISTS (SELECT 1 FROM expected_dpus WHERE ` + col + ` = ANY(($3::text[])[f.s1 + 1 : f.s1 + cardinality($5::text[])]))`
-	}
-	return `WITH f AS MATERIALIZED (SELECT CASE WHEN COALESCE(` + firstFrom("$12::text") + ` = $12::text, false)
-    THEN array_position($3::text[], ` + runEndFrom("$12::text") + `)
-    ELSE array_position($3::text[], $12::text) - 1 END AS s1),
+func guessedInsertOneSQL(col, drop string) string {
+	firstFrom := func(from string) string { return gFirstFrom("$1", from) }
+	g := guardTerms{pid: "$1", rf: "$12::text", rl: "$13::text", maxS1: "$14::int", n: "cardinality($5::text[])",
+		wk: "($3::text[])", declared: declaredNone(col, "($3::text[])", "cardinality($5::text[])")}
+	return `WITH f AS MATERIALIZED (SELECT ` + guessS1("$1", "$12::text", "$3::text[]") + ` AS s1),
 g AS MATERIALIZED (SELECT f.s1, x.gap, (
-  f.s1 BETWEEN 1 AND $14::int
-  AND NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = $1 AND r.auto_assign AND r.first_key < $12::text
-    AND NOT COALESCE(` + firstFrom("r.first_key") + ` = r.first_key AND ` + runEndFrom("r.first_key") + ` >= r.last_key, false))
-  AND EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = $1 AND r.auto_assign AND r.first_key = $12::text AND r.last_key = $13::text)
-  AND ($3::text[])[f.s1 + cardinality($5::text[])] <= $13::text
-  AND (x.gap IS NULL OR x.gap > ($3::text[])[f.s1 + cardinality($5::text[])])` + declared + `
+  ` + guardSQL(g, drop) + `
   ) IS TRUE AS ok
   FROM f CROSS JOIN LATERAL (SELECT ` + firstFrom("($3::text[])[f.s1 + 1]") + ` AS gap) x),
 ins AS (
@@ -134,4 +116,95 @@ func gFirstFrom(pid, from string) string {
 
 func gRunEndFrom(pid, from string) string {
 	return `(SELECT value_key FROM allocations WHERE pool_id = ` + pid + ` AND run_end AND value_key >= ` + from + ` ORDER BY value_key LIMIT 1)`
+}
+
+// The guard of the guessed INSERT, one text for both statements: each
+// clause is a named condition over the terms the statement binds, so that
+// a test can leave any one out and watch a check fail
+// (TestGroupCommitGuardClausesAreNeeded).
+
+// guardTerms are the SQL expressions a guard is written over: the pool's
+// id, the guessed range's first and last keys, the largest index the value
+// before the lowest free one may have in the window, the number of new
+// values, the window's keys (an array), and the declared-values clause.
+// s1 (the window index of the value before the lowest free one) and gap
+// (the lowest held value at or after it) are always f.s1 and x.gap.
+type guardTerms struct {
+	pid, rf, rl, maxS1, n, wk, declared string
+}
+
+// sharedGuard is the guard's terms in guessedInsertSharedSQL.
+var sharedGuard = guardTerms{pid: "f.pid", rf: "f.rf", rl: "f.rl", maxS1: "f.m", n: "f.n", wk: "f.wk",
+	declared: `CASE f.dcol` + declaredCase("loopback_ip_key") + declaredCase("loopback_ip_v6_key") + `
+    ELSE true END`}
+
+func declaredCase(col string) string {
+	return `
+    WHEN '` + col + `' THEN ` + declaredNone(col, "f.wk", "f.n")
+}
+
+// declaredNone says no ExpectedDpu declares one of the n values from the
+// lowest free one in column col (true when col is "").
+func declaredNone(col, wk, n string) string {
+	if col == "" {
+		return "true"
+	}
+	return `NOT EXISTS (SELECT 1 FROM expected_dpus WHERE ` + col + ` = ANY(` + wk + `[f.s1 + 1 : f.s1 + ` + n + `]))`
+}
+
+// guardClause is one condition of the guard.
+type guardClause struct {
+	name string
+	sql  func(g guardTerms) string
+}
+
+// guardClauses are the guard's conditions, all needed for the guessed
+// values to be what the general gap search would pick.
+var guardClauses = []guardClause{
+	// The value before the lowest free one is in the window's first part
+	// (so the free value has a value before it, whose run end clears).
+	{"window", func(g guardTerms) string { return `f.s1 BETWEEN 1 AND ` + g.maxS1 }},
+	// Every auto range before the guessed one is full.
+	{"earlier ranges full", func(g guardTerms) string {
+		return `NOT EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = ` + g.pid + ` AND r.auto_assign AND r.first_key < ` + g.rf + `
+    AND NOT COALESCE(` + gFirstFrom(g.pid, "r.first_key") + ` = r.first_key AND ` + gRunEndFrom(g.pid, "r.first_key") + ` >= r.last_key, false))`
+	}},
+	// The guessed range is unchanged and still auto_assign.
+	{"range unchanged", func(g guardTerms) string {
+		return `EXISTS (SELECT 1 FROM pool_ranges r WHERE r.pool_id = ` + g.pid + ` AND r.auto_assign AND r.first_key = ` + g.rf + ` AND r.last_key = ` + g.rl + `)`
+	}},
+	// The n values from the lowest free one are in the range …
+	{"values in range", func(g guardTerms) string { return g.wk + `[f.s1 + ` + g.n + `] <= ` + g.rl }},
+	// … and free: the next held value lies above them.
+	{"values free", func(g guardTerms) string {
+		return `(x.gap IS NULL OR x.gap > ` + g.wk + `[f.s1 + ` + g.n + `])`
+	}},
+	// No ExpectedDpu declares one of them.
+	{"not declared", func(g guardTerms) string { return g.declared }},
+}
+
+// guardSQL is the guard over g: its clauses joined by AND, without the one
+// named drop (tests; "" keeps them all). A dropped clause is still sent,
+// always true, so that the statement binds the same parameters.
+func guardSQL(g guardTerms, drop string) string {
+	var parts []string
+	for _, c := range guardClauses {
+		if c.name == drop {
+			parts = append(parts, `CASE WHEN `+c.sql(g)+` THEN true ELSE true END`)
+			continue
+		}
+		parts = append(parts, c.sql(g))
+	}
+	return strings.Join(parts, "\n  AND ")
+}
+
+// guessS1 is the window index (in the array wk) of the value before the
+// lowest free value of pool pid's range starting at rf, found as the gap
+// search does: the range's first value if it is free, else the value after
+// the end of the run of held values starting there (run-end flags are
+// exact).
+func guessS1(pid, rf, wk string) string {
+	return `CASE WHEN COALESCE(` + gFirstFrom(pid, rf) + ` = ` + rf + `, false)
+    THEN array_position(` + wk + `, ` + gRunEndFrom(pid, rf) + `)
+    ELSE array_position(` + wk + `, ` + rf + `) - 1 END`
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // checkRangeCounts fails unless range_counts matches the allocations in
@@ -15,6 +16,14 @@ import (
 // on PostgreSQL, row triggers on SQLite).
 func (f *fnd) checkRangeCounts(pool string) {
 	f.t.Helper()
+	if err := f.rangeCountsWrong(pool); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// rangeCountsWrong is checkRangeCounts's finding, nil when the counts are
+// exact.
+func (f *fnd) rangeCountsWrong(pool string) error {
 	type row struct {
 		RangeID               int64
 		Allocated, Counted    int64
@@ -26,13 +35,14 @@ func (f *fnd) checkRangeCounts(pool string) {
 	  (SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'quarantined') AS q_counted
 	  FROM pool_ranges r JOIN pools p ON p.id = r.pool_id JOIN range_counts c ON c.range_id = r.id WHERE p.name = ?`, pool).Scan(&rows).Error
 	if err != nil {
-		f.t.Fatal(err)
+		return err
 	}
 	for _, r := range rows {
 		if r.Allocated != r.Counted || r.Quarantined != r.QCounted {
-			f.t.Fatalf("range %d: range_counts says %d allocated / %d quarantined, the rows %d / %d", r.RangeID, r.Allocated, r.Quarantined, r.Counted, r.QCounted)
+			return fmt.Errorf("range %d: range_counts says %d allocated / %d quarantined, the rows %d / %d", r.RangeID, r.Allocated, r.Quarantined, r.Counted, r.QCounted)
 		}
 	}
+	return nil
 }
 
 // The one-round-trip batch (groupcommit_guess.go) gives exactly what the general
@@ -253,25 +263,56 @@ func TestGroupCommitGuessTwoLeadersOnePool(t *testing.T) {
 // (the guess fails and nothing is written from it) and the batch then
 // gets what the oracle says: a lower value released or unquarantined,
 // another process's allocation of the guessed value, an ExpectedDpu
-// declaring it, a new auto_assign range below it, its range flipped to
-// explicit, the range filled by another process, and an owner of the batch
-// that already holds a value. (Another process's allocations that only
+// declaring it, a held value right after a free guessed one, a new
+// auto_assign range below it, its range flipped to explicit, the range
+// filled by another process — each by the guard, not by a constraint
+// rolling the transaction back — and an owner of the group commit that
+// already holds a value (rolled back on the owner key). (Another process's allocations that only
 // move the lowest free value up within the window are not a miss:
 // TestGroupCommitGuessWindow.)
 func TestGroupCommitGuessGuardCatches(t *testing.T) {
-	cases := []struct {
-		name      string
-		interfere func(f *fnd, other *Allocator)
-		owners    []string
-	}{
-		{"lower value released", func(f *fnd, _ *Allocator) { f.release(PoolLoopbackV4, "10.0.0.65", "w1") }, nil},
-		{"range's first value released", func(f *fnd, _ *Allocator) { f.release(PoolLoopbackV4, "10.0.0.64", "w0") }, nil},
+	for _, tc := range guardCases() {
+		for _, grouped := range []bool{false, true} {
+			name := tc.name
+			if grouped {
+				name += " (statement of groups)"
+			}
+			t.Run(name, func(t *testing.T) {
+				fndEach(t, func(t *testing.T, f *fnd) {
+					f.a.sharedSQLAlone = grouped
+					if err := f.runGuardCase(tc); err != nil {
+						t.Fatal(err)
+					}
+				})
+			})
+		}
+	}
+}
+
+// guardCase is a change made between two guessed group commits of
+// PoolLoopbackV4 that the guard must catch, and the owners of the
+// commit after it.
+type guardCase struct {
+	name      string
+	interfere func(f *fnd, other *Allocator)
+	owners    []string
+	// early interferes right after a first group commit of one owner
+	// (w0, the range's first value), which leaves the guess at the
+	// range's second value; the explicit range then ends just below the
+	// guessed range, its last value held.
+	early bool
+}
+
+func guardCases() []guardCase {
+	return []guardCase{
+		{"lower value released", func(f *fnd, _ *Allocator) { f.release(PoolLoopbackV4, "10.0.0.65", "w1") }, nil, false},
+		{"range's first value released", func(f *fnd, _ *Allocator) { f.release(PoolLoopbackV4, "10.0.0.64", "w0") }, nil, false},
 		{"lower value unquarantined", func(f *fnd, _ *Allocator) {
 			f.quarantine(PoolLoopbackV4, "10.0.0.66")
 			if err := f.a.Unquarantine(f.ctx, PoolLoopbackV4, "10.0.0.66"); err != nil {
 				f.t.Fatal(err)
 			}
-		}, nil},
+		}, nil, false},
 		{"another process allocated beyond the window", func(f *fnd, other *Allocator) {
 			// The pool's lowest free value moves past the window: the
 			// range is full, the next one is an explicit range.
@@ -283,18 +324,29 @@ func TestGroupCommitGuessGuardCatches(t *testing.T) {
 			if _, err := f.a.AddRange(f.ctx, PoolLoopbackV4, rng("10.0.1.0", "10.0.1.15", true)); err != nil {
 				f.t.Fatal(err)
 			}
-		}, nil},
-		{"guessed value declared", func(f *fnd, _ *Allocator) { f.declare("DECL-NEXT", "10.0.0.69", "") }, nil},
+		}, nil, false},
+		{"guessed value declared", func(f *fnd, _ *Allocator) { f.declare("DECL-NEXT", "10.0.0.69", "") }, nil, false},
+		{"held value right after a free guessed value", func(f *fnd, other *Allocator) {
+			// Another process takes the guessed value and the next, then
+			// frees the guessed one: the lowest free value is where the
+			// guess says, but the one after it is held.
+			for _, o := range []string{"e0", "e1"} {
+				if _, _, err := other.Allocate(f.ctx, PoolLoopbackV4, own(o), ""); err != nil {
+					f.t.Fatal(err)
+				}
+			}
+			f.release(PoolLoopbackV4, "10.0.0.69", "e0")
+		}, nil, false},
 		{"auto range added below", func(f *fnd, _ *Allocator) {
 			if _, err := f.a.AddRange(f.ctx, PoolLoopbackV4, rng("10.0.0.32", "10.0.0.39", true)); err != nil {
 				f.t.Fatal(err)
 			}
-		}, nil},
+		}, nil, false},
 		{"range below flipped to auto_assign", func(f *fnd, _ *Allocator) {
 			if _, err := f.a.UpdateRange(f.ctx, PoolLoopbackV4, mustRangeID(f, 0), RangeUpdate{AutoAssign: bptr(true)}); err != nil {
 				f.t.Fatal(err)
 			}
-		}, nil},
+		}, nil, false},
 		{"guessed range flipped to explicit", func(f *fnd, _ *Allocator) {
 			if _, err := f.a.AddRange(f.ctx, PoolLoopbackV4, rng("10.0.1.0", "10.0.1.15", true)); err != nil {
 				f.t.Fatal(err)
@@ -302,66 +354,121 @@ func TestGroupCommitGuessGuardCatches(t *testing.T) {
 			if _, err := f.a.UpdateRange(f.ctx, PoolLoopbackV4, mustRangeID(f, 1), RangeUpdate{AutoAssign: bptr(false)}); err != nil {
 				f.t.Fatal(err)
 			}
-		}, nil},
-		{"owner already holds", func(*fnd, *Allocator) {}, []string{"x1", "w2", "x2"}},
+		}, nil, false},
+		{"owner already holds", func(*fnd, *Allocator) {}, []string{"x1", "w2", "x2"}, false},
+		{"range's first value released just below the guess", func(f *fnd, _ *Allocator) {
+			// The lowest free value is the value before the guess, the
+			// first of the window: the value before it (in the explicit
+			// range) would keep its run end.
+			f.release(PoolLoopbackV4, "10.0.0.64", "w0")
+		}, nil, true},
 	}
-	for _, tc := range cases {
+}
+
+// runGuardCase runs tc on f: two group commits on the leader's guess, tc's
+// change, a third commit; it returns what went wrong — an answer unlike
+// the oracle's, the guard not catching the change (on PostgreSQL: the
+// guess must fail its guard, or for an owner already holding a value roll
+// back on the owner key), wrong run ends or range counts.
+func (f *fnd) runGuardCase(tc guardCase) error {
+	if tc.early {
+		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.48", "10.0.0.63", false), rng("10.0.0.64", "10.0.0.95", true))
+		f.alloc(PoolLoopbackV4, "manual", "10.0.0.63")
+	} else {
+		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.0", "10.0.0.15", false), rng("10.0.0.64", "10.0.0.95", true))
+	}
+	other := New(f.db, Options{Now: f.clock.Now})
+	lc := &leaderConn{}
+	defer lc.drop()
+	run := func(owners ...string) ([]*allocReq, error) {
+		want := f.oracleFirstFree(PoolLoopbackV4, len(owners))
+		reqs := f.groupOf(owners...)
+		f.a.runGroupCommitOn(lc, PoolLoopbackV4, reqs)
+		k := 0
+		var err error
+		for _, rq := range reqs {
+			<-rq.done
+			switch {
+			case err != nil:
+			case rq.err != nil:
+				err = fmt.Errorf("%s: %w", rq.owner.ID, rq.err)
+			case rq.created && (k >= len(want) || rq.out.Value != want[k]):
+				err = fmt.Errorf("%s got %s, want the oracle's %v", rq.owner.ID, rq.out.Value, want[min(k, len(want)):])
+			case rq.created:
+				k++
+			}
+		}
+		if err == nil {
+			err = f.runEndsWrong(PoolLoopbackV4)
+		}
+		return reqs, err
+	}
+	pg := models.DialectOf(f.db) == models.Postgres
+	if tc.early {
+		if _, err := run("w0"); err != nil {
+			return err
+		}
+	} else {
+		if _, err := run("w0", "w1", "w2"); err != nil {
+			return err
+		}
+		hits := f.a.guessHits.Load()
+		if _, err := run("w3", "w4"); err != nil {
+			return err
+		}
+		if pg && f.a.guessHits.Load() != hits+1 {
+			return fmt.Errorf("the second group commit did not commit on the guess")
+		}
+	}
+	tc.interfere(f, other)
+	misses, rollbacks := f.a.guessMisses.Load(), f.a.guessRollbacks.Load()
+	owners := tc.owners
+	if owners == nil {
+		owners = []string{"x1", "x2", "x3"}
+	}
+	reqs, err := run(owners...)
+	if err != nil {
+		return err
+	}
+	wantRollbacks := rollbacks
+	if tc.owners != nil {
+		wantRollbacks++ // an owner holds a value: the owner key, not the guard
+	}
+	if pg && (f.a.guessMisses.Load() != misses+1 || f.a.guessRollbacks.Load() != wantRollbacks) {
+		return fmt.Errorf("the guard did not catch it (misses %d → %d, rollbacks %d → %d, want %d)",
+			misses, f.a.guessMisses.Load(), rollbacks, f.a.guessRollbacks.Load(), wantRollbacks)
+	}
+	for _, rq := range reqs {
+		if rq.owner.ID == "w2" && (rq.created || rq.out.Value != "10.0.0.66") {
+			return fmt.Errorf("w2 holds 10.0.0.66, got %s created=%t", rq.out.Value, rq.created)
+		}
+	}
+	return f.rangeCountsWrong(PoolLoopbackV4)
+}
+
+// Every clause of the guard is needed: with any one left out of the
+// guessed INSERT (both statements), some change of guardCases goes
+// uncaught or an answer, a run end or a range count goes wrong.
+func TestGroupCommitGuardClausesAreNeeded(t *testing.T) {
+	t.Parallel()
+	for _, c := range guardClauses {
 		for _, grouped := range []bool{false, true} {
-			name := tc.name
+			name := c.name
 			if grouped {
 				name += " (statement of groups)"
 			}
 			t.Run(name, func(t *testing.T) {
-				fndEach(t, func(t *testing.T, f *fnd) {
+				t.Parallel()
+				for _, tc := range guardCases() {
+					f := newFnd(t, dbtest.Open(t, models.Postgres), 0)
 					f.a.sharedSQLAlone = grouped
-					f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.0", "10.0.0.15", false), rng("10.0.0.64", "10.0.0.95", true))
-					other := New(f.db, Options{Now: f.clock.Now})
-					lc := &leaderConn{}
-					defer lc.drop()
-					run := func(owners ...string) []*allocReq {
-						want := f.oracleFirstFree(PoolLoopbackV4, len(owners))
-						reqs := f.groupOf(owners...)
-						f.a.runGroupCommitOn(lc, PoolLoopbackV4, reqs)
-						k := 0
-						for _, rq := range reqs {
-							<-rq.done
-							if rq.err != nil {
-								t.Fatalf("%s: %v", rq.owner.ID, rq.err)
-							}
-							if rq.created {
-								if rq.out.Value != want[k] {
-									t.Fatalf("%s got %s, want %s", rq.owner.ID, rq.out.Value, want[k])
-								}
-								k++
-							}
-						}
-						f.checkRunEnds(PoolLoopbackV4)
-						return reqs
+					f.a.testGuardDrop = c.name
+					if err := f.runGuardCase(tc); err != nil {
+						t.Logf("without %q, %q fails: %v", c.name, tc.name, err)
+						return
 					}
-					run("w0", "w1", "w2")
-					hits := f.a.guessHits.Load()
-					run("w3", "w4")
-					pg := models.DialectOf(f.db) == models.Postgres
-					if pg && f.a.guessHits.Load() != hits+1 {
-						t.Fatal("the second batch did not commit on the guess")
-					}
-					tc.interfere(f, other)
-					misses := f.a.guessMisses.Load()
-					owners := tc.owners
-					if owners == nil {
-						owners = []string{"x1", "x2", "x3"}
-					}
-					reqs := run(owners...)
-					if pg && f.a.guessMisses.Load() != misses+1 {
-						t.Fatalf("the guard did not catch it (misses %d → %d)", misses, f.a.guessMisses.Load())
-					}
-					for _, rq := range reqs {
-						if rq.owner.ID == "w2" && (rq.created || rq.out.Value != "10.0.0.66") {
-							t.Fatalf("w2 holds 10.0.0.66, got %s created=%t", rq.out.Value, rq.created)
-						}
-					}
-					f.checkRangeCounts(PoolLoopbackV4)
-				})
+				}
+				t.Fatalf("with the clause %q left out of the guard, every case still passes", c.name)
 			})
 		}
 	}

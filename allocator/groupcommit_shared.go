@@ -164,10 +164,14 @@ func (a *Allocator) sendShared(pc *pgx.Conn, group []*guessCall) {
 	one := len(group) == 1 && !a.sharedSQLAlone
 	if one {
 		c := group[0]
-		b.Queue(guessedInsertOneSQL(c.col), c.p.ID, c.now, c.keys, c.vals, c.ots, c.ois, c.actors, c.rids, c.pres, c.sufs,
+		b.Queue(guessedInsertOneSQL(c.col, a.testGuardDrop), c.p.ID, c.now, c.keys, c.vals, c.ots, c.ois, c.actors, c.rids, c.pres, c.sufs,
 			c.p.Name+"/", c.rFirst, c.rLast, c.maxS1, c.roles)
 	} else {
-		b.Queue(guessedInsertSharedSQL, sharedArgs(group)...)
+		sql := guessedInsertSharedSQL
+		if a.testGuardDrop != "" {
+			sql = guessedInsertShared(a.testGuardDrop)
+		}
+		b.Queue(sql, sharedArgs(group)...)
 	}
 	b.Queue("commit")
 	br := pc.SendBatch(ctx, b)
