@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ipledger/ipledger/ident"
 )
@@ -73,8 +75,15 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 		}
 	}
 	r.username = text("bmc_username", s.BmcUsername, emMaxText)
+	visible("bmc_username", r.username, false)
 	if s.BmcPassword != nil && *s.BmcPassword != "" {
 		pw := text("bmc_password", *s.BmcPassword, emMaxText)
+		// PostgreSQL text cannot hold a NUL, SQLite's can: refused on both
+		// alike, and the message never repeats the password.
+		if i := strings.IndexFunc(pw, unicode.IsControl); i >= 0 {
+			c, _ := utf8.DecodeRuneInString(pw[i:])
+			ps.add(Errf(CodeInvalid, r.f("bmc_password"), "bmc_password holds the control character U+%04X at byte %d; want no control characters", c, i))
+		}
 		r.password = &pw
 	}
 	r.chassis = text("chassis_serial_number", strings.TrimSpace(s.ChassisSerialNumber), emMaxText)

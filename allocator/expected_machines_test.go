@@ -833,3 +833,32 @@ func TestVisibleTextOnEveryHostField(t *testing.T) {
 		f.emCreate(spec)
 	})
 }
+
+// A NUL or other control character in the BMC credentials is refused
+// alike on both databases (PostgreSQL text cannot hold a NUL at all), with
+// a 422 naming the field, never echoing the password, and nothing stored.
+func TestBmcCredentialsRefuseControlCharacters(t *testing.T) {
+	t.Parallel()
+	fndEach(t, func(t *testing.T, f *fnd) {
+		f.emCreate(emSpec("0a:00:00:00:00:01"))
+		before := f.emSnap()
+		for field, set := range map[string]func(*ExpectedMachineSpec){
+			"bmc_username": func(s *ExpectedMachineSpec) { s.BmcUsername = "ad\x00min" },
+			"bmc_password": func(s *ExpectedMachineSpec) { s.BmcPassword = sp("s3cret\x00pw") },
+		} {
+			spec := emSpec("0a:00:00:00:00:02")
+			set(&spec)
+			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
+			wantField(t, err, CodeInvalid, field)
+			if err != nil && strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("the refusal repeats the password: %v", err)
+			}
+		}
+		if after := f.emSnap(); after != before {
+			t.Fatalf("refused credentials changed the ExpectedMachines:\n%s\n%s", before, after)
+		}
+		spec := emSpec("0a:00:00:00:00:03")
+		spec.BmcUsername, spec.BmcPassword = "Zürich-admin", sp("pä ss;w0rd!")
+		f.emCreate(spec)
+	})
+}
