@@ -66,7 +66,7 @@ type apiDoc struct {
 
 var errorText = map[int]string{
 	400: "bad_request: the body is not parseable (not JSON, wrong media type)",
-	401: "unauthorized: no token, or an unknown or revoked one",
+	401: "unauthorized: no token (the example), or an unknown or revoked one (message `unknown token`)",
 	403: "forbidden: the token's role is below the route's",
 	404: "not_found: no such object",
 	409: "conflict, not_available, pool_exhausted or not_owner: the request collides with stored state",
