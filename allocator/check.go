@@ -44,6 +44,9 @@ var CheckRules = []CheckRule{
 	{"dpu_loopbacks", "a DPU's loopbacks are allocated to that DPU"},
 	{"machine_tree", "a DPU's host is a host; a host has no host"},
 	{"visible_text", "host names, chassis serial numbers and SKUs hold no control or invisible format character"},
+	{"fleet_names", "a machine's stored sort name is the name the console shows it by, in lower case"},
+	{"fleet_bindings", "a DPU's stored binding classes equal its bindings computed from its network config and reservations"},
+	{"fleet_counts", "fleet_counts equal a recount of the machines by kind, state and binding classes"},
 }
 
 // CheckFinding is one thing the check found wrong.
@@ -120,6 +123,7 @@ func (a *Allocator) Check(ctx context.Context) (*CheckResult, error) {
 			checkSchemaVersion, checkDuplicates, checkAllocationState, checkPoolsAndRanges,
 			checkAllocations, checkPoolUsage, checkRevisions, checkWebhookDeliveries,
 			checkReservations, checkDPULoopbacks, checkMachineTree, checkVisibleText,
+			checkFleetNames, checkFleetBindings, checkFleetCounts,
 		} {
 			if err := step(c); err != nil {
 				return fmt.Errorf("check (step %d): %w", i, err)

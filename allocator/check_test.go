@@ -210,6 +210,15 @@ func TestCheckNamesEachBrokenRule(t *testing.T) {
 				[]string{"DROP TRIGGER machines_visible_text_update"})...)
 			execAll(t, db, "UPDATE machines SET chassis_serial_number = 'CHS\u200b-1' WHERE kind = 'host'")
 		}},
+		{"fleet_names", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE machines SET sort_name = 'aaa' WHERE kind = 'host'`)
+		}},
+		{"fleet_bindings", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE machines SET binding_v4 = 'pending' WHERE kind = 'dpu'`)
+		}},
+		{"fleet_counts", func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE fleet_counts SET n = n + 1 WHERE kind = 'dpu'`)
+		}},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

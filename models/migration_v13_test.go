@@ -16,6 +16,7 @@ import (
 // again.
 func TestMigrationNumbersExistingEvents(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		undoFleetCounts(t, db)
 		for _, s := range []string{
 			`DROP TABLE webhook_deliveries`, `DROP TABLE webhooks`,
 			`DROP INDEX audit_events_unsequenced`, `DROP INDEX audit_events_revision`,
@@ -26,7 +27,7 @@ func TestMigrationNumbersExistingEvents(t *testing.T) {
 			`DROP TABLE deleted_machines`,
 			`DROP TABLE user_sessions`, `ALTER TABLE console_sessions DROP COLUMN last_seen_at`,
 			`ALTER TABLE audit_events DROP COLUMN actor_role`,
-			`DELETE FROM schema_migrations WHERE version IN (13, 15, 16, 17, 20, 21)`,
+			`DELETE FROM schema_migrations WHERE version IN (13, 15, 16, 17, 20, 21, 23)`,
 		} {
 			must(t, db.Exec(s).Error)
 		}
@@ -93,4 +94,32 @@ func TestWebhookConstraintsHoldWithoutTheAllocator(t *testing.T) {
 			t.Fatalf("%d deliveries left", n)
 		}
 	})
+}
+
+// undoFleetCounts undoes migration 23.
+func undoFleetCounts(t *testing.T, db *gorm.DB) {
+	t.Helper()
+	var stmts []string
+	if models.DialectOf(db) == models.Postgres {
+		stmts = []string{
+			`DROP TRIGGER machines_derive ON machines`, `DROP TRIGGER machines_count ON machines`,
+			`DROP TRIGGER network_configs_rebind ON network_configs`, `DROP TRIGGER expected_dpus_rebind ON expected_dpus`,
+			`DROP TRIGGER expected_machines_rename ON expected_machines`,
+			`DROP FUNCTION ipledger_machine_derive`, `DROP FUNCTION ipledger_machine_count`, `DROP FUNCTION ipledger_network_config_rebind`,
+			`DROP FUNCTION ipledger_expected_dpu_rebind`, `DROP FUNCTION ipledger_expected_machine_rename`,
+		}
+	} else {
+		for _, tr := range []string{"machines_count_insert", "machines_derive_update", "machines_count_update", "machines_count_delete",
+			"network_configs_rebind_insert", "network_configs_rebind_update", "network_configs_rebind_delete",
+			"expected_dpus_rebind_insert", "expected_dpus_rebind_update", "expected_dpus_rebind_delete",
+			"expected_machines_rename_insert", "expected_machines_rename_update", "expected_machines_rename_delete"} {
+			stmts = append(stmts, `DROP TRIGGER `+tr)
+		}
+	}
+	stmts = append(stmts, `DROP INDEX machines_binding_v4`, `DROP INDEX machines_binding_v6`, `DROP INDEX machines_hostless`,
+		`DROP INDEX machines_sort_name`, `DROP TABLE fleet_counts`, `ALTER TABLE machines DROP COLUMN sort_name`,
+		`ALTER TABLE machines DROP COLUMN binding_v4`, `ALTER TABLE machines DROP COLUMN binding_v6`)
+	for _, s := range stmts {
+		must(t, db.Exec(s).Error)
+	}
 }

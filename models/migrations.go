@@ -74,6 +74,9 @@ var Migrations = []Migration{
 	// Version 22 (migration_v22.go): redeliveries of a webhook delivery,
 	// so that one asked during an attempt is not lost.
 	{Version: 22, Name: "webhook delivery redeliveries", SQL: schemaV22},
+	// Version 23 (migration_v23.go): hosts' sort names, DPUs' binding
+	// classes and the fleet counts, kept by triggers on every write.
+	{Version: 23, Name: "fleet counts and sort names", Postgres: schemaV23Postgres, SQLite: schemaV23SQLite},
 	// Version 25 (migration_v25.go): host names, chassis serial numbers
 	// and SKUs hold no control or invisible format character.
 	{Version: 25, Name: "visible names and serial numbers", Postgres: schemaV25Postgres, SQLite: schemaV25SQLite},

@@ -143,6 +143,11 @@ type Machine struct {
 	Version             int64
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
+	// SortName, BindingV4 and BindingV6 are kept by triggers (migration
+	// 23); writers never set them.
+	SortName  *string `gorm:"->"`
+	BindingV4 *string `gorm:"->;column:binding_v4"`
+	BindingV6 *string `gorm:"->;column:binding_v6"`
 }
 
 // NetworkConfig is a DPU's ManagedHostNetworkConfig.

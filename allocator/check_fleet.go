@@ -1,0 +1,130 @@
+package allocator
+
+import (
+	"sort"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// The rules of Check over what migration 23's triggers keep: the machines'
+// sort names and binding classes, and the fleet counts. Each is recomputed
+// another way than the triggers compute it: names by a join, bindings by
+// the console's own bindingsOf, counts by grouping the machines.
+
+// checkFleetNames compares each machine's sort_name with the name the
+// console derives (names.go), matched by a join rather than the
+// triggers' sub-select.
+func checkFleetNames(c *checker) error {
+	want := `LOWER(COALESCE(NULLIF(TRIM(em.metadata_name), ''), NULLIF(TRIM(m.chassis_serial_number), ''), m.bmc_mac_address, m.machine_id))`
+	type row struct {
+		MachineID string
+		SortName  *string
+		Want      string
+	}
+	var rows []row
+	if err := c.q.Raw(`SELECT m.machine_id, m.sort_name, ` + want + ` AS want FROM machines m
+		LEFT JOIN expected_machines em ON LOWER(em.bmc_mac_address) = m.bmc_mac_address
+		WHERE m.sort_name IS NULL OR m.sort_name <> ` + want + ` ORDER BY m.machine_id`).Scan(&rows).Error; err != nil {
+		return err
+	}
+	for _, r := range rows {
+		c.add("fleet_names", "machine %s: sort_name is %q, its name is %q", r.MachineID, deref(r.SortName), r.Want)
+	}
+	return nil
+}
+
+// fleetClass is the stored binding class of a binding status: the
+// statuses of a family without value and reservation (missing, none)
+// depend on whether the pool exists, which readers know; they are stored
+// as one class.
+func fleetClass(status string) string {
+	if status == BindingMissing || status == BindingNone {
+		return "unbound"
+	}
+	return status
+}
+
+// checkFleetBindings walks the DPUs in keyset batches and compares their
+// stored classes with the bindings bindingsOf computes.
+func checkFleetBindings(c *checker) error {
+	cursor := ""
+	for {
+		var dpus []models.Machine
+		q := c.q.Where("kind = ?", KindDPU)
+		if cursor != "" {
+			q = q.Where("machine_id > ?", cursor)
+		}
+		if err := q.Order("machine_id").Limit(1000).Find(&dpus).Error; err != nil {
+			return err
+		}
+		bs, err := bindingsOf(c.q, dpus)
+		if err != nil {
+			return err
+		}
+		for i, b := range bs {
+			d := dpus[i]
+			if deref(d.BindingV4) != fleetClass(b.StatusV4) || deref(d.BindingV6) != fleetClass(b.StatusV6) {
+				c.add("fleet_bindings", "DPU %s (%s): stored binding classes %q/%q, its bindings are %s/%s",
+					d.MachineID, b.SerialNumber, deref(d.BindingV4), deref(d.BindingV6), b.StatusV4, b.StatusV6)
+			}
+		}
+		if len(dpus) < 1000 {
+			return nil
+		}
+		cursor = dpus[len(dpus)-1].MachineID
+	}
+}
+
+// fleetKey is one row of fleet_counts.
+type fleetKey struct{ Kind, State, BindingV4, BindingV6 string }
+
+// checkFleetCounts recounts the machines by kind, state and classes.
+func checkFleetCounts(c *checker) error {
+	type row struct {
+		Kind, State, BindingV4, BindingV6 string
+		N                                 int64
+	}
+	var recount, stored []row
+	if err := c.q.Raw(`SELECT kind, state, COALESCE(binding_v4, '') AS binding_v4, COALESCE(binding_v6, '') AS binding_v6, COUNT(*) AS n
+		FROM machines GROUP BY kind, state, COALESCE(binding_v4, ''), COALESCE(binding_v6, '')`).Scan(&recount).Error; err != nil {
+		return err
+	}
+	if err := c.q.Raw(`SELECT kind, state, binding_v4, binding_v6, n FROM fleet_counts`).Scan(&stored).Error; err != nil {
+		return err
+	}
+	want, got := map[fleetKey]int64{}, map[fleetKey]int64{}
+	for _, r := range recount {
+		want[fleetKey{r.Kind, r.State, r.BindingV4, r.BindingV6}] = r.N
+	}
+	for _, r := range stored {
+		got[fleetKey{r.Kind, r.State, r.BindingV4, r.BindingV6}] = r.N
+	}
+	keys := []fleetKey{}
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.State != b.State {
+			return a.State < b.State
+		}
+		if a.BindingV4 != b.BindingV4 {
+			return a.BindingV4 < b.BindingV4
+		}
+		return a.BindingV6 < b.BindingV6
+	})
+	for _, k := range keys {
+		if got[k] != want[k] {
+			c.add("fleet_counts", "%s %s, bindings %q/%q: fleet_counts says %d, the machines count %d", k.Kind, k.State, k.BindingV4, k.BindingV6, got[k], want[k])
+		}
+	}
+	return nil
+}

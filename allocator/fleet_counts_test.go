@@ -1,0 +1,208 @@
+package allocator
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/ipledger/ipledger/models"
+)
+
+// wantFleetExact checks that the stored sort names, binding classes and
+// fleet counts equal a recount (the check's fleet rules) and that Fleet's
+// numbers equal a walk of every binding.
+func wantFleetExact(t *testing.T, s *lcSite, step string) {
+	t.Helper()
+	res, err := s.a.Check(s.ctx)
+	if err != nil {
+		t.Fatalf("%s: check: %v", step, err)
+	}
+	for _, rule := range []string{"fleet_names", "fleet_bindings", "fleet_counts"} {
+		if res.Failed(rule) {
+			t.Fatalf("%s: %s: %+v", step, rule, res.Findings)
+		}
+	}
+	f, err := s.a.Fleet(s.ctx, 6)
+	if err != nil {
+		t.Fatalf("%s: fleet: %v", step, err)
+	}
+	want := map[string]int64{}
+	var dpus, incomplete int64
+	cursor := ""
+	for {
+		page, err := s.a.ListBindings(s.ctx, BindingFilter{Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range page.Items {
+			dpus++
+			want[b.StatusV4]++
+			want[b.StatusV6]++
+			if b.StatusV4 == BindingMissing || b.StatusV4 == BindingConflict || b.StatusV6 == BindingMissing || b.StatusV6 == BindingConflict {
+				incomplete++
+			}
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if f.DPUs != dpus || f.DPUsIncomplete != incomplete || f.DPUsComplete != dpus-incomplete {
+		t.Fatalf("%s: fleet DPUs %d (%d incomplete, %d complete); the walk finds %d (%d incomplete)", step, f.DPUs, f.DPUsIncomplete, f.DPUsComplete, dpus, incomplete)
+	}
+	for st, n := range f.Bindings {
+		if want[st] != n {
+			t.Fatalf("%s: fleet counts %d %s families; the walk finds %d (%v)", step, n, st, want[st], f.Bindings)
+		}
+	}
+	hosts := map[string]int64{}
+	var rows []models.Machine
+	if err := s.db.Where("kind = ?", KindHost).Find(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		hosts[r.State]++
+	}
+	if int(f.Hosts) != len(rows) || f.HostsByState[StateReady] != hosts[StateReady] || f.HostsByState[StateDecommissioned] != hosts[StateDecommissioned] {
+		t.Fatalf("%s: fleet hosts %d %v; there are %d %v", step, f.Hosts, f.HostsByState, len(rows), hosts)
+	}
+}
+
+// sortName is the stored sort name of a machine.
+func (s *lcSite) sortName(id string) string {
+	s.t.Helper()
+	var m models.Machine
+	if err := s.db.Where("machine_id = ?", id).Take(&m).Error; err != nil {
+		s.t.Fatal(err)
+	}
+	return deref(m.SortName)
+}
+
+// TestFleetCountsFollowEveryWrite makes each kind of write that changes a
+// counted state and checks the counts, the binding classes and the sort
+// names against a recount after each.
+func TestFleetCountsFollowEveryWrite(t *testing.T) {
+	t.Parallel()
+	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
+		wantFleetExact(t, s, "empty")
+		emA := s.em(macA, lcDpu{"S1", "10.0.0.150", "fd00:1::50"}, lcDpu{serial: "S2"})
+		s.report(macA, "S1", "S2")
+		wantFleetExact(t, s, "report: one reserved, one automatic DPU")
+		if got := s.sortName(HostMachineID(macA)); got != "chs-"+macA {
+			t.Fatalf("sort name without a metadata name = %q", got)
+		}
+		if err := s.db.Model(&models.ExpectedMachine{}).Where("id = ?", emA).Update("metadata_name", "Rack7-U12").Error; err != nil {
+			t.Fatal(err)
+		}
+		if got := s.sortName(HostMachineID(macA)); got != "rack7-u12" {
+			t.Fatalf("sort name after naming the ExpectedMachine = %q", got)
+		}
+		s.setReservation("S1", "10.0.0.160")
+		wantFleetExact(t, s, "reservation edited under an active DPU: pending")
+		if _, _, err := s.a.Allocate(s.ctx, PoolLoopbackV4, Owner{"network", "squatter"}, "10.0.0.170"); err != nil {
+			t.Fatal(err)
+		}
+		s.addDpu(emA, 2, lcDpu{"S3", "10.0.0.170", ""})
+		s.report(macA, "S1", "S2", "S3")
+		wantFleetExact(t, s, "reserved value held by another: conflict")
+		s.report(macB, "S4")
+		s.decommission(HostMachineID(macB))
+		wantFleetExact(t, s, "decommission")
+		s.delete(HostMachineID(macB), false)
+		wantFleetExact(t, s, "delete a decommissioned host")
+		if err := s.db.Where("id = ?", emA).Delete(&models.ExpectedMachine{}).Error; err != nil {
+			t.Fatal(err)
+		}
+		if got := s.sortName(HostMachineID(macA)); got != "chs-"+macA {
+			t.Fatalf("sort name after deleting the ExpectedMachine = %q", got)
+		}
+		wantFleetExact(t, s, "ExpectedMachine deleted")
+		s.delete(HostMachineID(macA), true)
+		wantFleetExact(t, s, "force delete")
+		s.report(macC, "S5")
+		wantFleetExact(t, s, "new host after the others left")
+	})
+}
+
+// TestFleetCountsConcurrentWriters reports, decommissions and edits
+// reservations from several goroutines at once; the counts equal a
+// recount afterwards.
+func TestFleetCountsConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	lcEach(t, lcOpts{autoV4: [2]string{"10.0.0.1", "10.0.0.99"}}, func(t *testing.T, s *lcSite) {
+		for i := 0; i < 8; i++ {
+			s.em(fmt.Sprintf("0a:00:00:00:02:%02x", i), lcDpu{fmt.Sprintf("CR%02d", i), fmt.Sprintf("10.0.0.%d", 100+i), ""})
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for g := 0; g < 6; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				for i := 0; i < 6; i++ {
+					mac := fmt.Sprintf("0a:00:00:00:01:%02x", g*6+i)
+					_, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: mac, DPUs: []ReportDPU{{fmt.Sprintf("CC%02d", g*6+i)}}})
+					if err == nil && i%3 == 2 {
+						_, err = s.a.Decommission(s.ctx, HostMachineID(mac))
+					}
+					errs <- err
+				}
+			}(g)
+		}
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				_, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: fmt.Sprintf("0a:00:00:00:02:%02x", i), DPUs: []ReportDPU{{fmt.Sprintf("CR%02d", i)}}})
+				errs <- err
+			}(i)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("concurrent write: %v", err)
+			}
+		}
+		wantFleetExact(t, s, "after concurrent writers")
+	})
+}
+
+// TestFleetCountsBrokenFound: a count or class changed behind the
+// triggers' back is named by the check.
+func TestFleetCountsBrokenFound(t *testing.T) {
+	t.Parallel()
+	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
+		s.report(macA, "S1")
+		if err := s.db.Exec(`UPDATE fleet_counts SET n = n + 5 WHERE kind = 'host'`).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Exec(`UPDATE machines SET sort_name = 'zzz' WHERE kind = 'host'`).Error; err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.a.Check(s.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Failed("fleet_counts") || !res.Failed("fleet_names") || res.Failed("fleet_bindings") {
+			t.Fatalf("findings: %+v", res.Findings)
+		}
+	})
+}
+
+// TestFleetCountsWithoutV6Pool: without lo-ip-v6 a DPU's IPv6 family is
+// none, not missing, and the DPU is complete.
+func TestFleetCountsWithoutV6Pool(t *testing.T) {
+	t.Parallel()
+	lcEach(t, lcOpts{noV6: true}, func(t *testing.T, s *lcSite) {
+		s.report(macA, "S1", "S2")
+		wantFleetExact(t, s, "no IPv6 pool")
+		f, err := s.a.Fleet(s.ctx, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Bindings[BindingNone] != 2 || f.DPUsComplete != 2 {
+			t.Fatalf("fleet = %+v", f)
+		}
+	})
+}
