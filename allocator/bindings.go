@@ -82,9 +82,34 @@ func (a *Allocator) ListBindings(ctx context.Context, f BindingFilter) (*Binding
 	page := &BindingPage{Items: []Binding{}}
 	cursor := f.Cursor
 	err := a.read(ctx, func(db *gorm.DB) error {
+		// A status filter reads the DPUs of that class through the
+		// binding-class indexes (migration 23) instead of walking them
+		// all; the status computed below stays the judge.
+		var conds []string
+		var args []any
+		if f.Status != "" {
+			hasPool, err := loopbackPoolsExist(db)
+			if err != nil {
+				return err
+			}
+			for _, fam := range []struct{ col, pool string }{{"binding_v4", PoolLoopbackV4}, {"binding_v6", PoolLoopbackV6}} {
+				for _, class := range []string{BindingReserved, BindingAutomatic, BindingPending, BindingConflict, fleetUnbound} {
+					if classStatus(class, hasPool[fam.pool]) == f.Status {
+						conds = append(conds, fam.col+" = ?")
+						args = append(args, class)
+					}
+				}
+			}
+		}
 		for {
 			var dpus []models.Machine
 			q := db.Where("kind = ?", KindDPU)
+			if f.Status != "" {
+				if len(conds) == 0 {
+					return nil
+				}
+				q = q.Where("("+strings.Join(conds, " OR ")+")", args...)
+			}
 			if cursor != "" {
 				q = q.Where("machine_id > ?", cursor)
 			}
@@ -146,13 +171,9 @@ func bindingsOf(db *gorm.DB, dpus []models.Machine) ([]Binding, error) {
 	if len(dpus) == 0 {
 		return out, nil
 	}
-	var poolNames []string
-	if err := db.Model(&models.Pool{}).Where("name IN ?", []string{PoolLoopbackV4, PoolLoopbackV6}).Pluck("name", &poolNames).Error; err != nil {
+	hasPool, err := loopbackPoolsExist(db)
+	if err != nil {
 		return nil, err
-	}
-	hasPool := map[string]bool{}
-	for _, n := range poolNames {
-		hasPool[n] = true
 	}
 	ids := make([]string, 0, len(dpus))
 	serials := make([]string, 0, len(dpus))
@@ -242,6 +263,19 @@ func bindingsOf(db *gorm.DB, dpus []models.Machine) ([]Binding, error) {
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// loopbackPoolsExist tells which of lo-ip and lo-ip-v6 exist.
+func loopbackPoolsExist(db *gorm.DB) (map[string]bool, error) {
+	var poolNames []string
+	if err := db.Model(&models.Pool{}).Where("name IN ?", []string{PoolLoopbackV4, PoolLoopbackV6}).Pluck("name", &poolNames).Error; err != nil {
+		return nil, err
+	}
+	hasPool := map[string]bool{}
+	for _, n := range poolNames {
+		hasPool[n] = true
+	}
+	return hasPool, nil
 }
 
 // bindingStatus is the status of one family (docs/api.md). A declared

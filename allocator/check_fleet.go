@@ -39,10 +39,26 @@ func checkFleetNames(c *checker) error {
 // as one class.
 func fleetClass(status string) string {
 	if status == BindingMissing || status == BindingNone {
-		return "unbound"
+		return fleetUnbound
 	}
 	return status
 }
+
+// classStatus is the binding status of a stored binding class: a family
+// without value or reservation is missing when its pool exists, else none.
+func classStatus(class string, poolExists bool) string {
+	if class != fleetUnbound {
+		return class
+	}
+	if poolExists {
+		return BindingMissing
+	}
+	return BindingNone
+}
+
+// fleetUnbound is the stored class of a family without value and
+// reservation.
+const fleetUnbound = "unbound"
 
 // checkFleetBindings walks the DPUs in keyset batches and compares their
 // stored classes with the bindings bindingsOf computes.

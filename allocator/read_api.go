@@ -50,6 +50,19 @@ func BindingStatus(active, reserved *string, poolExists bool) string {
 	return bindingStatus(active, reserved, poolExists)
 }
 
+// LoopbackPoolsExist tells, read with db, which of lo-ip and lo-ip-v6
+// exist.
+func LoopbackPoolsExist(db *gorm.DB) (map[string]bool, error) {
+	return loopbackPoolsExist(db)
+}
+
+// BindingClassStatus is the binding status of a binding class stored on a
+// DPU and counted in fleet_counts (migration 23), given whether the
+// family's pool exists.
+func BindingClassStatus(class string, poolExists bool) string {
+	return classStatus(class, poolExists)
+}
+
 // ExpectedDpuBySerial finds the ExpectedDpu of a serial (globally unique)
 // with db, or nil.
 func ExpectedDpuBySerial(db *gorm.DB, serial string) (*models.ExpectedDpu, error) {

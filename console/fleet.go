@@ -49,59 +49,55 @@ type PoolForecast struct {
 // fleetWindow is the span of the forecast's usage history, in days.
 const fleetWindow = 30
 
-// Fleet reads the wallboard's summary. The binding counts walk the DPUs in
-// keyset batches (a fixed number of queries per thousand DPUs); the
-// forecasts read each pool's per-day usage roll-up, not its allocations.
+// Fleet reads the wallboard's summary. The counts are read from
+// fleet_counts and the conflicts through the binding-class indexes
+// (migration 23: both kept by triggers on every write), so the cost does
+// not grow with the fleet; the forecasts read each pool's per-day usage
+// roll-up, not its allocations.
 func (c *Console) Fleet(ctx context.Context, recent int) (*Fleet, error) {
 	f := &Fleet{HostsByState: map[string]int64{allocator.StateReady: 0, allocator.StateDecommissioned: 0}, Bindings: map[string]int64{}}
 	for _, s := range []string{allocator.BindingReserved, allocator.BindingAutomatic, allocator.BindingPending, allocator.BindingConflict, allocator.BindingMissing, allocator.BindingNone} {
 		f.Bindings[s] = 0
 	}
 	err := c.read(ctx, func(db *gorm.DB) error {
-		type cnt struct {
-			State string
-			N     int64
-		}
-		var cs []cnt
-		if err := db.Raw(`SELECT state, COUNT(*) AS n FROM machines WHERE kind = ? GROUP BY state`, allocator.KindHost).Scan(&cs).Error; err != nil {
+		hasPool, err := allocator.LoopbackPoolsExist(db)
+		if err != nil {
 			return err
 		}
-		for _, c := range cs {
-			f.HostsByState[c.State] = c.N
-			f.Hosts += c.N
+		var cs []struct {
+			Kind, State, BindingV4, BindingV6 string
+			N                                 int64
 		}
-		cursor := ""
-		for {
-			var dpus []models.Machine
-			q := db.Where("kind = ?", allocator.KindDPU)
-			if cursor != "" {
-				q = q.Where("machine_id > ?", cursor)
-			}
-			if err := q.Order("machine_id").Limit(1000).Find(&dpus).Error; err != nil {
-				return err
-			}
-			bs, err := allocator.BindingsOf(db, dpus)
-			if err != nil {
-				return err
-			}
-			for _, b := range bs {
-				f.DPUs++
-				f.Bindings[b.StatusV4]++
-				f.Bindings[b.StatusV6]++
-				if incomplete(b.StatusV4) || incomplete(b.StatusV6) {
-					f.DPUsIncomplete++
-				} else {
-					f.DPUsComplete++
-				}
-				if (b.StatusV4 == allocator.BindingConflict || b.StatusV6 == allocator.BindingConflict) && len(f.Conflicts) < recent {
-					f.Conflicts = append(f.Conflicts, b)
-				}
-			}
-			if len(dpus) < 1000 {
-				return nil
-			}
-			cursor = dpus[len(dpus)-1].MachineID
+		if err := db.Raw(`SELECT kind, state, binding_v4, binding_v6, n FROM fleet_counts WHERE n <> 0`).Scan(&cs).Error; err != nil {
+			return err
 		}
+		for _, r := range cs {
+			if r.Kind == allocator.KindHost {
+				f.HostsByState[r.State] += r.N
+				f.Hosts += r.N
+				continue
+			}
+			v4 := allocator.BindingClassStatus(r.BindingV4, hasPool[allocator.PoolLoopbackV4])
+			v6 := allocator.BindingClassStatus(r.BindingV6, hasPool[allocator.PoolLoopbackV6])
+			f.DPUs += r.N
+			f.Bindings[v4] += r.N
+			f.Bindings[v6] += r.N
+			if incomplete(v4) || incomplete(v6) {
+				f.DPUsIncomplete += r.N
+			} else {
+				f.DPUsComplete += r.N
+			}
+		}
+		if recent <= 0 {
+			return nil
+		}
+		var dpus []models.Machine
+		if err := db.Where("kind = ? AND (binding_v4 = ? OR binding_v6 = ?)", allocator.KindDPU, allocator.BindingConflict, allocator.BindingConflict).
+			Order("machine_id").Limit(recent).Find(&dpus).Error; err != nil {
+			return err
+		}
+		f.Conflicts, err = allocator.BindingsOf(db, dpus)
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -12,34 +12,22 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 )
 
-// The console lists hosts by the name it shows (names.go), not by
-// machine_id: operators read rack positions, and a hash order scatters
-// them (r01-u11, r02-u14, r01-u12…). The name is not a column: it is the
-// ExpectedMachine's metadata.name, matched live by BMC MAC, else the
-// chassis serial, else the BMC MAC. So the key is computed in the query
-// and the pages are keyset-paginated on (key, machine_id): the machine_id
+// The console lists hosts by the name it shows (allocator/names.go), not
+// by machine_id: operators read rack positions, and a hash order scatters
+// them (r01-u11, r02-u14, r01-u12…). The name is the ExpectedMachine's
+// metadata.name matched by BMC MAC, else the chassis serial, else the BMC
+// MAC; triggers keep it, in lower case, in machines.sort_name on every
+// write of a machine or an ExpectedMachine (migration 23). The pages are
+// keyset-paginated on the index (sort_name, machine_id): the machine_id
 // breaks ties between equal names, and the cursor carries both, so a page
-// never repeats or skips a host while names stay unchanged.
+// never repeats or skips a host while names stay unchanged, and a deep
+// page costs what the first one does.
 //
-// The key is compared in lower case and in byte order on both databases
-// (SQLite BINARY, PostgreSQL COLLATE "C"), so "rack7-u12" and "Rack7-u13"
-// sort together and the order is the same on SQLite and PostgreSQL. No
-// index holds this key (it spans two tables); the planner joins the
-// ExpectedMachines through their LOWER(bmc_mac_address) index.
+// The key is compared in byte order on both databases (SQLite BINARY,
+// PostgreSQL COLLATE "C" on the column), so "rack7-u12" and "Rack7-u13"
+// sort together and the order is the same on SQLite and PostgreSQL.
 //
 // DPUs without a host are not hosts: ListHostlessDPUs lists them apart.
-
-// hostNameKey is the SQL of the sort key; m is machines, em the
-// ExpectedMachine joined by BMC MAC.
-const hostNameKey = `LOWER(COALESCE(NULLIF(TRIM(em.metadata_name), ''), NULLIF(TRIM(m.chassis_serial_number), ''), m.bmc_mac_address, m.machine_id))`
-
-// hostEMJoin joins each host's ExpectedMachine by BMC MAC through the
-// LOWER(bmc_mac_address) index. Both sides are LOWER(...): compared with
-// the bare column, SQLite gives the comparison the column's TEXT affinity,
-// which the expression index does not have, and scans every
-// ExpectedMachine for every host (1.2 s for the first page at 1,000 hosts,
-// 40 ms with the index). Machines store their MAC lower-case already.
-const hostEMJoin = "LEFT JOIN expected_machines em ON LOWER(em.bmc_mac_address) = LOWER(m.bmc_mac_address)"
 
 // ListHostsByName returns one page of managed hosts (never DPUs) with
 // their DPUs, ordered by the name the console shows, then machine_id.
@@ -60,10 +48,6 @@ func (c *Console) ListHostsByName(ctx context.Context, f allocator.MachineFilter
 		afterKey, afterID = k, id
 	}
 	f.Limit = clampLimit(f.Limit)
-	key := hostNameKey
-	if c.a.Dialect() == models.Postgres {
-		key += ` COLLATE "C"`
-	}
 	type row struct {
 		models.Machine
 		SortKey string
@@ -71,16 +55,15 @@ func (c *Console) ListHostsByName(ctx context.Context, f allocator.MachineFilter
 	var rows []row
 	err := c.read(ctx, func(db *gorm.DB) error {
 		q := db.Table("machines AS m").
-			Select("m.*, "+key+" AS sort_key").
-			Joins(hostEMJoin).
+			Select("m.*, m.sort_name AS sort_key").
 			Where("m.kind = ? AND m.host_machine_id IS NULL", allocator.KindHost)
 		if f.State != "" {
 			q = q.Where("m.state = ?", f.State)
 		}
 		if f.Cursor != "" {
-			q = q.Where("("+key+" > ? OR ("+key+" = ? AND m.machine_id > ?))", afterKey, afterKey, afterID)
+			q = q.Where("(m.sort_name, m.machine_id) > (?, ?)", afterKey, afterID)
 		}
-		return q.Order(key + ", m.machine_id").Limit(f.Limit + 1).Scan(&rows).Error
+		return q.Order("m.sort_name, m.machine_id").Limit(f.Limit + 1).Scan(&rows).Error
 	})
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ import "strings"
 // serial and machine_id are the given SQL expressions.
 func fleetNameSQL(mac, chassis, id string) string {
 	return strings.NewReplacer("$MAC", mac, "$CHASSIS", chassis, "$ID", id).Replace(
-		`LOWER(COALESCE(NULLIF(TRIM((SELECT MIN(em.metadata_name) FROM expected_machines em WHERE LOWER(em.bmc_mac_address) = $MAC)), ''), NULLIF(TRIM($CHASSIS), ''), $MAC, $ID))`)
+		`LOWER(COALESCE(NULLIF(TRIM((SELECT MIN(em.metadata_name) FROM expected_machines em WHERE LOWER(em.bmc_mac_address) = LOWER($MAC))), ''), NULLIF(TRIM($CHASSIS), ''), $MAC, $ID))`)
 }
 
 // fleetBindingSQL is the binding class of one family (col: loopback_ip or
