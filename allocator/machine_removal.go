@@ -32,7 +32,7 @@ func (a *Allocator) Decommission(ctx context.Context, id string) (*Machine, erro
 			return Errf(CodeConflict, "", "%s is %s, not ready", machineRowLabel(t.DB, row), row.State)
 		}
 		var dpus []models.Machine
-		if err := t.Where("host_machine_id = ?", row.MachineID).Find(&dpus).Error; err != nil {
+		if err := t.Where("host_machine_id = ?", row.MachineID).Order("serial_number").Find(&dpus).Error; err != nil {
 			return err
 		}
 		for _, m := range append([]models.Machine{*row}, dpus...) {
