@@ -1276,6 +1276,9 @@ func TestConsoleSearch(t *testing.T) {
 			t.Error("a prefix's pools are not listed before its values")
 		}
 		expect(t, v.get("/search?q=nothing-here"), http.StatusOK, "Nothing matches")
+		// A MAC in a switch's spelling is not read, but the answer says how
+		// to spell it and links the search that finds it.
+		expect(t, v.get("/search?q=0a10.0000.0005"), http.StatusOK, "Nothing matches", `href="/search?q=0a%3A10%3A00%3A00%3A00%3A05"`, "search 0a:10:00:00:00:05")
 		expect(t, v.get("/search?q="+strings.Repeat("x", 201)), http.StatusUnprocessableEntity, "at most 200")
 		expect(t, v.get("/pools/lo-ip?value=10.180.62.200/30"), http.StatusOK, "10.180.62.200<", "10.180.62.201<")
 		expect(t, v.get("/pools/lo-ip?value=fd00::/64"), http.StatusUnprocessableEntity, "family")
