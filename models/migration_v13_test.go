@@ -11,51 +11,55 @@ import (
 )
 
 // Migration 13 numbers the events that exist before it in id order, 1..N.
-// The test undoes migrations 13 and later (later ones are applied in
-// order only) on a fresh database, writes events the old way, and migrates
-// again.
+// The test builds a database at version 12, writes events the old way,
+// and migrates to today's schema.
 func TestMigrationNumbersExistingEvents(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		undoFleetCounts(t, db)
-		for _, s := range []string{
-			`DROP TABLE webhook_deliveries`, `DROP TABLE webhooks`,
-			`DROP INDEX audit_events_unsequenced`, `DROP INDEX audit_events_revision`,
-			`ALTER TABLE audit_events DROP COLUMN revision`,
-			`DROP INDEX machines_chassis`, `DROP INDEX expected_machines_chassis`,
-			`DROP INDEX expected_machines_name`, `DROP INDEX audit_events_action`,
-			`DROP INDEX expected_machines_bmc_mac_lower`,
-			`DROP TABLE deleted_machines`,
-			`DROP TABLE user_sessions`, `ALTER TABLE console_sessions DROP COLUMN last_seen_at`,
-			`ALTER TABLE audit_events DROP COLUMN actor_role`,
-			`DELETE FROM schema_migrations WHERE version IN (13, 15, 16, 17, 20, 21, 23)`,
-		} {
-			must(t, db.Exec(s).Error)
-		}
-		for i := 0; i < 5; i++ {
-			must(t, db.Exec(`INSERT INTO audit_events (at, actor, action, object_type, object_id) VALUES (?, 'old', 'pool.create', 'pool', ?)`,
-				t0, strings.Repeat("p", i+1)).Error)
-		}
-		must(t, db.Exec(`DELETE FROM audit_events WHERE object_id = 'pp'`).Error) // ids with a hole
-		must(t, models.Migrate(db))
-		var rows []struct {
-			ID       int64
-			Revision int64
-		}
-		must(t, db.Raw(`SELECT id, revision FROM audit_events ORDER BY id`).Scan(&rows).Error)
-		if len(rows) != 4 {
-			t.Fatalf("%d events", len(rows))
-		}
-		for i, r := range rows {
-			if r.Revision != int64(i+1) {
-				t.Fatalf("event %d has revision %d, want %d (id order)", r.ID, r.Revision, i+1)
+	t.Parallel()
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			var u string
+			if d == models.Postgres {
+				u = dbtest.NewPostgresURL(t)
+			} else {
+				u = dbtest.NewSQLiteURL(t)
 			}
+			db, _, err := models.Open(u)
+			must(t, err)
+			if s, e := db.DB(); e == nil {
+				t.Cleanup(func() { s.Close() })
+			}
+			must(t, models.MigrateTo(db, 12))
+			numbersExistingEvents(t, db)
+		})
+	}
+}
+
+func numbersExistingEvents(t *testing.T, db *gorm.DB) {
+	for i := 0; i < 5; i++ {
+		must(t, db.Exec(`INSERT INTO audit_events (at, actor, action, object_type, object_id) VALUES (?, 'old', 'pool.create', 'pool', ?)`,
+			t0, strings.Repeat("p", i+1)).Error)
+	}
+	must(t, db.Exec(`DELETE FROM audit_events WHERE object_id = 'pp'`).Error) // ids with a hole
+	must(t, models.Migrate(db))
+	var rows []struct {
+		ID       int64
+		Revision int64
+	}
+	must(t, db.Raw(`SELECT id, revision FROM audit_events ORDER BY id`).Scan(&rows).Error)
+	if len(rows) != 4 {
+		t.Fatalf("%d events", len(rows))
+	}
+	for i, r := range rows {
+		if r.Revision != int64(i+1) {
+			t.Fatalf("event %d has revision %d, want %d (id order)", r.ID, r.Revision, i+1)
 		}
-		// Two events cannot share a revision (the feed's order rests on it).
-		err := db.Exec(`UPDATE audit_events SET revision = 1 WHERE revision = 2`).Error
-		if err == nil || !models.IsConstraintViolation(err) {
-			t.Fatalf("a duplicate revision: %v", err)
-		}
-	})
+	}
+	// Two events cannot share a revision (the feed's order rests on it).
+	err := db.Exec(`UPDATE audit_events SET revision = 1 WHERE revision = 2`).Error
+	if err == nil || !models.IsConstraintViolation(err) {
+		t.Fatalf("a duplicate revision: %v", err)
+	}
 }
 
 // The delivery queue's constraints hold without the allocator: one
@@ -94,32 +98,4 @@ func TestWebhookConstraintsHoldWithoutTheAllocator(t *testing.T) {
 			t.Fatalf("%d deliveries left", n)
 		}
 	})
-}
-
-// undoFleetCounts undoes migration 23.
-func undoFleetCounts(t *testing.T, db *gorm.DB) {
-	t.Helper()
-	var stmts []string
-	if models.DialectOf(db) == models.Postgres {
-		stmts = []string{
-			`DROP TRIGGER machines_derive ON machines`, `DROP TRIGGER machines_count ON machines`,
-			`DROP TRIGGER network_configs_rebind ON network_configs`, `DROP TRIGGER expected_dpus_rebind ON expected_dpus`,
-			`DROP TRIGGER expected_machines_rename ON expected_machines`,
-			`DROP FUNCTION ipledger_machine_derive`, `DROP FUNCTION ipledger_machine_count`, `DROP FUNCTION ipledger_network_config_rebind`,
-			`DROP FUNCTION ipledger_expected_dpu_rebind`, `DROP FUNCTION ipledger_expected_machine_rename`,
-		}
-	} else {
-		for _, tr := range []string{"machines_count_insert", "machines_derive_update", "machines_count_update", "machines_count_delete",
-			"network_configs_rebind_insert", "network_configs_rebind_update", "network_configs_rebind_delete",
-			"expected_dpus_rebind_insert", "expected_dpus_rebind_update", "expected_dpus_rebind_delete",
-			"expected_machines_rename_insert", "expected_machines_rename_update", "expected_machines_rename_delete"} {
-			stmts = append(stmts, `DROP TRIGGER `+tr)
-		}
-	}
-	stmts = append(stmts, `DROP INDEX machines_binding_v4`, `DROP INDEX machines_binding_v6`, `DROP INDEX machines_hostless`,
-		`DROP INDEX machines_sort_name`, `DROP TABLE fleet_counts`, `ALTER TABLE machines DROP COLUMN sort_name`,
-		`ALTER TABLE machines DROP COLUMN binding_v4`, `ALTER TABLE machines DROP COLUMN binding_v6`)
-	for _, s := range stmts {
-		must(t, db.Exec(s).Error)
-	}
 }
