@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -188,14 +189,14 @@ func TestAllocateBulkRefusals(t *testing.T) {
 		}
 		for _, c := range cases {
 			_, _, err := f.a.AllocateBulk(f.ctx, PoolLoopbackV4, c.items)
-			e := wantCode(t, err, c.code, c.msg)
+			e := testkit.WantCode(t, err, c.code, "", c.msg)
 			if e.Field != c.field {
 				t.Fatalf("%s: field %q, want %q (%s)", c.name, e.Field, c.field, e.Message)
 			}
 			f.unchanged(before, c.name)
 		}
 		_, _, err := f.a.AllocateBulk(f.ctx, "nope", bulkOf("a"))
-		wantCode(t, err, CodeNotFound)
+		testkit.WantCode(t, err, CodeNotFound, "")
 		// The five auto values fit exactly.
 		out, _, err := f.a.AllocateBulk(f.ctx, PoolLoopbackV4, bulkOf("a", "b", "c", "d", "e"))
 		if err != nil || out[4].Value != "10.0.0.5" {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -36,7 +37,7 @@ func TestAllocateIdempotentPerOwner(t *testing.T) {
 		}
 		before := f.snap()
 		_, _, err = f.a.Allocate(f.ctx, "lo-ip", own("a"), "10.0.0.100")
-		e := wantCode(t, err, CodeConflict, "already holds 10.0.0.1", "10.0.0.100")
+		e := testkit.WantCode(t, err, CodeConflict, "", "already holds 10.0.0.1", "10.0.0.100")
 		if e.Field != "value" {
 			t.Fatalf("field %q, want value", e.Field)
 		}
@@ -87,7 +88,7 @@ func TestAllocateRequestedValue(t *testing.T) {
 		for _, c := range refusals {
 			before := f.snap()
 			_, _, err := f.a.Allocate(f.ctx, "lo-ip", own("newcomer"), c.value)
-			e := wantCode(t, err, c.code, c.msg)
+			e := testkit.WantCode(t, err, c.code, "", c.msg)
 			if e.Field != "value" {
 				t.Fatalf("%s: field %q, want value", c.name, e.Field)
 			}
@@ -127,7 +128,7 @@ func TestAllocateLowestFreeAndGapReuse(t *testing.T) {
 		}
 		before := f.snap()
 		_, _, err := f.a.Allocate(f.ctx, "vlan", own("late"), "")
-		wantCode(t, err, CodePoolExhausted, `"vlan"`)
+		testkit.WantCode(t, err, CodePoolExhausted, "", `"vlan"`)
 		f.unchanged(before, "pool_exhausted")
 
 		f.release("vlan", "107", "o7")
@@ -150,7 +151,7 @@ func TestAllocateLowestFreeAndGapReuse(t *testing.T) {
 			t.Fatalf("got %s, want 105 (100 is quarantined)", al.Value)
 		}
 		_, _, err = f.a.Allocate(f.ctx, "vlan", own("more"), "")
-		wantCode(t, err, CodePoolExhausted)
+		testkit.WantCode(t, err, CodePoolExhausted, "")
 		if err := f.a.Unquarantine(f.ctx, "vlan", "100"); err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +183,7 @@ func TestAllocateSkipsDeclaredValues(t *testing.T) {
 			t.Fatalf("got %s, want 10.0.0.3", al.Value)
 		}
 		_, _, err := f.a.Allocate(f.ctx, "lo-ip", own("y"), "")
-		wantCode(t, err, CodePoolExhausted)
+		testkit.WantCode(t, err, CodePoolExhausted, "")
 	})
 }
 
@@ -223,7 +224,7 @@ func TestAllocateAtEdgesOfSpace(t *testing.T) {
 					f.checkRunEnds("p")
 				}
 				_, _, err := f.a.Allocate(f.ctx, "p", own("extra"), "")
-				wantCode(t, err, CodePoolExhausted)
+				testkit.WantCode(t, err, CodePoolExhausted, "")
 				// Free the first and the last value and take them again in order.
 				last := len(c.want) - 1
 				f.release("p", c.want[last], fmt.Sprint("o", last))
@@ -277,11 +278,11 @@ func TestIPv6PrefixBlocks(t *testing.T) {
 			{"::ffff:10.0.0.0/96", "not an IPv6 prefix"},
 		} {
 			_, _, err := f.a.Allocate(f.ctx, "endpoint-v6", own("bad"), bad.v)
-			wantCode(t, err, CodeInvalid, bad.msg)
+			testkit.WantCode(t, err, CodeInvalid, "", bad.msg)
 		}
 		// A well-formed block of the auto range cannot be requested.
 		_, _, err = f.a.Allocate(f.ctx, "endpoint-v6", own("bad"), "fd00:10:ff01::9:0:0/96")
-		wantCode(t, err, CodeNotAvailable, "auto-assign range")
+		testkit.WantCode(t, err, CodeNotAvailable, "", "auto-assign range")
 		// The address inside a block finds that block.
 		info, err := f.a.LookupAddress(f.ctx, "fd00:10:ff01::2:0:7")
 		if err != nil {
@@ -305,15 +306,15 @@ func TestRelease(t *testing.T) {
 
 		before := f.snap()
 		err := f.a.Release(f.ctx, "vlan", "1", own("b"))
-		wantCode(t, err, CodeNotOwner, "held by machine/a", "not machine/b")
+		testkit.WantCode(t, err, CodeNotOwner, "", "held by machine/a", "not machine/b")
 		err = f.a.Release(f.ctx, "vlan", "1", Owner{Type: "instance", ID: "a"})
-		wantCode(t, err, CodeNotOwner)
+		testkit.WantCode(t, err, CodeNotOwner, "")
 		err = f.a.Release(f.ctx, "vlan", "2", own("b"))
-		wantCode(t, err, CodeNotOwner, "quarantined")
-		wantCode(t, f.a.Release(f.ctx, "vlan", "x1", own("a")), CodeInvalid)
-		wantCode(t, f.a.Release(f.ctx, "vlan", "1", Owner{Type: "Machine", ID: "a"}), CodeInvalid)
-		wantCode(t, f.a.Release(f.ctx, "vlan", "1", Owner{Type: "machine", ID: ""}), CodeInvalid)
-		wantCode(t, f.a.Release(f.ctx, "nope", "1", own("a")), CodeNotFound)
+		testkit.WantCode(t, err, CodeNotOwner, "", "quarantined")
+		testkit.WantCode(t, f.a.Release(f.ctx, "vlan", "x1", own("a")), CodeInvalid, "")
+		testkit.WantCode(t, f.a.Release(f.ctx, "vlan", "1", Owner{Type: "Machine", ID: "a"}), CodeInvalid, "")
+		testkit.WantCode(t, f.a.Release(f.ctx, "vlan", "1", Owner{Type: "machine", ID: ""}), CodeInvalid, "")
+		testkit.WantCode(t, f.a.Release(f.ctx, "nope", "1", own("a")), CodeNotFound, "")
 		// A free value, and a value outside the pool, are no-ops.
 		if err := f.a.Release(f.ctx, "vlan", "7", own("a")); err != nil {
 			t.Fatalf("releasing a free value: %v", err)
@@ -366,14 +367,14 @@ func TestQuarantineAndUnquarantine(t *testing.T) {
 			t.Fatalf("stats %+v", p.Stats.Auto)
 		}
 		before := f.snap()
-		wantCode(t, f.a.Unquarantine(f.ctx, "vlan", "2"), CodeConflict, "allocated to machine/b")
-		wantCode(t, f.a.Unquarantine(f.ctx, "vlan", "x"), CodeInvalid)
-		wantCode(t, f.a.Unquarantine(f.ctx, "nope", "1"), CodeNotFound)
+		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "vlan", "2"), CodeConflict, "", "allocated to machine/b")
+		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "vlan", "x"), CodeInvalid, "")
+		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "nope", "1"), CodeNotFound, "")
 		f.unchanged(before, "refused unquarantine")
 		if err := f.a.Unquarantine(f.ctx, "vlan", "1"); err != nil {
 			t.Fatal(err)
 		}
-		wantCode(t, f.a.Unquarantine(f.ctx, "vlan", "1"), CodeNotFound)
+		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "vlan", "1"), CodeNotFound, "")
 		if got := f.alloc("vlan", "c", ""); got.Value != "1" {
 			t.Fatalf("after unquarantine got %s, want 1", got.Value)
 		}
@@ -404,7 +405,7 @@ func TestQuarantineHoldExpiry(t *testing.T) {
 
 			f.clock.Advance(59 * time.Minute)
 			_, _, err := f.a.Allocate(f.ctx, "lo-ip", own("d"), "")
-			wantCode(t, err, CodePoolExhausted)
+			testkit.WantCode(t, err, CodePoolExhausted, "")
 			p, _ := f.a.GetPool(f.ctx, "lo-ip")
 			if p.Stats.Auto.Quarantined != "1" || p.Stats.Explicit.Quarantined != "1" || p.Stats.Explicit.Reserved != "0" {
 				t.Fatalf("within the hold: %+v", p.Stats)
@@ -435,7 +436,7 @@ func TestQuarantineHoldExpiry(t *testing.T) {
 			if err := f.a.RemoveRange(f.ctx, "lo-ip", ranges[1].ID); err == nil {
 				t.Fatal("range with a declared value was removed")
 			} else {
-				e := wantCode(t, err, CodeConflict, "declared for DPU MT-C")
+				e := testkit.WantCode(t, err, CodeConflict, "", "declared for DPU MT-C")
 				if strings.Contains(e.Message, "quarantined") {
 					t.Fatalf("expired quarantine named as blocker: %s", e.Message)
 				}
@@ -504,11 +505,11 @@ func TestListAllocationsKeyset(t *testing.T) {
 			t.Fatalf("owner filter: %+v", page)
 		}
 		_, err := f.a.ListAllocations(f.ctx, "vni", AllocationFilter{State: "free"})
-		wantCode(t, err, CodeInvalid, "unknown state")
+		testkit.WantCode(t, err, CodeInvalid, "", "unknown state")
 		_, err = f.a.ListAllocations(f.ctx, "vni", AllocationFilter{Cursor: "zz"})
-		wantCode(t, err, CodeInvalid, "cursor")
+		testkit.WantCode(t, err, CodeInvalid, "", "cursor")
 		_, err = f.a.ListAllocations(f.ctx, "nope", AllocationFilter{})
-		wantCode(t, err, CodeNotFound)
+		testkit.WantCode(t, err, CodeNotFound, "")
 	})
 }
 
@@ -568,7 +569,7 @@ func TestLookupAcrossPools(t *testing.T) {
 		for _, bad := range []string{"garbage", "10.0.0.256", "fe80::1%eth0", "::ffff:10.0.0.1", "10.0.0.0/8",
 			"10.0.0.12/31", "fd00::12/127", "fd00::/64", "::ffff:10.0.0.1/128", "fe80::1%eth0/128"} {
 			_, err := f.a.LookupAddress(f.ctx, bad)
-			wantCode(t, err, CodeInvalid)
+			testkit.WantCode(t, err, CodeInvalid, "")
 		}
 	})
 }
@@ -608,7 +609,7 @@ func TestAllocateRandomizedAgainstModel(t *testing.T) {
 						t.Fatalf("step %d: repeat for %s: %+v %t %v", step, o, al, created, err)
 					}
 				case lowest < 0:
-					wantCode(t, err, CodePoolExhausted)
+					testkit.WantCode(t, err, CodePoolExhausted, "")
 				default:
 					if err != nil || al.Value != fmt.Sprint(lowest) {
 						t.Fatalf("step %d: got %+v %v, want %d", step, al, err, lowest)

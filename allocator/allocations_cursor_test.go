@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ipledger/ipledger/internal/testkit"
 )
 
 // An allocations cursor belongs to its pool: another pool's cursor, or a
@@ -28,12 +30,12 @@ func TestAllocationCursorBelongsToItsPool(t *testing.T) {
 			t.Fatalf("second lo-ip page: %+v %v", next, err)
 		}
 		_, err = f.a.ListAllocations(f.ctx, "vni", AllocationFilter{Limit: 2, Cursor: page.NextCursor})
-		wantCode(t, err, CodeInvalid, "cursor")
+		testkit.WantCode(t, err, CodeInvalid, "", "cursor")
 		if e, ok := AsError(err); !ok || e.Field != "cursor" {
 			t.Fatalf("another pool's cursor: %v", err)
 		}
 		_, key, _ := strings.Cut(page.NextCursor, "-")
 		_, err = f.a.ListAllocations(f.ctx, "lo-ip", AllocationFilter{Cursor: key})
-		wantCode(t, err, CodeInvalid, "cursor")
+		testkit.WantCode(t, err, CodeInvalid, "", "cursor")
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -69,14 +70,6 @@ func (f *fnd) emSnap() string {
 		out = append(out, string(b))
 	}
 	return strings.Join(out, "\n")
-}
-
-func wantField(t *testing.T, err error, code Code, field string) {
-	t.Helper()
-	e := wantCode(t, err, code)
-	if e.Field != field {
-		t.Fatalf("error %q: field %q, want %q", e.Message, e.Field, field)
-	}
 }
 
 // Every validation rule of docs/reservations.md with its code and field path
@@ -166,7 +159,7 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 		}
 		// Once declared, the value is refused to any other requester.
 		_, _, err := f.a.Allocate(f.ctx, PoolLoopbackV4, own("someone"), "10.180.62.210")
-		wantCode(t, err, CodeNotAvailable, "declared for DPU MT-A1")
+		testkit.WantCode(t, err, CodeNotAvailable, "", "declared for DPU MT-A1")
 	})
 }
 
@@ -177,8 +170,8 @@ func TestExpectedMachineMissingFamilyPool(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.180.62.200", "10.180.62.255", false))
 		_, err := f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:02", emDpu4("MT-1", "10.180.62.201", "fd00:180:62:1::1")))
-		wantField(t, err, CodeInvalid, "expected_dpus[0].loopback_ip_v6")
-		wantCode(t, err, CodeInvalid, `pool "lo-ip-v6" does not exist`)
+		testkit.WantCode(t, err, CodeInvalid, "expected_dpus[0].loopback_ip_v6")
+		testkit.WantCode(t, err, CodeInvalid, "", `pool "lo-ip-v6" does not exist`)
 		em := f.emCreate(emSpec("0a:00:00:00:00:02", emDpu4("MT-1", "10.180.62.201", "")))
 		if *em.ExpectedDpus[0].LoopbackIP != "10.180.62.201" {
 			t.Fatalf("%+v", em)
@@ -186,7 +179,7 @@ func TestExpectedMachineMissingFamilyPool(t *testing.T) {
 		// A pool of the wrong type under the loopback name is refused too.
 		f.mkPool(PoolLoopbackV6, "ipv4", 0, rng("10.1.0.0", "10.1.0.10", false))
 		_, err = f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:03", emDpu4("MT-3", "", "fd00::1")))
-		wantField(t, err, CodeInvalid, "expected_dpus[0].loopback_ip_v6")
+		testkit.WantCode(t, err, CodeInvalid, "expected_dpus[0].loopback_ip_v6")
 	})
 }
 
@@ -219,9 +212,9 @@ func TestExpectedMachineShape(t *testing.T) {
 			}
 		}
 		_, err := f.a.GetExpectedMachine(f.ctx, "0a:00:00:00:00:99")
-		wantCode(t, err, CodeNotFound)
+		testkit.WantCode(t, err, CodeNotFound, "")
 		_, err = f.a.GetExpectedMachine(f.ctx, "no-such-id")
-		wantCode(t, err, CodeNotFound)
+		testkit.WantCode(t, err, CodeNotFound, "")
 	})
 }
 
@@ -299,13 +292,13 @@ func TestExpectedMachinePatch(t *testing.T) {
 		}
 		before := f.emSnap()
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"chassis_serial_number":"x"}`), IfMatch{2})
-		wantCode(t, err, CodeStaleVersion)
+		testkit.WantCode(t, err, CodeStaleVersion, "")
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip":"10.180.62.1"}]}`), nil)
-		wantField(t, err, CodeInvalid, "expected_dpus[0].loopback_ip")
+		testkit.WantCode(t, err, CodeInvalid, "expected_dpus[0].loopback_ip")
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip":7}]}`), nil)
-		wantField(t, err, CodeInvalid, "expected_dpus[0].loopback_ip")
+		testkit.WantCode(t, err, CodeInvalid, "expected_dpus[0].loopback_ip")
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`[1]`), nil)
-		wantCode(t, err, CodeBadRequest)
+		testkit.WantCode(t, err, CodeBadRequest, "")
 		if f.emSnap() != before {
 			t.Fatal("refused patches changed stored state")
 		}
@@ -338,8 +331,8 @@ func TestExpectedMachineIfMatch(t *testing.T) {
 		em := f.emCreate(emSpec("0a:00:00:00:00:01"))
 		before := f.emSnap()
 		_, err := f.a.ReplaceExpectedMachine(f.ctx, em.ID, emSpec("0a:00:00:00:00:01"), IfMatch{7})
-		wantCode(t, err, CodeStaleVersion)
-		wantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, IfMatch{-1}), CodeStaleVersion)
+		testkit.WantCode(t, err, CodeStaleVersion, "")
+		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, IfMatch{-1}), CodeStaleVersion, "")
 		if f.emSnap() != before {
 			t.Fatal("stale writes changed state")
 		}
@@ -351,7 +344,7 @@ func TestExpectedMachineIfMatch(t *testing.T) {
 		if err := f.a.DeleteExpectedMachine(f.ctx, em.ID, IfMatch{2}); err != nil {
 			t.Fatal(err)
 		}
-		wantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, nil), CodeNotFound)
+		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, nil), CodeNotFound, "")
 	})
 }
 
@@ -378,7 +371,7 @@ func TestExpectedMachineConcurrentReservations(t *testing.T) {
 					wins++
 					continue
 				}
-				wantField(t, err, code, field)
+				testkit.WantCode(t, err, code, field)
 			}
 			if wins != 1 {
 				t.Fatalf("%s: %d winners, want exactly 1", name, wins)
@@ -421,7 +414,7 @@ func TestExpectedMachineConcurrentSerialWithoutPools(t *testing.T) {
 			if err == nil {
 				wins++
 			} else {
-				wantField(t, err, CodeConflict, "expected_dpus[0].serial_number")
+				testkit.WantCode(t, err, CodeConflict, "expected_dpus[0].serial_number")
 			}
 		}
 		if wins != 1 {
@@ -521,9 +514,9 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 			}
 		}
 		_, err := ParseExpectedMachinesFile([]byte(`{"machines":[]}`))
-		wantField(t, err, CodeInvalid, "expected_machines")
+		testkit.WantCode(t, err, CodeInvalid, "expected_machines")
 		_, err = ParseExpectedMachinesFile([]byte(`{"expected_machines":`))
-		wantCode(t, err, CodeBadRequest)
+		testkit.WantCode(t, err, CodeBadRequest, "")
 
 		// Swap A's and B's IPv4 reservations, drop record 3, keep A's
 		// password (absent), add a new record.
@@ -659,9 +652,9 @@ func TestExpectedMachineListFilters(t *testing.T) {
 			t.Fatalf("cursor %q", p.NextCursor)
 		}
 		_, err := f.a.ListExpectedMachines(f.ctx, ExpectedMachineFilter{BmcMacAddress: "nope"})
-		wantField(t, err, CodeInvalid, "bmc_mac_address")
+		testkit.WantCode(t, err, CodeInvalid, "bmc_mac_address")
 		_, err = f.a.ListExpectedMachines(f.ctx, ExpectedMachineFilter{Cursor: "nope"})
-		wantField(t, err, CodeInvalid, "cursor")
+		testkit.WantCode(t, err, CodeInvalid, "cursor")
 	})
 }
 
@@ -731,7 +724,7 @@ func TestExpectedMachineConcurrentUnconditionalWrites(t *testing.T) {
 		// Moving the record to a BMC MAC another record uses is 409.
 		f.emCreate(emSpec("0a:00:00:00:06:02"))
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"bmc_mac_address":"0A:00:00:00:06:02"}`), nil)
-		wantField(t, err, CodeConflict, "bmc_mac_address")
+		testkit.WantCode(t, err, CodeConflict, "bmc_mac_address")
 		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"bmc_mac_address":"0A:00:00:00:06:03"}`), nil)
 		if err != nil || got.ID != em.ID || got.BmcMacAddress != "0a:00:00:00:06:03" {
 			t.Fatalf("MAC change: %+v %v", got, err)
@@ -762,7 +755,7 @@ func TestExpectedMachinePatchKeepsUntouchedReservations(t *testing.T) {
 			t.Fatalf("rename: %+v %v", got, err)
 		}
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-81","loopback_ip":"10.180.62.205"}]}`), nil)
-		wantField(t, err, CodeNotAvailable, "expected_dpus[0].loopback_ip")
+		testkit.WantCode(t, err, CodeNotAvailable, "expected_dpus[0].loopback_ip")
 		// Clearing it is always possible.
 		if got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null}`), nil); err != nil || len(got.ExpectedDpus) != 0 {
 			t.Fatalf("clear: %+v %v", got, err)
@@ -783,13 +776,13 @@ func TestExpectedMachineNameRefusesInvisibleCharacters(t *testing.T) {
 			spec := emSpec("0a:00:00:00:00:02")
 			spec.Metadata.Name = name
 			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
-			wantField(t, err, CodeInvalid, "metadata.name")
+			testkit.WantCode(t, err, CodeInvalid, "metadata.name")
 			if e, _ := AsError(err); !strings.Contains(e.Message, strconv.Quote(name)) {
 				t.Errorf("create %q: message %q does not name the value", name, e.Message)
 			}
 			body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": name}})
 			_, err = f.a.PatchExpectedMachine(f.ctx, "0a:00:00:00:00:01", body, nil)
-			wantField(t, err, CodeInvalid, "metadata.name")
+			testkit.WantCode(t, err, CodeInvalid, "metadata.name")
 		}
 		if after := f.emSnap(); after != before {
 			t.Fatalf("refused names changed the ExpectedMachines:\n%s\n%s", before, after)
@@ -820,10 +813,10 @@ func TestVisibleTextOnEveryHostField(t *testing.T) {
 			spec := emSpec("0a:00:00:00:00:02")
 			set(&spec)
 			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
-			wantField(t, err, CodeInvalid, field)
+			testkit.WantCode(t, err, CodeInvalid, field)
 		}
 		_, err := f.a.Report(f.ctx, ReportSpec{BmcMacAddress: "0a:00:00:00:00:01", ChassisSerialNumber: zw})
-		wantField(t, err, CodeInvalid, "chassis_serial_number")
+		testkit.WantCode(t, err, CodeInvalid, "chassis_serial_number")
 		if after := f.emSnap(); after != before {
 			t.Fatalf("refused texts changed the ExpectedMachines:\n%s\n%s", before, after)
 		}

@@ -8,12 +8,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -24,12 +24,12 @@ type fnd struct {
 	db    *gorm.DB
 	a     *Allocator
 	ctx   context.Context
-	clock *dbtest.Clock
+	clock *testkit.Clock
 }
 
 func newFnd(t *testing.T, db *gorm.DB, hold time.Duration) *fnd {
 	t.Helper()
-	clock := dbtest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	a := New(db, Options{QuarantineHold: hold, Now: clock.Now})
 	return &fnd{t: t, db: db, a: a, ctx: WithActor(context.Background(), "test", "req-1"), clock: clock}
 }
@@ -129,25 +129,6 @@ func (f *fnd) declare(serial, v4, v6 string) {
 	if err := f.db.Create(&d).Error; err != nil {
 		f.t.Fatalf("insert expected dpu: %v", err)
 	}
-}
-
-// wantCode fails unless err is an *Error with code (and, when given, a
-// message containing each of msgs).
-func wantCode(t *testing.T, err error, code Code, msgs ...string) *Error {
-	t.Helper()
-	e, ok := AsError(err)
-	if !ok {
-		t.Fatalf("want %s error, got %v", code, err)
-	}
-	if e.Code != code {
-		t.Fatalf("want code %s, got %s (%s)", code, e.Code, e.Message)
-	}
-	for _, m := range msgs {
-		if !strings.Contains(e.Message, m) {
-			t.Fatalf("error %q does not mention %q", e.Message, m)
-		}
-	}
-	return e
 }
 
 // snapshot is everything a refused change must leave untouched.

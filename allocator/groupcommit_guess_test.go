@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -123,7 +124,7 @@ func TestGroupCommitGuessMatchesOneByOne(t *testing.T) {
 							t.Fatalf("step %d request %d (%s again): %s created=%t %v, want %s", step, i, o, rq.out.Value, rq.created, rq.err, got[o])
 						}
 					case k >= len(want):
-						wantCode(t, rq.err, CodePoolExhausted)
+						testkit.WantCode(t, rq.err, CodePoolExhausted, "")
 					default:
 						if rq.err != nil || !rq.created || rq.out.Value != want[k] {
 							t.Fatalf("step %d request %d (%s): %s created=%t %v, want %s (free: %v)", step, i, o, rq.out.Value, rq.created, rq.err, want[k], want[:min(len(want), 8)])
@@ -152,7 +153,7 @@ func TestGroupCommitGuessMatchesOneByOne(t *testing.T) {
 				want := f.oracleFirstFree(pool, 1)
 				al, created, err := other.Allocate(f.ctx, pool, own(o), "")
 				if len(want) == 0 {
-					wantCode(t, err, CodePoolExhausted)
+					testkit.WantCode(t, err, CodePoolExhausted, "")
 					break
 				}
 				if err != nil || !created || al.Value != want[0] {
@@ -190,7 +191,7 @@ func TestGroupCommitGuessMatchesOneByOne(t *testing.T) {
 				rg := p.Ranges[0]
 				on := !rg.AutoAssign
 				if _, err := f.a.UpdateRange(f.ctx, pool, rg.ID, RangeUpdate{AutoAssign: &on}); err != nil && on {
-					wantCode(t, err, CodeConflict) // values lie in it
+					testkit.WantCode(t, err, CodeConflict, "") // values lie in it
 				} else if err != nil {
 					t.Fatalf("flip off: %v", err)
 				}

@@ -14,6 +14,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -192,7 +193,7 @@ func TestGroupCommitAllocatesLikeOneByOne(t *testing.T) {
 				}
 				continue
 			}
-			wantCode(t, r.err, CodePoolExhausted)
+			testkit.WantCode(t, r.err, CodePoolExhausted, "")
 		}
 		if rest := f.oracleFree(PoolLoopbackV4); len(rest) != 0 {
 			t.Fatalf("values left free after exhaustion: %v", rest)
@@ -234,7 +235,7 @@ func TestGroupCommitQueueUnderConcurrency(t *testing.T) {
 		exhausted := 0
 		for i := range values {
 			if errs[i] != nil {
-				wantCode(t, errs[i], CodePoolExhausted)
+				testkit.WantCode(t, errs[i], CodePoolExhausted, "")
 				exhausted++
 				continue
 			}
@@ -295,7 +296,7 @@ func TestGroupCommitCancelledAndUnknownPool(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, _, err := f.a.Allocate(ctx, "vlan", own("late"), "")
-		wantCode(t, err, CodeUnavailable)
+		testkit.WantCode(t, err, CodeUnavailable, "")
 		if n := f.countRows(&models.Allocation{}, "1 = 1"); n != 0 {
 			t.Fatalf("%d allocations after a cancelled request", n)
 		}
@@ -303,7 +304,7 @@ func TestGroupCommitCancelledAndUnknownPool(t *testing.T) {
 		f.a.runGroupCommit("nope", reqs)
 		for _, r := range reqs {
 			<-r.done
-			wantCode(t, r.err, CodeNotFound, "nope")
+			testkit.WantCode(t, r.err, CodeNotFound, "", "nope")
 		}
 	})
 }
@@ -430,7 +431,7 @@ func TestGroupCommitCallerDeadlineBeforeClaim(t *testing.T) {
 		go func() { hasty <- waitLikeCaller(reqs[1]) }()
 		f.a.runGroupCommit("vlan", reqs)
 		<-reqs[0].done
-		wantCode(t, <-hasty, CodeUnavailable, "nothing was allocated")
+		testkit.WantCode(t, <-hasty, CodeUnavailable, "", "nothing was allocated")
 		if n := f.countRows(&models.Allocation{}, "owner_id = ?", "hasty"); n != 0 {
 			t.Fatalf("the caller told 503 holds %d values", n)
 		}
@@ -461,7 +462,7 @@ func TestGroupCommitLeavesOutCancelledCaller(t *testing.T) {
 		go func() { left <- waitLikeCaller(reqs[1]) }()
 		time.Sleep(100 * time.Millisecond)
 		cancel()
-		wantCode(t, <-left, CodeUnavailable, "nothing was allocated")
+		testkit.WantCode(t, <-left, CodeUnavailable, "", "nothing was allocated")
 		if err := blocker.Commit().Error; err != nil {
 			t.Fatal(err)
 		}
@@ -480,7 +481,7 @@ func TestGroupCommitLeavesOutCancelledCaller(t *testing.T) {
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel2)
 		_, _, err := f.a.Allocate(ctx2, "vlan", own("gone"), "")
-		wantCode(t, err, CodeUnavailable)
+		testkit.WantCode(t, err, CodeUnavailable, "")
 		blocker.Commit()
 		if n := f.countRows(&models.Allocation{}, "owner_id = ?", "gone"); n != 0 {
 			t.Fatalf("a cancelled Allocate stored %d values", n)
@@ -559,7 +560,7 @@ func TestGroupCommitDeadlinesAnywhere(t *testing.T) {
 			switch {
 			case r.err != nil:
 				failed++
-				wantCode(t, r.err, CodeUnavailable)
+				testkit.WantCode(t, r.err, CodeUnavailable, "")
 				if len(rows) != 0 {
 					t.Fatalf("%s got %v but holds %s", r.owner, r.err, rows[0].Value)
 				}
@@ -595,7 +596,7 @@ func TestGroupCommitDeadlineDuringCommit(t *testing.T) {
 		var n int64
 		db.Model(&models.Allocation{}).Where("owner_id = ?", owner).Count(&n)
 		if err != nil {
-			wantCode(t, err, CodeUnavailable)
+			testkit.WantCode(t, err, CodeUnavailable, "")
 			if n != 0 {
 				t.Fatalf("%s: 503 (%v) after %v, but the value was stored", owner, err, took)
 			}

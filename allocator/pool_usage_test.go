@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -18,7 +19,7 @@ func TestConsolePoolUsage(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-		clock := dbtest.NewClock(start)
+		clock := testkit.NewClock(start)
 		a := New(db, Options{Now: clock.Now})
 		ctx := context.Background()
 		auto := true

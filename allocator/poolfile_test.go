@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/docs/samples"
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -319,7 +320,7 @@ prefix = "10.0.0.0/24"`, CodeInvalid, "pools.lo ip.name"},
 			if err == nil {
 				t.Fatalf("%s: loaded", c.name)
 			}
-			e := wantCode(t, err, c.code)
+			e := testkit.WantCode(t, err, c.code, "")
 			if e.Field != c.field {
 				t.Fatalf("%s: field %q, want %q (%s)", c.name, e.Field, c.field, e.Message)
 			}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -62,7 +63,7 @@ func TestCreatePoolRefusals(t *testing.T) {
 		for _, c := range cases {
 			before := f.snap()
 			_, err := f.a.CreatePool(f.ctx, c.spec)
-			e := wantCode(t, err, c.code, c.msg)
+			e := testkit.WantCode(t, err, c.code, "", c.msg)
 			if e.Field != c.field {
 				t.Fatalf("%s: field %q, want %q", c.name, e.Field, c.field)
 			}
@@ -97,11 +98,11 @@ func TestAddRange(t *testing.T) {
 		} {
 			before := f.snap()
 			_, err := f.a.AddRange(f.ctx, "lo-ip", c.r)
-			wantCode(t, err, c.code, c.msg)
+			testkit.WantCode(t, err, c.code, "", c.msg)
 			f.unchanged(before, "refused range "+c.r.First+".."+c.r.Last)
 		}
 		_, err := f.a.AddRange(f.ctx, "nope", rng("1.1.1.1", "1.1.1.2", true))
-		wantCode(t, err, CodeNotFound)
+		testkit.WantCode(t, err, CodeNotFound, "")
 
 		// Adjacent ranges on both sides are fine.
 		lo, err := f.a.AddRange(f.ctx, "lo-ip", rng("10.0.0.0", "10.0.0.9", false))
@@ -117,7 +118,7 @@ func TestAddRange(t *testing.T) {
 			t.Fatalf("read back: %+v %v", got, err)
 		}
 		_, err = f.a.GetRange(f.ctx, "lo-ip", "999")
-		wantCode(t, err, CodeNotFound)
+		testkit.WantCode(t, err, CodeNotFound, "")
 		if n := f.countRows(&models.AuditEvent{}, "action = ?", "pool.range.add"); n != 2 {
 			t.Fatalf("%d range add events, want 2", n)
 		}
@@ -168,13 +169,13 @@ func TestUpdateAndRemoveRangeRefusals(t *testing.T) {
 		for _, c := range refusals {
 			before := f.snap()
 			_, err := f.a.UpdateRange(f.ctx, "lo-ip", c.id, c.u)
-			wantCode(t, err, c.code, c.msgs...)
+			testkit.WantCode(t, err, c.code, "", c.msgs...)
 			f.unchanged(before, c.name)
 		}
 		for _, id := range []string{auto, expl} {
 			before := f.snap()
 			err := f.a.RemoveRange(f.ctx, "lo-ip", id)
-			wantCode(t, err, CodeConflict, "still holds values")
+			testkit.WantCode(t, err, CodeConflict, "", "still holds values")
 			f.unchanged(before, "removing a range in use")
 		}
 
@@ -205,7 +206,7 @@ func TestUpdateAndRemoveRangeRefusals(t *testing.T) {
 		if err := f.a.RemoveRange(f.ctx, "lo-ip", auto); err != nil {
 			t.Fatalf("remove empty range: %v", err)
 		}
-		wantCode(t, f.a.RemoveRange(f.ctx, "lo-ip", auto), CodeNotFound)
+		testkit.WantCode(t, f.a.RemoveRange(f.ctx, "lo-ip", auto), CodeNotFound, "")
 		p, _ = f.a.GetPool(f.ctx, "lo-ip")
 		if len(p.Ranges) != 1 || p.Ranges[0].ID != expl {
 			t.Fatalf("ranges after removal: %+v", p.Ranges)
@@ -317,6 +318,6 @@ func TestListPoolsPage(t *testing.T) {
 			t.Fatalf("pages walked %v", got)
 		}
 		_, err := f.a.ListPoolsPage(f.ctx, PoolFilter{Cursor: "nope"})
-		wantField(t, err, CodeInvalid, "cursor")
+		testkit.WantCode(t, err, CodeInvalid, "cursor")
 	})
 }

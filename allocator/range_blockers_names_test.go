@@ -1,6 +1,10 @@
 package allocator
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/ipledger/ipledger/internal/testkit"
+)
 
 // TestRangeRefusalNamesMachines: a shrink or flip refused because of a
 // machine's values names the machine as operators know it (DPU serial,
@@ -15,15 +19,15 @@ func TestRangeRefusalNamesMachines(t *testing.T) {
 		}
 		before := f.snap()
 		_, err := f.a.UpdateRange(f.ctx, "lo-ip", p.Ranges[0].ID, RangeUpdate{First: func() *string { s := "10.0.0.2"; return &s }()})
-		wantCode(t, err, CodeConflict, "10.0.0.1 (allocated to DPU MT-31 of host CH-31)")
+		testkit.WantCode(t, err, CodeConflict, "", "10.0.0.1 (allocated to DPU MT-31 of host CH-31)")
 		f.unchanged(before, "refused shrink")
 		// An owner that is no machine keeps its type/id alone.
 		al := f.alloc("lo-ip", "not-a-machine", "")
 		_, err = f.a.UpdateRange(f.ctx, "lo-ip", p.Ranges[0].ID, RangeUpdate{First: func() *string { s := "10.0.0.90"; return &s }()})
-		wantCode(t, err, CodeConflict, al.Value+" (allocated to machine/not-a-machine)", "(allocated to DPU MT-31 of host CH-31)")
+		testkit.WantCode(t, err, CodeConflict, "", al.Value+" (allocated to machine/not-a-machine)", "(allocated to DPU MT-31 of host CH-31)")
 		// The value quarantined from the DPU names it too.
 		f.quarantine("lo-ip", "10.0.0.1")
 		_, err = f.a.UpdateRange(f.ctx, "lo-ip", p.Ranges[0].ID, RangeUpdate{First: func() *string { s := "10.0.0.90"; return &s }()})
-		wantCode(t, err, CodeConflict, "10.0.0.1 (quarantined, former owner DPU MT-31 of host CH-31)")
+		testkit.WantCode(t, err, CodeConflict, "", "10.0.0.1 (quarantined, former owner DPU MT-31 of host CH-31)")
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -158,7 +159,7 @@ func TestRangeCountsFollowEveryWrite(t *testing.T) {
 				explicitID = x.ID
 			}
 		}
-		if _, err := a.UpdateRange(ctx, "cnt", explicitID, RangeUpdate{AutoAssign: &tr}); err != nil && !isCode(err, CodeConflict) {
+		if _, err := a.UpdateRange(ctx, "cnt", explicitID, RangeUpdate{AutoAssign: &tr}); err != nil && !testkit.IsCode(err, CodeConflict) {
 			t.Fatal(err)
 		}
 		extra, err := a.AddRange(ctx, "cnt", RangeSpec{First: "10.0.3.0", Last: "10.0.3.9"})
@@ -196,11 +197,6 @@ func TestRangeCountsFollowEveryWrite(t *testing.T) {
 		}
 		requireCountsTruth(t, db, "after pool deletion")
 	})
-}
-
-func isCode(err error, c Code) bool {
-	e, ok := AsError(err)
-	return ok && e.Code == c
 }
 
 // Many writers on several pools at once: the counts stay exact (every

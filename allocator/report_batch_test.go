@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -98,7 +99,7 @@ func TestReportBatches(t *testing.T) {
 				if len(sizes) == 0 || sizes[0] != maxReportBatch && sizes[0] != n+1 {
 					t.Fatalf("batch sizes %v: the queued reports did not run as one batch", sizes)
 				}
-				wantCode(t, errs[n], CodeConflict, "decommissioned")
+				testkit.WantCode(t, errs[n], CodeConflict, "", "decommissioned")
 				seen := map[string]string{}
 				for i := 0; i < n; i++ {
 					if errs[i] != nil {

@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -95,7 +96,7 @@ func plainMAC(i int) string { return fmt.Sprintf("02:00:00:00:01:%02x", i) }
 func plainScenario(t *testing.T, db *gorm.DB, seed uint64) *plainSiteFixture {
 	t.Helper()
 	rnd := rand.New(rand.NewPCG(seed, 7))
-	clock := dbtest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	a := New(db, Options{Now: clock.Now})
 	ctx := WithActor(context.Background(), "setup", "req-setup")
 	f := &fnd{t: t, db: db, a: a, ctx: ctx, clock: clock}

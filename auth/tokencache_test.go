@@ -7,21 +7,11 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
-
-// waitFor polls cond every 5 ms for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
 
 // On PostgreSQL, while ListenForTokenChanges runs, Authenticate answers a
 // known token from memory; a token deleted behind the server's back (as
@@ -72,18 +62,18 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 		if err := db.Exec(`UPDATE api_tokens SET role = 'viewer' WHERE name = 'b'`).Error; err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the role change to reach the cache", func() bool {
+		testkit.WaitFor(t, 5*time.Second, func() bool {
 			tk, err := auth(tokB)
 			return err == nil && tk.Role == RoleViewer
-		})
+		}, "the role change to reach the cache")
 		if err := db.Exec(`DELETE FROM api_tokens WHERE name = 'b'`).Error; err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the deletion to reach the cache", func() bool {
+		testkit.WaitFor(t, 5*time.Second, func() bool {
 			_, err := auth(tokB)
 			e, ok := kernel.AsError(err)
 			return ok && e.Code == kernel.CodeUnauthorized
-		})
+		}, "the deletion to reach the cache")
 
 		// The server's own deletion takes effect before its next request.
 		tokC, _ := a.CreateToken(ctx, "c", RoleAdmin, "")
@@ -94,7 +84,7 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = auth(tokC)
-		wantCode(t, err, kernel.CodeUnauthorized)
+		testkit.WantCode(t, err, kernel.CodeUnauthorized, "")
 
 		// Cut the listening connection: the cache turns off, so a deletion
 		// made while no notification can arrive is seen at once.
@@ -105,28 +95,28 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 		if err := db.Raw(`SELECT pg_terminate_backend(?)`, pid).Scan(&killed).Error; err != nil || !killed {
 			t.Fatalf("terminate the listener's backend %d: %t %v", pid, killed, err)
 		}
-		waitFor(t, "the cache to turn off", func() bool { return !a.tokens.isLive() })
+		testkit.WaitFor(t, 5*time.Second, func() bool { return !a.tokens.isLive() }, "the cache to turn off")
 		if err := db.Exec(`DELETE FROM api_tokens WHERE name = 'a'`).Error; err != nil {
 			t.Fatal(err)
 		}
 		_, err = auth(tokA)
-		wantCode(t, err, kernel.CodeUnauthorized)
+		testkit.WantCode(t, err, kernel.CodeUnauthorized, "")
 
 		// The listener comes back and caching resumes.
-		waitFor(t, "the listener to reconnect", a.tokens.isLive)
+		testkit.WaitFor(t, 5*time.Second, a.tokens.isLive, "the listener to reconnect")
 		// (The creation's own notification may empty the cache once more.)
 		tokD, _ := a.CreateToken(ctx, "d", RoleViewer, "")
-		waitFor(t, "the cache to answer again after reconnecting", func() bool {
+		testkit.WaitFor(t, 5*time.Second, func() bool {
 			if _, err := auth(tokD); err != nil {
 				t.Fatal(err)
 			}
 			reads := a.tokenReads.Load()
 			_, err := auth(tokD)
 			return err == nil && a.tokenReads.Load() == reads
-		})
+		}, "the cache to answer again after reconnecting")
 
 		// Stopping the listener turns the cache off for good.
 		cancel()
-		waitFor(t, "the cache to turn off after the listener stops", func() bool { return !a.tokens.isLive() })
+		testkit.WaitFor(t, 5*time.Second, func() bool { return !a.tokens.isLive() }, "the cache to turn off after the listener stops")
 	})
 }

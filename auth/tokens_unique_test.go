@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -32,7 +33,7 @@ func TestTokenNamesUnique(t *testing.T) {
 			if err == nil {
 				ok++
 			} else {
-				wantCode(t, err, kernel.CodeConflict, `a token named "ci" already exists`)
+				testkit.WantCode(t, err, kernel.CodeConflict, "", `a token named "ci" already exists`)
 			}
 		}
 		if ok != 1 {

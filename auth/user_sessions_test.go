@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
@@ -16,7 +17,7 @@ func TestPeopleSessions(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		t.Parallel()
-		clk := dbtest.NewClock(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
+		clk := testkit.NewClock(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 		p := &People{Service: New(db, Options{Now: clk.Now}), TTL: 2 * time.Hour}
 		ctx := context.Background()
 		alice := &Person{Actor: "user:alice", Name: "alice", Role: RoleAdmin}
@@ -40,7 +41,7 @@ func TestPeopleSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Minute)
-		if _, err := p.Lookup(ctx, id); !isCode(err, kernel.CodeUnauthorized) {
+		if _, err := p.Lookup(ctx, id); !testkit.IsCode(err, kernel.CodeUnauthorized) {
 			t.Fatalf("after the TTL: %v", err)
 		}
 
@@ -57,10 +58,10 @@ func TestPeopleSessions(t *testing.T) {
 		if _, err := p.End(actx, list[0].Ref); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Lookup(ctx, id2); !isCode(err, kernel.CodeUnauthorized) {
+		if _, err := p.Lookup(ctx, id2); !testkit.IsCode(err, kernel.CodeUnauthorized) {
 			t.Fatalf("an ended session still works: %v", err)
 		}
-		if _, err := p.End(actx, list[0].Ref); !isCode(err, kernel.CodeNotFound) {
+		if _, err := p.End(actx, list[0].Ref); !testkit.IsCode(err, kernel.CodeNotFound) {
 			t.Fatalf("ending twice: %v", err)
 		}
 		var evs []models.AuditEvent
@@ -87,9 +88,4 @@ func TestPeopleSessions(t *testing.T) {
 			}
 		}
 	})
-}
-
-func isCode(err error, c kernel.Code) bool {
-	e, ok := kernel.AsError(err)
-	return ok && e.Code == c
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/internal/testkit"
 )
 
 // crSite: a site with two named ExpectedMachines, one ingested host
@@ -76,7 +77,7 @@ func TestNamesFollowTheRule(t *testing.T) {
 		}
 		// A delete refused for state names the host.
 		_, err = s.a.DeleteMachine(s.ctx, allocator.HostMachineID("0a:00:00:00:00:01"), false)
-		wantCode(t, err, allocator.CodeConflict, "host rack1-u01")
+		testkit.WantCode(t, err, allocator.CodeConflict, "", "host rack1-u01")
 	})
 }
 
@@ -152,7 +153,7 @@ func TestSearchFindsEveryKind(t *testing.T) {
 			t.Errorf("nothing: %+v %v", r, err)
 		}
 		_, err = s.c.Search(s.ctx, strings.Repeat("x", 201))
-		wantCode(t, err, allocator.CodeInvalid, "at most 200")
+		testkit.WantCode(t, err, allocator.CodeInvalid, "", "at most 200")
 		// The allocations filter takes a value or a prefix.
 		page, err := s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "10.0.0.0/28"})
 		if err != nil || len(page.Items) == 0 {
@@ -168,9 +169,9 @@ func TestSearchFindsEveryKind(t *testing.T) {
 			t.Fatalf("value filter: %+v %v", page, err)
 		}
 		_, err = s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "fd00::/64"})
-		wantCode(t, err, allocator.CodeInvalid, "family")
+		testkit.WantCode(t, err, allocator.CodeInvalid, "", "family")
 		_, err = s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "banana"})
-		wantCode(t, err, allocator.CodeInvalid, "banana")
+		testkit.WantCode(t, err, allocator.CodeInvalid, "", "banana")
 	})
 }
 

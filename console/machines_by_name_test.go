@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/internal/testkit"
 )
 
 // TestHostsListedByName: the console's host list is ordered by the name it
@@ -76,6 +77,6 @@ func TestHostsListedByName(t *testing.T) {
 			t.Errorf("host-less DPUs: %+v more=%v err=%v", dpus, more, err)
 		}
 		_, err = s.c.ListHostsByName(s.ctx, allocator.MachineFilter{Cursor: "eA.fm100htnotanid"})
-		wantCode(t, err, allocator.CodeInvalid, "cursor")
+		testkit.WantCode(t, err, allocator.CodeInvalid, "", "cursor")
 	})
 }

@@ -2,12 +2,12 @@ package console
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -37,8 +37,8 @@ func newSite(t *testing.T, db *gorm.DB, o siteOpts) *site {
 	if auto[0] == "" {
 		auto = [2]string{"10.0.0.1", "10.0.0.9"}
 	}
-	s.pool(allocator.PoolLoopbackV4, "ipv4", rng(auto[0], auto[1], true), rng("10.0.0.100", "10.0.0.199", false))
-	s.pool(allocator.PoolLoopbackV6, "ipv6", rng("fd00::1", "fd00::ff", true), rng("fd00:1::1", "fd00:1::ff", false))
+	s.pool(allocator.PoolLoopbackV4, "ipv4", sitekit.Range(auto[0], auto[1], true), sitekit.Range("10.0.0.100", "10.0.0.199", false))
+	s.pool(allocator.PoolLoopbackV6, "ipv6", sitekit.Range("fd00::1", "fd00::ff", true), sitekit.Range("fd00:1::1", "fd00:1::ff", false))
 	return s
 }
 
@@ -46,10 +46,6 @@ func newSite(t *testing.T, db *gorm.DB, o siteOpts) *site {
 func siteEach(t *testing.T, o siteOpts, fn func(t *testing.T, s *site)) {
 	t.Helper()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) { fn(t, newSite(t, db, o)) })
-}
-
-func rng(first, last string, auto bool) allocator.RangeSpec {
-	return allocator.RangeSpec{First: first, Last: last, AutoAssign: &auto}
 }
 
 func (s *site) pool(name, typ string, ranges ...allocator.RangeSpec) {
@@ -110,23 +106,5 @@ func (s *site) delete(id string, force bool) {
 	s.t.Helper()
 	if _, err := s.a.DeleteMachine(s.ctx, id, force); err != nil {
 		s.t.Fatalf("delete %s (force %v): %v", id, force, err)
-	}
-}
-
-// wantCode fails unless err is a kernel error of code whose message
-// mentions every msg.
-func wantCode(t *testing.T, err error, code kernel.Code, msgs ...string) {
-	t.Helper()
-	e, ok := kernel.AsError(err)
-	if !ok {
-		t.Fatalf("want %s error, got %v", code, err)
-	}
-	if e.Code != code {
-		t.Fatalf("want code %s, got %s (%s)", code, e.Code, e.Message)
-	}
-	for _, m := range msgs {
-		if !strings.Contains(e.Message, m) {
-			t.Fatalf("error %q does not mention %q", e.Message, m)
-		}
 	}
 }

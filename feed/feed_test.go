@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
+
+	"gorm.io/gorm"
 )
 
 // runFeed starts a's sequencer for the test's lifetime with a short
@@ -22,6 +25,19 @@ func runFeed(t *testing.T, a *Feed) context.CancelFunc {
 	return cancel
 }
 
+// proc is one server process of a test: its database handle, its
+// allocator and its feed, wired as serve wires them.
+type proc struct {
+	db   *gorm.DB
+	a    *allocator.Allocator
+	feed *Feed
+}
+
+func newProc(db *gorm.DB) *proc {
+	f := New(db, Options{})
+	return &proc{db: db, a: allocator.New(db, allocator.Options{OnCommit: f.Committed}), feed: f}
+}
+
 // Revisions follow commit order: writers in three "processes" (handles)
 // on three pools allocate and release while a reader resumes after every
 // page with the last next_after; one process's sequencer stops half-way
@@ -31,11 +47,13 @@ func runFeed(t *testing.T, a *Feed) context.CancelFunc {
 func TestFeedOrderUnderConcurrentWriters(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
-			u := concurrencyURL(t, d)
-			as := processes(t, u, 3)
+			var as []*proc
+			for _, db := range dbtest.Handles(t, dbtest.NewURL(t, d), 3) {
+				as = append(as, newProc(db))
+			}
 			ctx := kernel.WithActor(context.Background(), "test", "")
 			for i, p := range []string{"fa", "fb", "fc"} {
-				if _, err := as[0].a.CreatePool(ctx, allocator.PoolSpec{Name: p, Type: "integer", Ranges: []allocator.RangeSpec{rng(fmt.Sprint(i*10000+1), fmt.Sprint(i*10000+9999), true)}}); err != nil {
+				if _, err := as[0].a.CreatePool(ctx, allocator.PoolSpec{Name: p, Type: "integer", Ranges: []allocator.RangeSpec{sitekit.Range(fmt.Sprint(i*10000+1), fmt.Sprint(i*10000+9999), true)}}); err != nil {
 					t.Fatal(err)
 				}
 			}

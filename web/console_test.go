@@ -19,6 +19,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
@@ -802,7 +803,7 @@ func TestConsoleSignOutEndsSession(t *testing.T) {
 func TestConsoleSessionSlides(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		clock := dbtest.NewClock(time.Now().UTC())
+		clock := testkit.NewClock(time.Now().UTC())
 		advance := clock.Advance
 		a := allocator.New(db, allocator.Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		au := auth.New(db, auth.Options{Now: clock.Now})

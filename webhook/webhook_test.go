@@ -19,6 +19,9 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/buildinfo"
+	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/internal/testkit"
+	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
@@ -108,18 +111,50 @@ func runHooks(t *testing.T, wh *Service, o WebhookOptions) context.CancelFunc {
 	return cancel
 }
 
+// proc is one server process of a test: its allocator, feed and
+// webhooks, wired as serve wires them.
+type proc struct {
+	db    *gorm.DB
+	a     *allocator.Allocator
+	feed  *feed.Feed
+	hooks *Service
+}
+
+func newProc(db *gorm.DB) *proc {
+	fd := feed.New(db, feed.Options{})
+	hooks := New(db, Options{OnCommit: fd.Committed})
+	fd.SetDeliveries(hooks)
+	return &proc{db: db, a: allocator.New(db, allocator.Options{OnCommit: fd.Committed}), feed: fd, hooks: hooks}
+}
+
+// fnd is one test's site with its feed and webhooks.
+type fnd struct {
+	*sitekit.Site
+	feed  *feed.Feed
+	hooks *Service
+}
+
+// runFeed starts fd's sequencer for the test's lifetime with a short
+// fallback poll.
+func runFeed(t *testing.T, fd *feed.Feed) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := fd.RunFeed(ctx, feed.FeedOptions{Poll: 50 * time.Millisecond})
+	t.Cleanup(func() { cancel(); <-done })
+	return cancel
+}
+
 func hookEach(t *testing.T, fn func(t *testing.T, f *fnd)) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		f := &fnd{proc: newProc(db), t: t, ctx: kernel.WithActor(context.Background(), "test", "req-1")}
-		fn(t, f)
+		p := newProc(db)
+		fn(t, &fnd{Site: sitekit.Over(t, p.a), feed: p.feed, hooks: p.hooks})
 	})
 }
 
 func (f *fnd) mkHook(url string, actions []string, pools []string) *Webhook {
-	f.t.Helper()
-	w, err := f.hooks.CreateWebhook(f.ctx, WebhookSpec{Name: "h" + strconv.Itoa(int(time.Now().UnixNano()%1e6)), URL: url, Secret: testSecret, Actions: actions, Pools: pools})
+	f.T.Helper()
+	w, err := f.hooks.CreateWebhook(f.Ctx, WebhookSpec{Name: "h" + strconv.Itoa(int(time.Now().UnixNano()%1e6)), URL: url, Secret: testSecret, Actions: actions, Pools: pools})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return w
 }
@@ -137,12 +172,12 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 			}
 			io.WriteString(w, "ok")
 		})
-		f.mkPool("wp", "integer", 0, rng("1", "100", true))
+		f.Pool("wp", "integer", 0, sitekit.Range("1", "100", true))
 		hook := f.mkHook(rc.srv.URL+"/in", []string{"allocation.*"}, []string{"wp"})
 		runFeed(t, f.feed)
 		runHooks(t, f.hooks, fastHooks())
-		f.alloc("wp", "m1", "")
-		f.alloc("wp", "m2", "")
+		f.Allocate("wp", "m1", "")
+		f.Allocate("wp", "m2", "")
 		reqs := rc.waitFor(t, 5)
 		// Every attempt names the build that sent it.
 		for _, r := range reqs {
@@ -170,14 +205,14 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 				t.Fatal("the secret is in the body")
 			}
 		}
-		page, err := f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		page, err := f.hooks.ListDeliveries(f.Ctx, hook.ID, DeliveryFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, func() bool {
-			page, _ = f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		testkit.WaitFor(t, 30*time.Second, func() bool {
+			page, _ = f.hooks.ListDeliveries(f.Ctx, hook.ID, DeliveryFilter{})
 			return len(page.Items) == 2 && page.Items[0].State == models.DeliveryDelivered
-		})
+		}, "both deliveries to be delivered")
 		old, nw := page.Items[1], page.Items[0]
 		if old.Attempts != 4 || old.State != models.DeliveryDelivered || old.StatusCode == nil || *old.StatusCode != 200 || old.Response != "ok" || old.DeliveredAt == nil || old.NextAttemptAt != nil {
 			t.Fatalf("first delivery: %+v", old)
@@ -186,27 +221,16 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 			t.Fatalf("second delivery: %+v", nw)
 		}
 		// Redeliver sends the first again, with its id.
-		if _, err := f.hooks.Redeliver(f.ctx, hook.ID, old.DeliveryID); err != nil {
+		if _, err := f.hooks.Redeliver(f.Ctx, hook.ID, old.DeliveryID); err != nil {
 			t.Fatal(err)
 		}
 		reqs = rc.waitFor(t, 6)
 		if reqs[5].delivery != old.DeliveryID {
 			t.Fatalf("redelivery sent %s, want %s", reqs[5].delivery, old.DeliveryID)
 		}
-		_, err = f.hooks.Redeliver(f.ctx, hook.ID, "nope")
-		wantCode(t, err, kernel.CodeNotFound)
+		_, err = f.hooks.Redeliver(f.Ctx, hook.ID, "nope")
+		testkit.WantCode(t, err, kernel.CodeNotFound, "")
 	})
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // A 301 is a failed attempt: the redirect is not followed, the error
@@ -222,9 +246,9 @@ func TestWebhookRedirectIsNotFollowed(t *testing.T) {
 		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
 		runFeed(t, f.feed)
 		runHooks(t, f.hooks, fastHooks())
-		f.mkPool("rp", "integer", 0, rng("1", "10", true))
+		f.Pool("rp", "integer", 0, sitekit.Range("1", "10", true))
 		rc.waitFor(t, 3)
-		page, _ := f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		page, _ := f.hooks.ListDeliveries(f.Ctx, hook.ID, DeliveryFilter{})
 		d := page.Items[len(page.Items)-1]
 		if d.State != models.DeliveryPending || d.StatusCode == nil || *d.StatusCode != 301 || !strings.Contains(d.Error, "not followed") {
 			t.Fatalf("delivery after 301s: %+v", d)
@@ -253,14 +277,14 @@ func TestWebhookHangingReceiverTimesOut(t *testing.T) {
 		o := fastHooks()
 		o.Timeout = 200 * time.Millisecond
 		runHooks(t, f.hooks, o)
-		f.mkPool("hp", "integer", 0, rng("1", "10", true))
+		f.Pool("hp", "integer", 0, sitekit.Range("1", "10", true))
 		rc.waitFor(t, 2)
 		var d Delivery
-		waitUntil(t, func() bool {
-			page, _ := f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		testkit.WaitFor(t, 30*time.Second, func() bool {
+			page, _ := f.hooks.ListDeliveries(f.Ctx, hook.ID, DeliveryFilter{})
 			d = page.Items[0]
 			return d.State == models.DeliveryDelivered
-		})
+		}, "the delivery to be delivered")
 		if d.Attempts != 2 {
 			t.Fatalf("delivery: %+v", d)
 		}
@@ -272,14 +296,16 @@ func TestWebhookHangingReceiverTimesOut(t *testing.T) {
 func TestWebhookOneInFlightAcrossProcesses(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
-			u := concurrencyURL(t, d)
-			as := processes(t, u, 3)
+			var as []*proc
+			for _, db := range dbtest.Handles(t, dbtest.NewURL(t, d), 3) {
+				as = append(as, newProc(db))
+			}
 			ctx := kernel.WithActor(context.Background(), "test", "")
 			rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { time.Sleep(2 * time.Millisecond) })
 			if _, err := as[0].hooks.CreateWebhook(ctx, WebhookSpec{Name: "one", URL: rc.srv.URL, Secret: testSecret, Actions: []string{"allocation.create"}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := as[0].a.CreatePool(ctx, allocator.PoolSpec{Name: "op", Type: "integer", Ranges: []allocator.RangeSpec{rng("1", "1000", true)}}); err != nil {
+			if _, err := as[0].a.CreatePool(ctx, allocator.PoolSpec{Name: "op", Type: "integer", Ranges: []allocator.RangeSpec{sitekit.Range("1", "1000", true)}}); err != nil {
 				t.Fatal(err)
 			}
 			for _, a := range as {
@@ -292,7 +318,7 @@ func TestWebhookOneInFlightAcrossProcesses(t *testing.T) {
 				wg.Add(1)
 				go func(i int) {
 					defer wg.Done()
-					if _, _, err := as[i%3].a.Allocate(ctx, "op", own(fmt.Sprint("o", i)), ""); err != nil {
+					if _, _, err := as[i%3].a.Allocate(ctx, "op", sitekit.Machine(fmt.Sprint("o", i)), ""); err != nil {
 						t.Error(err)
 					}
 				}(i)
@@ -321,12 +347,12 @@ func TestWebhookExpiredLeaseTakenOver(t *testing.T) {
 		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
 		id, _ := strconv.ParseInt(hook.ID, 10, 64)
 		until := time.Now().UTC().Add(700 * time.Millisecond)
-		if err := f.db.Model(&models.Webhook{}).Where("id = ?", id).Updates(map[string]any{"lease_owner": "killed", "lease_until": until}).Error; err != nil {
+		if err := f.DB.Model(&models.Webhook{}).Where("id = ?", id).Updates(map[string]any{"lease_owner": "killed", "lease_until": until}).Error; err != nil {
 			t.Fatal(err)
 		}
 		runFeed(t, f.feed)
 		runHooks(t, f.hooks, fastHooks())
-		f.mkPool("lp", "integer", 0, rng("1", "10", true))
+		f.Pool("lp", "integer", 0, sitekit.Range("1", "10", true))
 		rc.waitFor(t, 1)
 		if time.Now().Before(until) {
 			t.Fatal("delivered while another process held the lease")
@@ -345,10 +371,10 @@ func TestWebhookOwnLeaseTakenAtOnce(t *testing.T) {
 		runFeed(t, f.feed)
 		runHooks(t, f.hooks, fastHooks())
 		until := time.Now().UTC().Add(time.Hour)
-		if err := f.db.Model(&models.Webhook{}).Where("id = ?", id).Updates(map[string]any{"lease_owner": f.hooks.engine.owner, "lease_until": until}).Error; err != nil {
+		if err := f.DB.Model(&models.Webhook{}).Where("id = ?", id).Updates(map[string]any{"lease_owner": f.hooks.engine.owner, "lease_until": until}).Error; err != nil {
 			t.Fatal(err)
 		}
-		f.mkPool("lp", "integer", 0, rng("1", "10", true))
+		f.Pool("lp", "integer", 0, sitekit.Range("1", "10", true))
 		rc.waitFor(t, 1)
 	})
 }
@@ -366,17 +392,17 @@ func TestWebhookDeletedWhileInFlight(t *testing.T) {
 		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
 		runFeed(t, f.feed)
 		runHooks(t, f.hooks, fastHooks())
-		f.mkPool("dp", "integer", 0, rng("1", "10", true))
-		f.alloc("dp", "m1", "")
+		f.Pool("dp", "integer", 0, sitekit.Range("1", "10", true))
+		f.Allocate("dp", "m1", "")
 		<-entered
-		if err := f.hooks.DeleteWebhook(f.ctx, hook.ID, nil); err != nil {
+		if err := f.hooks.DeleteWebhook(f.Ctx, hook.ID, nil); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
 		f.mkHook(rc2.srv.URL, []string{"*"}, nil)
-		f.alloc("dp", "m2", "")
+		f.Allocate("dp", "m2", "")
 		rc2.waitFor(t, 1)
-		if n := f.countRows(&models.WebhookDelivery{}, "webhook_id = ?", hook.ID); n != 0 {
+		if n := f.Count(&models.WebhookDelivery{}, "webhook_id = ?", hook.ID); n != 0 {
 			t.Fatalf("%d deliveries left for the deleted webhook", n)
 		}
 		if got := len(rc.waitFor(t, 1)); got != 1 {
@@ -395,7 +421,7 @@ func TestWebhookBurstDeliveredInOrder(t *testing.T) {
 		}
 		rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
 		f.mkHook(rc.srv.URL, []string{"token.*"}, nil)
-		if err := f.db.Exec(`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
+		if err := f.DB.Exec(`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
 INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id) SELECT ?, 'test', 'token.create', 'token', CAST(i AS TEXT), '' FROM s`, n, time.Now().UTC()).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -421,11 +447,11 @@ func TestWebhookSlowReceiverDelaysOnlyItself(t *testing.T) {
 		fast := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
 		f.mkHook(slow.srv.URL, []string{"allocation.*"}, nil)
 		f.mkHook(fast.srv.URL, []string{"allocation.*"}, nil)
-		f.mkPool("sp", "integer", 0, rng("1", "100", true))
+		f.Pool("sp", "integer", 0, sitekit.Range("1", "100", true))
 		runFeed(t, f.feed)
 		runHooks(t, f.hooks, fastHooks())
 		for i := 0; i < 5; i++ {
-			f.alloc("sp", fmt.Sprint("m", i), "")
+			f.Allocate("sp", fmt.Sprint("m", i), "")
 		}
 		fast.waitFor(t, 5)
 		slow.mu.Lock()
@@ -452,14 +478,14 @@ func TestWebhookHugeBinaryAnswerStoredTruncated(t *testing.T) {
 		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
 		runFeed(t, f.feed)
 		runHooks(t, f.hooks, fastHooks())
-		f.mkPool("bp", "integer", 0, rng("1", "10", true))
+		f.Pool("bp", "integer", 0, sitekit.Range("1", "10", true))
 		rc.waitFor(t, 1)
 		var d Delivery
-		waitUntil(t, func() bool {
-			page, _ := f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		testkit.WaitFor(t, 30*time.Second, func() bool {
+			page, _ := f.hooks.ListDeliveries(f.Ctx, hook.ID, DeliveryFilter{})
 			d = page.Items[0]
 			return d.State == models.DeliveryDelivered
-		})
+		}, "the delivery to be delivered")
 		if len(d.Response) > MaxResponseBody || len(d.Response) < MaxResponseBody-8 || strings.ContainsRune(d.Response, 0) || !strings.HasPrefix(d.Response, "\uFFFD") {
 			t.Fatalf("stored answer: %d bytes, starts %q", len(d.Response), d.Response[:min(12, len(d.Response))])
 		}
@@ -472,19 +498,19 @@ func TestWebhookHugeBinaryAnswerStoredTruncated(t *testing.T) {
 func TestWebhookRefusesActionsMatchingNoEvent(t *testing.T) {
 	hookEach(t, func(t *testing.T, f *fnd) {
 		for _, bad := range []string{"allocate", "allocation", "allocation.explode", "explode.*", "pool.range"} {
-			_, err := f.hooks.CreateWebhook(f.ctx, WebhookSpec{Name: "bad", URL: "https://example.com/h", Secret: testSecret, Actions: []string{"pool.create", bad}})
+			_, err := f.hooks.CreateWebhook(f.Ctx, WebhookSpec{Name: "bad", URL: "https://example.com/h", Secret: testSecret, Actions: []string{"pool.create", bad}})
 			var ke *kernel.Error
 			if !errors.As(err, &ke) || ke.Code != kernel.CodeInvalid || ke.Field != "actions[1]" || !strings.Contains(ke.Message, strconv.Quote(bad)) {
 				t.Errorf("actions %q: got %v, want invalid naming actions[1] and the value", bad, err)
 			}
 		}
 		for _, good := range []string{"*", "allocation.*", "pool.range.*", "machine.force_delete", "webhook.update"} {
-			if _, err := f.hooks.CreateWebhook(f.ctx, WebhookSpec{Name: "good-" + strings.NewReplacer("*", "all", ".", "-").Replace(good), URL: "https://example.com/h", Secret: testSecret, Actions: []string{good}}); err != nil {
+			if _, err := f.hooks.CreateWebhook(f.Ctx, WebhookSpec{Name: "good-" + strings.NewReplacer("*", "all", ".", "-").Replace(good), URL: "https://example.com/h", Secret: testSecret, Actions: []string{good}}); err != nil {
 				t.Errorf("actions %q: %v", good, err)
 			}
 		}
 		var n int64
-		if err := f.db.Model(&models.Webhook{}).Where("name = ?", "bad").Count(&n).Error; err != nil || n != 0 {
+		if err := f.DB.Model(&models.Webhook{}).Where("name = ?", "bad").Count(&n).Error; err != nil || n != 0 {
 			t.Errorf("refused webhooks stored: %d (%v)", n, err)
 		}
 	})
@@ -503,18 +529,18 @@ func TestWebhookRedeliverDuringAttempt(t *testing.T) {
 		hook := f.mkHook(rc.srv.URL, []string{"pool.*"}, nil)
 		runFeed(t, f.feed)
 		runHooks(t, f.hooks, fastHooks())
-		f.mkPool("rp", "integer", 0, rng("1", "10", true))
+		f.Pool("rp", "integer", 0, sitekit.Range("1", "10", true))
 		select {
 		case <-entered:
 		case <-time.After(time.Minute):
 			t.Fatal("the first attempt never reached the receiver")
 		}
 		first := rc.waitFor(t, 1)[0]
-		page, err := f.hooks.ListDeliveries(f.ctx, hook.ID, DeliveryFilter{})
+		page, err := f.hooks.ListDeliveries(f.Ctx, hook.ID, DeliveryFilter{})
 		if err != nil || len(page.Items) != 1 {
 			t.Fatalf("deliveries: %v %+v", err, page)
 		}
-		if _, err := f.hooks.Redeliver(f.ctx, hook.ID, page.Items[0].DeliveryID); err != nil {
+		if _, err := f.hooks.Redeliver(f.Ctx, hook.ID, page.Items[0].DeliveryID); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
@@ -523,9 +549,9 @@ func TestWebhookRedeliverDuringAttempt(t *testing.T) {
 			t.Fatalf("redelivered %q, want the delivery %q again", reqs[1].delivery, first.delivery)
 		}
 		var d models.WebhookDelivery
-		waitUntil(t, func() bool {
-			return f.db.Where("delivery_id = ?", first.delivery).Take(&d).Error == nil && d.State == models.DeliveryDelivered
-		})
+		testkit.WaitFor(t, 30*time.Second, func() bool {
+			return f.DB.Where("delivery_id = ?", first.delivery).Take(&d).Error == nil && d.State == models.DeliveryDelivered
+		}, "the delivery to be delivered")
 		if d.Attempts != 2 || d.Redeliveries != 1 {
 			t.Fatalf("after the redelivery: attempts %d, redeliveries %d; want 2 and 1", d.Attempts, d.Redeliveries)
 		}

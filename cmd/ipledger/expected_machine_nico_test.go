@@ -18,7 +18,7 @@ import (
 func TestExpectedMachineCLINICoFlags(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		url, tok := emCLIServer(t, db)
-		run := func(args ...string) (string, error) { return emRunCLI(t, url, tok, args...) }
+		run := func(args ...string) (string, error) { return runCLI(t, url, tok, "", args...) }
 		runJSON := func(args ...string) allocator.ExpectedMachine {
 			t.Helper()
 			out, err := run(append([]string{"-o", "json", "expected-machine"}, args...)...)

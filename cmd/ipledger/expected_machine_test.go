@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,33 +13,19 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/internal/testkit/serverkit"
 	"github.com/ipledger/ipledger/models/dbtest"
-	"github.com/ipledger/ipledger/web"
 )
 
-// emRunCLI runs `ipledger ARGS…` in-process against srvURL (runCLI with
-// no input).
-func emRunCLI(t *testing.T, srvURL, token string, args ...string) (string, error) {
-	t.Helper()
-	return runCLI(t, srvURL, token, "", args...)
-}
-
+// emCLIServer serves the demo pools over db; it returns the server's URL
+// and the admin token.
 func emCLIServer(t *testing.T, db *gorm.DB) (string, string) {
 	t.Helper()
-	a := allocator.New(db, allocator.Options{})
-	au := auth.New(a.DB(), auth.Options{})
-	ctx := context.Background()
-	const tok = "cli-em-admin-token-0001"
-	if _, err := au.EnsureAdminToken(ctx, tok); err != nil {
+	s := serverkit.Start(t, db, serverkit.Options{})
+	if _, err := s.A.LoadPoolFile(s.Ctx, []byte(demoPools)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.LoadPoolFile(ctx, []byte(demoPools)); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
-	t.Cleanup(srv.Close)
-	return srv.URL, tok
+	return s.URL, s.Admin
 }
 
 func emCLIJSON(t *testing.T, out string, err error) allocator.ExpectedMachine {
@@ -62,7 +47,7 @@ func emCLIJSON(t *testing.T, out string, err error) allocator.ExpectedMachine {
 func TestExpectedMachineCLI(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		url, tok := emCLIServer(t, db)
-		run := func(args ...string) (string, error) { return emRunCLI(t, url, tok, args...) }
+		run := func(args ...string) (string, error) { return runCLI(t, url, tok, "", args...) }
 		runJSON := func(args ...string) allocator.ExpectedMachine {
 			t.Helper()
 			out, err := run(args...)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,40 +16,16 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/internal/testkit/serverkit"
 	"github.com/ipledger/ipledger/models/dbtest"
-	"github.com/ipledger/ipledger/web"
 	"github.com/ipledger/ipledger/webhook"
 )
 
 // feedCLIServer is a server with a running feed and webhook engine.
 func feedCLIServer(t *testing.T, db *gorm.DB) (*allocator.Allocator, string, string) {
 	t.Helper()
-	fd := feed.New(db, feed.Options{})
-	hooks := webhook.New(db, webhook.Options{OnCommit: fd.Committed})
-	fd.SetDeliveries(hooks)
-	a := allocator.New(db, allocator.Options{OnCommit: fd.Committed})
-	au := auth.New(a.DB(), auth.Options{OnCommit: fd.Committed})
-	ctx := context.Background()
-	const tok = "cli-feed-admin-token-0001"
-	if _, err := au.EnsureAdminToken(ctx, tok); err != nil {
-		t.Fatal(err)
-	}
-	h := web.New(web.Config{Allocator: a, Feed: fd, Webhooks: hooks, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler()
-	fctx, cancel := context.WithCancel(ctx)
-	fdone := fd.RunFeed(fctx, feed.FeedOptions{Poll: 50 * time.Millisecond})
-	hdone := hooks.Run(fctx, webhook.WebhookOptions{BackoffBase: time.Millisecond, Poll: 20 * time.Millisecond})
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		// Long polls still open would hold Close until their wait ends.
-		srv.CloseClientConnections()
-		srv.Close()
-		cancel()
-		receive(t, fdone, "the end of the feed's sequencer")
-		receive(t, hdone, "the end of the webhook engine")
-	})
-	return a, srv.URL, tok
+	s := serverkit.Start(t, db, serverkit.Options{Feed: true})
+	return s.A, s.URL, s.Admin
 }
 
 // receive waits for one value of ch, failing the test (rather than hanging
@@ -197,7 +171,7 @@ func TestWebhookCLI(t *testing.T) {
 			got <- r.Header.Get("X-Ipledger-Delivery")
 		}))
 		defer recv.Close()
-		run := func(args ...string) (string, error) { return emRunCLI(t, url, tok, args...) }
+		run := func(args ...string) (string, error) { return runCLI(t, url, tok, "", args...) }
 		const secret = "cli-secret-0123456789"
 		t.Setenv("IPLEDGER_WEBHOOK_SECRET", secret)
 		out, err := run("--output", "json", "webhook", "create", "--name", "ctl", "--url", recv.URL, "--action", "pool.*")

@@ -1,18 +1,12 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
-	"strings"
-	"testing"
-
-	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/internal/testkit/serverkit"
+	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
-	"github.com/ipledger/ipledger/web"
+	"strings"
+	"testing"
 )
 
 // TestCLIMixedSeparatorMAC: the CLI door of the one MAC rule
@@ -21,18 +15,9 @@ import (
 // add`, naming the field, and nothing is stored; with one separator both
 // go through.
 func TestCLIMixedSeparatorMAC(t *testing.T) {
-	db := dbtest.Open(t, models.SQLite)
-	a := allocator.New(db, allocator.Options{})
-	ctx := context.Background()
-	const tok = "cli-ident-admin-token-0001"
-	if _, err := auth.New(a.DB(), auth.Options{}).EnsureAdminToken(ctx, tok); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "lo-ip", Type: "ipv4", Ranges: []allocator.RangeSpec{{First: "10.1.0.1", Last: "10.1.0.50"}}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
-	defer srv.Close()
+	s := serverkit.Start(t, dbtest.Open(t, models.SQLite), serverkit.Options{})
+	s.Pool("lo-ip", "ipv4", 0, sitekit.Range("10.1.0.1", "10.1.0.50", true))
+	db, srv, tok := s.DB, s.HTTP, s.Admin
 
 	const mixed = "02-00:00:00:00:01"
 	for _, args := range [][]string{

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +12,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/internal/testkit/serverkit"
+	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
-	"github.com/ipledger/ipledger/web"
 )
 
 // TestDemoMachines: --demo builds a site whose DPU bindings show each
@@ -85,19 +84,9 @@ func machTestDeref(s *string) string {
 }
 
 func TestMachineCLI(t *testing.T) {
-	db := dbtest.Open(t, models.SQLite)
-	a := allocator.New(db, allocator.Options{})
-	au := auth.New(a.DB(), auth.Options{})
-	ctx := context.Background()
-	const tok = "cli-machine-admin"
-	if _, err := au.EnsureAdminToken(ctx, tok); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "lo-ip", Type: "ipv4", Ranges: []allocator.RangeSpec{{First: "10.1.0.1", Last: "10.1.0.50"}}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(web.New(web.Config{Allocator: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
-	defer srv.Close()
+	s := serverkit.Start(t, dbtest.Open(t, models.SQLite), serverkit.Options{})
+	s.Pool("lo-ip", "ipv4", 0, sitekit.Range("10.1.0.1", "10.1.0.50", true))
+	a, ctx, srv, tok := s.A, s.Ctx, s.HTTP, s.Admin
 
 	out, err := runCLI(t, srv.URL, tok, "", "machine", "report", "--bmc-mac", "0A-00-00-00-09-01", "--dpu", "SN1,SN2")
 	if err != nil || !strings.Contains(out, "10.1.0.1") || !strings.Contains(out, "10.1.0.2") {

@@ -27,11 +27,11 @@ func TestPoolAllocateFromFileCLI(t *testing.T) {
 		os.WriteFile(body, []byte(`{"allocations":[{"owner_type":"net","owner_id":"a"},{"owner_type":"net","owner_id":"b"}]}`), 0o600)
 		os.WriteFile(list, []byte("\xef\xbb\xbf [{\"owner_type\":\"net\",\"owner_id\":\"c\"},{\"owner_type\":\"net\",\"owner_id\":\"a\"}]"), 0o600)
 		os.WriteFile(bad, []byte(`[{"owner_type":"net","owner_id":"d"},{"owner_type":"net","owner_id":"d"}]`), 0o600)
-		out, err := emRunCLI(t, srv, tok, "pool", "allocate", "vlan-id", "--from-file", body)
+		out, err := runCLI(t, srv, tok, "", "pool", "allocate", "vlan-id", "--from-file", body)
 		if err != nil || !strings.Contains(out, "2 allocations held") {
 			t.Fatalf("from file: %v\n%s", err, out)
 		}
-		out, err = emRunCLI(t, srv, tok, "--output", "json", "pool", "allocate", "vlan-id", "--from-file", list)
+		out, err = runCLI(t, srv, tok, "", "--output", "json", "pool", "allocate", "vlan-id", "--from-file", list)
 		if err != nil {
 			t.Fatalf("bare list: %v\n%s", err, out)
 		}
@@ -43,11 +43,11 @@ func TestPoolAllocateFromFileCLI(t *testing.T) {
 		if first != res.Items[1].Value {
 			t.Fatalf("owner a holds %s in the table, %s in the JSON answer", first, res.Items[1].Value)
 		}
-		_, err = emRunCLI(t, srv, tok, "pool", "allocate", "vlan-id", "--from-file", bad)
+		_, err = runCLI(t, srv, tok, "", "pool", "allocate", "vlan-id", "--from-file", bad)
 		if err == nil || !strings.Contains(err.Error(), "allocations[1].owner_id") {
 			t.Fatalf("duplicate owner: want an error naming allocations[1].owner_id, got %v", err)
 		}
-		if _, err := emRunCLI(t, srv, tok, "pool", "allocate", "vlan-id", "--from-file", body, "--owner-id", "x"); err == nil {
+		if _, err := runCLI(t, srv, tok, "", "pool", "allocate", "vlan-id", "--from-file", body, "--owner-id", "x"); err == nil {
 			t.Fatal("--from-file with --owner-id: want an error")
 		}
 	})
@@ -55,7 +55,7 @@ func TestPoolAllocateFromFileCLI(t *testing.T) {
 
 func mustRun(t *testing.T, srv, tok string, args ...string) string {
 	t.Helper()
-	out, err := emRunCLI(t, srv, tok, args...)
+	out, err := runCLI(t, srv, tok, "", args...)
 	if err != nil {
 		t.Fatalf("%v: %v\n%s", args, err, out)
 	}

@@ -117,13 +117,7 @@ func NewSQLiteURL(t testing.TB) string {
 // when t ends.
 func Open(t testing.TB, d models.Dialect) *gorm.DB {
 	t.Helper()
-	var u string
-	if d == models.Postgres {
-		u = NewPostgresURL(t)
-	} else {
-		u = NewSQLiteURL(t)
-	}
-	return OpenURL(t, u)
+	return OpenURL(t, NewURL(t, d))
 }
 
 // OpenURL opens and migrates the database at u, closed when t ends.
@@ -157,4 +151,38 @@ func Each(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
 			fn(t, Open(t, d))
 		})
 	}
+}
+
+// NewURL returns the URL of a fresh, not yet migrated database of the
+// given dialect, dropped or removed when t ends; OpenURL and Handles open
+// it, and so can another process.
+func NewURL(t testing.TB, d models.Dialect) string {
+	t.Helper()
+	if d == models.Postgres {
+		return NewPostgresURL(t)
+	}
+	return NewSQLiteURL(t)
+}
+
+// Handles opens n independent handles (each its own connection pool) on
+// the database at u, the first one migrating it: the in-process picture
+// of n server processes on one database. All are closed when t ends.
+func Handles(t testing.TB, u string, n int) []*gorm.DB {
+	t.Helper()
+	out := make([]*gorm.DB, n)
+	for i := range out {
+		if i == 0 {
+			out[i] = OpenURL(t, u)
+			continue
+		}
+		db, _, err := models.Open(u)
+		if err != nil {
+			t.Fatalf("open %s: %v", u, err)
+		}
+		if s, e := db.DB(); e == nil {
+			t.Cleanup(func() { s.Close() })
+		}
+		out[i] = db
+	}
+	return out
 }
