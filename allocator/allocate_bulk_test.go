@@ -25,6 +25,7 @@ func bulkOf(owners ...string) []BulkItem {
 // declared values across several ranges; requested items get their
 // values; run-end flags stay exact; one audit event per new allocation.
 func TestAllocateBulkMatchesOracle(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.0", "10.0.0.40", true), rng("10.0.0.41", "10.0.0.60", false),
 			rng("10.0.1.0", "10.0.1.255", true))
@@ -100,6 +101,7 @@ func TestAllocateBulkMatchesOracle(t *testing.T) {
 // The same batch against one-by-one Allocate calls on a twin pool
 // (integer pools may overlap), over random holes: identical values.
 func TestAllocateBulkEqualsOneByOne(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		for _, name := range []string{"vlan-a", "vlan-b"} {
 			f.mkPool(name, "integer", 0, rng("1", "30", true), rng("31", "40", false), rng("100", "400", true))
@@ -152,6 +154,7 @@ func TestAllocateBulkEqualsOneByOne(t *testing.T) {
 // list order that one-by-one allocation would refuse is the one reported,
 // and nothing is written.
 func TestAllocateBulkRefusals(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.5", true), rng("10.0.0.100", "10.0.0.110", false))
 		f.alloc(PoolLoopbackV4, "holder", "10.0.0.101")
@@ -208,6 +211,7 @@ func TestAllocateBulkRefusals(t *testing.T) {
 // A requested value quarantined for the same owner goes back to it (as
 // Allocate does), and a DPU's own declared value is requestable by it.
 func TestAllocateBulkReclaimsOwnQuarantine(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.5", true), rng("10.0.0.100", "10.0.0.110", false))
 		f.alloc(PoolLoopbackV4, "back", "10.0.0.100")

@@ -13,6 +13,7 @@ import (
 // INSERT of one pool and, on PostgreSQL, a commit group of several pools
 // — and no role for a system actor.
 func TestGroupCommitAuditEventsCarryRole(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		pools := []string{"vlan", "net"}
 		f.mkPool("vlan", "integer", 0, rng("100", "999", true))

@@ -220,6 +220,7 @@ func BenchmarkAllocateInterleaved(b *testing.B) {
 // scans allocations, and on PostgreSQL reads a handful of buffers.
 // (A plan check, not a timing: timings belong to the benchmarks above.)
 func TestGapSearchIsOneIndexSeek(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := newFnd(t, db, 0)
 		f.mkPool("big", "ipv4", 0, rng("10.0.0.0", "10.255.255.255", true))

@@ -126,6 +126,7 @@ func onDialect(db *gorm.DB, pg, sqlite []string) []string {
 }
 
 func TestCheckNamesEachBrokenRule(t *testing.T) {
+	t.Parallel()
 	k := func(v string) string { return *lcKey(v) }
 	cases := []struct {
 		rule    string

@@ -60,6 +60,7 @@ func (f *fnd) rangeCountsWrong(pool string) error {
 // counts must be exact. On PostgreSQL, both guesses that hold and guesses
 // that fail must have happened.
 func TestGroupCommitGuessMatchesOneByOne(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		pool := PoolLoopbackV4
 		f.mkPool(pool, "ipv4", 0,
@@ -272,6 +273,7 @@ func TestGroupCommitGuessTwoLeadersOnePool(t *testing.T) {
 // move the lowest free value up within the window are not a miss:
 // TestGroupCommitGuessWindow.)
 func TestGroupCommitGuessGuardCatches(t *testing.T) {
+	t.Parallel()
 	for _, tc := range guardCases() {
 		for _, grouped := range []bool{false, true} {
 			name := tc.name
@@ -491,6 +493,7 @@ func mustRangeID(f *fnd, i int) string {
 // run-end flags. One value further is a miss, and the batch still gets the
 // oracle's values the general way.
 func TestGroupCommitGuessWindow(t *testing.T) {
+	t.Parallel()
 	for _, moved := range []int{1, 7, guessWindow, guessWindow + 1} {
 		t.Run(fmt.Sprint(moved), func(t *testing.T) {
 			fndEach(t, func(t *testing.T, f *fnd) {
@@ -535,6 +538,7 @@ func TestGroupCommitGuessWindow(t *testing.T) {
 // value's run-end flag as false, and one that would run into the held
 // value is a miss (and the batch gets the oracle's values the general way).
 func TestGroupCommitGuessFillsGapUpToHeld(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{3, 4} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			fndEach(t, func(t *testing.T, f *fnd) {
@@ -576,6 +580,7 @@ func TestGroupCommitGuessFillsGapUpToHeld(t *testing.T) {
 // and gets the oracle's values the general way: the rest of the range,
 // then the next auto_assign range.
 func TestGroupCommitGuessRangeEnd(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vni", "integer", 0, rng("1000", "1004", true), rng("1100", "1199", true))
 		lc := &leaderConn{}
@@ -596,6 +601,7 @@ func TestGroupCommitGuessRangeEnd(t *testing.T) {
 // delegated prefixes, whose step is a whole prefix), and another process
 // allocating between the batches.
 func TestGroupCommitGuessPoolTypes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		typ  string
 		plen int
@@ -666,6 +672,7 @@ func (f *fnd) runLeaderGroup(lc *leaderConn, pool string, owners ...string) {
 // the same move then hits; after calmHits hits near the window's start it
 // narrows again.
 func TestGroupCommitGuessWindowAdapts(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		if models.DialectOf(f.db) != models.Postgres {
 			t.Skip("the guessed batch is PostgreSQL's")

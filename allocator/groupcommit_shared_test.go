@@ -72,6 +72,7 @@ func runGrouped(t *testing.T, f *fnd, lcs map[string]*leaderConn, batches map[st
 // oracle, with exact run-end flags and range counts. On PostgreSQL groups
 // of two or more must have committed.
 func TestGroupCommitSharedMatchesOneByOne(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		pools := []string{PoolLoopbackV4, "vlan", "net"}
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.0", "10.0.0.31", true), rng("10.0.1.0", "10.0.2.255", true))

@@ -107,6 +107,7 @@ func waitLikeCaller(r *allocReq) error {
 // pool_exhausted. Run-end flags stay exact and every new allocation has
 // its own audit event with its caller's actor and request id.
 func TestGroupCommitAllocatesLikeOneByOne(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0,
 			rng("10.0.0.0", "10.0.0.15", true),
@@ -266,6 +267,7 @@ func TestGroupCommitQueueUnderConcurrency(t *testing.T) {
 // run again one transaction each, so the failure reaches only its own
 // caller and the others still get their values.
 func TestGroupCommitFallsBackToOneByOne(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
 		f.a.testHookGroupCommitFail = func(size int) error {
@@ -414,6 +416,7 @@ func TestGroupCommitStatementsUseIndexes(t *testing.T) {
 // its own transaction would have been cancelled; the other request of the
 // batch gets its value.
 func TestGroupCommitCallerDeadlineBeforeClaim(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
 		f.a.testHookGroupCommitFail = func(size int) error {
@@ -447,6 +450,7 @@ func TestGroupCommitCallerDeadlineBeforeClaim(t *testing.T) {
 // for it, while a caller still waiting in the same batch gets its value
 // when the lock comes free.
 func TestGroupCommitLeavesOutCancelledCaller(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("vlan", "integer", 0, rng("100", "199", true))
 		blocker := f.db.Begin()
@@ -523,6 +527,7 @@ func TestAllocatedAtSameInAnswerAndRead(t *testing.T) {
 // callers with deadlines from 0.2 to 20 ms. (A break test found 503s for
 // committed values when the deadline passed during the commit.)
 func TestGroupCommitDeadlinesAnywhere(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("qa", "integer", 0, rng("1", "100000", true))
 		rnd := rand.New(rand.NewPCG(7, 11))
@@ -578,6 +583,7 @@ func TestGroupCommitDeadlinesAnywhere(t *testing.T) {
 // the commit: the caller gets its value (201), read back before answering,
 // never a 503 for a value that was stored.
 func TestGroupCommitDeadlineDuringCommit(t *testing.T) {
+	t.Parallel()
 	u := dbtest.NewPostgresURL(t) + "&commit_delay=100000&commit_siblings=0"
 	db := dbtest.OpenURL(t, u)
 	a := New(db, Options{})

@@ -239,6 +239,7 @@ const (
 
 // TestLifecycleTable runs every row of the docs/reservations.md lifecycle table.
 func TestLifecycleTable(t *testing.T) {
+	t.Parallel()
 	rows := []struct {
 		name string
 		opts lcOpts

@@ -15,6 +15,7 @@ import (
 // grows a range: 409 conflict naming the other pool and its range, and
 // nothing changes. integer pools may overlap.
 func TestAddressPoolsNeverOverlap(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.9", true), rng("10.0.0.100", "10.0.0.199", false))
 		f.mkPool("lo-ip-v6", "ipv6", 0, rng("fd00::1", "fd00::ff", true))
@@ -54,6 +55,7 @@ func TestAddressPoolsNeverOverlap(t *testing.T) {
 // and does not create it; a new pool all of whose ranges overlap is not
 // created at all.
 func TestPoolFileOverlapIsDrift(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip", "ipv4", 0, rng("10.180.62.0", "10.180.62.127", true))
 		res, err := f.a.LoadPoolFile(f.ctx, []byte(`
@@ -91,6 +93,7 @@ ranges = [{start = "10.180.62.0", end = "10.180.62.128"}, {start = "10.180.64.0"
 // Two pools created at once whose ranges overlap: exactly one is created,
 // on both databases (the check runs under the family's lock).
 func TestConcurrentOverlappingPools(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		for round := 0; round < 5; round++ {
 			var wg sync.WaitGroup
@@ -123,6 +126,7 @@ func TestConcurrentOverlappingPools(t *testing.T) {
 // keeps working: CheckPools lists each overlap once, the overlapping
 // ranges may be used, shrunk or removed, never grown.
 func TestExistingOverlapsReported(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			var u string

@@ -253,6 +253,7 @@ func TestPoolStatsLargeSizes(t *testing.T) {
 // A pool of the whole IPv6 space (which no other IPv6 pool may then
 // overlap) and one of the whole 64-bit integer space count exactly.
 func TestPoolStatsWholeSpaces(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("everything", "ipv6", 0, rng("::", "::fffe:ffff:ffff", true), rng("::1:0:0:0", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", true))
 		f.alloc("everything", "x", "")

@@ -11,6 +11,7 @@ import (
 // host name), not by its machine_id, for the value it holds and for the
 // value quarantined from it.
 func TestRangeRefusalNamesMachines(t *testing.T) {
+	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		p := f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.99", true))
 		if _, err := f.a.Report(f.ctx, ReportSpec{BmcMacAddress: "0a:00:00:00:00:31", ChassisSerialNumber: "CH-31",

@@ -13,6 +13,7 @@ import (
 // released by hand: 409 conflict naming the DPU's serial and machine_id,
 // nothing changes, and the next automatic allocation does not hand it out.
 func TestReleaseRefusesLiveLoopback(t *testing.T) {
+	t.Parallel()
 	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
 		s.em(macA)
 		s.report(macA, "MT-LIVE")
@@ -51,6 +52,7 @@ func TestReleaseRefusesLiveLoopback(t *testing.T) {
 // carries a value that is not allocated to it, and a release that
 // succeeded came before the report recorded the value.
 func TestReleaseRacingReport(t *testing.T) {
+	t.Parallel()
 	lcEach(t, lcOpts{autoV4: [2]string{"10.0.0.1", "10.0.0.99"}}, func(t *testing.T, s *lcSite) {
 		for i := 0; i < 12; i++ {
 			mac := fmt.Sprintf("0a:00:00:00:77:%02x", i)

@@ -17,6 +17,7 @@ import (
 // outcome — a 200 is stored, a 503 wrote nothing — however the deadlines
 // of the batch's callers fall.
 func TestReportBatchCallersLeaving(t *testing.T) {
+	t.Parallel()
 	mac := func(i int) string { return fmt.Sprintf("02:00:00:00:10:%02x", i) }
 	spec := func(i int) ReportSpec { return specOf(mac(i), fmt.Sprintf("L-%d", i)) }
 	stored := func(f *fnd, i int) bool {

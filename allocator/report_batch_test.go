@@ -60,6 +60,7 @@ func reportsQueued(t *testing.T, a *Allocator, n int, send func(i int)) {
 // events carry its own actor and request id. A batch whose transaction
 // fails runs its reports again one by one, with the same outcome.
 func TestReportBatches(t *testing.T) {
+	t.Parallel()
 	for _, failBatch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch fails=%t", failBatch), func(t *testing.T) {
 			fndEach(t, func(t *testing.T, f *fnd) {

@@ -12,6 +12,7 @@ import (
 // automatic range, taken, outside every range), quarantines that expire —
 // then a random batch: the batch must equal its reports one by one.
 func TestReportPlainRandomEqualsOneByOne(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 16; seed++ {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			t.Parallel()

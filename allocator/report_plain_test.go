@@ -28,6 +28,7 @@ import (
 // end of the automatic range), repeats, moved DPUs, misplaced ones,
 // changed chassis serials and names repeated inside the batch.
 func TestReportPlainEqualsOneByOne(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			t.Parallel()

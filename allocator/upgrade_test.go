@@ -140,6 +140,7 @@ func oldRows(t *testing.T, db *gorm.DB, v int) {
 }
 
 func TestUpgradeFromEverySchemaVersion(t *testing.T) {
+	t.Parallel()
 	var versions []int
 	for _, m := range models.Migrations {
 		versions = append(versions, m.Version)

@@ -91,6 +91,7 @@ func TestConsoleTokenByID(t *testing.T) {
 // session only; an expired session is refused; a session row's id must be
 // a 64-character hash and expire after it was created (CHECKs).
 func TestConsoleSessionsDieWithTheirToken(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)

@@ -22,6 +22,7 @@ import (
 // reads the database, so a change made meanwhile is seen at once) until
 // the listener is back. On SQLite nothing is cached.
 func TestTokenCacheFollowsChanges(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

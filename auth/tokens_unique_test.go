@@ -16,6 +16,7 @@ import (
 // IPLEDGER_ADMIN_TOKEN still becomes an admin token, under a name of its
 // own.
 func TestTokenNamesUnique(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a, ctx := New(db, Options{}), kernel.WithActor(context.Background(), "test", "req-1")
 		var wg sync.WaitGroup

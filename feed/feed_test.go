@@ -45,6 +45,7 @@ func newProc(db *gorm.DB) *proc {
 // once, in increasing revision order, and the revisions are 1..N without
 // a gap.
 func TestFeedOrderUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			var as []*proc

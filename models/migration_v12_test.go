@@ -40,6 +40,7 @@ func wantViolation(t *testing.T, what string, err error) {
 // and pools of different families may overlap; touching ranges do not
 // overlap; an ipv6prefix block counts every address it covers.
 func TestAddressPoolsNeverOverlapInSQL(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := mkPool(t, db, "a", "ipv4", 0)
 		b := mkPool(t, db, "b", "ipv4", 0)
@@ -70,6 +71,7 @@ func TestAddressPoolsNeverOverlapInSQL(t *testing.T) {
 // one of two overlapping ranges of different pools cannot both commit: the
 // exclusion constraint makes the second wait for the first and fail.
 func TestAddressPoolOverlapConcurrentInSQL(t *testing.T) {
+	t.Parallel()
 	db := dbtest.Open(t, models.Postgres)
 	a := mkPool(t, db, "a", "ipv4", 0)
 	b := mkPool(t, db, "b", "ipv4", 0)
@@ -106,6 +108,7 @@ func TestAddressPoolOverlapConcurrentInSQL(t *testing.T) {
 // may shrink) but never grow, new overlaps are refused, and the
 // duplicates are listed; a new token cannot take a name in use.
 func TestMigration12KeepsExistingOverlapsAndDuplicates(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			var u string

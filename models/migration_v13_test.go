@@ -67,6 +67,7 @@ func numbersExistingEvents(t *testing.T, db *gorm.DB) {
 // delivery has a due time, an answer body is at most 4 KiB, and a
 // webhook's URL is http(s).
 func TestWebhookConstraintsHoldWithoutTheAllocator(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		must(t, db.Exec(`INSERT INTO audit_events (at, actor, action, object_type, object_id, revision) VALUES (?, 'a', 'x.y', 'x', '1', 1)`, t0).Error)
 		var ev int64

@@ -12,6 +12,7 @@ import (
 // An audit event's actor role is NULL (a system actor) or one of the
 // three roles; the database refuses any other without the allocator.
 func TestAuditEventActorRoleConstraint(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ins := `INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id) VALUES (?, ?, ?, 'pool.create', 'pool', 'p')`
 		must(t, db.Exec(ins, t0, "system:startup", nil).Error)

@@ -16,6 +16,7 @@ import (
 // and last of each of ident.InvisibleRanges), on insert and on update, and
 // takes names in any script.
 func TestVisibleTextConstraint(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		var bad []rune
 		for _, rg := range ident.InvisibleRanges {

@@ -119,6 +119,7 @@ func TestMigrateRefusesLowerVersion(t *testing.T) {
 // Several processes starting at once on a fresh database each run Migrate:
 // every migration is applied exactly once and none of them fails.
 func TestMigrateConcurrentStarts(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			// Several rounds: the race on the bookkeeping table itself
@@ -339,6 +340,7 @@ func TestRangesOfDifferentPoolsMayOverlap(t *testing.T) {
 // another process — blocks at BEGIN until the first commits, instead of
 // failing later with SQLITE_BUSY on its first write.
 func TestSQLiteBeginImmediateQueuesWriters(t *testing.T) {
+	t.Parallel()
 	u := dbtest.NewSQLiteURL(t)
 	db1 := dbtest.OpenURL(t, u)
 	db2, _, err := models.Open(u)
@@ -433,6 +435,7 @@ func TestParseURL(t *testing.T) {
 // leaves an allocation outside every range. On SQLite the second writer
 // waits at BEGIN; on PostgreSQL the triggers serialise on the pool row.
 func TestRangeRemovalRacesAllocationInsert(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		for _, deleteFirst := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/delete-first=%t", d, deleteFirst), func(t *testing.T) {
@@ -515,6 +518,7 @@ func TestRangeRemovalRacesAllocationInsert(t *testing.T) {
 // one (pool, owner): exactly one of them wins, the others get a
 // constraint violation.
 func TestConstraintsUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			var u string

@@ -16,6 +16,7 @@ import (
 // idempotent per owner, and refuses a bad body as a whole with the
 // item's field, changing nothing.
 func TestAllocationsBatchREST(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		p := newPoolAPI(t, db)
 		p.want(http.StatusCreated, "POST", "/api/v1/pools", p.admin,

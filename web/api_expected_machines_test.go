@@ -262,6 +262,7 @@ func TestExpectedMachinesReplaceAllREST(t *testing.T) {
 // moment: exactly one gets 201, the others 409 not_available naming the
 // field.
 func TestExpectedMachinesConcurrentPOST(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		h := newEMHTTP(t, db)
 		var wg sync.WaitGroup
@@ -348,6 +349,7 @@ func TestExpectedMachinesImportREST(t *testing.T) {
 // a query parameter (a filter meant to pick one record) is refused, not
 // ignored.
 func TestExpectedMachinesDeleteAllREST(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		h := newEMHTTP(t, db)
 		if r := h.do("PUT", "/api/v1/expected-machines", h.admin, emSample, nil); r.Code != 200 {

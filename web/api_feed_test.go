@@ -111,6 +111,7 @@ func waitNumbered(t *testing.T, fd *feed.Feed) {
 
 // The feed's shapes, filters and errors, read by a viewer.
 func TestFeedAPI(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newFeedEnv(t, db)
 		e.must(t, "POST", "/api/v1/pools", `{"name":"fa","type":"integer","ranges":[{"first":"1","last":"9"}]}`, 201)
@@ -216,6 +217,7 @@ func TestFeedAPI(t *testing.T) {
 // A long poll answers as soon as a matching event is numbered, and only
 // then: an event of another pool does not end it.
 func TestFeedLongPoll(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newFeedEnv(t, db)
 		e.must(t, "POST", "/api/v1/pools", `{"name":"la","type":"integer","ranges":[{"first":"1","last":"9"}]}`, 201)
@@ -261,6 +263,7 @@ func TestFeedLongPoll(t *testing.T) {
 // sends id/event/data per event, keeps an idle stream open with
 // comments, and Last-Event-ID wins over after.
 func TestEventStream(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newFeedEnv(t, db)
 		e.must(t, "POST", "/api/v1/pools", `{"name":"sa","type":"integer","ranges":[{"first":"1","last":"9"}]}`, 201)
@@ -335,6 +338,7 @@ func TestEventStream(t *testing.T) {
 // /metrics shows the feed's lag and head, webhook outcomes and each
 // webhook's queue depth.
 func TestFeedMetrics(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newFeedEnv(t, db)
 		e.must(t, "POST", "/api/v1/webhooks", `{"name":"m1","url":"http://127.0.0.1:9/","secret":"metrics-secret-0123456789","actions":["*"]}`, 201)

@@ -18,6 +18,7 @@ const hookSecret = "webhook-secret-never-shown"
 // write-only and appears in no answer or event, bad fields are 422
 // naming them, a duplicate name 409, If-Match honoured.
 func TestWebhookAPI(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		e := newFeedEnv(t, db)
 		recv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))

@@ -13,6 +13,7 @@ import (
 // console's Content-Security-Policy and renders one operation per REST
 // route from /api/v1/openapi.json.
 func TestConsoleAPIDocsE2E(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	b := site.login(auth.RoleViewer)
 	expect(t, b.get("/api-docs"), http.StatusOK, `id="swagger-ui"`, `/static/swagger-ui-bundle.js`, `href="/api-docs" class="active"`)
@@ -43,6 +44,7 @@ func TestConsoleAPIDocsE2E(t *testing.T) {
 // token (the page never puts one there on its own), the request ran as
 // the token, and the operation's 401 example is not its 422 example.
 func TestAPIDocsAuthorizeCurlE2E(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	ctx := newBrowser(t, 1280, 900)
 	token := site.tokens[auth.RoleViewer]

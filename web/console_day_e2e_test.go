@@ -46,6 +46,7 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 // edit of its ExpectedMachine, its DPUs' events, its values), not only the
 // events whose object is the host itself.
 func TestMachineAuditLinkE2E(t *testing.T) {
+	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		ctx := newBrowser(t, 1280, 900)
 		signIn(t, ctx, site, auth.RoleViewer)
@@ -86,6 +87,7 @@ func TestMachineAuditLinkE2E(t *testing.T) {
 // re-renders the form; for a record with a stored password it must say the
 // password is kept, not "No password stored.".
 func TestRefusedSaveKeepsPasswordE2E(t *testing.T) {
+	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		ctx := newBrowser(t, 1280, 900)
 		signIn(t, ctx, site, auth.RoleOperator)
@@ -118,6 +120,7 @@ func TestRefusedSaveKeepsPasswordE2E(t *testing.T) {
 // values block it, and neither shows a machine/<hash> id; the refusal of a
 // pool overlapping another sits beside its field without a stray "first:".
 func TestMessagesNameMachinesE2E(t *testing.T) {
+	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		ctx := newBrowser(t, 1280, 900)
 		signIn(t, ctx, site, auth.RoleAdmin)
@@ -170,6 +173,7 @@ func TestMessagesNameMachinesE2E(t *testing.T) {
 // goes with it; cancelling keeps it), a webhook is edited and disabled
 // from the console, and the page's form fields are styled like the rest.
 func TestWebhookCareE2E(t *testing.T) {
+	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		w, err := site.hooks.CreateWebhook(context.Background(), webhook.WebhookSpec{Name: "controller", URL: "http://127.0.0.1:9/hook",
 			Secret: "0123456789abcdef0123", Actions: []string{"allocation.*"}})
@@ -230,6 +234,7 @@ func TestWebhookCareE2E(t *testing.T) {
 // value by the DPU's serial with who quarantined it, and an admin
 // unquarantines from there while a viewer sees no control and is refused.
 func TestNamesSurviveForceDeleteE2E(t *testing.T) {
+	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		host := allocator.HostMachineID("1a:1b:1c:1d:1e:20")
 		ctx0 := allocator.WithActor(context.Background(), "console:bob", "")
@@ -316,6 +321,7 @@ func TestNamesSurviveForceDeleteE2E(t *testing.T) {
 // opens; a DPU page links to its host's actions instead of showing the
 // host's buttons.
 func TestListsE2E(t *testing.T) {
+	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		viewer := newBrowser(t, 1280, 900)
 		signIn(t, viewer, site, auth.RoleViewer)
@@ -360,6 +366,7 @@ func TestListsE2E(t *testing.T) {
 // its frame: the dashboard's recent events, the audit log, an IPv6 pool's
 // ranges, a machine page's history diff.
 func TestNoTableScrollsAt1280E2E(t *testing.T) {
+	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		// Long values, as a real site has them: full IPv6 addresses in
 		// ranges, a long description and labels edited.

@@ -131,6 +131,7 @@ func screenshot(t *testing.T, ctx context.Context, name string, full bool) {
 // force-delete dialog, see the quarantine warning, cancel — and check that
 // nothing was deleted.
 func TestConsoleEndToEnd(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			if d == models.Postgres {
@@ -304,6 +305,7 @@ const layoutProblems = `(() => {
 // (390 px) in headless Chromium and checks layoutProblems on each, on both
 // databases.
 func TestConsoleLayoutE2E(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			if d == models.Postgres {

@@ -16,6 +16,7 @@ import (
 // its history (the deleted machine's page) and lists the values
 // quarantined from it, instead of "Not ingested yet" with nothing.
 func TestExpectedMachineOfForceDeletedHostE2E(t *testing.T) {
+	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		host := allocator.HostMachineID("1a:1b:1c:1d:1e:20")
 		ctx0 := allocator.WithActor(context.Background(), "console:bob", "")

@@ -32,6 +32,7 @@ func signIn(t *testing.T, ctx context.Context, site *consoleSite, role auth.Role
 // saving a reservation of an active DPU, and force delete a host by typing
 // its name (its machine id does not confirm).
 func TestConsoleOperatorFlowsE2E(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			if d == models.Postgres {
@@ -144,6 +145,7 @@ func operatorFlows(t *testing.T, site *consoleSite) {
 // without scrolling, the text is large enough to read across a room, and a
 // refresh that cannot reach the server shows "No update since HH:MM:SS".
 func TestConsoleNOCE2E(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			if d == models.Postgres {

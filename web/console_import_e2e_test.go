@@ -19,6 +19,7 @@ import (
 // checking and writing (counted from the chosen file) until the outcome
 // replaces it (docs/console.md "Import").
 func TestConsoleImportShowsServerWork(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	if _, err := site.a.LoadPoolFile(context.Background(), []byte(emfile.Pools)); err != nil {
 		t.Fatal(err)

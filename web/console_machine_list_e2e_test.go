@@ -17,6 +17,7 @@ import (
 // without a host is not a host row: it is listed apart, under "DPUs
 // without a host".
 func TestMachineListByNameE2E(t *testing.T) {
+	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		if _, err := site.a.Discover(context.Background(), allocator.DiscoverSpec{SerialNumber: "MT2242X00777"}); err != nil {
 			t.Fatalf("discover: %v", err)

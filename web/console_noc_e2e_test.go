@@ -20,6 +20,7 @@ import (
 // screen, its last line included; and once the server stops, the "no
 // update" banner shows within a few seconds, not at the next 15 s refresh.
 func TestNOCFitsE2E(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			if d == models.Postgres {
@@ -144,6 +145,7 @@ func nocFits(t *testing.T, site *consoleSite) {
 // binding counts fold into fewer columns instead of pushing the board wider
 // than the window.
 func TestNOCFitsLaptopE2E(t *testing.T) {
+	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		fillNOC(t, site)
 		// Four-digit counts, as a site of a thousand hosts has them.

@@ -14,6 +14,7 @@ import (
 // The dashboard and the NOC wallboard show an alert for address pools that
 // overlap (kept from before the rule), naming both pools and ranges.
 func TestConsoleOverlapAlert(t *testing.T) {
+	t.Parallel()
 	u := dbtest.NewSQLiteURL(t)
 	db, _, err := models.Open(u)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 // header search's query) are shown to a signed-in operator with the
 // navigation and the search box, not as an anonymous "Sign in" page.
 func TestConsoleEarlyErrorsKeepNavigation(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	v := site.login(auth.RoleViewer)
 	for path, want := range map[string]int{
@@ -37,6 +38,7 @@ func TestConsoleEarlyErrorsKeepNavigation(t *testing.T) {
 // version it was opened at; a post without one is refused (422 naming
 // version) instead of silently overwriting a change made in between.
 func TestConsoleRangeEditNeedsVersion(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	b := site.login(auth.RoleAdmin)
 	expect(t, b.post("/pools", url.Values{"name": {"lo-ip"}, "type": {"ipv4"}, "first": {"10.180.62.1"}, "last": {"10.180.62.199"}, "auto_assign": {"true"}}, true), http.StatusSeeOther)
@@ -63,6 +65,7 @@ func TestConsoleRangeEditNeedsVersion(t *testing.T) {
 // ExpectedMachine declares its serial gets advice naming both records
 // (on its host's page and its own), not the list of every possible cause.
 func TestConsoleConflictAdviceNamesCause(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	seedBelievableSite(t, site)
 	v := site.login(auth.RoleViewer)
@@ -79,6 +82,7 @@ func TestConsoleConflictAdviceNamesCause(t *testing.T) {
 // quarantined by a force delete names the deleted machine as it was, not
 // by its 58-character id.
 func TestConsoleUnquarantineNamesGoneOwner(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	seedBelievableSite(t, site)
 	b := site.login(auth.RoleAdmin)
@@ -102,6 +106,7 @@ func TestConsoleUnquarantineNamesGoneOwner(t *testing.T) {
 // (signed in again in another tab) goes to next when it is a plain path on
 // this site, else to the dashboard.
 func TestConsoleLoginPageWhenSignedIn(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	v := site.login(auth.RoleViewer)
 	for next, want := range map[string]string{
@@ -123,6 +128,7 @@ func TestConsoleLoginPageWhenSignedIn(t *testing.T) {
 // force-deleted on its own; its dialog says "The DPU is", not "The host
 // is", and asks for its serial.
 func TestConsoleForceDeleteDialogOfHostlessDPU(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	seedBelievableSite(t, site)
 	ctx := allocator.WithActor(context.Background(), "test", "")
@@ -141,6 +147,7 @@ func TestConsoleForceDeleteDialogOfHostlessDPU(t *testing.T) {
 // force-deleted DPU (its network_config updates too, whose documents
 // carry no serial) is named by the serial another event recorded.
 func TestConsoleEventsNameDeletedMachine(t *testing.T) {
+	t.Parallel()
 	site := newSQLiteSite(t)
 	ctx := allocator.WithActor(context.Background(), "test", "")
 	b := site.login(auth.RoleAdmin)

@@ -104,6 +104,7 @@ func seedBelievableSite(t testing.TB, site *consoleSite) {
 //
 //	IPLEDGER_SCREENSHOTS=$PWD/docs/screenshots go test ./web -run TestConsoleScreenshots
 func TestConsoleScreenshots(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("IPLEDGER_SCREENSHOTS") == "" {
 		t.Skip("set IPLEDGER_SCREENSHOTS=DIR to write the console screenshots")
 	}

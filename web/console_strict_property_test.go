@@ -21,6 +21,7 @@ import (
 // any depth is refused as a whole with 422 naming the added member's path,
 // in both modes, and nothing is written. The valid file is then imported.
 func TestConsoleImportStrictProperty(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)

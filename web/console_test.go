@@ -1207,6 +1207,7 @@ func TestConsoleExpectedMachineFormatAndConflictTogether(t *testing.T) {
 // while the cause remains and assigns the reserved value once the operator
 // moved the declaration to the DPU's host.
 func TestConsoleFixConflict(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)
@@ -1253,6 +1254,7 @@ func TestConsoleFixConflict(t *testing.T) {
 // to its page and lists several by kind, for every role, on both
 // databases; the allocations table filters by value or prefix.
 func TestConsoleSearch(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)

@@ -22,6 +22,7 @@ import (
 // the field, the delivery log shows attempts and redeliver queues a
 // delivery again; the secret is on no page.
 func TestConsoleWebhooks(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newSecEnv(t, db)
 		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) }))

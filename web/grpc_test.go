@@ -125,6 +125,7 @@ func TestGRPCRoutesCoverTheService(t *testing.T) {
 // below the RPC's is PERMISSION_DENIED (the same roles as REST), refused
 // calls write nothing, and the audit actor is the token's, as on REST.
 func TestGRPCAuthAndRoles(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newGRPCEnv(t, db)
 		ctx := context.Background()
@@ -278,6 +279,7 @@ func dpuText(em allocator.ExpectedMachine) string {
 // INVALID_ARGUMENT naming it and changes nothing; an Update with the
 // wrapper present and empty (ipledger's own schema) clears the list.
 func TestGRPCOlderClientKeepsReservations(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newGRPCEnv(t, db)
 		if r := env.do("PUT", "/api/v1/expected-machines", env.admin, emSample, nil); r.Code != 200 {
@@ -494,6 +496,7 @@ func TestGRPCValidationErrors(t *testing.T) {
 // connections), and one loopback by ten: exactly one wins each race, the
 // others get the mapped code naming the field.
 func TestGRPCConcurrentAdds(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newGRPCEnv(t, db)
 		race := func(n int, em func(i int) *forge.ExpectedMachine) []error {
@@ -545,6 +548,7 @@ func TestGRPCConcurrentAdds(t *testing.T) {
 // Reflection lists the services (grpcurl needs nothing else), and health
 // answers SERVING while the database does, without a token.
 func TestGRPCReflectionAndHealth(t *testing.T) {
+	t.Parallel()
 	env := newGRPCEnv(t, dbtest.Open(t, models.SQLite))
 	rc := grpcreflect.NewClient(h2c(), env.base)
 	stream := rc.NewStream(context.Background())

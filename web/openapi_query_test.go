@@ -17,6 +17,7 @@ import (
 // the server takes: a generated client that sends a documented parameter
 // must never be told it is unknown.
 func TestOpenAPIQueryParametersAreAccepted(t *testing.T) {
+	t.Parallel()
 	env := newSecEnv(t, dbtest.Open(t, models.SQLite))
 	rec := httptest.NewRecorder()
 	env.srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/openapi.json", nil))

@@ -174,6 +174,7 @@ func TestMain(m *testing.M) {
 // exactly: every route is an operation carrying its route and role, and
 // every operation is a route.
 func TestOpenAPICoversTheRouteTable(t *testing.T) {
+	t.Parallel()
 	env := newSecEnv(t, dbtest.Open(t, models.SQLite))
 	rec := httptest.NewRecorder()
 	env.srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/openapi.json", nil))

@@ -17,6 +17,7 @@ import (
 // whether its size is declared or only found while reading; nothing is
 // written. A console form over the limit is 413 too.
 func TestBodyOverLimitIsTooLarge(t *testing.T) {
+	t.Parallel()
 	env := newSecEnv(t, dbtest.Open(t, models.SQLite))
 	propSite(t, env)
 	big := `{"owner_type":"machine","owner_id":"` + strings.Repeat("x", handlers.MaxBodyBytes) + `"}`
@@ -64,6 +65,7 @@ func TestBodyOverLimitIsTooLarge(t *testing.T) {
 // (which one a reader takes is ambiguous); a client's X-Request-Id that is not a short
 // token is replaced, so that it cannot break the audit event of a write.
 func TestBadTextInPathQueryAndHeaders(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			env := newSecEnv(t, dbtest.Open(t, d))
@@ -99,6 +101,7 @@ func TestBadTextInPathQueryAndHeaders(t *testing.T) {
 // (sent as a%2541) is not the owner "aA", whose addresses the CNI config
 // of the first used to carry; and a %2F-escaped value still decodes.
 func TestPathParametersDecodedOnce(t *testing.T) {
+	t.Parallel()
 	env := newSecEnv(t, dbtest.Open(t, models.SQLite))
 	propSite(t, env)
 	for _, id := range []string{"a%41", "aA"} {

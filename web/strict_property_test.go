@@ -52,6 +52,7 @@ var noJSONBody = map[string]string{
 // table's rows are unchanged). The valid body is then accepted, so the
 // refusal came from the repeated member alone.
 func TestStrictBodiesProperty(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			env := newSecEnv(t, dbtest.Open(t, d))

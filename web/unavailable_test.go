@@ -26,6 +26,7 @@ import (
 )
 
 func TestDeadlineMidTransactionIs503(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))

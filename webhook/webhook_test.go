@@ -163,6 +163,7 @@ func (f *fnd) mkHook(url string, actions []string, pools []string) *Webhook {
 // delivery (id, revision, body, valid signature) four times, then the
 // next event; the log shows 4 attempts then 1.
 func TestWebhookRetriesThenNextInOrder(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
 			if n < 3 {
@@ -236,6 +237,7 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 // A 301 is a failed attempt: the redirect is not followed, the error
 // names it, and the delivery stays pending for a retry.
 func TestWebhookRedirectIsNotFollowed(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		var elsewhere atomic.Int32
 		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { elsewhere.Add(1) }))
@@ -261,6 +263,7 @@ func TestWebhookRedirectIsNotFollowed(t *testing.T) {
 
 // A receiver that hangs costs one timed-out attempt; the retry succeeds.
 func TestWebhookHangingReceiverTimesOut(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		release := make(chan struct{})
 		defer close(release)
@@ -294,6 +297,7 @@ func TestWebhookHangingReceiverTimesOut(t *testing.T) {
 // Three processes deliver one webhook's queue: never two requests at
 // once, revisions strictly increasing, every event once.
 func TestWebhookOneInFlightAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			var as []*proc
@@ -342,6 +346,7 @@ func TestWebhookOneInFlightAcrossProcesses(t *testing.T) {
 // A lease held by a process that died is taken over once it expires, and
 // not before; the delivery it had in flight is sent again.
 func TestWebhookExpiredLeaseTakenOver(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
 		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
@@ -364,6 +369,7 @@ func TestWebhookExpiredLeaseTakenOver(t *testing.T) {
 // could not release it — does not hold back its deliveries until it
 // expires (after a PostgreSQL failover they resumed only 30 s later).
 func TestWebhookOwnLeaseTakenAtOnce(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
 		hook := f.mkHook(rc.srv.URL, []string{"*"}, nil)
@@ -382,6 +388,7 @@ func TestWebhookOwnLeaseTakenAtOnce(t *testing.T) {
 // Deleting a webhook while its delivery is in flight drops the queue and
 // the result; the engine goes on with the other webhooks.
 func TestWebhookDeletedWhileInFlight(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		entered, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
@@ -414,6 +421,7 @@ func TestWebhookDeletedWhileInFlight(t *testing.T) {
 // A burst of events written by one statement (10,000 on PostgreSQL) is
 // numbered in several passes and delivered in order, each once.
 func TestWebhookBurstDeliveredInOrder(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		n := 2000
 		if f.hooks.dialect == models.Postgres {
@@ -442,6 +450,7 @@ INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id)
 // A slow receiver holds only its own queue: a fast webhook gets every
 // event while the slow one is still on its first.
 func TestWebhookSlowReceiverDelaysOnlyItself(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		slow := newReceiver(t, func(int, http.ResponseWriter, *http.Request) { time.Sleep(700 * time.Millisecond) })
 		fast := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
@@ -470,6 +479,7 @@ func TestWebhookSlowReceiverDelaysOnlyItself(t *testing.T) {
 // and invalid UTF-8 dropped or replaced: PostgreSQL refuses them), however
 // large or binary it is.
 func TestWebhookHugeBinaryAnswerStoredTruncated(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 			w.Write([]byte("\x00\xff\xfeé"))
@@ -496,6 +506,7 @@ func TestWebhookHugeBinaryAnswerStoredTruncated(t *testing.T) {
 // the value, and nothing is stored: "allocate" or "allocation" (meant as
 // allocation.*) would make a webhook that never fires.
 func TestWebhookRefusesActionsMatchingNoEvent(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		for _, bad := range []string{"allocate", "allocation", "allocation.explode", "explode.*", "pool.range"} {
 			_, err := f.hooks.CreateWebhook(f.Ctx, WebhookSpec{Name: "bad", URL: "https://example.com/h", Secret: testSecret, Actions: []string{"pool.create", bad}})
@@ -520,6 +531,7 @@ func TestWebhookRefusesActionsMatchingNoEvent(t *testing.T) {
 // receiver has the body, its answer is not recorded yet) is not absorbed by
 // that attempt's success: the delivery is sent once more, with its id.
 func TestWebhookRedeliverDuringAttempt(t *testing.T) {
+	t.Parallel()
 	hookEach(t, func(t *testing.T, f *fnd) {
 		entered, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once

@@ -170,6 +170,7 @@ func TestParseExpectedDpuFlag(t *testing.T) {
 // The demo site holds the sample file's records and three more, with
 // their reservations.
 func TestDemoExpectedMachines(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := allocator.New(db, allocator.Options{})
 		ctx := context.Background()

@@ -79,6 +79,7 @@ func (l *lines) waitN(t *testing.T, n int) []string {
 // change of its addresses (not of other owners'), and resumes from its
 // state file after a restart, printing what changed while it was away.
 func TestCNIIPAMWatch(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a, url, tok := feedCLIServer(t, db)
 		ctx := allocator.WithActor(context.Background(), "test", "")

@@ -22,6 +22,7 @@ import (
 // status a healthy site can show, a host-less DPU, a decommissioned host
 // and quarantined values of a force-deleted host.
 func TestDemoMachines(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := allocator.New(db, allocator.Options{})
 		ctx := context.Background()
@@ -142,6 +143,7 @@ func TestMachineCLI(t *testing.T) {
 // TestReconcileHook: the startup hook completes DPUs at once and, while
 // the server runs, completes a conflict soon after an operator resolves it.
 func TestReconcileHook(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := allocator.New(db, allocator.Options{})
 		ctx, cancel := context.WithCancel(context.Background())

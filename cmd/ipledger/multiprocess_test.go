@@ -292,6 +292,7 @@ func mpScenario(t *testing.T, u string, n int) {
 }
 
 func TestMultiProcessPostgres(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary; skipped with -short")
 	}
@@ -310,6 +311,7 @@ func TestMultiProcessSQLiteFile(t *testing.T) {
 // servers cache token look-ups on PostgreSQL: the deletion's notification
 // empties their caches. Bounded at 2 s here; it takes milliseconds.
 func TestMultiProcessTokenRevocation(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary; skipped with -short")
 	}

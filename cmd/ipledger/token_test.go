@@ -30,6 +30,7 @@ func runTokenCLI(t *testing.T, args ...string) (string, error) {
 // deletes it and its sessions at once; unknown names/ids and ambiguous
 // flags are refused and change nothing. SQLite file and PostgreSQL.
 func TestTokenListDelete(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		t.Run(dialect, func(t *testing.T) {
 			var dbURL string

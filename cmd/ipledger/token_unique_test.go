@@ -17,6 +17,7 @@ import (
 // name before the rule are kept, and `migrate` reports them, and
 // overlapping address pools too.
 func TestTokenNamesUnique(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		t.Run(dialect, func(t *testing.T) {
 			var dbURL string
