@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -14,19 +13,6 @@ import (
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
-
-// runDBCmd runs one database command of the CLI in-process and returns
-// its standard output.
-func runDBCmd(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out bytes.Buffer
-	cmd := newRootCmd()
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	err := cmd.Execute()
-	return out.String(), err
-}
 
 // The backup drill: writers keep allocating on an SQLite file while
 // `ipledger backup` copies it; the copy is restored into a fresh file,
@@ -107,7 +93,7 @@ func TestBackupDrill(t *testing.T) {
 	mu.Unlock()
 
 	backup := filepath.Join(dir, "copy.db")
-	out, err := runDBCmd(t, "backup", "--database", src, "--to", backup)
+	out, err := runCmd(t, "backup", "--database", src, "--to", backup)
 	if err != nil {
 		t.Fatalf("backup: %v\n%s", err, out)
 	}
@@ -126,18 +112,18 @@ func TestBackupDrill(t *testing.T) {
 	t.Logf("acknowledged before the backup: %d; during it: %d", len(before), during)
 
 	restored := "sqlite:" + filepath.Join(dir, "restored.db")
-	out, err = runDBCmd(t, "restore", "--from", backup, "--database", restored)
+	out, err = runCmd(t, "restore", "--from", backup, "--database", restored)
 	if err != nil {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
 	if !strings.Contains(out, "consistent") {
 		t.Fatalf("restore did not report a consistent database:\n%s", out)
 	}
-	if out, err := runDBCmd(t, "check", "--database", restored); err != nil {
+	if out, err := runCmd(t, "check", "--database", restored); err != nil {
 		t.Fatalf("check of the restored copy: %v\n%s", err, out)
 	}
 	// The restored target is not empty any more: a second restore needs --force.
-	if out, err := runDBCmd(t, "restore", "--from", backup, "--database", restored); err == nil || !strings.Contains(out, "--force") {
+	if out, err := runCmd(t, "restore", "--from", backup, "--database", restored); err == nil || !strings.Contains(out, "--force") {
 		t.Fatalf("restore over a non-empty database: err %v\n%s", err, out)
 	}
 

@@ -55,7 +55,7 @@ func TestPostgresDumpRestoreCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if out, err := runDBCmd(t, "backup", "--database", src, "--to", filepath.Join(t.TempDir(), "x")); err == nil || !strings.Contains(out, "pg_dump") {
+	if out, err := runCmd(t, "backup", "--database", src, "--to", filepath.Join(t.TempDir(), "x")); err == nil || !strings.Contains(out, "pg_dump") {
 		t.Fatalf("backup of PostgreSQL: err %v, want a refusal naming pg_dump:\n%s", err, out)
 	}
 
@@ -93,7 +93,7 @@ func TestPostgresDumpRestoreCheck(t *testing.T) {
 		t.Fatalf("pg_restore: %v\n%s", err, out)
 	}
 	restored := libpq(target) + "&search_path=" + schema
-	out, err := runDBCmd(t, "check", "--database", restored)
+	out, err := runCmd(t, "check", "--database", restored)
 	if err != nil || !strings.Contains(out, "consistent") {
 		t.Fatalf("check of the restored database: %v\n%s", err, out)
 	}

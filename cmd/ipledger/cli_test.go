@@ -1,34 +1,41 @@
 package main
 
 import (
+	"bytes"
 	"io"
-	"os"
 	"strings"
 	"testing"
 )
 
-// runCLI runs the ipledger command with args against the API at srvURL,
-// feeding stdin, and returns what it printed on stdout. The CLI prints to
-// os.Stdout, which runCLI swaps: tests that use it do not run in parallel.
+// run runs `ipledger ARGS…` in-process with stdin as its input and returns
+// what it printed on its standard output, and on its standard error too
+// when withErr. Every command prints through the cobra command's writers,
+// never to the process's, so the tests that run commands can be parallel.
+func run(t *testing.T, stdin string, withErr bool, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	if withErr {
+		cmd.SetErr(&out)
+	}
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// runCmd runs a command that needs no server (a database command, token,
+// version) and returns what it printed on standard output and error.
+func runCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return run(t, "", true, args...)
+}
+
+// runCLI runs a client command against the API at srvURL with token and
+// returns what it printed on standard output.
 func runCLI(t *testing.T, srvURL, token, stdin string, args ...string) (string, error) {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = w
-	done := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		done <- string(b)
-	}()
-	cmd := newRootCmd()
-	cmd.SetArgs(append([]string{"--server", srvURL, "--token", token}, args...))
-	cmd.SetIn(strings.NewReader(stdin))
-	cmd.SetErr(io.Discard)
-	err = cmd.Execute()
-	w.Close()
-	os.Stdout = old
-	return <-done, err
+	return run(t, stdin, false, append([]string{"--server", srvURL, "--token", token}, args...)...)
 }

@@ -33,9 +33,12 @@ type client struct {
 	token string
 	http  *http.Client
 	json  bool
+	// out is where the command prints (the command's standard output).
+	out io.Writer
 }
 
-func (cf *clientFlags) client() (*client, error) {
+// client checks the flags and returns a client printing to out.
+func (cf *clientFlags) client(out io.Writer) (*client, error) {
 	if cf.output != "table" && cf.output != "json" {
 		return nil, fmt.Errorf("--output %q: want table or json", cf.output)
 	}
@@ -53,7 +56,7 @@ func (cf *clientFlags) client() (*client, error) {
 		tr.TLSClientConfig = tc
 		hc.Transport = tr
 	}
-	return &client{base: strings.TrimRight(cf.server, "/"), token: cf.token, http: hc, json: cf.output == "json"}, nil
+	return &client{base: strings.TrimRight(cf.server, "/"), token: cf.token, http: hc, json: cf.output == "json", out: out}, nil
 }
 
 // tlsConfig trusts --ca-cert (instead of the system's roots) and presents
@@ -168,26 +171,26 @@ func (c *client) get(path string, out any) (printed bool, err error) {
 		return false, err
 	}
 	if c.json {
-		return true, printJSON(raw)
+		return true, c.printJSON(raw)
 	}
 	return false, json.Unmarshal(raw, out)
 }
 
 // printJSON writes raw JSON indented.
-func printJSON(raw []byte) error {
+func (c *client) printJSON(raw []byte) error {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		_, err = os.Stdout.Write(raw)
+		_, err = c.out.Write(raw)
 		return err
 	}
 	buf.WriteByte('\n')
-	_, err := os.Stdout.Write(buf.Bytes())
+	_, err := c.out.Write(buf.Bytes())
 	return err
 }
 
 // table prints rows aligned for people.
-func table(header []string, rows [][]string) {
-	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+func (c *client) table(header []string, rows [][]string) {
+	w := tabwriter.NewWriter(c.out, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(w, strings.Join(header, "\t"))
 	for _, r := range rows {
 		fmt.Fprintln(w, strings.Join(r, "\t"))

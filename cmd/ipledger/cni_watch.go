@@ -23,7 +23,7 @@ func newCNIIPAMCmd(cf *clientFlags) *cobra.Command {
 	show := &cobra.Command{
 		Use: "show --owner-type T --owner-id ID", Short: "Print the owner's ipam object once", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -31,7 +31,7 @@ func newCNIIPAMCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = os.Stdout.Write(append(b, '\n'))
+			_, err = c.out.Write(append(b, '\n'))
 			return err
 		},
 	}
@@ -47,14 +47,14 @@ handled and the last object printed after each change, and resumes from
 there after a restart, printing only what changed meanwhile.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
 			c.http.Timeout = 90 * time.Second
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return watchIPAM(ctx.Done(), c, ownerType, ownerID, stateFile, os.Stdout)
+			return watchIPAM(ctx.Done(), c, ownerType, ownerID, stateFile, c.out)
 		},
 	}
 	for _, sub := range []*cobra.Command{show, watch} {

@@ -21,7 +21,7 @@ func TestDatabaseCommandsRefuseAMissingSQLiteFile(t *testing.T) {
 		{"backup", "--database", "sqlite:" + missing, "--to", filepath.Join(dir, "b.db")},
 		{"check", "--database", "sqlite:" + missing},
 	} {
-		out, err := runDBCmd(t, args...)
+		out, err := runCmd(t, args...)
 		if err == nil || !strings.Contains(err.Error(), "--database") || !strings.Contains(err.Error(), missing) {
 			t.Errorf("%s: err %v, want one naming --database and %s\n%s", args[0], err, missing, out)
 		}
@@ -38,7 +38,7 @@ func TestDatabaseCommandsRefuseAMissingSQLiteFile(t *testing.T) {
 func TestCheckFindsADamagedSQLiteFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "site.db")
-	if out, err := runDBCmd(t, "migrate", "--database", "sqlite:"+path); err != nil {
+	if out, err := runCmd(t, "migrate", "--database", "sqlite:"+path); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	db := dbtest.OpenURL(t, "sqlite:"+path)
@@ -63,7 +63,7 @@ func TestCheckFindsADamagedSQLiteFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	out, err := runDBCmd(t, "check", "--database", "sqlite:"+path)
+	out, err := runCmd(t, "check", "--database", "sqlite:"+path)
 	if err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("check of a damaged file: err %v, want one naming the file as damaged\n%s", err, out)
 	}
@@ -75,7 +75,7 @@ func TestDatabaseCommandsNameAMissingFileOrDirectory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	live := filepath.Join(dir, "live.db")
-	if out, err := runDBCmd(t, "migrate", "--database", "sqlite:"+live); err != nil {
+	if out, err := runCmd(t, "migrate", "--database", "sqlite:"+live); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	gone := filepath.Join(dir, "gone")
@@ -87,7 +87,7 @@ func TestDatabaseCommandsNameAMissingFileOrDirectory(t *testing.T) {
 		{[]string{"restore", "--from", filepath.Join(dir, "nope.db"), "--database", "sqlite:" + filepath.Join(dir, "r.db")}, "--from " + filepath.Join(dir, "nope.db")},
 		{[]string{"restore", "--from", live, "--database", "sqlite:" + filepath.Join(gone, "r.db")}, "--database " + filepath.Join(gone, "r.db")},
 	} {
-		out, err := runDBCmd(t, c.args...)
+		out, err := runCmd(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err %v, want one naming %q\n%s", c.args, err, c.want, out)
 		}
@@ -104,7 +104,7 @@ func TestDatabaseCommandsNameAFileThatIsNotADatabase(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	live := filepath.Join(dir, "live.db")
-	if out, err := runDBCmd(t, "migrate", "--database", "sqlite:"+live); err != nil {
+	if out, err := runCmd(t, "migrate", "--database", "sqlite:"+live); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	before, err := os.ReadFile(live)
@@ -122,7 +122,7 @@ func TestDatabaseCommandsNameAFileThatIsNotADatabase(t *testing.T) {
 		{[]string{"restore", "--force", "--from", junk, "--database", "sqlite:" + live}, "--from " + junk},
 		{[]string{"backup", "--database", "sqlite:" + junk, "--to", filepath.Join(dir, "b.db")}, "--database sqlite:" + junk},
 	} {
-		out, err := runDBCmd(t, c.args...)
+		out, err := runCmd(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err %v, want one naming %q\n%s", c.args, err, c.want, out)
 		}
@@ -155,7 +155,7 @@ func TestCheckNamesADatabaseWithoutTheSchema(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := runDBCmd(t, "check", "--database", url)
+			out, err := runCmd(t, "check", "--database", url)
 			if err == nil || !strings.Contains(err.Error(), "not an ipledger database") {
 				t.Errorf("err %v, want \"not an ipledger database\"\n%s", err, out)
 			}

@@ -15,7 +15,7 @@ func newEventsCmd(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "events", Short: "Show the audit log, newest first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -37,7 +37,7 @@ func newEventsCmd(cf *clientFlags) *cobra.Command {
 			for _, e := range page.Items {
 				rows = append(rows, []string{e.At.Format("2006-01-02T15:04:05Z"), e.Actor, e.Action, e.ObjectType + " " + e.ObjectID, e.RequestID})
 			}
-			table([]string{"TIME", "ACTOR", "ACTION", "OBJECT", "REQUEST"}, rows)
+			c.table([]string{"TIME", "ACTOR", "ACTION", "OBJECT", "REQUEST"}, rows)
 			return nil
 		},
 	}
@@ -52,7 +52,7 @@ func newAddressCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "address VALUE", Short: "Show every pool entry, allocation, quarantine and reservation that holds a value", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -61,7 +61,7 @@ func newAddressCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if len(info.Entries) == 0 {
-				fmt.Printf("%s: held by nothing\n", info.Value)
+				fmt.Fprintf(c.out, "%s: held by nothing\n", info.Value)
 				return nil
 			}
 			var rows [][]string
@@ -79,7 +79,7 @@ func newAddressCmd(cf *clientFlags) *cobra.Command {
 				}
 				rows = append(rows, []string{e.Pool, e.Kind, e.Value, detail})
 			}
-			table([]string{"POOL", "KIND", "VALUE", "DETAIL"}, rows)
+			c.table([]string{"POOL", "KIND", "VALUE", "DETAIL"}, rows)
 			return nil
 		},
 	}

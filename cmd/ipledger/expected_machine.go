@@ -30,7 +30,7 @@ func emDpuText(d allocator.ExpectedDpu) string {
 	return s
 }
 
-func printExpectedMachines(items []allocator.ExpectedMachine) {
+func printExpectedMachines(c *client, items []allocator.ExpectedMachine) {
 	var rows [][]string
 	for _, em := range items {
 		var dpus []string
@@ -40,17 +40,17 @@ func printExpectedMachines(items []allocator.ExpectedMachine) {
 		rows = append(rows, []string{em.BmcMacAddress, em.ID, strconv.FormatInt(em.Version, 10), orDash(&em.ChassisSerialNumber),
 			orDash(&em.Metadata.Name), orDash(emStrp(strings.Join(dpus, "; ")))})
 	}
-	table([]string{"BMC MAC", "ID", "VERSION", "CHASSIS SERIAL", "NAME", "EXPECTED DPUS"}, rows)
+	c.table([]string{"BMC MAC", "ID", "VERSION", "CHASSIS SERIAL", "NAME", "EXPECTED DPUS"}, rows)
 }
 
 func emStrp(s string) *string { return &s }
 
-func printExpectedMachine(em allocator.ExpectedMachine) {
+func printExpectedMachine(c *client, em allocator.ExpectedMachine) {
 	var labels []string
 	for _, l := range em.Metadata.Labels {
 		labels = append(labels, l.Key+"="+l.Value)
 	}
-	table([]string{"FIELD", "VALUE"}, [][]string{
+	c.table([]string{"FIELD", "VALUE"}, [][]string{
 		{"id", em.ID},
 		{"version", strconv.FormatInt(em.Version, 10)},
 		{"bmc_mac_address", em.BmcMacAddress},
@@ -63,28 +63,28 @@ func printExpectedMachine(em allocator.ExpectedMachine) {
 		{"metadata.labels", orDash(emStrp(strings.Join(labels, ", ")))},
 		{"sku_id", orDash(em.SkuID)},
 	})
-	fmt.Println()
+	fmt.Fprintln(c.out)
 	var rows [][]string
 	for _, d := range em.ExpectedDpus {
 		rows = append(rows, []string{d.SerialNumber, orDash(d.LoopbackIP), orDash(d.LoopbackIPv6)})
 	}
 	if len(rows) == 0 {
-		fmt.Println("no expected DPUs")
+		fmt.Fprintln(c.out, "no expected DPUs")
 		return
 	}
-	table([]string{"DPU SERIAL", "LOOPBACK_IP", "LOOPBACK_IP_V6"}, rows)
+	c.table([]string{"DPU SERIAL", "LOOPBACK_IP", "LOOPBACK_IP_V6"}, rows)
 }
 
 // emOut prints one record answer: raw JSON for scripts, a table for people.
 func emOut(c *client, raw json.RawMessage) error {
 	if c.json {
-		return printJSON(raw)
+		return c.printJSON(raw)
 	}
 	var em allocator.ExpectedMachine
 	if err := json.Unmarshal(raw, &em); err != nil {
 		return err
 	}
-	printExpectedMachine(em)
+	printExpectedMachine(c, em)
 	return nil
 }
 
@@ -105,7 +105,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List ExpectedMachines (every page unless --limit is given)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -129,11 +129,11 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printJSON(b)
+				return c.printJSON(b)
 			}
-			printExpectedMachines(all.Items)
+			printExpectedMachines(c, all.Items)
 			if all.NextCursor != "" {
-				fmt.Printf("more: --limit %d with cursor %s\n", lLimit, all.NextCursor)
+				fmt.Fprintf(c.out, "more: --limit %d with cursor %s\n", lLimit, all.NextCursor)
 			}
 			return nil
 		},
@@ -148,7 +148,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "show ID|BMC_MAC", Short: "Show one ExpectedMachine", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -170,7 +170,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
     --dpu-loopback-reservations '[{"dpu_serial_number":"MT2309X00011","loopback_ipv4":"10.180.62.240"}]'`,
 		Short: "Create an ExpectedMachine (operator)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -215,7 +215,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 	// is ID|BMC_MAC, or the -a/--bmc-mac-address of NICo's CLI when no
 	// argument is given.
 	patchWith := func(cmd *cobra.Command, args []string, f *emFlags) error {
-		c, err := cf.client()
+		c, err := cf.client(cmd.OutOrStdout())
 		if err != nil {
 			return err
 		}
@@ -274,7 +274,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 			if len(args) != 1 {
 				return fmt.Errorf("update -f FILE needs the record: ID|BMC_MAC")
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -301,7 +301,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 			if !confirm {
 				return fmt.Errorf("erase deletes every ExpectedMachine and every loopback reservation; add --confirm to do it")
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -309,7 +309,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if !c.json {
-				fmt.Println("deleted every ExpectedMachine")
+				fmt.Fprintln(c.out, "deleted every ExpectedMachine")
 			}
 			return nil
 		},
@@ -321,7 +321,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 	del := &cobra.Command{
 		Use: "delete ID|BMC_MAC", Short: "Delete an ExpectedMachine and its reservations (operator)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -329,7 +329,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if !c.json {
-				fmt.Printf("deleted %s\n", args[0])
+				fmt.Fprintf(c.out, "deleted %s\n", args[0])
 			}
 			return nil
 		},
@@ -342,7 +342,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 		Use:   "replace-all -f FILE",
 		Short: `Make the ExpectedMachines exactly those of a NICo file {"expected_machines":[...]}, atomically (operator)`, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -355,7 +355,7 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if c.json {
-				return printJSON(raw)
+				return c.printJSON(raw)
 			}
 			var res struct {
 				Items []allocator.ExpectedMachine `json:"items"`
@@ -363,8 +363,8 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 			if err := json.Unmarshal(raw, &res); err != nil {
 				return err
 			}
-			printExpectedMachines(res.Items)
-			fmt.Printf("%d ExpectedMachines stored\n", len(res.Items))
+			printExpectedMachines(c, res.Items)
+			fmt.Fprintf(c.out, "%d ExpectedMachines stored\n", len(res.Items))
 			return nil
 		},
 	}

@@ -16,6 +16,7 @@ import (
 // omitting the reservations keeps them, '[]' clears them; both spellings
 // of one field are refused; erase needs --confirm; --help lists both.
 func TestExpectedMachineCLINICoFlags(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		url, tok := emCLIServer(t, db)
 		run := func(args ...string) (string, error) { return runCLI(t, url, tok, "", args...) }

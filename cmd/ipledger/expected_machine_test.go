@@ -45,6 +45,7 @@ func emCLIJSON(t *testing.T, out string, err error) allocator.ExpectedMachine {
 // --expected-dpu or --clear-expected-dpus is given, --if-match, update -f,
 // replace-all -f (atomic), delete, and the API's errors reach the user.
 func TestExpectedMachineCLI(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		url, tok := emCLIServer(t, db)
 		run := func(args ...string) (string, error) { return runCLI(t, url, tok, "", args...) }

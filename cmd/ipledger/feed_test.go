@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -90,7 +91,7 @@ func TestCNIIPAMWatch(t *testing.T) {
 		if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "ep4", Type: "ipv4", Ranges: []allocator.RangeSpec{{First: "10.9.0.1", Last: "10.9.0.9"}}}); err != nil {
 			t.Fatal(err)
 		}
-		c, err := (&clientFlags{server: url, token: tok, output: "table"}).client()
+		c, err := (&clientFlags{server: url, token: tok, output: "table"}).client(io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

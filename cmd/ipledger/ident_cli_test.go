@@ -15,6 +15,7 @@ import (
 // add`, naming the field, and nothing is stored; with one separator both
 // go through.
 func TestCLIMixedSeparatorMAC(t *testing.T) {
+	t.Parallel()
 	s := serverkit.Start(t, dbtest.Open(t, models.SQLite), serverkit.Options{})
 	s.Pool("lo-ip", "ipv4", 0, sitekit.Range("10.1.0.1", "10.1.0.50", true))
 	db, srv, tok := s.DB, s.HTTP, s.Admin

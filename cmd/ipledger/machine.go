@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"sort"
 	"strings"
 
@@ -26,7 +25,7 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List managed hosts with their DPUs and loopbacks", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -42,7 +41,7 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 			}
 			if c.json {
 				b, _ := json.Marshal(map[string]any{"items": raws})
-				return printJSON(b)
+				return c.printJSON(b)
 			}
 			for _, r := range raws {
 				var m allocator.Machine
@@ -51,7 +50,7 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 				}
 				items = append(items, m)
 			}
-			table([]string{"MACHINE_ID", "KIND", "STATE", "BMC_MAC / SERIAL", "LOOPBACK_IP", "LOOPBACK_IP_V6"}, machineRows(items))
+			c.table([]string{"MACHINE_ID", "KIND", "STATE", "BMC_MAC / SERIAL", "LOOPBACK_IP", "LOOPBACK_IP_V6"}, machineRows(items))
 			return nil
 		},
 	}
@@ -61,7 +60,7 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "show ID", Short: "Show one machine (machine_id, host BMC MAC or DPU serial number)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -70,19 +69,19 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if c.json {
-				return printJSON(raw)
+				return c.printJSON(raw)
 			}
 			var m allocator.Machine
 			if err := json.Unmarshal(raw, &m); err != nil {
 				return err
 			}
 			if m.Kind == allocator.KindHost {
-				fmt.Printf("host %s\n  state: %s\n  bmc_mac_address: %s\n  chassis_serial_number: %s\n  expected_machine_id: %s\n",
+				fmt.Fprintf(c.out, "host %s\n  state: %s\n  bmc_mac_address: %s\n  chassis_serial_number: %s\n  expected_machine_id: %s\n",
 					m.MachineID, m.State, orDash(m.BmcMacAddress), m.ChassisSerialNumber, orDash(m.ExpectedMachineID))
 			} else {
-				fmt.Printf("dpu %s\n  state: %s\n  serial_number: %s\n  host_machine_id: %s\n", m.MachineID, m.State, m.SerialNumber, orDash(m.HostMachineID))
+				fmt.Fprintf(c.out, "dpu %s\n  state: %s\n  serial_number: %s\n  host_machine_id: %s\n", m.MachineID, m.State, m.SerialNumber, orDash(m.HostMachineID))
 			}
-			table([]string{"MACHINE_ID", "KIND", "STATE", "BMC_MAC / SERIAL", "LOOPBACK_IP", "LOOPBACK_IP_V6"}, machineRows([]allocator.Machine{m}))
+			c.table([]string{"MACHINE_ID", "KIND", "STATE", "BMC_MAC / SERIAL", "LOOPBACK_IP", "LOOPBACK_IP_V6"}, machineRows([]allocator.Machine{m}))
 			return nil
 		},
 	})
@@ -96,7 +95,7 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 		Short: "Send a site-explorer report: record a host and its DPUs and assign their loopbacks (operator)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -120,7 +119,7 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 		Use: "discover SERIAL [--host-bmc-mac MAC]", Short: "Ingest one DPU found directly; its reservation is found by serial (operator)",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -133,7 +132,7 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "decommission ID", Short: "Take a ready host (and its DPUs) out of service (operator); values stay until delete", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -142,13 +141,13 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if c.json {
-				return printJSON(raw)
+				return c.printJSON(raw)
 			}
 			var m allocator.Machine
 			if err := json.Unmarshal(raw, &m); err != nil {
 				return err
 			}
-			fmt.Printf("%s %s is %s\n", m.Kind, m.MachineID, m.State)
+			fmt.Fprintf(c.out, "%s %s is %s\n", m.Kind, m.MachineID, m.State)
 			return nil
 		},
 	})
@@ -164,7 +163,7 @@ hardware may still carry it. Without --yes the command asks for confirmation; a
 force delete asks you to type the machine id.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -191,12 +190,12 @@ force delete asks you to type the machine id.`,
 				return err
 			}
 			if c.json {
-				return printJSON(raw)
+				return c.printJSON(raw)
 			}
 			if yes {
-				printImpact(os.Stdout, &imp)
+				printImpact(c.out, &imp)
 			}
-			fmt.Printf("deleted %s\n", imp.MachineID)
+			fmt.Fprintf(c.out, "deleted %s\n", imp.MachineID)
 			return nil
 		},
 	}
@@ -242,21 +241,21 @@ func printIngest(c *client, path string, body any) error {
 		return err
 	}
 	if c.json {
-		return printJSON(raw)
+		return c.printJSON(raw)
 	}
 	var res allocator.IngestResult
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return err
 	}
-	table([]string{"MACHINE_ID", "KIND", "STATE", "BMC_MAC / SERIAL", "LOOPBACK_IP", "LOOPBACK_IP_V6"}, machineRows(res.Machines))
+	c.table([]string{"MACHINE_ID", "KIND", "STATE", "BMC_MAC / SERIAL", "LOOPBACK_IP", "LOOPBACK_IP_V6"}, machineRows(res.Machines))
 	if len(res.Incomplete) > 0 {
-		fmt.Println()
-		fmt.Println("incomplete (completed later by reconciliation or pool growth):")
+		fmt.Fprintln(c.out)
+		fmt.Fprintln(c.out, "incomplete (completed later by reconciliation or pool growth):")
 		var rows [][]string
 		for _, i := range res.Incomplete {
 			rows = append(rows, []string{i.MachineID, i.Family, string(i.Code), i.Message})
 		}
-		table([]string{"MACHINE_ID", "FAMILY", "CODE", "MESSAGE"}, rows)
+		c.table([]string{"MACHINE_ID", "FAMILY", "CODE", "MESSAGE"}, rows)
 	}
 	return nil
 }
@@ -303,7 +302,7 @@ func newBindingCmd(cf *clientFlags) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list [--status S]", Short: "List per DPU its loopbacks, reservations and status per family", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -321,7 +320,7 @@ func newBindingCmd(cf *clientFlags) *cobra.Command {
 			}
 			if c.json {
 				b, _ := json.Marshal(map[string]any{"items": all})
-				return printJSON(b)
+				return c.printJSON(b)
 			}
 			sort.SliceStable(all, func(i, j int) bool { return all[i].SerialNumber < all[j].SerialNumber })
 			var rows [][]string
@@ -329,7 +328,7 @@ func newBindingCmd(cf *clientFlags) *cobra.Command {
 				rows = append(rows, []string{b.SerialNumber, b.MachineID, orDash(b.LoopbackIP), orDash(b.ReservedIP), b.StatusV4,
 					orDash(b.LoopbackIPv6), orDash(b.ReservedIPv6), b.StatusV6})
 			}
-			table([]string{"SERIAL", "MACHINE_ID", "LOOPBACK_IP", "RESERVED_IP", "STATUS_V4", "LOOPBACK_IP_V6", "RESERVED_IP_V6", "STATUS_V6"}, rows)
+			c.table([]string{"SERIAL", "MACHINE_ID", "LOOPBACK_IP", "RESERVED_IP", "STATUS_V4", "LOOPBACK_IP_V6", "RESERVED_IP_V6", "STATUS_V6"}, rows)
 			return nil
 		},
 	}

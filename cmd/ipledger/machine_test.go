@@ -85,6 +85,7 @@ func machTestDeref(s *string) string {
 }
 
 func TestMachineCLI(t *testing.T) {
+	t.Parallel()
 	s := serverkit.Start(t, dbtest.Open(t, models.SQLite), serverkit.Options{})
 	s.Pool("lo-ip", "ipv4", 0, sitekit.Range("10.1.0.1", "10.1.0.50", true))
 	a, ctx, srv, tok := s.A, s.Ctx, s.HTTP, s.Admin

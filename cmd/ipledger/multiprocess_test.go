@@ -317,7 +317,7 @@ func TestMultiProcessTokenRevocation(t *testing.T) {
 	}
 	u := dbtest.NewPostgresURL(t)
 	servers := mpStart(t, u, 2)
-	out, err := runTokenCLI(t, "token", "create", "--database", u, "--name", "leaky", "--role", "operator")
+	out, err := runCmd(t, "token", "create", "--database", u, "--name", "leaky", "--role", "operator")
 	if err != nil {
 		t.Fatalf("token create: %v\n%s", err, out)
 	}
@@ -340,7 +340,7 @@ func TestMultiProcessTokenRevocation(t *testing.T) {
 			}
 		}
 	}
-	if out, err := runTokenCLI(t, "token", "delete", "--database", u, "--name", "leaky"); err != nil {
+	if out, err := runCmd(t, "token", "delete", "--database", u, "--name", "leaky"); err != nil {
 		t.Fatalf("token delete: %v\n%s", err, out)
 	}
 	deleted := time.Now()

@@ -31,7 +31,7 @@ func newPoolCheckCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "check", Short: "Report address pools whose ranges overlap (exit status 1 when any do)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -46,17 +46,17 @@ func newPoolCheckCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if c.json {
-				if err := printJSON(raw); err != nil {
+				if err := c.printJSON(raw); err != nil {
 					return err
 				}
 			} else if len(body.Overlaps) == 0 {
-				fmt.Println("no overlapping address pools")
+				fmt.Fprintln(c.out, "no overlapping address pools")
 			} else {
 				var rows [][]string
 				for _, o := range body.Overlaps {
 					rows = append(rows, []string{o.Pool, o.First + ".." + o.Last, o.OtherPool, o.OtherFirst + ".." + o.OtherLast})
 				}
-				table([]string{"POOL", "RANGE", "OVERLAPS POOL", "RANGE"}, rows)
+				c.table([]string{"POOL", "RANGE", "OVERLAPS POOL", "RANGE"}, rows)
 			}
 			if len(body.Overlaps) > 0 {
 				return fmt.Errorf("%d overlapping range pair(s): shrink or remove one range of each pair", len(body.Overlaps))
@@ -71,7 +71,7 @@ func newPoolListCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "list", Short: "List pools with utilization", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -85,7 +85,7 @@ func newPoolListCmd(cf *clientFlags) *cobra.Command {
 					p.Stats.Auto.Size, p.Stats.Auto.Allocated, p.Stats.Explicit.Size, p.Stats.Explicit.Allocated,
 					p.Stats.Explicit.Reserved, sum(p.Stats.Auto.Quarantined, p.Stats.Explicit.Quarantined), fmt.Sprintf("%.1f%%", 100*p.Stats.Used())})
 			}
-			table([]string{"NAME", "TYPE", "RANGES", "AUTO SIZE", "AUTO USED", "EXPLICIT SIZE", "EXPLICIT USED", "RESERVED", "QUARANTINED", "USED"}, rows)
+			c.table([]string{"NAME", "TYPE", "RANGES", "AUTO SIZE", "AUTO USED", "EXPLICIT SIZE", "EXPLICIT USED", "RESERVED", "QUARANTINED", "USED"}, rows)
 			return nil
 		},
 	}
@@ -96,7 +96,7 @@ func newPoolShowCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "show NAME", Short: "Show a pool with its ranges and stats", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -104,19 +104,19 @@ func newPoolShowCmd(cf *clientFlags) *cobra.Command {
 			if printed, err := c.get("/api/v1/pools/"+esc(args[0]), &p); err != nil || printed {
 				return err
 			}
-			fmt.Printf("pool %s (%s)", p.Name, p.Type)
+			fmt.Fprintf(c.out, "pool %s (%s)", p.Name, p.Type)
 			if p.DelegatePrefixLen > 0 {
-				fmt.Printf(", delegate_prefix_len %d", p.DelegatePrefixLen)
+				fmt.Fprintf(c.out, ", delegate_prefix_len %d", p.DelegatePrefixLen)
 			}
 			if p.Gateway != "" {
-				fmt.Printf(", gateway %s", p.Gateway)
+				fmt.Fprintf(c.out, ", gateway %s", p.Gateway)
 			}
-			fmt.Println()
+			fmt.Fprintln(c.out)
 			var rows [][]string
 			for _, r := range p.Ranges {
 				rows = append(rows, []string{r.ID, r.First, r.Last, fmt.Sprint(r.AutoAssign), r.Size, r.Stats.Allocated, r.Stats.Quarantined, r.Stats.Reserved, r.Stats.Free})
 			}
-			table([]string{"RANGE", "FIRST", "LAST", "AUTO_ASSIGN", "SIZE", "ALLOCATED", "QUARANTINED", "RESERVED", "FREE"}, rows)
+			c.table([]string{"RANGE", "FIRST", "LAST", "AUTO_ASSIGN", "SIZE", "ALLOCATED", "QUARANTINED", "RESERVED", "FREE"}, rows)
 			return nil
 		},
 	}
@@ -135,7 +135,7 @@ func newPoolCreateCmd(cf *clientFlags) *cobra.Command {
 		Short: "Create a pool (admin); ranges are inclusive first..last",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -165,15 +165,15 @@ func newPoolCreateCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if c.json {
-				return printJSON(raw)
+				return c.printJSON(raw)
 			}
 			var p allocator.Pool
 			if err := json.Unmarshal(raw, &p); err != nil {
 				return err
 			}
-			fmt.Printf("created pool %s (%s) with %d range(s)\n", p.Name, p.Type, len(p.Ranges))
+			fmt.Fprintf(c.out, "created pool %s (%s) with %d range(s)\n", p.Name, p.Type, len(p.Ranges))
 			for _, r := range p.Ranges {
-				fmt.Printf("  range %s: %s..%s auto_assign=%t, %s values\n", r.ID, r.First, r.Last, r.AutoAssign, r.Size)
+				fmt.Fprintf(c.out, "  range %s: %s..%s auto_assign=%t, %s values\n", r.ID, r.First, r.Last, r.AutoAssign, r.Size)
 			}
 			return nil
 		},
@@ -191,7 +191,7 @@ func newPoolLoadCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "load FILE", Short: "Load a NICo pool file additively (admin); prints created ranges and drift", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -204,20 +204,20 @@ func newPoolLoadCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if c.json {
-				return printJSON(raw)
+				return c.printJSON(raw)
 			}
 			var res allocator.LoadResult
 			if err := json.Unmarshal(raw, &res); err != nil {
 				return err
 			}
 			for _, r := range res.Created {
-				fmt.Printf("created %s %s..%s\n", r.Pool, r.First, r.Last)
+				fmt.Fprintf(c.out, "created %s %s..%s\n", r.Pool, r.First, r.Last)
 			}
 			for _, d := range res.Drift {
-				fmt.Printf("DRIFT %s: %s\n", d.Pool, d.Message)
+				fmt.Fprintf(c.out, "DRIFT %s: %s\n", d.Pool, d.Message)
 			}
 			if len(res.Created) == 0 && len(res.Drift) == 0 {
-				fmt.Println("nothing to do: every pool and range is already there")
+				fmt.Fprintln(c.out, "nothing to do: every pool and range is already there")
 			}
 			return nil
 		},
@@ -227,13 +227,13 @@ func newPoolLoadCmd(cf *clientFlags) *cobra.Command {
 // printRange prints a range answer: JSON for scripts, a line for people.
 func printRange(c *client, raw json.RawMessage, verb string) error {
 	if c.json {
-		return printJSON(raw)
+		return c.printJSON(raw)
 	}
 	var r allocator.Range
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}
-	fmt.Printf("%s range %s: %s..%s auto_assign=%t, %s values (%s allocated, %s free)\n",
+	fmt.Fprintf(c.out, "%s range %s: %s..%s auto_assign=%t, %s values (%s allocated, %s free)\n",
 		verb, r.ID, r.First, r.Last, r.AutoAssign, r.Size, r.Stats.Allocated, r.Stats.Free)
 	return nil
 }

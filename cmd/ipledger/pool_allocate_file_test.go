@@ -18,6 +18,7 @@ import (
 // work, the table lists each owner's value in file order, and a refusal
 // exits non-zero with the API's message naming the item.
 func TestPoolAllocateFromFileCLI(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		srv, tok := emCLIServer(t, db)
 		dir := t.TempDir()

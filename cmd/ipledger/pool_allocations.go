@@ -19,7 +19,7 @@ func newPoolAllocateCmd(cf *clientFlags) *cobra.Command {
 	alloc := &cobra.Command{
 		Use: "allocate POOL (--owner-type T --owner-id ID [--value V] | --from-file FILE)", Short: "Allocate a value (lowest free, or the requested one), or a file of them at once", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -41,13 +41,13 @@ func newPoolAllocateCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if c.json {
-				return printJSON(raw)
+				return c.printJSON(raw)
 			}
 			var al allocator.Allocation
 			if err := json.Unmarshal(raw, &al); err != nil {
 				return err
 			}
-			fmt.Println(al.Value)
+			fmt.Fprintln(c.out, al.Value)
 			return nil
 		},
 	}
@@ -76,7 +76,7 @@ func allocateFromFile(c *client, pool, name string) error {
 		return err
 	}
 	if c.json {
-		return printJSON(raw)
+		return c.printJSON(raw)
 	}
 	var res struct {
 		Items []allocator.Allocation `json:"items"`
@@ -88,8 +88,8 @@ func allocateFromFile(c *client, pool, name string) error {
 	for i, al := range res.Items {
 		rows[i] = []string{al.Value, orDash(al.OwnerType), orDash(al.OwnerID)}
 	}
-	table([]string{"VALUE", "OWNER TYPE", "OWNER ID"}, rows)
-	fmt.Printf("%d allocations held\n", len(res.Items))
+	c.table([]string{"VALUE", "OWNER TYPE", "OWNER ID"}, rows)
+	fmt.Fprintf(c.out, "%d allocations held\n", len(res.Items))
 	return nil
 }
 
@@ -99,7 +99,7 @@ func newPoolReleaseCmd(cf *clientFlags) *cobra.Command {
 	release := &cobra.Command{
 		Use: "release POOL VALUE --owner-type T --owner-id ID", Short: "Release a value held by the owner", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -120,7 +120,7 @@ func newPoolUnquarantineCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "unquarantine POOL VALUE", Short: "Return a quarantined value to free (admin)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -129,9 +129,9 @@ func newPoolUnquarantineCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if c.json {
-				return printJSON(raw)
+				return c.printJSON(raw)
 			}
-			fmt.Printf("%s of pool %s is free again\n", args[1], args[0])
+			fmt.Fprintf(c.out, "%s of pool %s is free again\n", args[1], args[0])
 			return nil
 		},
 	}
@@ -144,7 +144,7 @@ func newPoolAllocationsCmd(cf *clientFlags) *cobra.Command {
 	allocs := &cobra.Command{
 		Use: "allocations POOL", Short: "List a pool's allocations and quarantines (all pages)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -161,7 +161,7 @@ func newPoolAllocationsCmd(cf *clientFlags) *cobra.Command {
 			}
 			if c.json {
 				b, _ := json.Marshal(map[string]any{"items": all})
-				return printJSON(b)
+				return c.printJSON(b)
 			}
 			var rows [][]string
 			for _, a := range all {
@@ -171,7 +171,7 @@ func newPoolAllocationsCmd(cf *clientFlags) *cobra.Command {
 				}
 				rows = append(rows, []string{a.Value, a.State, owner, a.AllocatedAt.Format("2006-01-02T15:04:05Z")})
 			}
-			table([]string{"VALUE", "STATE", "OWNER", "SINCE"}, rows)
+			c.table([]string{"VALUE", "STATE", "OWNER", "SINCE"}, rows)
 			return nil
 		},
 	}

@@ -20,6 +20,7 @@ import (
 // clean site it says so and exits 0. An `ipledger address` look-up takes
 // the host prefix form.
 func TestPoolCheckCLI(t *testing.T) {
+	t.Parallel()
 	u := dbtest.NewSQLiteURL(t)
 	db, _, err := models.Open(u)
 	if err != nil {

@@ -15,7 +15,7 @@ func newPoolAddRangeCmd(cf *clientFlags) *cobra.Command {
 	addRange := &cobra.Command{
 		Use: "add-range POOL FIRST LAST", Short: "Grow a pool by an inclusive range (admin)", Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -37,7 +37,7 @@ func newPoolSetRangeCmd(cf *clientFlags) *cobra.Command {
 	setRange := &cobra.Command{
 		Use: "set-range POOL RANGE_ID [--first F] [--last L] [--auto-assign true|false]", Short: "Shrink, move or flip a range (admin)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -73,7 +73,7 @@ func newPoolRemoveRangeCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "remove-range POOL RANGE_ID", Short: "Remove an empty range (admin)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -81,7 +81,7 @@ func newPoolRemoveRangeCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if !c.json {
-				fmt.Printf("removed range %s of pool %s\n", args[1], args[0])
+				fmt.Fprintf(c.out, "removed range %s of pool %s\n", args[1], args[0])
 			}
 			return nil
 		},

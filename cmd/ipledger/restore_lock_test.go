@@ -25,7 +25,7 @@ func TestRestoreRefusesADatabaseInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	backup := filepath.Join(dir, "backup.db")
-	if out, err := runDBCmd(t, "backup", "--database", live, "--to", backup); err != nil {
+	if out, err := runCmd(t, "backup", "--database", live, "--to", backup); err != nil {
 		closeDB()
 		t.Fatalf("backup: %v\n%s", err, out)
 	}
@@ -35,7 +35,7 @@ func TestRestoreRefusesADatabaseInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, err := runDBCmd(t, "restore", "--from", backup, "--database", live, "--force")
+	out, err := runCmd(t, "restore", "--from", backup, "--database", live, "--force")
 	if err == nil || !strings.Contains(out, "in use by a running ipledger server") {
 		closeDB()
 		t.Fatalf("restore --force beside a running server: err %v\n%s", err, out)
@@ -48,10 +48,10 @@ func TestRestoreRefusesADatabaseInUse(t *testing.T) {
 
 	closeDB()
 	self := filepath.Join(dir, "live.db")
-	if out, err := runDBCmd(t, "restore", "--from", self, "--database", live, "--force"); err == nil || !strings.Contains(out, "is the database being restored") {
+	if out, err := runCmd(t, "restore", "--from", self, "--database", live, "--force"); err == nil || !strings.Contains(out, "is the database being restored") {
 		t.Fatalf("restore of the database over itself: err %v\n%s", err, out)
 	}
-	if out, err := runDBCmd(t, "restore", "--from", backup, "--database", live, "--force"); err != nil {
+	if out, err := runCmd(t, "restore", "--from", backup, "--database", live, "--force"); err != nil {
 		t.Fatalf("restore after the server stopped: %v\n%s", err, out)
 	}
 

@@ -20,6 +20,7 @@ import (
 // nothing is written. A leading byte order mark is ignored, and the valid
 // file is then accepted.
 func TestCLIFilesStrictProperty(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		srv, tok := emCLIServer(t, db)
 		dir := t.TempDir()

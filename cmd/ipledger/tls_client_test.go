@@ -19,6 +19,7 @@ import (
 // --ca-cert, and authenticate with --client-cert/--client-key alone (no
 // token) when the certificate is mapped to a role.
 func TestCLIOverTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, "site CA")
 	srvCert := ca.Server(t, "ipledger")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -13,17 +12,6 @@ import (
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
-
-func runTokenCLI(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
 
 // TestTokenListDelete: `token list` shows every token with its live
 // console sessions and never a token value; `token delete --name|--id`
@@ -66,14 +54,14 @@ func TestTokenListDelete(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			out, err := runTokenCLI(t, "token", "list", "--database", dbURL)
+			out, err := runCmd(t, "token", "list", "--database", dbURL)
 			if err != nil {
 				t.Fatalf("list: %v\n%s", err, out)
 			}
 			if !strings.Contains(out, "alice") || !strings.Contains(out, "operator") || !strings.Contains(out, "bob") || strings.Contains(out, alice) {
 				t.Fatalf("token list:\n%s", out)
 			}
-			out, err = runTokenCLI(t, "token", "list", "--database", dbURL, "-o", "json")
+			out, err = runCmd(t, "token", "list", "--database", dbURL, "-o", "json")
 			var js struct {
 				Items []auth.TokenInfo `json:"items"`
 			}
@@ -82,11 +70,11 @@ func TestTokenListDelete(t *testing.T) {
 			}
 
 			for _, bad := range [][]string{{}, {"--name", "alice", "--id", "1"}, {"--name", "nobody"}, {"--id", "999999"}} {
-				if out, err := runTokenCLI(t, append([]string{"token", "delete", "--database", dbURL}, bad...)...); err == nil {
+				if out, err := runCmd(t, append([]string{"token", "delete", "--database", dbURL}, bad...)...); err == nil {
 					t.Fatalf("token delete %v accepted:\n%s", bad, out)
 				}
 			}
-			out, err = runTokenCLI(t, "token", "delete", "--database", dbURL, "--name", "alice")
+			out, err = runCmd(t, "token", "delete", "--database", dbURL, "--name", "alice")
 			if err != nil || !strings.Contains(out, "deleted token alice") {
 				t.Fatalf("delete --name alice: %v\n%s", err, out)
 			}
@@ -96,7 +84,7 @@ func TestTokenListDelete(t *testing.T) {
 			if _, err := au.Session(ctx, sid, 3600e9, 60e9); err == nil {
 				t.Fatal("the deleted token's console session lives on")
 			}
-			out, err = runTokenCLI(t, "token", "delete", "--database", dbURL, "--id", strconv.FormatInt(js.Items[1].ID, 10))
+			out, err = runCmd(t, "token", "delete", "--database", dbURL, "--id", strconv.FormatInt(js.Items[1].ID, 10))
 			if err != nil || !strings.Contains(out, "deleted token bob") {
 				t.Fatalf("delete --id: %v\n%s", err, out)
 			}
@@ -106,7 +94,7 @@ func TestTokenListDelete(t *testing.T) {
 			}
 		})
 	}
-	if out, err := runTokenCLI(t, "token", "list", "--database", "sqlite:"+filepath.Join(t.TempDir(), "typo.db")); err == nil {
+	if out, err := runCmd(t, "token", "list", "--database", "sqlite:"+filepath.Join(t.TempDir(), "typo.db")); err == nil {
 		t.Fatalf("token list on a missing SQLite file succeeded:\n%s", out)
 	}
 }

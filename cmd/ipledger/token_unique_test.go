@@ -54,16 +54,16 @@ func TestTokenNamesUnique(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			out, err := runTokenCLI(t, "migrate", "--database", dbURL)
+			out, err := runCmd(t, "migrate", "--database", dbURL)
 			if err != nil || !strings.Contains(out, `several tokens are named "ci"`) ||
 				!strings.Contains(out, `address pools overlap: range 0.0.0.100..0.0.0.200 of pool "a" overlaps range 0.0.0.150..0.0.0.250 of pool "b"`) {
 				t.Fatalf("migrate: %v\n%s", err, out)
 			}
-			if out, err := runTokenCLI(t, "token", "create", "--database", dbURL, "--name", "ops", "--role", "viewer"); err != nil {
+			if out, err := runCmd(t, "token", "create", "--database", dbURL, "--name", "ops", "--role", "viewer"); err != nil {
 				t.Fatalf("create: %v\n%s", err, out)
 			}
 			for _, name := range []string{"ops", "ci"} {
-				out, err := runTokenCLI(t, "token", "create", "--database", dbURL, "--name", name, "--role", "admin")
+				out, err := runCmd(t, "token", "create", "--database", dbURL, "--name", name, "--role", "admin")
 				if err == nil || !strings.Contains(err.Error(), `a token named "`+name+`" already exists`) {
 					t.Fatalf("second %s: %v\n%s", name, err, out)
 				}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,20 +11,9 @@ import (
 	"github.com/ipledger/ipledger/buildinfo"
 )
 
-func runVersion(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out bytes.Buffer
-	cmd := newRootCmd()
-	cmd.SetArgs(append([]string{"version"}, args...))
-	cmd.SetOut(&out)
-	cmd.SetErr(io.Discard)
-	err := cmd.Execute()
-	return out.String(), err
-}
-
 func TestVersionJSON(t *testing.T) {
 	t.Parallel()
-	out, err := runVersion(t, "--output", "json")
+	out, err := runCmd(t, "version", "--output", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +35,7 @@ func TestVersionJSON(t *testing.T) {
 
 func TestVersionTable(t *testing.T) {
 	t.Parallel()
-	out, err := runVersion(t)
+	out, err := runCmd(t, "version")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +45,7 @@ func TestVersionTable(t *testing.T) {
 			t.Errorf("version printed %q, want a line %q", out, line)
 		}
 	}
-	if _, err := runVersion(t, "--output", "yaml"); err == nil || !strings.Contains(err.Error(), `--output "yaml"`) {
+	if _, err := runCmd(t, "version", "--output", "yaml"); err == nil || !strings.Contains(err.Error(), `--output "yaml"`) {
 		t.Errorf("version --output yaml: err = %v, want a refusal naming the value", err)
 	}
 }
@@ -73,7 +61,7 @@ func TestCLIUserAgent(t *testing.T) {
 	}))
 	defer srv.Close()
 	cf := &clientFlags{server: srv.URL, token: "t", output: "json"}
-	c, err := cf.client()
+	c, err := cf.client(io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func newWebhookCreateCmd(cf *clientFlags) *cobra.Command {
 		Short: "Create a webhook; the secret comes from IPLEDGER_WEBHOOK_SECRET or --secret-file (never a flag: it would show in ps)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -80,9 +80,9 @@ func newWebhookCreateCmd(cf *clientFlags) *cobra.Command {
 
 func printWebhook(c *client, w *webhook.Webhook) error {
 	if c.json {
-		return printJSONValue(w)
+		return printJSONValue(c, w)
 	}
-	table(webhookHeader, webhookRows([]webhook.Webhook{*w}))
+	c.table(webhookHeader, webhookRows([]webhook.Webhook{*w}))
 	return nil
 }
 
@@ -90,7 +90,7 @@ func newWebhookListCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "list", Short: "List webhooks", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -98,7 +98,7 @@ func newWebhookListCmd(cf *clientFlags) *cobra.Command {
 			if printed, err := c.get("/api/v1/webhooks", &page); err != nil || printed {
 				return err
 			}
-			table(webhookHeader, webhookRows(page.Items))
+			c.table(webhookHeader, webhookRows(page.Items))
 			return nil
 		},
 	}
@@ -108,7 +108,7 @@ func newWebhookShowCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "show ID", Short: "Show one webhook", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -116,7 +116,7 @@ func newWebhookShowCmd(cf *clientFlags) *cobra.Command {
 			if printed, err := c.get("/api/v1/webhooks/"+esc(args[0]), &w); err != nil || printed {
 				return err
 			}
-			table(webhookHeader, webhookRows([]webhook.Webhook{w}))
+			c.table(webhookHeader, webhookRows([]webhook.Webhook{w}))
 			return nil
 		},
 	}
@@ -126,14 +126,14 @@ func newWebhookDeleteCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "delete ID", Short: "Delete a webhook and its queue", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
 			if _, err := c.call("DELETE", "/api/v1/webhooks/"+esc(args[0]), nil, "", nil, nil); err != nil {
 				return err
 			}
-			fmt.Printf("webhook %s deleted\n", args[0])
+			fmt.Fprintf(c.out, "webhook %s deleted\n", args[0])
 			return nil
 		},
 	}
@@ -145,7 +145,7 @@ func newWebhookDeliveriesCmd(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "deliveries ID", Short: "Show a webhook's delivery log, newest first", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -168,7 +168,7 @@ func newWebhookDeliveriesCmd(cf *clientFlags) *cobra.Command {
 				}
 				rows = append(rows, []string{d.DeliveryID, fmt.Sprint(d.Revision), d.Action, d.State, fmt.Sprint(d.Attempts), code, next, d.Error})
 			}
-			table([]string{"DELIVERY", "REVISION", "ACTION", "STATE", "ATTEMPTS", "STATUS", "NEXT ATTEMPT", "ERROR"}, rows)
+			c.table([]string{"DELIVERY", "REVISION", "ACTION", "STATE", "ATTEMPTS", "STATUS", "NEXT ATTEMPT", "ERROR"}, rows)
 			return nil
 		},
 	}
@@ -181,7 +181,7 @@ func newWebhookRedeliverCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use: "redeliver ID DELIVERY", Short: "Send a delivery again (same delivery id)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
+			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -190,19 +190,19 @@ func newWebhookRedeliverCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			if c.json {
-				return printJSONValue(d)
+				return printJSONValue(c, d)
 			}
-			fmt.Printf("delivery %s (revision %d) queued again\n", d.DeliveryID, d.Revision)
+			fmt.Fprintf(c.out, "delivery %s (revision %d) queued again\n", d.DeliveryID, d.Revision)
 			return nil
 		},
 	}
 }
 
 // printJSONValue prints v as indented JSON.
-func printJSONValue(v any) error {
+func printJSONValue(c *client, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return printJSON(b)
+	return c.printJSON(b)
 }
