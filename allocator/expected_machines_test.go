@@ -842,7 +842,7 @@ func TestBmcCredentialsRefuseControlCharacters(t *testing.T) {
 			spec := emSpec("0a:00:00:00:00:02")
 			set(&spec)
 			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
-			wantField(t, err, CodeInvalid, field)
+			testkit.WantCode(t, err, CodeInvalid, field)
 			if err != nil && strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("the refusal repeats the password: %v", err)
 			}
