@@ -26,7 +26,7 @@ var errorExamples = map[string]map[int]kernel.Error{
 		422: {Code: kernel.CodeInvalid, Field: "pools.lo-ip.type", Message: `unknown pool type "ip4": want ipv4, ipv6, ipv6prefix or integer`},
 	},
 	"POST /pools/:name/ranges": {
-		409: {Code: kernel.CodeConflict, Field: "first", Message: `range 10.180.63.0..10.180.63.255 overlaps range 10.180.63.0..10.180.63.127 of pool "lo-ip"`},
+		409: {Code: kernel.CodeConflict, Field: "first", Message: `range 10.180.63.0..10.180.63.255 overlaps range 2 (10.180.63.0..10.180.63.127) of pool "lo-ip"`},
 		422: {Code: kernel.CodeInvalid, Field: "first", Message: `"10.180.63" is not an IPv4 address`},
 	},
 	"PATCH /pools/:name/ranges/:id": {
@@ -52,7 +52,7 @@ var errorExamples = map[string]map[int]kernel.Error{
 		422: {Code: kernel.CodeInvalid, Field: "owner_type", Message: `owner_type "Machine" must match ^[a-z][a-z0-9_-]{0,31}$`},
 	},
 	"POST /pools/:name/allocations/:value": {
-		409: {Code: kernel.CodeConflict, Field: "value", Message: "10.180.62.245 is allocated, not quarantined"},
+		409: {Code: kernel.CodeConflict, Field: "value", Message: "10.180.62.245 in lo-ip is allocated, not quarantined"},
 		422: {Code: kernel.CodeInvalid, Field: "value", Message: `"10.180.62" is not an IPv4 address`},
 	},
 	"GET /addresses/:value": {
@@ -64,7 +64,7 @@ var errorExamples = map[string]map[int]kernel.Error{
 	},
 	"PATCH /webhooks/:id": {
 		409: {Code: kernel.CodeConflict, Field: "name", Message: `webhook "vpc" already exists`},
-		422: {Code: kernel.CodeInvalid, Field: "url", Message: `url "vpc-ctl.example" must be an absolute http or https URL`},
+		422: {Code: kernel.CodeInvalid, Field: "pools", Message: "pools must be a JSON array of pool names, or null for every pool"},
 	},
 	"POST /site-explorer/reports": {
 		409: {Code: kernel.CodeConflict, Field: "bmc_mac_address", Message: "host m-7 (BMC 0a:00:00:00:09:01) is decommissioned; delete it before ingesting it again"},
@@ -97,7 +97,7 @@ var errorExamples = map[string]map[int]kernel.Error{
 		422: {Code: kernel.CodeInvalid, Field: "mode", Message: `unknown import mode "append": want merge or replace`},
 	},
 	"DELETE /expected-machines": {
-		422: {Code: kernel.CodeInvalid, Field: "confirm", Message: "deleting every ExpectedMachine needs confirm=all"},
+		422: {Code: kernel.CodeInvalid, Field: "force", Message: `DELETE /api/v1/expected-machines deletes every record and takes no query parameter (got "force"); delete one record with DELETE /api/v1/expected-machines/{id}`},
 	},
 	"PUT /expected-machines/:id": {
 		409: {Code: kernel.CodeConflict, Field: "chassis_serial_number", Message: "SN-0001 is declared by ExpectedMachine rack7-u13"},
@@ -108,10 +108,10 @@ var errorExamples = map[string]map[int]kernel.Error{
 		422: {Code: kernel.CodeInvalid, Field: "sku_id", Message: "sku_id must be a string or null"},
 	},
 	"GET /owners/:owner_type/:owner_id/cni-ipam": {
-		409: {Code: kernel.CodeConflict, Message: "owner endpoint/pod-1 holds two ipv4 addresses (pools lo-ip and pod-ip); the plugin takes one per family"},
+		409: {Code: kernel.CodeConflict, Message: "the owner's addresses do not form a valid galactic-ipam config: two ipv4 addresses (pools lo-ip and pod-ip)"},
 	},
 	"GET /events:stream": {
-		422: {Code: kernel.CodeInvalid, Field: "after", Message: `after "x" must be a revision (a non-negative integer)`},
+		422: {Code: kernel.CodeInvalid, Field: "after", Message: `after "x" must be a revision (an integer ≥ 0)`},
 	},
 }
 
