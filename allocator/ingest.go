@@ -2,10 +2,12 @@ package allocator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/ipledger/ipledger/ident"
@@ -29,9 +31,12 @@ type ReportSpec struct {
 	DPUs                []ReportDPU `json:"dpus"`
 }
 
-// ReportDPU is one DPU of a report.
+// ReportDPU is one DPU of a report, with the MAC address of its own BMC
+// when site-explorer knows it (optional: a report without it keeps the
+// one stored, docs/api.md).
 type ReportDPU struct {
-	SerialNumber string `json:"serial_number"`
+	SerialNumber  string `json:"serial_number"`
+	BmcMacAddress string `json:"bmc_mac_address,omitempty"`
 }
 
 // DiscoverSpec is the body of POST /api/v1/machines:discover: one DPU by
@@ -69,10 +74,12 @@ type IngestResult struct {
 // loopbacks; a family that cannot be assigned now is listed in
 // Incomplete. Repeating a report changes nothing.
 //
-// Errors: 422 invalid for a malformed BMC MAC (field bmc_mac_address) or
-// serial (dpus[i].serial_number, the later occurrence of a duplicate); 409
+// Errors: 422 invalid for a malformed BMC MAC (field bmc_mac_address or
+// dpus[i].bmc_mac_address), serial (dpus[i].serial_number, the later
+// occurrence of a duplicate) or a BMC MAC named twice in the report; 409
 // conflict when the host or one of the DPUs is decommissioned (delete it
-// before ingesting it again).
+// before ingesting it again) or when a BMC MAC is already another
+// machine's.
 func (a *Allocator) Report(ctx context.Context, spec ReportSpec) (*IngestResult, error) {
 	r, err := newReport(spec)
 	if err != nil {
@@ -97,6 +104,10 @@ func newReport(spec ReportSpec) (*report, error) {
 	serials := make([]string, 0, len(spec.DPUs))
 	index := map[string]int{} // serial → its position in the request, for error fields
 	seen := map[string]bool{}
+	dpuMACs, err := reportDPUMACs(mac, spec.DPUs)
+	if err != nil {
+		return nil, err
+	}
 	for i, d := range spec.DPUs {
 		s := strings.TrimSpace(d.SerialNumber)
 		field := fmt.Sprintf("dpus[%d].serial_number", i)
@@ -111,16 +122,27 @@ func newReport(spec ReportSpec) (*report, error) {
 		serials = append(serials, s)
 	}
 	sort.Strings(serials)
-	return &report{mac: mac, chassis: chassis, serials: serials, index: index}, nil
+	r := &report{mac: mac, chassis: chassis, serials: serials, index: index}
+	for i, m := range dpuMACs {
+		if m != "" {
+			if r.dpuMACs == nil {
+				r.dpuMACs = map[string]string{}
+			}
+			r.dpuMACs[strings.TrimSpace(spec.DPUs[i].SerialNumber)] = m
+		}
+	}
+	return r, nil
 }
 
 // report is a validated site-explorer report: the canonical BMC MAC, the
 // chassis serial, the DPU serials in serial order and each one's position
-// in the request (for error fields).
+// in the request (for error fields), and the canonical BMC MAC of each DPU
+// that has one, by serial.
 type report struct {
 	mac, chassis string
 	serials      []string
 	index        map[string]int
+	dpuMACs      map[string]string
 }
 
 // ingestReport is Report inside a transaction that holds lo-ip and
@@ -136,10 +158,10 @@ func (t *tx) ingestReport(pools map[string]*models.Pool, r *report) (*IngestResu
 		return nil, err
 	}
 	for _, s := range r.serials {
-		dpu, err := t.upsertDPU(s, &host.MachineID)
+		dpu, err := t.upsertDPU(s, &host.MachineID, r.dpuMACs[s])
 		if err != nil {
-			if e, ok := AsError(err); ok && e.Field == "serial_number" {
-				return nil, WithFieldPrefix(&Error{Code: e.Code, Message: e.Message}, fmt.Sprintf("dpus[%d].serial_number", r.index[s]))
+			if e, ok := AsError(err); ok && (e.Field == "serial_number" || e.Field == "bmc_mac_address") {
+				return nil, WithFieldPrefix(&Error{Code: e.Code, Message: e.Message}, fmt.Sprintf("dpus[%d].%s", r.index[s], e.Field))
 			}
 			return nil, err
 		}
@@ -211,7 +233,7 @@ func (a *Allocator) Discover(ctx context.Context, spec DiscoverSpec) (*IngestRes
 			}
 			hostID = &host.MachineID
 		}
-		dpu, err := t.upsertDPU(serial, hostID)
+		dpu, err := t.upsertDPU(serial, hostID, "")
 		if err != nil {
 			return err
 		}
@@ -261,6 +283,9 @@ func (t *tx) upsertHost(mac, chassis string, em *models.ExpectedMachine) (*model
 	}
 	var cur models.Machine
 	if err := t.Where("machine_id = ?", row.MachineID).Take(&cur).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, t.bmcMACTaken(mac, row.MachineID) // the insert met another machine's BMC MAC
+		}
 		return nil, err
 	}
 	if cur.State != StateReady {
@@ -281,11 +306,16 @@ func (t *tx) upsertHost(mac, chassis string, em *models.ExpectedMachine) (*model
 
 // upsertDPU records the DPU of this serial (machine_id derived from it),
 // state ready, under hostID when given: a DPU reported under another host
-// than before moves there (the hardware moved) and keeps its loopbacks. A
-// decommissioned DPU is 409.
-func (t *tx) upsertDPU(serial string, hostID *string) (*models.Machine, error) {
+// than before moves there (the hardware moved) and keeps its loopbacks.
+// A non-empty mac (canonical) is the DPU's BMC MAC, set or changed; an
+// empty one keeps what is stored. A decommissioned DPU is 409, and so is
+// a BMC MAC that is another machine's (field bmc_mac_address).
+func (t *tx) upsertDPU(serial string, hostID *string, mac string) (*models.Machine, error) {
 	row := models.Machine{MachineID: DPUMachineID(serial), Kind: KindDPU, HostMachineID: hostID, State: StateReady,
 		SerialNumber: strp(serial), Version: 1, CreatedAt: t.now, UpdatedAt: t.now}
+	if mac != "" {
+		row.BmcMacAddress = strp(mac)
+	}
 	res := t.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
 	if res.Error != nil {
 		return nil, res.Error
@@ -295,6 +325,9 @@ func (t *tx) upsertDPU(serial string, hostID *string) (*models.Machine, error) {
 	}
 	var cur models.Machine
 	if err := t.Where("machine_id = ?", row.MachineID).Take(&cur).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) && mac != "" {
+			return nil, t.bmcMACTaken(mac, row.MachineID) // the insert met another machine's BMC MAC
+		}
 		return nil, err
 	}
 	if cur.Kind != KindDPU {
@@ -303,10 +336,20 @@ func (t *tx) upsertDPU(serial string, hostID *string) (*models.Machine, error) {
 	if cur.State != StateReady {
 		return nil, Errf(CodeConflict, "serial_number", "DPU %s (%s) is %s; delete it before ingesting it again", serial, cur.MachineID, cur.State)
 	}
-	if hostID == nil || deref(cur.HostMachineID) == *hostID {
+	upd := map[string]any{}
+	if hostID != nil && deref(cur.HostMachineID) != *hostID {
+		upd["host_machine_id"] = *hostID
+	}
+	if mac != "" && mac != deref(cur.BmcMacAddress) {
+		if err := t.bmcMACFree(mac, cur.MachineID); err != nil {
+			return nil, err
+		}
+		upd["bmc_mac_address"] = mac
+	}
+	if len(upd) == 0 {
 		return &cur, nil
 	}
-	return t.updateMachine(&cur, map[string]any{"host_machine_id": *hostID})
+	return t.updateMachine(&cur, upd)
 }
 
 // updateMachine applies upd with the version compare-and-swap and audits it.

@@ -52,9 +52,9 @@ func BenchmarkReport(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				spec := ReportSpec{BmcMacAddress: fmt.Sprintf("0b:00:00:01:%02x:%02x", (i/256)%256, i%256),
-					DPUs: []ReportDPU{{fmt.Sprintf("A%06d", i)}}}
+					DPUs: []ReportDPU{{SerialNumber: fmt.Sprintf("A%06d", i)}}}
 				if i < 500 {
-					spec.DPUs = append(spec.DPUs, ReportDPU{fmt.Sprintf("R%05d", i)})
+					spec.DPUs = append(spec.DPUs, ReportDPU{SerialNumber: fmt.Sprintf("R%05d", i)})
 				}
 				res, err := a.Report(ctx, spec)
 				if err != nil || len(res.Incomplete) > 0 {
@@ -72,7 +72,7 @@ func BenchmarkReportRepeated(b *testing.B) {
 	for _, d := range dbtest.Dialects {
 		b.Run(string(d), func(b *testing.B) {
 			a, ctx := lcBenchSite(b, d)
-			spec := ReportSpec{BmcMacAddress: "0b:00:00:02:00:01", DPUs: []ReportDPU{{"R00001"}, {"A1"}}}
+			spec := ReportSpec{BmcMacAddress: "0b:00:00:02:00:01", DPUs: []ReportDPU{{SerialNumber: "R00001"}, {SerialNumber: "A1"}}}
 			if _, err := a.Report(ctx, spec); err != nil {
 				b.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func BenchmarkListBindings(b *testing.B) {
 			a, ctx := lcBenchSite(b, d)
 			for i := 0; i < 500; i++ {
 				if _, err := a.Report(ctx, ReportSpec{BmcMacAddress: fmt.Sprintf("0b:00:00:03:%02x:%02x", i/256, i%256),
-					DPUs: []ReportDPU{{fmt.Sprintf("R%05d", i)}, {fmt.Sprintf("A%05d", i)}}}); err != nil {
+					DPUs: []ReportDPU{{SerialNumber: fmt.Sprintf("R%05d", i)}, {SerialNumber: fmt.Sprintf("A%05d", i)}}}); err != nil {
 					b.Fatal(err)
 				}
 			}

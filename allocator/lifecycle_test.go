@@ -511,7 +511,7 @@ func TestLifecycleTable(t *testing.T) {
 			s.decommission(HostMachineID(macA))
 			_, err = s.a.Decommission(s.ctx, HostMachineID(macA))
 			testkit.WantCode(t, err, CodeConflict, "", "not ready")
-			_, err = s.a.Report(s.ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{"S1"}}})
+			_, err = s.a.Report(s.ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{SerialNumber: "S1"}}})
 			testkit.WantCode(t, err, CodeConflict, "", "decommissioned")
 			s.wantLoopbacks("S1", "10.0.0.1", "fd00::1") // decommission alone keeps the values
 			_, err = s.a.Decommission(s.ctx, "nope")
@@ -548,9 +548,9 @@ func TestReportValidation(t *testing.T) {
 			field string
 		}{
 			{ReportSpec{BmcMacAddress: "nope"}, "bmc_mac_address"},
-			{ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{"S1"}, {"bad serial"}}}, "dpus[1].serial_number"},
-			{ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{"S1"}, {""}}}, "dpus[1].serial_number"},
-			{ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{"S1"}, {"S2"}, {"S1"}}}, "dpus[2].serial_number"},
+			{ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{SerialNumber: "S1"}, {SerialNumber: "bad serial"}}}, "dpus[1].serial_number"},
+			{ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{SerialNumber: "S1"}, {SerialNumber: ""}}}, "dpus[1].serial_number"},
+			{ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{SerialNumber: "S1"}, {SerialNumber: "S2"}, {SerialNumber: "S1"}}}, "dpus[2].serial_number"},
 		}
 		for _, c := range cases {
 			_, err := s.a.Report(s.ctx, c.spec)
@@ -632,7 +632,7 @@ func TestConcurrentReportsOneDPU(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{"S1"}}})
+				_, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{SerialNumber: "S1"}}})
 				errs <- err
 			}()
 		}
@@ -669,7 +669,7 @@ func TestConcurrentReportsDistinctHosts(t *testing.T) {
 			go func(i int) {
 				defer wg.Done()
 				res, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: fmt.Sprintf("0a:00:00:00:01:%02x", i),
-					DPUs: []ReportDPU{{fmt.Sprintf("CS%02d", i)}}})
+					DPUs: []ReportDPU{{SerialNumber: fmt.Sprintf("CS%02d", i)}}})
 				if err == nil && len(res.Incomplete) > 0 {
 					err = fmt.Errorf("incomplete: %+v", res.Incomplete)
 				}
@@ -884,13 +884,13 @@ func TestConcurrentReportsManyProcesses(t *testing.T) {
 				wg.Add(2)
 				go func(i int) {
 					defer wg.Done()
-					_, err := sites[i%3].a.Report(sites[i%3].ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{"S1"}}})
+					_, err := sites[i%3].a.Report(sites[i%3].ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{SerialNumber: "S1"}}})
 					errs <- err
 				}(i)
 				go func(i int) {
 					defer wg.Done()
 					_, err := sites[i%3].a.Report(sites[i%3].ctx, ReportSpec{BmcMacAddress: fmt.Sprintf("0a:00:00:00:03:%02x", i),
-						DPUs: []ReportDPU{{fmt.Sprintf("P%02d", i)}}})
+						DPUs: []ReportDPU{{SerialNumber: fmt.Sprintf("P%02d", i)}}})
 					errs <- err
 				}(i)
 			}
@@ -933,7 +933,7 @@ func TestConcurrentReportsManyProcesses(t *testing.T) {
 					if i == 3 {
 						_, err = s.a.DeleteMachine(s.ctx, HostMachineID(macA), true)
 					} else {
-						_, err = s.a.Report(s.ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{"S1"}}})
+						_, err = s.a.Report(s.ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{SerialNumber: "S1"}}})
 					}
 					errs <- err
 				}(i)

@@ -42,7 +42,8 @@ type NetworkConfig struct {
 //
 //	host: {"machine_id", "kind": "host", "state", "bmc_mac_address",
 //	       "chassis_serial_number", "expected_machine_id", "dpus": [dpu…]}
-//	dpu inside a host: {"machine_id", "kind": "dpu", "serial_number", "network_config"}
+//	dpu inside a host: {"machine_id", "kind": "dpu", "serial_number",
+//	       "bmc_mac_address" (only when known), "network_config"}
 //	dpu at the top level (discovered without a known host, or read by its
 //	own id): the same plus "state" and "host_machine_id" (null when none).
 type Machine struct {
@@ -92,8 +93,9 @@ func (m Machine) MarshalJSON() ([]byte, error) {
 			MachineID     string         `json:"machine_id"`
 			Kind          string         `json:"kind"`
 			SerialNumber  string         `json:"serial_number"`
+			BmcMacAddress *string        `json:"bmc_mac_address,omitempty"`
 			NetworkConfig *NetworkConfig `json:"network_config"`
-		}{m.MachineID, m.Kind, m.SerialNumber, nc})
+		}{m.MachineID, m.Kind, m.SerialNumber, m.BmcMacAddress, nc})
 	}
 	return json.Marshal(struct {
 		MachineID     string         `json:"machine_id"`
@@ -101,8 +103,9 @@ func (m Machine) MarshalJSON() ([]byte, error) {
 		State         string         `json:"state"`
 		HostMachineID *string        `json:"host_machine_id"`
 		SerialNumber  string         `json:"serial_number"`
+		BmcMacAddress *string        `json:"bmc_mac_address,omitempty"`
 		NetworkConfig *NetworkConfig `json:"network_config"`
-	}{m.MachineID, m.Kind, m.State, m.HostMachineID, m.SerialNumber, nc})
+	}{m.MachineID, m.Kind, m.State, m.HostMachineID, m.SerialNumber, m.BmcMacAddress, nc})
 }
 
 // UnmarshalJSON reads either shape back (CLI, console, tests).
@@ -314,7 +317,7 @@ func dpuOut(m *models.Machine, ncs map[string]*NetworkConfig, nested bool) Machi
 		nc = &NetworkConfig{Version: 0}
 	}
 	return Machine{MachineID: m.MachineID, Kind: KindDPU, State: m.State, SerialNumber: deref(m.SerialNumber),
-		HostMachineID: m.HostMachineID, NetworkConfig: nc, nested: nested, Name: deref(m.SerialNumber)}
+		BmcMacAddress: m.BmcMacAddress, HostMachineID: m.HostMachineID, NetworkConfig: nc, nested: nested, Name: deref(m.SerialNumber)}
 }
 
 func clampLimit(n int) int {

@@ -77,7 +77,7 @@ func TestReleaseRacingReport(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, repErr = s.a.Report(s.ctx, ReportSpec{BmcMacAddress: mac, ChassisSerialNumber: "CHS-" + mac, DPUs: []ReportDPU{{serial}}})
+				_, repErr = s.a.Report(s.ctx, ReportSpec{BmcMacAddress: mac, ChassisSerialNumber: "CHS-" + mac, DPUs: []ReportDPU{{SerialNumber: serial}}})
 			}()
 			close(start)
 			wg.Wait()

@@ -39,6 +39,7 @@ type plainItem struct {
 type plainSite struct {
 	ems      map[string]*models.ExpectedMachine // by lower-case BMC MAC
 	machines map[string]*models.Machine         // by machine_id
+	macOwner map[string]string                  // machine_id by BMC MAC, of every machine read
 	decls    map[string]*models.ExpectedDpu     // by serial
 	ncs      map[string]*models.NetworkConfig   // by DPU machine_id
 	held     map[string]map[string]*models.Allocation
@@ -114,13 +115,17 @@ func (t *tx) ingestPlain(pools map[string]*models.Pool, items []plainItem) (map[
 
 // readPlainSite reads the stored state every report of items depends on.
 func (t *tx) readPlainSite(pools map[string]*models.Pool, items []plainItem) (*plainSite, error) {
-	s := &plainSite{ems: map[string]*models.ExpectedMachine{}, machines: map[string]*models.Machine{},
+	s := &plainSite{ems: map[string]*models.ExpectedMachine{}, machines: map[string]*models.Machine{}, macOwner: map[string]string{},
 		decls: map[string]*models.ExpectedDpu{}, ncs: map[string]*models.NetworkConfig{},
 		held: map[string]map[string]*models.Allocation{}, odd: map[string]bool{}, ranges: map[int64][]models.PoolRange{}}
-	var macs, ids, serials, dpuIDs []string
+	var macs, ids, bmcMACs, serials, dpuIDs []string
 	for _, it := range items {
 		macs = append(macs, strings.ToLower(it.r.mac))
 		ids = append(ids, HostMachineID(it.r.mac))
+		bmcMACs = append(bmcMACs, it.r.mac)
+		for _, m := range it.r.dpuMACs {
+			bmcMACs = append(bmcMACs, m)
+		}
 		for _, sn := range it.r.serials {
 			serials = append(serials, sn)
 			dpuIDs = append(dpuIDs, DPUMachineID(sn))
@@ -136,7 +141,7 @@ func (t *tx) readPlainSite(pools map[string]*models.Pool, items []plainItem) (*p
 			s.held[f.pool] = map[string]*models.Allocation{}
 		}
 	}
-	r, err := t.readPlain(macs, ids, serials, dpuIDs, poolIDs)
+	r, err := t.readPlain(macs, ids, bmcMACs, serials, dpuIDs, poolIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +150,9 @@ func (t *tx) readPlainSite(pools map[string]*models.Pool, items []plainItem) (*p
 	}
 	for i := range r.machines {
 		s.machines[r.machines[i].MachineID] = &r.machines[i]
+		if m := r.machines[i].BmcMacAddress; m != nil {
+			s.macOwner[*m] = r.machines[i].MachineID
+		}
 	}
 	for i := range r.decls {
 		s.decls[r.decls[i].SerialNumber] = &r.decls[i]
@@ -188,15 +196,35 @@ func (t *tx) readPlainSite(pools map[string]*models.Pool, items []plainItem) (*p
 // plan decides report it of position idx in memory, or returns nil when
 // it is not plain. seen holds the BMC MACs and serials of the reports
 // planned before it: a report naming one of them again runs after them,
-// one by one.
+// one by one. It also holds the DPU BMC MACs of every report before it
+// and the host BMC MACs of those not planned, so that a BMC MAC claimed
+// by two reports of a batch goes to the first in arrival order.
 func (s *plainSite) plan(pools map[string]*models.Pool, it plainItem, idx int, seen map[string]bool) *plainPlan {
+	p := s.planReport(pools, it, idx, seen)
+	r := it.r
+	if p == nil {
+		seen["nmac:"+r.mac] = true
+	}
+	for _, m := range r.dpuMACs {
+		seen["dmac:"+m] = true
+	}
+	return p
+}
+
+func (s *plainSite) planReport(pools map[string]*models.Pool, it plainItem, idx int, seen map[string]bool) *plainPlan {
 	r := it.r
 	hostID := HostMachineID(r.mac)
-	if seen["mac:"+r.mac] {
+	if seen["mac:"+r.mac] || seen["dmac:"+r.mac] {
 		return nil
+	}
+	if o, ok := s.macOwner[r.mac]; ok && o != hostID {
+		return nil // another machine's BMC MAC: ingestReport refuses it
 	}
 	for _, sn := range r.serials {
 		if seen["dpu:"+sn] {
+			return nil
+		}
+		if m := r.dpuMACs[sn]; m != "" && (seen["mac:"+m] || seen["dmac:"+m] || seen["nmac:"+m]) {
 			return nil
 		}
 	}
@@ -221,7 +249,7 @@ func (s *plainSite) plan(pools map[string]*models.Pool, it plainItem, idx int, s
 		p.newHost = true
 	}
 	for _, sn := range r.serials {
-		d := s.planDPU(pools, em, hostID, sn)
+		d := s.planDPU(pools, em, hostID, sn, r.dpuMACs[sn])
 		if d == nil {
 			return nil
 		}
@@ -235,8 +263,14 @@ func (s *plainSite) plan(pools map[string]*models.Pool, it plainItem, idx int, s
 }
 
 // planDPU decides one DPU of a plain report, or nil when it is not plain.
-func (s *plainSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMachine, hostID, serial string) *plainDPU {
+// mac is the DPU's reported BMC MAC ("" when absent): a report that sets
+// or changes a stored DPU's, or gives a new DPU one another machine has,
+// is not plain.
+func (s *plainSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMachine, hostID, serial, mac string) *plainDPU {
 	id := DPUMachineID(serial)
+	if o, ok := s.macOwner[mac]; mac != "" && ok && o != id {
+		return nil
+	}
 	decl := s.decls[serial]
 	if decl != nil && em != nil && decl.ExpectedMachineID != em.ID {
 		return nil // perhaps misplaced (docs/reservations.md): ingestReport decides
@@ -247,7 +281,8 @@ func (s *plainSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMa
 	d := &plainDPU{serial: serial}
 	nc := s.ncs[id]
 	if cur := s.machines[id]; cur != nil {
-		if cur.Kind != KindDPU || cur.State != StateReady || deref(cur.HostMachineID) != hostID || nc == nil {
+		if cur.Kind != KindDPU || cur.State != StateReady || deref(cur.HostMachineID) != hostID || nc == nil ||
+			(mac != "" && mac != deref(cur.BmcMacAddress)) {
 			return nil
 		}
 		d.row = cur
@@ -271,6 +306,9 @@ func (s *plainSite) planDPU(pools map[string]*models.Pool, em *models.ExpectedMa
 	}
 	d.row = &models.Machine{MachineID: id, Kind: KindDPU, HostMachineID: strp(hostID), State: StateReady,
 		SerialNumber: strp(serial), Version: 1}
+	if mac != "" {
+		d.row.BmcMacAddress = strp(mac)
+	}
 	d.isNew = true
 	for _, f := range loopbackFamilies {
 		p := pools[f.pool]

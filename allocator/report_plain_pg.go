@@ -25,15 +25,18 @@ type plainReads struct {
 // connection, they go in one pipeline (one round trip while lo-ip and
 // lo-ip-v6 are locked, instead of six); SQLite is in-process and reads
 // them one after the other.
-func (t *tx) readPlain(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs []int64) (*plainReads, error) {
+//
+// The machines read are those of machineIDs and those holding one of
+// bmcMACs (another machine with a reported BMC MAC).
+func (t *tx) readPlain(lowerMACs, machineIDs, bmcMACs, serials, dpuIDs []string, poolIDs []int64) (*plainReads, error) {
 	if t.conn != nil && t.a.dialect == models.Postgres {
-		return t.readPlainPG(lowerMACs, machineIDs, serials, dpuIDs, poolIDs)
+		return t.readPlainPG(lowerMACs, machineIDs, bmcMACs, serials, dpuIDs, poolIDs)
 	}
 	r := &plainReads{}
 	if err := t.Where("LOWER(bmc_mac_address) IN ?", lowerMACs).Find(&r.ems).Error; err != nil {
 		return nil, err
 	}
-	if err := t.Where("machine_id IN ?", machineIDs).Find(&r.machines).Error; err != nil {
+	if err := t.Where("machine_id IN ? OR bmc_mac_address IN ?", machineIDs, bmcMACs).Find(&r.machines).Error; err != nil {
 		return nil, err
 	}
 	if len(serials) == 0 {
@@ -64,7 +67,7 @@ func (t *tx) readPlain(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs 
 const (
 	pgPlainEMs      = `SELECT id, bmc_mac_address, chassis_serial_number FROM expected_machines WHERE lower(bmc_mac_address) = ANY($1)`
 	pgPlainMachines = `SELECT machine_id, kind, host_machine_id, state, bmc_mac_address, chassis_serial_number, serial_number,
-		expected_machine_id, version, created_at, updated_at FROM machines WHERE machine_id = ANY($1)`
+		expected_machine_id, version, created_at, updated_at FROM machines WHERE machine_id = ANY($1) OR bmc_mac_address = ANY($2)`
 	pgPlainDecls = `SELECT expected_machine_id, serial_number, loopback_ip, loopback_ip_v6 FROM expected_dpus WHERE serial_number = ANY($1)`
 	pgPlainNCs   = `SELECT machine_id, loopback_ip, loopback_ip_v6, version FROM network_configs WHERE machine_id = ANY($1)`
 	// No condition on pool_id: with one, PostgreSQL's generic plan reads
@@ -76,7 +79,7 @@ const (
 	pgPlainRanges = `SELECT pool_id, first_key, last_key, auto_assign FROM pool_ranges WHERE pool_id = ANY($1)`
 )
 
-func (t *tx) readPlainPG(lowerMACs, machineIDs, serials, dpuIDs []string, poolIDs []int64) (*plainReads, error) {
+func (t *tx) readPlainPG(lowerMACs, machineIDs, bmcMACs, serials, dpuIDs []string, poolIDs []int64) (*plainReads, error) {
 	r := &plainReads{}
 	err := t.conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
@@ -94,7 +97,7 @@ func (t *tx) readPlainPG(lowerMACs, machineIDs, serials, dpuIDs []string, poolID
 				return nil
 			})
 		})
-		b.Queue(pgPlainMachines, machineIDs).Query(func(rows pgx.Rows) error {
+		b.Queue(pgPlainMachines, machineIDs, bmcMACs).Query(func(rows pgx.Rows) error {
 			return scanEach(rows, func() error {
 				var m models.Machine
 				if err := rows.Scan(&m.MachineID, &m.Kind, &m.HostMachineID, &m.State, &m.BmcMacAddress, &m.ChassisSerialNumber,

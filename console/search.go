@@ -149,16 +149,21 @@ func (s *searcher) run(q string) error {
 	return nil
 }
 
-// byMAC: the host with this BMC MAC, else its ExpectedMachine.
+// byMAC: the host or DPU whose BMC has this MAC (the unique key of
+// machines), else the ExpectedMachine that declares it.
 func (s *searcher) byMAC(mac string) error {
-	var hosts []models.Machine
-	if err := s.db.Where("bmc_mac_address = ?", mac).Limit(1).Find(&hosts).Error; err != nil {
+	var ms []models.Machine
+	if err := s.db.Where("bmc_mac_address = ?", mac).Limit(1).Find(&ms).Error; err != nil {
 		return err
 	}
-	for _, h := range hosts {
-		s.add(SearchHit{Kind: HitHost, ID: h.MachineID, Detail: "BMC MAC " + mac, Exact: true})
+	for _, m := range ms {
+		if m.Kind == allocator.KindDPU {
+			s.add(SearchHit{Kind: HitDPU, ID: m.MachineID, Detail: "DPU BMC MAC " + mac, Exact: true})
+			continue
+		}
+		s.add(SearchHit{Kind: HitHost, ID: m.MachineID, Detail: "BMC MAC " + mac, Exact: true})
 	}
-	if len(hosts) > 0 {
+	if len(ms) > 0 {
 		return nil
 	}
 	var ems []models.ExpectedMachine
@@ -365,7 +370,7 @@ func (s *searcher) partial(q string) error {
 	for _, em := range page.Items {
 		// An ingested ExpectedMachine is its host (as for exact matches).
 		var hosts []models.Machine
-		if err := s.db.Where("bmc_mac_address = ?", em.BmcMacAddress).Limit(1).Find(&hosts).Error; err != nil {
+		if err := s.db.Where("bmc_mac_address = ? AND kind = ?", em.BmcMacAddress, allocator.KindHost).Limit(1).Find(&hosts).Error; err != nil {
 			return err
 		}
 		if len(hosts) > 0 {
@@ -396,6 +401,9 @@ func (s *searcher) partial(q string) error {
 		kind, d := HitHost, "chassis serial "+m.ChassisSerialNumber
 		if m.Kind == allocator.KindDPU {
 			kind, d = HitDPU, "DPU serial "+deref(m.SerialNumber)
+			if m.BmcMacAddress != nil && strings.Contains(*m.BmcMacAddress, lq) {
+				d = "DPU BMC MAC " + *m.BmcMacAddress
+			}
 		}
 		s.add(SearchHit{Kind: kind, ID: m.MachineID, Detail: d})
 	}
@@ -432,7 +440,7 @@ func (s *searcher) emHit(id, detail string, exact bool) error {
 // page shows the ExpectedMachine), else the ExpectedMachine.
 func (s *searcher) emOrHost(em *models.ExpectedMachine, detail string) error {
 	var hosts []models.Machine
-	if err := s.db.Where("bmc_mac_address = ?", strings.ToLower(em.BmcMacAddress)).Limit(1).Find(&hosts).Error; err != nil {
+	if err := s.db.Where("bmc_mac_address = ? AND kind = ?", strings.ToLower(em.BmcMacAddress), allocator.KindHost).Limit(1).Find(&hosts).Error; err != nil {
 		return err
 	}
 	if len(hosts) > 0 {

@@ -80,6 +80,9 @@ var Migrations = []Migration{
 	// Version 25 (migration_v25.go): host names, chassis serial numbers
 	// and SKUs hold no control or invisible format character.
 	{Version: 25, Name: "visible names and serial numbers", Postgres: schemaV25Postgres, SQLite: schemaV25SQLite},
+	// Version 26 (migration_v26.go): a DPU's BMC MAC, in the hosts'
+	// column, only in ParseMAC's canonical spelling.
+	{Version: 26, Name: "machine BMC MACs in canonical form", Postgres: schemaV26Postgres, SQLite: schemaV26SQLite},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when

@@ -117,7 +117,7 @@ var apiDocs = map[string]apiDoc{
 	"POST /webhooks/:id/deliveries/:delivery": {Path: "/webhooks/{id}/deliveries/{delivery}:redeliver", ID: "redeliverWebhookDelivery",
 		Summary: "Queue a delivery again (same delivery id)", OK: 200, OKBody: webhook.Delivery{}, Errors: []int{404}},
 	"POST /site-explorer/reports": {Summary: "A site-explorer report: ingest the host and its DPUs, assign loopbacks",
-		Body: allocator.ReportSpec{}, Example: `{"bmc_mac_address": "0a:00:00:00:09:01", "chassis_serial_number": "CHS-1", "dpus": [{"serial_number": "MT2309X00011"}]}`,
+		Body: allocator.ReportSpec{}, Example: `{"bmc_mac_address": "0a:00:00:00:09:01", "chassis_serial_number": "CHS-1", "dpus": [{"serial_number": "MT2309X00011", "bmc_mac_address": "1a:00:00:00:09:11"}]}`,
 		OK: 200, OKBody: allocator.IngestResult{}, Errors: []int{400, 409, 413, 422}},
 	"POST /machines:discover": {Summary: "Direct DPU discovery by serial number",
 		Body: allocator.DiscoverSpec{}, Example: `{"serial_number": "MT2309X00011"}`,
@@ -177,7 +177,7 @@ func machineSchema(g *schemaGen) any {
 		nc := g.of(reflect.TypeOf(allocator.NetworkConfig{}))
 		self := map[string]any{"$ref": "#/components/schemas/Machine"}
 		return map[string]any{
-			"description": "A host (kind host, with its DPUs) or a DPU (kind dpu). A DPU inside a host has no state or host_machine_id.",
+			"description": "A host (kind host, with its DPUs) or a DPU (kind dpu). A DPU inside a host has no state or host_machine_id; a DPU has bmc_mac_address (its own BMC's) only when a report gave one.",
 			"type":        "object",
 			"required":    []any{"machine_id", "kind"},
 			"properties": map[string]any{
