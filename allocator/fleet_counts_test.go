@@ -166,7 +166,7 @@ func TestFleetCountsConcurrentWriters(t *testing.T) {
 				defer wg.Done()
 				for i := 0; i < 6; i++ {
 					mac := fmt.Sprintf("0a:00:00:00:01:%02x", g*6+i)
-					_, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: mac, DPUs: []ReportDPU{{fmt.Sprintf("CC%02d", g*6+i)}}})
+					_, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: mac, DPUs: []ReportDPU{{SerialNumber: fmt.Sprintf("CC%02d", g*6+i)}}})
 					if err == nil && i%3 == 2 {
 						_, err = s.a.Decommission(s.ctx, HostMachineID(mac))
 					}
@@ -178,7 +178,7 @@ func TestFleetCountsConcurrentWriters(t *testing.T) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				_, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: fmt.Sprintf("0a:00:00:00:02:%02x", i), DPUs: []ReportDPU{{fmt.Sprintf("CR%02d", i)}}})
+				_, err := s.a.Report(s.ctx, ReportSpec{BmcMacAddress: fmt.Sprintf("0a:00:00:00:02:%02x", i), DPUs: []ReportDPU{{SerialNumber: fmt.Sprintf("CR%02d", i)}}})
 				errs <- err
 			}(i)
 		}
