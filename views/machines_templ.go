@@ -1003,7 +1003,7 @@ func (v ImpactView) ActionTitle() string {
 	return "Delete"
 }
 
-// MAC is the host's BMC MAC ("" for a DPU).
+// MAC is the machine's BMC MAC: a host's, or a DPU's when a report gave it.
 func (v ImpactView) MAC() string { return Str(v.Machine.BmcMacAddress) }
 
 // PhraseLabel says what to type to confirm a force delete.
