@@ -111,18 +111,7 @@ func TestMigration12KeepsExistingOverlapsAndDuplicates(t *testing.T) {
 	t.Parallel()
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
-			var u string
-			if d == models.Postgres {
-				u = dbtest.NewPostgresURL(t)
-			} else {
-				u = dbtest.NewSQLiteURL(t)
-			}
-			db, _, err := models.Open(u)
-			must(t, err)
-			if s, e := db.DB(); e == nil {
-				t.Cleanup(func() { s.Close() })
-			}
-			must(t, models.MigrateTo(db, 11))
+			db := openAt(t, d, 11)
 			a := mkPool(t, db, "a", "ipv4", 0)
 			b := mkPool(t, db, "b", "ipv4", 0)
 			must(t, insertRange(db, a.ID, key(100), key(200)))

@@ -18,18 +18,7 @@ func TestMigrationNumbersExistingEvents(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			t.Parallel()
-			var u string
-			if d == models.Postgres {
-				u = dbtest.NewPostgresURL(t)
-			} else {
-				u = dbtest.NewSQLiteURL(t)
-			}
-			db, _, err := models.Open(u)
-			must(t, err)
-			if s, e := db.DB(); e == nil {
-				t.Cleanup(func() { s.Close() })
-			}
-			must(t, models.MigrateTo(db, 12))
+			db := openAt(t, d, 12)
 			numbersExistingEvents(t, db)
 		})
 	}
@@ -99,4 +88,17 @@ func TestWebhookConstraintsHoldWithoutTheAllocator(t *testing.T) {
 			t.Fatalf("%d deliveries left", n)
 		}
 	})
+}
+
+// openAt opens a fresh database of dialect d migrated up to version only:
+// the schema an older release left, for a migration test to fill.
+func openAt(t *testing.T, d models.Dialect, version int) *gorm.DB {
+	t.Helper()
+	db, _, err := models.Open(dbtest.NewURL(t, d))
+	must(t, err)
+	if s, e := db.DB(); e == nil {
+		t.Cleanup(func() { s.Close() })
+	}
+	must(t, models.MigrateTo(db, version))
+	return db
 }
