@@ -1,8 +1,10 @@
 package allocator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"gorm.io/gorm"
 
@@ -202,4 +204,34 @@ func checkAllocationState(c *checker) error {
 		c.add("allocation_state", "pool %q: %s is %q but its owner and quarantine time do not say so", r.Pool, r.Value, r.State)
 	}
 	return nil
+}
+
+// diffCounts calls differ, in key order, for every key whose stored count
+// differs from its recount (a key missing on one side counts 0 there).
+func diffCounts[K comparable](recount, stored map[K]int64, compare func(a, b K) int, differ func(k K, stored, recount int64)) {
+	keys := make([]K, 0, len(recount)+len(stored))
+	for k := range recount {
+		keys = append(keys, k)
+	}
+	for k := range stored {
+		if _, ok := recount[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, compare)
+	for _, k := range keys {
+		if stored[k] != recount[k] {
+			differ(k, stored[k], recount[k])
+		}
+	}
+}
+
+// compareStrings orders keys made of strings field by field.
+func compareStrings(a, b []string) int {
+	for i := range a {
+		if c := cmp.Compare(a[i], b[i]); c != 0 {
+			return c
+		}
+	}
+	return 0
 }

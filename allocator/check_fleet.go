@@ -1,8 +1,6 @@
 package allocator
 
 import (
-	"sort"
-
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -115,32 +113,10 @@ func checkFleetCounts(c *checker) error {
 	for _, r := range stored {
 		got[fleetKey{r.Kind, r.State, r.BindingV4, r.BindingV6}] = r.N
 	}
-	keys := []fleetKey{}
-	for k := range want {
-		keys = append(keys, k)
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		if a.State != b.State {
-			return a.State < b.State
-		}
-		if a.BindingV4 != b.BindingV4 {
-			return a.BindingV4 < b.BindingV4
-		}
-		return a.BindingV6 < b.BindingV6
+	diffCounts(want, got, func(a, b fleetKey) int {
+		return compareStrings([]string{a.Kind, a.State, a.BindingV4, a.BindingV6}, []string{b.Kind, b.State, b.BindingV4, b.BindingV6})
+	}, func(k fleetKey, stored, recount int64) {
+		c.add("fleet_counts", "%s %s, bindings %q/%q: fleet_counts says %d, the machines count %d", k.Kind, k.State, k.BindingV4, k.BindingV6, stored, recount)
 	})
-	for _, k := range keys {
-		if got[k] != want[k] {
-			c.add("fleet_counts", "%s %s, bindings %q/%q: fleet_counts says %d, the machines count %d", k.Kind, k.State, k.BindingV4, k.BindingV6, got[k], want[k])
-		}
-	}
 	return nil
 }

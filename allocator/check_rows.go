@@ -1,8 +1,6 @@
 package allocator
 
 import (
-	"sort"
-
 	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
 )
@@ -38,30 +36,11 @@ func checkPoolUsage(c *checker) error {
 	for _, d := range stored {
 		got[k{d.Pool, d.Day, d.Action}] = d.N
 	}
-	keys := make([]k, 0, len(want)+len(got))
-	for x := range want {
-		keys = append(keys, x)
-	}
-	for x := range got {
-		if _, ok := want[x]; !ok {
-			keys = append(keys, x)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.pool != b.pool {
-			return a.pool < b.pool
-		}
-		if a.day != b.day {
-			return a.day < b.day
-		}
-		return a.action < b.action
+	diffCounts(want, got, func(a, b k) int {
+		return compareStrings([]string{a.pool, a.day, a.action}, []string{b.pool, b.day, b.action})
+	}, func(x k, stored, recount int64) {
+		c.add("pool_usage", "pool %q, %s, %s: pool_usage_days says %d, the audit events count %d", x.pool, x.day, x.action, stored, recount)
 	})
-	for _, x := range keys {
-		if got[x] != want[x] {
-			c.add("pool_usage", "pool %q, %s, %s: pool_usage_days says %d, the audit events count %d", x.pool, x.day, x.action, got[x], want[x])
-		}
-	}
 	return nil
 }
 
