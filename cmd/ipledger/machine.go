@@ -79,7 +79,8 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 				fmt.Fprintf(c.out, "host %s\n  state: %s\n  bmc_mac_address: %s\n  chassis_serial_number: %s\n  expected_machine_id: %s\n",
 					m.MachineID, m.State, orDash(m.BmcMacAddress), m.ChassisSerialNumber, orDash(m.ExpectedMachineID))
 			} else {
-				fmt.Fprintf(c.out, "dpu %s\n  state: %s\n  serial_number: %s\n  host_machine_id: %s\n", m.MachineID, m.State, m.SerialNumber, orDash(m.HostMachineID))
+				fmt.Fprintf(c.out, "dpu %s\n  state: %s\n  serial_number: %s\n  bmc_mac_address: %s\n  host_machine_id: %s\n",
+					m.MachineID, m.State, m.SerialNumber, orDash(m.BmcMacAddress), orDash(m.HostMachineID))
 			}
 			c.table([]string{"MACHINE_ID", "KIND", "STATE", "BMC_MAC / SERIAL", "LOOPBACK_IP", "LOOPBACK_IP_V6"}, machineRows([]allocator.Machine{m}))
 			return nil
@@ -89,6 +90,7 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 	var (
 		bmc, chassis string
 		dpus         []string
+		dpuBMCs      []string
 	)
 	report := &cobra.Command{
 		Use:   "report --bmc-mac MAC [--chassis-serial S] --dpu SERIAL …",
@@ -105,12 +107,16 @@ func newMachineCmd(cf *clientFlags) *cobra.Command {
 					spec.DPUs = append(spec.DPUs, allocator.ReportDPU{SerialNumber: s})
 				}
 			}
+			if err := setDPUBMCs(spec.DPUs, dpuBMCs); err != nil {
+				return err
+			}
 			return printIngest(c, "/api/v1/site-explorer/reports", spec)
 		},
 	}
 	report.Flags().StringVar(&bmc, "bmc-mac", "", "the host's BMC MAC address (required)")
 	report.Flags().StringVar(&chassis, "chassis-serial", "", "the host's chassis serial number")
 	report.Flags().StringArrayVar(&dpus, "dpu", nil, "serial number of a DPU of the host (repeatable, or comma-separated)")
+	report.Flags().StringArrayVar(&dpuBMCs, "dpu-bmc-mac", nil, "SERIAL=MAC: the BMC MAC address of the reported DPU SERIAL (repeatable)")
 	_ = report.MarkFlagRequired("bmc-mac")
 	cmd.AddCommand(report)
 
@@ -335,4 +341,27 @@ func newBindingCmd(cf *clientFlags) *cobra.Command {
 	list.Flags().StringVar(&status, "status", "", "only DPUs with this status in either family: reserved, automatic, pending, conflict, missing, none")
 	cmd.AddCommand(list)
 	return cmd
+}
+
+// setDPUBMCs applies --dpu-bmc-mac SERIAL=MAC to the reported DPUs. The
+// MAC is sent as typed: the server checks and normalizes it, so the CLI
+// and the API refuse the same spellings.
+func setDPUBMCs(dpus []allocator.ReportDPU, pairs []string) error {
+	for _, p := range pairs {
+		serial, mac, ok := strings.Cut(p, "=")
+		if !ok || serial == "" || mac == "" {
+			return fmt.Errorf("--dpu-bmc-mac %q: want SERIAL=MAC", p)
+		}
+		found := false
+		for i := range dpus {
+			if dpus[i].SerialNumber == serial {
+				dpus[i].BmcMacAddress = mac
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("--dpu-bmc-mac %q: no --dpu %s in this report", p, serial)
+		}
+	}
+	return nil
 }

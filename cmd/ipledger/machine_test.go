@@ -141,6 +141,40 @@ func TestMachineCLI(t *testing.T) {
 	}
 }
 
+// TestMachineCLIDPUBMCMAC: a report from the CLI carries a DPU's BMC MAC
+// (any accepted spelling; the server normalizes it) and `machine show`
+// prints it; a pair naming no reported DPU or a bad MAC sends nothing.
+func TestMachineCLIDPUBMCMAC(t *testing.T) {
+	t.Parallel()
+	s := serverkit.Start(t, dbtest.Open(t, models.SQLite), serverkit.Options{})
+	s.Pool("lo-ip", "ipv4", 0, sitekit.Range("10.1.0.1", "10.1.0.50", true))
+	srv, tok := s.HTTP, s.Admin
+
+	if _, err := runCLI(t, srv.URL, tok, "", "machine", "report", "--bmc-mac", "0a:00:00:00:09:01", "--dpu", "SN1",
+		"--dpu-bmc-mac", "SN9=0A-00-00-00-09-99"); err == nil || !strings.Contains(err.Error(), "no --dpu SN9") {
+		t.Fatalf("pair for an unreported DPU: %v", err)
+	}
+	if _, err := runCLI(t, srv.URL, tok, "", "machine", "report", "--bmc-mac", "0a:00:00:00:09:01", "--dpu", "SN1",
+		"--dpu-bmc-mac", "SN1=0A-00:00-00-09-99"); err == nil || !strings.Contains(err.Error(), "dpus[0].bmc_mac_address") {
+		t.Fatalf("mixed separators: %v", err)
+	}
+	if _, err := s.A.GetMachine(s.Ctx, "SN1"); err == nil {
+		t.Fatal("a refused report recorded SN1")
+	}
+	if _, err := runCLI(t, srv.URL, tok, "", "machine", "report", "--bmc-mac", "0a:00:00:00:09:01", "--dpu", "SN1,SN2",
+		"--dpu-bmc-mac", "SN1=0A-00-00-00-09-99"); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	out, err := runCLI(t, srv.URL, tok, "", "machine", "show", "SN1")
+	if err != nil || !strings.Contains(out, "bmc_mac_address: 0a:00:00:00:09:99") {
+		t.Fatalf("machine show SN1: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, srv.URL, tok, "", "machine", "show", "SN2")
+	if err != nil || !strings.Contains(out, "bmc_mac_address: -") {
+		t.Fatalf("machine show SN2: %v\n%s", err, out)
+	}
+}
+
 // TestReconcileHook: the startup hook completes DPUs at once and, while
 // the server runs, completes a conflict soon after an operator resolves it.
 func TestReconcileHook(t *testing.T) {
