@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -182,7 +183,7 @@ func TestTrustedProxy(t *testing.T) {
 				}
 			}
 		}
-		if !strings.Contains(p.log.String(), `"msg":"proxy user header refused"`) || !strings.Contains(p.log.String(), "203.0.113.9") {
+		if !strings.Contains(p.log.String(), `"msg":"`+proxyRefusedLog+`"`) || !strings.Contains(p.log.String(), "203.0.113.9") {
 			t.Fatalf("the refusal is not logged:\n%s", p.log.String())
 		}
 		// No role: the page says so and names the header read.
@@ -201,6 +202,23 @@ func TestTrustedProxy(t *testing.T) {
 			t.Fatalf("console post without CSRF through the proxy: %d", rec.Code)
 		}
 	})
+}
+
+// proxyRefusedLog is the message of a refused proxy user header's log
+// line, as docs/identity.md names it for operators to search for.
+const proxyRefusedLog = "proxy user header refused"
+
+// TestProxyRefusalLogDocumented: the log message docs/identity.md tells
+// operators to look for is the one the server writes.
+func TestProxyRefusalLogDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/identity.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "`"+proxyRefusedLog+"`") {
+		t.Fatalf("docs/identity.md does not name the log message %q", proxyRefusedLog)
+	}
 }
 
 var _ = models.SQLite
