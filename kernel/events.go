@@ -16,10 +16,10 @@ type Event struct {
 	ID    string    `json:"id"`
 	At    time.Time `json:"at"`
 	Actor string    `json:"actor"`
-	// ActorRole is the role the actor acted with ("" for a system actor).
-	// The console shows it; the API's event JSON leaves it out
-	// (docs/identity.md).
-	ActorRole  string          `json:"-"`
+	// ActorRole is the role the actor acted with at the time: viewer,
+	// operator or admin; "" (left out of the JSON) for a system actor and
+	// for events written before roles were stored (docs/identity.md).
+	ActorRole  string          `json:"actor_role,omitempty"`
 	Action     string          `json:"action"`
 	ObjectType string          `json:"object_type"`
 	ObjectID   string          `json:"object_id"`

@@ -19,9 +19,11 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/auth/oidctest"
+	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // ssoSite is a console with single sign-on against an OIDC provider
@@ -32,6 +34,18 @@ type ssoSite struct {
 	idp  *oidctest.Provider
 	oidc *auth.OIDC
 	db   *gorm.DB
+	// feed is the running change feed (nil unless ssoOptions.feed).
+	feed *feed.Feed
+}
+
+// ssoOptions shape newSSOSiteOpts's site.
+type ssoOptions struct {
+	inIDToken bool
+	log       io.Writer
+	id        web.Identity
+	// feed runs the change feed and the webhook worker, wired to every
+	// writer as serve wires them.
+	feed bool
 }
 
 var ssoUsers = map[string]oidctest.User{
@@ -53,6 +67,16 @@ func newSSOSiteLog(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer) *ssoS
 // in).
 func newSSOSiteWith(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer, id web.Identity) *ssoSite {
 	t.Helper()
+	return newSSOSiteOpts(t, db, ssoOptions{inIDToken: inIDToken, log: w, id: id})
+}
+
+// newSSOSiteOpts is newSSOSite as o says.
+func newSSOSiteOpts(t testing.TB, db *gorm.DB, opt ssoOptions) *ssoSite {
+	t.Helper()
+	inIDToken, w, id := opt.inIDToken, opt.log, opt.id
+	if w == nil {
+		w = io.Discard
+	}
 	var mu sync.Mutex
 	h := http.NotFoundHandler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -66,20 +90,40 @@ func newSSOSiteWith(t testing.TB, db *gorm.DB, inIDToken bool, w io.Writer, id w
 	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o := auth.NewOIDC(auth.OIDCConfig{Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret,
 		ExternalURL: srv.URL, Roles: auth.NewRoleMap([]string{"ipam-admins"}, []string{"ipam-operators"}, []string{"noc"}), Log: log})
-	a := allocator.New(db, allocator.Options{Logger: log})
-	au := auth.New(db, auth.Options{Logger: log})
+	aopts, uopts := allocator.Options{Logger: log}, auth.Options{Logger: log}
+	var fd *feed.Feed
+	var hooks *webhook.Service
+	if opt.feed {
+		fd = feed.New(db, feed.Options{})
+		hooks = webhook.New(db, webhook.Options{OnCommit: fd.Committed})
+		fd.SetDeliveries(hooks)
+		aopts.OnCommit, uopts.OnCommit = fd.Committed, fd.Committed
+	}
+	a := allocator.New(db, aopts)
+	au := auth.New(db, uopts)
 	id.OIDC = o
-	s := web.New(web.Config{Allocator: a, Auth: au, Logger: log, Identity: id})
+	s := web.New(web.Config{Allocator: a, Auth: au, Logger: log, Identity: id, Feed: fd, Webhooks: hooks})
 	mu.Lock()
 	h = s.Handler()
 	mu.Unlock()
-	site := &consoleSite{t: t, a: a, auth: au, srv: srv, tokens: map[auth.Role]string{}}
+	if fd != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		fdone := fd.RunFeed(ctx, feed.FeedOptions{Poll: 50 * time.Millisecond})
+		hdone := hooks.Run(ctx, webhook.WebhookOptions{BackoffBase: time.Millisecond, Poll: 20 * time.Millisecond})
+		t.Cleanup(func() {
+			srv.CloseClientConnections()
+			cancel()
+			<-fdone
+			<-hdone
+		})
+	}
+	site := &consoleSite{t: t, a: a, auth: au, hooks: hooks, srv: srv, tokens: map[auth.Role]string{}}
 	tok, err := au.CreateToken(context.Background(), "test-admin", auth.RoleAdmin, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	site.tokens[auth.RoleAdmin] = tok
-	return &ssoSite{consoleSite: site, idp: idp, oidc: o, db: db}
+	return &ssoSite{consoleSite: site, idp: idp, oidc: o, db: db, feed: fd}
 }
 
 // signIn goes through the provider's login page from /auth/oidc/login and

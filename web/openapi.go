@@ -412,6 +412,9 @@ func (g *schemaGen) object(t reflect.Type) map[string]any {
 				name = f.Name
 			}
 			props[name] = g.of(f.Type)
+			if fs, ok := fieldSchemas[t][name]; ok {
+				props[name] = fs
+			}
 			if !g.input && !strings.Contains(opts, "omitempty") {
 				required = append(required, name)
 			}

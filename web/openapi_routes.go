@@ -166,6 +166,15 @@ var apiDocs = map[string]apiDoc{
 // (their own MarshalJSON).
 var schemaOverrides map[reflect.Type]func(g *schemaGen) any
 
+// fieldSchemas narrow the schema of single members whose Go type says
+// less than the API promises (a string that is one of a few words).
+var fieldSchemas = map[reflect.Type]map[string]any{
+	reflect.TypeOf(allocator.Event{}): {
+		"actor_role": map[string]any{"type": "string", "enum": []any{"viewer", "operator", "admin"},
+			"description": "The role the actor acted with at the time; absent for system actors and for events written before roles were stored."},
+	},
+}
+
 func init() {
 	schemaOverrides = map[reflect.Type]func(g *schemaGen) any{reflect.TypeOf(allocator.Machine{}): machineSchema}
 }
