@@ -35,9 +35,9 @@ func newEventsCmd(cf *clientFlags) *cobra.Command {
 			}
 			var rows [][]string
 			for _, e := range page.Items {
-				rows = append(rows, []string{e.At.Format("2006-01-02T15:04:05Z"), e.Actor, e.Action, e.ObjectType + " " + e.ObjectID, e.RequestID})
+				rows = append(rows, []string{e.At.Format("2006-01-02T15:04:05Z"), e.Actor, orDash(&e.ActorRole), e.Action, e.ObjectType + " " + e.ObjectID, e.RequestID})
 			}
-			c.table([]string{"TIME", "ACTOR", "ACTION", "OBJECT", "REQUEST"}, rows)
+			c.table([]string{"TIME", "ACTOR", "ROLE", "ACTION", "OBJECT", "REQUEST"}, rows)
 			return nil
 		},
 	}
