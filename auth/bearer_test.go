@@ -28,6 +28,9 @@ type jwtIssuer struct {
 	mu       sync.Mutex
 	keys     []jose.JSONWebKey // private
 	jwksHits atomic.Int64
+	// gate, when set, holds every JWKS answer until it is closed (an
+	// issuer that is slow to answer).
+	gate chan struct{}
 }
 
 func newJWTIssuer(t *testing.T) *jwtIssuer {
@@ -42,6 +45,16 @@ func newJWTIssuer(t *testing.T) *jwtIssuer {
 			})
 		case "/jwks":
 			is.jwksHits.Add(1)
+			is.mu.Lock()
+			gate := is.gate
+			is.mu.Unlock()
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-r.Context().Done():
+					return
+				}
+			}
 			is.mu.Lock()
 			var set jose.JSONWebKeySet
 			for _, k := range is.keys {
@@ -230,6 +243,83 @@ func TestBearerKeyRotation(t *testing.T) {
 	}
 	if n := is.jwksHits.Load(); n != 2 {
 		t.Fatalf("JWKS fetched %d times, want 2 (made-up key ids must not refresh within the interval)", n)
+	}
+}
+
+// TestBearerRefreshDoesNotBlockKnownKeys: while a refresh of the JWKS
+// hangs at the issuer, tokens signed with a cached key keep verifying,
+// tokens naming unknown key ids wait for that one refresh instead of
+// starting their own, and the new key verifies once the refresh answers.
+func TestBearerRefreshDoesNotBlockKnownKeys(t *testing.T) {
+	t.Parallel()
+	is := newJWTIssuer(t)
+	o, c := newBearerRP(t, is, "ipledger-api")
+	ctx := context.Background()
+	tok1 := is.sign(t, is.claims(c, nil))
+	if _, err := o.VerifyBearer(ctx, tok1); err != nil {
+		t.Fatal(err)
+	}
+	// The issuer publishes a second key beside the first and becomes slow.
+	is.mu.Lock()
+	old := is.keys[0]
+	is.mu.Unlock()
+	is.rotate(t, "key-2", "ES256")
+	tok2 := is.sign(t, is.claims(c, nil))
+	gate := make(chan struct{})
+	var release sync.Once
+	open := func() { release.Do(func() { close(gate) }) }
+	t.Cleanup(open)
+	is.mu.Lock()
+	is.keys = append(is.keys, old)
+	is.gate = gate
+	is.mu.Unlock()
+	c.advance(JWKSRefreshEvery)
+
+	type result struct {
+		who *Person
+		err error
+	}
+	verify := func(raw string) <-chan result {
+		out := make(chan result, 1)
+		go func() {
+			who, err := o.VerifyBearer(ctx, raw)
+			out <- result{who, err}
+		}()
+		return out
+	}
+	rotated := verify(tok2)
+	deadline := time.Now().Add(10 * time.Second)
+	for is.jwksHits.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the unknown key id did not start a refresh")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	bogus := verify(signWith(t, jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: mustRSA(t), KeyID: "made-up"}}, is.claims(c, nil)))
+	for i := range 20 {
+		select {
+		case r := <-verify(tok1):
+			if r.err != nil || r.who.Actor != "user:alice" {
+				t.Fatalf("known key %d during the refresh: %+v %v", i, r.who, r.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a token signed with a cached key waits for the hanging refresh")
+		}
+	}
+	select {
+	case r := <-rotated:
+		t.Fatalf("the new key's token answered before the refresh did: %+v %v", r.who, r.err)
+	default:
+	}
+	open()
+	if r := <-rotated; r.err != nil || r.who.Actor != "user:alice" {
+		t.Fatalf("the new key after the refresh: %+v %v", r.who, r.err)
+	}
+	if r := <-bogus; !IsInvalidToken(r.err) || !strings.Contains(r.err.Error(), "made-up") {
+		t.Fatalf("made-up key id: %v", r.err)
+	}
+	if n := is.jwksHits.Load(); n != 2 {
+		t.Fatalf("JWKS fetched %d times, want 2: tokens waiting on a refresh must share it", n)
 	}
 }
 

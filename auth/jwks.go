@@ -34,15 +34,30 @@ const JWKSRefreshEvery = 30 * time.Second
 // use, then again only when a token names a key id not in it, at most once
 // per JWKSRefreshEvery. It implements go-oidc's KeySet; go-jose does the
 // signature arithmetic.
+//
+// The lock guards the cached keys and the fetch bookkeeping only; it is
+// never held across the network. One fetch runs at a time: a token naming
+// a key the cache lacks waits for the running fetch (or starts one),
+// while tokens naming a cached key keep verifying against the cache, so a
+// slow issuer or a stream of made-up key ids never holds up the tokens
+// that verify.
 type keySet struct {
 	url    string
 	client *http.Client
 	now    func() time.Time
 
-	mu      sync.Mutex
-	keys    []jose.JSONWebKey
-	fetched time.Time // last fetch attempt, successful or not
-	fetches int       // fetch attempts (tests)
+	mu       sync.Mutex
+	keys     []jose.JSONWebKey // replaced whole by a fetch, never changed in place
+	fetched  time.Time         // start of the last fetch, successful or not
+	fetches  int               // fetch attempts (tests)
+	inflight *keyFetch         // the running fetch, nil when none
+}
+
+// keyFetch is one fetch of the key set; done is closed when it ends, err
+// is its outcome.
+type keyFetch struct {
+	done chan struct{}
+	err  error
 }
 
 func newKeySet(url string, client *http.Client, now func() time.Time) *keySet {
@@ -51,7 +66,8 @@ func newKeySet(url string, client *http.Client, now func() time.Time) *keySet {
 
 // VerifySignature verifies raw against the key its header names and
 // returns the payload. An unknown key id refreshes the set once when the
-// last fetch is at least JWKSRefreshEvery old.
+// last fetch is at least JWKSRefreshEvery old, or waits for the refresh
+// already running.
 func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
 	jws, err := jose.ParseSignedCompact(raw, AsymmetricAlgs)
 	if err != nil {
@@ -62,21 +78,60 @@ func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error
 	}
 	h := jws.Signatures[0].Header
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	if payload, found, err := verifyWith(jws, k.keys, h.KeyID, h.Algorithm); found {
+	keys := k.keys
+	k.mu.Unlock()
+	if payload, found, err := verifyWith(jws, keys, h.KeyID, h.Algorithm); found {
 		return payload, err
 	}
-	if k.fetches > 0 && k.now().Sub(k.fetched) < JWKSRefreshEvery {
-		return nil, fmt.Errorf("no key %q in the issuer's key set (fetched %s ago; refreshed at most every %s)",
-			h.KeyID, k.now().Sub(k.fetched).Round(time.Second), JWKSRefreshEvery)
-	}
-	if err := k.fetch(ctx); err != nil {
+	f, err := k.refresh(h.KeyID)
+	if err != nil {
 		return nil, err
 	}
-	if payload, found, err := verifyWith(jws, k.keys, h.KeyID, h.Algorithm); found {
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	k.mu.Lock()
+	keys = k.keys
+	k.mu.Unlock()
+	if payload, found, err := verifyWith(jws, keys, h.KeyID, h.Algorithm); found {
 		return payload, err
 	}
 	return nil, fmt.Errorf("no key %q in the issuer's key set", h.KeyID)
+}
+
+// refresh returns the running fetch, or starts one when the last began at
+// least JWKSRefreshEvery ago (or there was none). The fetch runs on its
+// own context: a caller that gives up does not cut it short for the
+// others waiting on it.
+func (k *keySet) refresh(kid string) (*keyFetch, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if f := k.inflight; f != nil {
+		return f, nil
+	}
+	if k.fetches > 0 && k.now().Sub(k.fetched) < JWKSRefreshEvery {
+		return nil, fmt.Errorf("no key %q in the issuer's key set (fetched %s ago; refreshed at most every %s)",
+			kid, k.now().Sub(k.fetched).Round(time.Second), JWKSRefreshEvery)
+	}
+	f := &keyFetch{done: make(chan struct{})}
+	k.inflight, k.fetched, k.fetches = f, k.now(), k.fetches+1
+	go func() {
+		keys, err := k.fetch()
+		k.mu.Lock()
+		if err == nil {
+			k.keys = keys
+		}
+		f.err = err
+		k.inflight = nil
+		k.mu.Unlock()
+		close(f.done)
+	}()
+	return f, nil
 }
 
 // verifyWith verifies jws with the key named kid (every signing key when
@@ -98,31 +153,30 @@ func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey, kid, alg str
 	return nil, false, nil
 }
 
-// fetch reads the key set; k.mu is held. Only public asymmetric keys are
-// kept.
-func (k *keySet) fetch(ctx context.Context) error {
-	k.fetched, k.fetches = k.now(), k.fetches+1
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// fetch reads the key set (k.mu is not held). Only public asymmetric keys
+// are kept.
+func (k *keySet) fetch() ([]jose.JSONWebKey, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := k.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("fetching the issuer's key set: %v", err)
+		return nil, fmt.Errorf("fetching the issuer's key set: %v", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("fetching the issuer's key set: %v", err)
+		return nil, fmt.Errorf("fetching the issuer's key set: %v", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetching the issuer's key set: %s answered %s", k.url, resp.Status)
+		return nil, fmt.Errorf("fetching the issuer's key set: %s answered %s", k.url, resp.Status)
 	}
 	var set jose.JSONWebKeySet
 	if err := json.Unmarshal(body, &set); err != nil {
-		return fmt.Errorf("the issuer's key set is not a JWKS: %v", err)
+		return nil, fmt.Errorf("the issuer's key set is not a JWKS: %v", err)
 	}
 	keys := set.Keys[:0]
 	for _, key := range set.Keys {
@@ -130,8 +184,7 @@ func (k *keySet) fetch(ctx context.Context) error {
 			keys = append(keys, key)
 		}
 	}
-	k.keys = keys
-	return nil
+	return keys, nil
 }
 
 // Fetches reports how many times the key set was fetched.
