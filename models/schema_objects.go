@@ -1,0 +1,202 @@
+package models
+
+import (
+	"slices"
+	"strings"
+)
+
+// SchemaObjects lists, per dialect, every constraint, index and trigger
+// that the migrations of this build (and Migrate's own schema_migrations)
+// leave in a database: what `ipledger check` (rule "constraints") requires
+// to be in a database's catalog (SchemaCatalog). TestSchemaObjectsAreTheCatalog
+// holds the lists to exactly what a freshly migrated database has on each
+// dialect, so a migration that adds, drops or renames one updates its line
+// here in the same change (the test prints the lines to write).
+//
+// One line per table and kind, "TABLE KIND NAME…"; a table and kind may
+// take several lines. PostgreSQL names its unnamed constraints TABLE_COLUMN_check,
+// _fkey and TABLE_pkey; SQLite enforces a UNIQUE or PRIMARY KEY constraint
+// of a table's definition with an index named sqlite_autoindex_TABLE_N.
+func SchemaObjects(d Dialect) []SchemaObject {
+	text := schemaObjectsSQLite
+	if d == Postgres {
+		text = schemaObjectsPostgres
+	}
+	return parseSchemaObjects(text)
+}
+
+func parseSchemaObjects(text string) []SchemaObject {
+	var out []SchemaObject
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(line)
+		for _, name := range f[2:] {
+			out = append(out, SchemaObject{Table: f[0], Kind: f[1], Name: name})
+		}
+	}
+	slices.SortFunc(out, compareSchemaObjects)
+	return out
+}
+
+// FormatSchemaObjects writes objs in the form of the lists below.
+func FormatSchemaObjects(objs []SchemaObject) string {
+	var b strings.Builder
+	line, key := "", ""
+	for _, o := range objs {
+		if k := o.Table + " " + o.Kind; k != key || len(line)+1+len(o.Name) > 100 {
+			if line != "" {
+				b.WriteString(line + "\n")
+			}
+			line, key = k, k
+		}
+		line += " " + o.Name
+	}
+	if line != "" {
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+const schemaObjectsPostgres = `
+allocations constraint allocations_owner_state allocations_pkey allocations_pool_id_fkey
+allocations constraint allocations_pool_owner_key allocations_pool_value_key allocations_state_check
+allocations index allocations_former_owner allocations_owner allocations_pkey
+allocations index allocations_pool_owner_key allocations_pool_value_key allocations_quarantined
+allocations index allocations_run_end allocations_value
+allocations trigger allocations_count allocations_count_insert allocations_in_range
+allocations trigger allocations_in_range_insert
+api_tokens constraint api_tokens_hash_key api_tokens_pkey api_tokens_role_check
+api_tokens index api_tokens_hash_key api_tokens_name_key api_tokens_pkey
+api_tokens trigger api_tokens_changed api_tokens_not_marked
+audit_events constraint audit_events_actor_role audit_events_pkey
+audit_events index audit_events_action audit_events_at audit_events_object audit_events_pkey
+audit_events index audit_events_revision audit_events_unsequenced
+audit_events trigger audit_events_usage_day
+console_sessions constraint console_sessions_expiry console_sessions_id_hex console_sessions_pkey
+console_sessions constraint console_sessions_token_id_fkey
+console_sessions index console_sessions_expires console_sessions_pkey console_sessions_token
+deleted_machines constraint deleted_machines_kind deleted_machines_name deleted_machines_pkey
+deleted_machines index deleted_machines_pkey
+expected_dpus constraint expected_dpus_expected_machine_id_fkey expected_dpus_loopback_ip_key
+expected_dpus constraint expected_dpus_loopback_ip_v6_key expected_dpus_pkey
+expected_dpus constraint expected_dpus_serial_key expected_dpus_v4_key_unique
+expected_dpus constraint expected_dpus_v6_key_unique
+expected_dpus index expected_dpus_loopback_ip_key expected_dpus_loopback_ip_v6_key
+expected_dpus index expected_dpus_machine expected_dpus_pkey expected_dpus_serial_key
+expected_dpus index expected_dpus_v4_key_unique expected_dpus_v6_key_unique
+expected_dpus trigger expected_dpus_rebind
+expected_machines constraint expected_machines_bmc_mac_key expected_machines_pkey
+expected_machines constraint expected_machines_visible_text
+expected_machines index expected_machines_bmc_mac_key expected_machines_bmc_mac_lower
+expected_machines index expected_machines_chassis expected_machines_name expected_machines_pkey
+expected_machines trigger expected_machines_rename
+fleet_counts constraint fleet_counts_pkey
+fleet_counts index fleet_counts_pkey
+machines constraint machines_bmc_mac_canonical machines_bmc_mac_key machines_host_machine_id_fkey
+machines constraint machines_kind_check machines_pkey machines_serial_key machines_state_check
+machines constraint machines_visible_text
+machines index machines_binding_v4 machines_binding_v6 machines_bmc_mac_key machines_chassis
+machines index machines_host machines_hostless machines_pkey machines_serial_key machines_sort_name
+machines trigger machines_count machines_derive
+network_configs constraint network_configs_machine_id_fkey network_configs_pkey
+network_configs index network_configs_loopback_ip_key network_configs_loopback_ip_v6_key
+network_configs index network_configs_pkey
+network_configs trigger network_configs_rebind
+pool_ranges constraint pool_ranges_ipv4_family_overlap pool_ranges_ipv6_family_overlap
+pool_ranges constraint pool_ranges_no_overlap pool_ranges_order pool_ranges_pkey
+pool_ranges constraint pool_ranges_pool_id_fkey
+pool_ranges index pool_ranges_ipv4_family_overlap pool_ranges_ipv6_family_overlap
+pool_ranges index pool_ranges_no_overlap pool_ranges_pkey pool_ranges_pool_first
+pool_ranges trigger pool_ranges_family_overlap pool_ranges_keep_allocations pool_ranges_recount
+pool_usage_days constraint pool_usage_days_pkey
+pool_usage_days index pool_usage_days_pkey
+pools constraint pools_delegate_prefix_len_check pools_name_key pools_pkey pools_type_check
+pools index pools_name_key pools_pkey
+range_counts constraint range_counts_pkey range_counts_range_id_fkey
+range_counts index range_counts_pkey
+schema_migrations constraint schema_migrations_pkey
+schema_migrations index schema_migrations_pkey
+settings constraint settings_pkey
+settings index settings_pkey
+user_sessions constraint user_sessions_expiry user_sessions_id_hex user_sessions_pkey
+user_sessions constraint user_sessions_role user_sessions_username
+user_sessions index user_sessions_expires user_sessions_pkey
+webhook_deliveries constraint webhook_deliveries_attempts_check webhook_deliveries_body_size
+webhook_deliveries constraint webhook_deliveries_delivery_key webhook_deliveries_event_id_fkey
+webhook_deliveries constraint webhook_deliveries_event_key webhook_deliveries_pending_due
+webhook_deliveries constraint webhook_deliveries_pkey webhook_deliveries_redeliveries
+webhook_deliveries constraint webhook_deliveries_state_check webhook_deliveries_webhook_id_fkey
+webhook_deliveries index webhook_deliveries_delivery_key webhook_deliveries_event_key
+webhook_deliveries index webhook_deliveries_pending webhook_deliveries_pkey
+webhooks constraint webhooks_actions_set webhooks_name_key webhooks_pkey webhooks_secret_set
+webhooks constraint webhooks_url_scheme
+webhooks index webhooks_name_key webhooks_pkey
+`
+
+const schemaObjectsSQLite = `
+allocations constraint allocations_owner_state allocations_pool_owner_key allocations_pool_value_key
+allocations index allocations_former_owner allocations_owner allocations_quarantined
+allocations index allocations_run_end allocations_value sqlite_autoindex_allocations_1
+allocations index sqlite_autoindex_allocations_2
+allocations trigger allocations_count_delete allocations_count_insert allocations_count_update
+allocations trigger allocations_in_range allocations_in_range_update
+api_tokens constraint api_tokens_hash_key
+api_tokens index api_tokens_name_key sqlite_autoindex_api_tokens_1
+api_tokens trigger api_tokens_not_marked_insert api_tokens_not_marked_update
+audit_events constraint audit_events_actor_role
+audit_events index audit_events_action audit_events_at audit_events_object audit_events_revision
+audit_events index audit_events_unsequenced
+audit_events trigger audit_events_usage_day
+console_sessions constraint console_sessions_expiry console_sessions_id_hex
+console_sessions index console_sessions_expires console_sessions_token
+console_sessions index sqlite_autoindex_console_sessions_1
+deleted_machines constraint deleted_machines_kind deleted_machines_name
+deleted_machines index sqlite_autoindex_deleted_machines_1
+expected_dpus constraint expected_dpus_loopback_ip_key expected_dpus_loopback_ip_v6_key
+expected_dpus constraint expected_dpus_serial_key expected_dpus_v4_key_unique
+expected_dpus constraint expected_dpus_v6_key_unique
+expected_dpus index expected_dpus_machine sqlite_autoindex_expected_dpus_1
+expected_dpus index sqlite_autoindex_expected_dpus_2 sqlite_autoindex_expected_dpus_3
+expected_dpus index sqlite_autoindex_expected_dpus_4 sqlite_autoindex_expected_dpus_5
+expected_dpus trigger expected_dpus_rebind_delete expected_dpus_rebind_insert
+expected_dpus trigger expected_dpus_rebind_update
+expected_machines constraint expected_machines_bmc_mac_key
+expected_machines index expected_machines_bmc_mac_lower expected_machines_chassis
+expected_machines index expected_machines_name sqlite_autoindex_expected_machines_1
+expected_machines index sqlite_autoindex_expected_machines_2
+expected_machines trigger expected_machines_rename_delete expected_machines_rename_insert
+expected_machines trigger expected_machines_rename_update expected_machines_visible_text_insert
+expected_machines trigger expected_machines_visible_text_update
+fleet_counts index sqlite_autoindex_fleet_counts_1
+machines constraint machines_bmc_mac_key machines_serial_key
+machines index machines_binding_v4 machines_binding_v6 machines_chassis machines_host
+machines index machines_hostless machines_sort_name sqlite_autoindex_machines_1
+machines index sqlite_autoindex_machines_2 sqlite_autoindex_machines_3
+machines trigger machines_bmc_mac_canonical_insert machines_bmc_mac_canonical_update
+machines trigger machines_count_delete machines_count_insert machines_count_update
+machines trigger machines_derive_update machines_visible_text_insert machines_visible_text_update
+network_configs index network_configs_loopback_ip_key network_configs_loopback_ip_v6_key
+network_configs index sqlite_autoindex_network_configs_1
+network_configs trigger network_configs_rebind_delete network_configs_rebind_insert
+network_configs trigger network_configs_rebind_update
+pool_ranges constraint pool_ranges_order
+pool_ranges index pool_ranges_pool_first
+pool_ranges trigger pool_ranges_family_overlap_insert pool_ranges_family_overlap_update
+pool_ranges trigger pool_ranges_keep_allocations_delete pool_ranges_keep_allocations_update
+pool_ranges trigger pool_ranges_no_overlap_insert pool_ranges_no_overlap_update
+pool_ranges trigger pool_ranges_recount_insert pool_ranges_recount_update
+pool_usage_days index sqlite_autoindex_pool_usage_days_1
+pools constraint pools_name_key
+pools index sqlite_autoindex_pools_1
+range_counts index sqlite_autoindex_range_counts_1
+settings index sqlite_autoindex_settings_1
+user_sessions constraint user_sessions_expiry user_sessions_id_hex user_sessions_role
+user_sessions constraint user_sessions_username
+user_sessions index sqlite_autoindex_user_sessions_1 user_sessions_expires
+webhook_deliveries constraint webhook_deliveries_body_size webhook_deliveries_delivery_key
+webhook_deliveries constraint webhook_deliveries_event_key webhook_deliveries_pending_due
+webhook_deliveries constraint webhook_deliveries_redeliveries
+webhook_deliveries index sqlite_autoindex_webhook_deliveries_1 sqlite_autoindex_webhook_deliveries_2
+webhook_deliveries index webhook_deliveries_pending
+webhooks constraint webhooks_actions_set webhooks_name_key webhooks_secret_set webhooks_url_scheme
+webhooks index sqlite_autoindex_webhooks_1
+`
