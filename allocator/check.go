@@ -29,6 +29,7 @@ type CheckRule struct {
 // CheckRules lists the rules in the order they run.
 var CheckRules = []CheckRule{
 	{"schema_version", "the schema is at the version of this build"},
+	{"constraints", "every constraint, index and trigger the migrations create is in the catalog"},
 	{"value_held_once", "a value is held once per pool"},
 	{"owner_holds_one", "an owner holds one value per pool"},
 	{"allocation_state", "an allocation is owned or quarantined, never both"},
@@ -42,9 +43,14 @@ var CheckRules = []CheckRule{
 	{"pool_usage", "pool_usage_days equal a recount of the allocation audit events"},
 	{"revisions", "numbered audit events have the revisions 1..N, without a gap or a repeat"},
 	{"webhook_deliveries", "a webhook delivery carries the revision of its event"},
+	{"queued_once", "an event is queued once per webhook"},
 	{"reservations", "a reserved loopback lies in an auto_assign=false range of lo-ip or lo-ip-v6"},
 	{"dpu_loopbacks", "a DPU's loopbacks are allocated to that DPU"},
 	{"machine_tree", "a DPU's host is a host; a host has no host"},
+	{"declared_once", "a DPU serial number and each reserved loopback are declared for one ExpectedMachine DPU"},
+	{"carried_once", "a DPU serial number is carried by one machine, a loopback by one DPU"},
+	{"bmc_macs", "a BMC MAC is declared by one ExpectedMachine and carried by one machine (host or DPU), in canonical form"},
+	{"token_names", "a token name is given once (but for duplicates kept from before the rule)"},
 	{"visible_text", "host names, chassis serial numbers and SKUs hold no control or invisible format character"},
 	{"fleet_names", "a machine's stored sort name is the name the console shows it by, in lower case"},
 	{"fleet_bindings", "a DPU's stored binding classes equal its bindings computed from its network config and reservations"},
@@ -122,10 +128,10 @@ func (a *Allocator) Check(ctx context.Context) (*CheckResult, error) {
 		// starts from a clean statement.
 		c := &checker{q: conn.Session(&gorm.Session{NewDB: true}), dialect: a.dialect, res: res, shown: map[string]int{}}
 		for i, step := range []func(*checker) error{
-			checkSchemaVersion, checkDuplicates, checkAllocationState, checkPoolsAndRanges,
-			checkAllocations, checkPoolUsage, checkRevisions, checkWebhookDeliveries,
-			checkReservations, checkDPULoopbacks, checkMachineTree, checkVisibleText,
-			checkFleetNames, checkFleetBindings, checkFleetCounts,
+			checkSchemaVersion, checkConstraints, checkDuplicates, checkAllocationState, checkPoolsAndRanges,
+			checkAllocations, checkPoolUsage, checkRevisions, checkWebhookDeliveries, checkQueuedOnce,
+			checkReservations, checkDPULoopbacks, checkMachineTree, checkDeclaredOnce, checkCarriedOnce,
+			checkBMCMACs, checkTokenNames, checkVisibleText, checkFleetNames, checkFleetBindings, checkFleetCounts,
 		} {
 			if err := step(c); err != nil {
 				return fmt.Errorf("check (step %d): %w", i, err)

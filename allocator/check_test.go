@@ -125,34 +125,39 @@ func onDialect(db *gorm.DB, pg, sqlite []string) []string {
 	return sqlite
 }
 
+// checkCase breaks one rule of a checkSite; Check must name the rule, in
+// a finding that says want when it is set.
+type checkCase struct {
+	rule    string
+	want    string
+	corrupt func(t *testing.T, db *gorm.DB)
+}
+
 func TestCheckNamesEachBrokenRule(t *testing.T) {
 	t.Parallel()
 	k := func(v string) string { return *lcKey(v) }
-	cases := []struct {
-		rule    string
-		corrupt func(t *testing.T, db *gorm.DB)
-	}{
-		{"schema_version", func(t *testing.T, db *gorm.DB) {
+	cases := []checkCase{
+		{rule: "schema_version", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, "DELETE FROM schema_migrations WHERE version = (SELECT MAX(version) FROM schema_migrations)")
 		}},
-		{"value_held_once", func(t *testing.T, db *gorm.DB) {
+		{rule: "value_held_once", corrupt: func(t *testing.T, db *gorm.DB) {
 			looseAllocations(t, db)
 			execAll(t, db, `INSERT INTO allocations (id, pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
 				SELECT id + 100000, pool_id, value_key, value, state, 'vm', 'intruder', run_end, allocated_at FROM allocations WHERE value = '10.0.0.1'`)
 		}},
-		{"owner_holds_one", func(t *testing.T, db *gorm.DB) {
+		{rule: "owner_holds_one", corrupt: func(t *testing.T, db *gorm.DB) {
 			looseAllocations(t, db)
 			execAll(t, db, `INSERT INTO allocations (id, pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
 				SELECT id + 100000, pool_id, '`+k("10.0.0.150")+`', '10.0.0.150', state, owner_type, owner_id, TRUE, allocated_at FROM allocations WHERE value = '10.0.0.1'`)
 		}},
-		{"allocation_state", func(t *testing.T, db *gorm.DB) {
+		{rule: "allocation_state", corrupt: func(t *testing.T, db *gorm.DB) {
 			looseAllocations(t, db)
 			execAll(t, db, `UPDATE allocations SET quarantined_at = allocated_at WHERE value = '10.0.0.1'`)
 		}},
-		{"stored_values", func(t *testing.T, db *gorm.DB) {
+		{rule: "stored_values", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE allocations SET value = '10.0.0.77' WHERE value = '10.0.0.1'`)
 		}},
-		{"range_order", func(t *testing.T, db *gorm.DB) {
+		{rule: "range_order", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, onDialect(db,
 				[]string{"ALTER TABLE pool_ranges DROP CONSTRAINT pool_ranges_order", "ALTER TABLE pool_ranges DROP CONSTRAINT pool_ranges_no_overlap",
 					"UPDATE pool_ranges SET first_key = last_key, last_key = first_key, first_value = last_value, last_value = first_value WHERE first_value = '1000'"},
@@ -160,14 +165,14 @@ func TestCheckNamesEachBrokenRule(t *testing.T) {
 					"UPDATE pool_ranges SET first_key = last_key, last_key = first_key, first_value = last_value, last_value = first_value WHERE first_value = '1000'",
 					"PRAGMA ignore_check_constraints = OFF"})...)
 		}},
-		{"ranges_disjoint", func(t *testing.T, db *gorm.DB) {
+		{rule: "ranges_disjoint", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, onDialect(db,
 				[]string{"ALTER TABLE pool_ranges DROP CONSTRAINT pool_ranges_no_overlap"},
 				[]string{"DROP TRIGGER pool_ranges_no_overlap_insert"})...)
 			execAll(t, db, `INSERT INTO pool_ranges (pool_id, first_key, last_key, first_value, last_value, auto_assign, created_at)
 				SELECT pool_id, '`+integerKey(1050)+`', '`+integerKey(1200)+`', '1050', '1200', FALSE, created_at FROM pool_ranges WHERE first_value = '1000'`)
 		}},
-		{"pools_disjoint", func(t *testing.T, db *gorm.DB) {
+		{rule: "pools_disjoint", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, onDialect(db,
 				[]string{"DROP TRIGGER pool_ranges_family_overlap ON pool_ranges"},
 				[]string{"DROP TRIGGER pool_ranges_family_overlap_insert"})...)
@@ -175,52 +180,53 @@ func TestCheckNamesEachBrokenRule(t *testing.T) {
 			execAll(t, db, `INSERT INTO pool_ranges (pool_id, first_key, last_key, first_value, last_value, auto_assign, created_at)
 				SELECT (SELECT id FROM pools WHERE name = 'other'), '`+k("10.0.0.5")+`', '`+k("10.0.0.6")+`', '10.0.0.5', '10.0.0.6', TRUE, created_at FROM pools WHERE name = 'lo-ip'`)
 		}},
-		{"allocation_in_range", func(t *testing.T, db *gorm.DB) {
+		{rule: "allocation_in_range", corrupt: func(t *testing.T, db *gorm.DB) {
 			looseAllocations(t, db)
 			execAll(t, db, `INSERT INTO allocations (id, pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
 				SELECT id + 100000, pool_id, '`+k("10.0.0.250")+`', '10.0.0.250', state, 'vm', 'astray', TRUE, allocated_at FROM allocations WHERE value = '10.0.0.1'`)
 		}},
-		{"run_end", func(t *testing.T, db *gorm.DB) {
+		{rule: "run_end", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE allocations SET run_end = NOT run_end WHERE value = '10.0.0.1'`)
 		}},
-		{"range_counts", func(t *testing.T, db *gorm.DB) {
+		{rule: "range_counts", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE range_counts SET allocated = allocated + 1 WHERE range_id = (SELECT MIN(id) FROM pool_ranges)`)
 		}},
-		{"pool_usage", func(t *testing.T, db *gorm.DB) {
+		{rule: "pool_usage", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE pool_usage_days SET n = n + 1 WHERE pool = 'vlan' AND action = 'allocation.create'`)
 		}},
-		{"revisions", func(t *testing.T, db *gorm.DB) {
+		{rule: "revisions", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE audit_events SET revision = revision + 1 WHERE revision = (SELECT MAX(revision) FROM audit_events)`)
 		}},
-		{"webhook_deliveries", func(t *testing.T, db *gorm.DB) {
+		{rule: "webhook_deliveries", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE webhook_deliveries SET revision = revision + 1000 WHERE id = (SELECT MIN(id) FROM webhook_deliveries)`)
 		}},
-		{"reservations", func(t *testing.T, db *gorm.DB) {
+		{rule: "reservations", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE expected_dpus SET loopback_ip = '10.0.0.5', loopback_ip_key = '`+k("10.0.0.5")+`' WHERE serial_number = 'MT1'`)
 		}},
-		{"dpu_loopbacks", func(t *testing.T, db *gorm.DB) {
+		{rule: "dpu_loopbacks", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE network_configs SET loopback_ip = '10.0.0.160' WHERE loopback_ip = '10.0.0.100'`)
 		}},
-		{"machine_tree", func(t *testing.T, db *gorm.DB) {
+		{rule: "machine_tree", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE machines SET host_machine_id = (SELECT MIN(machine_id) FROM machines WHERE kind = 'dpu')
 				WHERE machine_id = (SELECT MAX(machine_id) FROM machines WHERE kind = 'dpu')`)
 		}},
-		{"visible_text", func(t *testing.T, db *gorm.DB) {
+		{rule: "visible_text", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, onDialect(db,
 				[]string{"ALTER TABLE machines DROP CONSTRAINT machines_visible_text"},
 				[]string{"DROP TRIGGER machines_visible_text_update"})...)
 			execAll(t, db, "UPDATE machines SET chassis_serial_number = 'CHS\u200b-1' WHERE kind = 'host'")
 		}},
-		{"fleet_names", func(t *testing.T, db *gorm.DB) {
+		{rule: "fleet_names", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE machines SET sort_name = 'aaa' WHERE kind = 'host'`)
 		}},
-		{"fleet_bindings", func(t *testing.T, db *gorm.DB) {
+		{rule: "fleet_bindings", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE machines SET binding_v4 = 'pending' WHERE kind = 'dpu'`)
 		}},
-		{"fleet_counts", func(t *testing.T, db *gorm.DB) {
+		{rule: "fleet_counts", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE fleet_counts SET n = n + 1 WHERE kind = 'dpu'`)
 		}},
 	}
+	cases = append(cases, uniqueCheckCases()...)
 	covered := map[string]bool{}
 	for _, tc := range cases {
 		covered[tc.rule] = true
@@ -231,7 +237,11 @@ func TestCheckNamesEachBrokenRule(t *testing.T) {
 		}
 	}
 	for _, tc := range cases {
-		t.Run(tc.rule, func(t *testing.T) {
+		name := tc.rule
+		if tc.want != "" {
+			name += "/" + tc.want
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 				t.Parallel()
@@ -247,10 +257,15 @@ func TestCheckNamesEachBrokenRule(t *testing.T) {
 				if !res.Failed(tc.rule) {
 					t.Fatalf("check did not name %s; findings: %+v", tc.rule, res.Findings)
 				}
+				wanted := tc.want == ""
 				for _, f := range res.Findings {
 					if f.Rule == tc.rule && strings.TrimSpace(f.Message) == "" {
 						t.Errorf("finding of %s without a message", tc.rule)
 					}
+					wanted = wanted || f.Rule == tc.rule && strings.Contains(f.Message, tc.want)
+				}
+				if !wanted {
+					t.Errorf("no finding of %s says %q", tc.rule, tc.want)
 				}
 			})
 		})
