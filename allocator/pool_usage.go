@@ -36,6 +36,17 @@ func (a *Allocator) PoolUsage(ctx context.Context, pool string, days int) ([]Usa
 	if err != nil {
 		return nil, err
 	}
+	return a.PoolUsageOf(ctx, p, days)
+}
+
+// PoolUsageOf is PoolUsage of a pool the caller has just read (GetPool or
+// ListPools): today's counts are taken from p.Stats, so a page that shows
+// the pool and its usage reads the pool's counts once.
+func (a *Allocator) PoolUsageOf(ctx context.Context, p *Pool, days int) ([]UsagePoint, error) {
+	if days < 1 || days > 366 {
+		return nil, Errf(CodeInvalid, "days", "days must be 1 to 366, got %d", days)
+	}
+	pool := p.Name
 	sum := func(xs ...string) int64 {
 		t := new(big.Int)
 		for _, x := range xs {
@@ -60,7 +71,7 @@ func (a *Allocator) PoolUsage(ctx context.Context, pool string, days int) ([]Usa
 	// pool_usage_days is the per-day roll-up of the pool's allocation audit
 	// events, kept by a trigger in the same transaction (migration 6): at
 	// most days × actions rows, whatever the number of events.
-	err = a.read(ctx, func(db *gorm.DB) error {
+	err := a.read(ctx, func(db *gorm.DB) error {
 		return db.Raw(`SELECT day, action, n FROM pool_usage_days WHERE pool = ? AND day >= ?`,
 			pool, since.Format("2006-01-02")).Scan(&rows).Error
 	})

@@ -253,7 +253,11 @@ func TestFleetSummary(t *testing.T) {
 	siteEach(t, siteOpts{}, func(t *testing.T, s *site) {
 		crSite(t, s)
 		s.decommission(allocator.HostMachineID("0a:00:00:00:00:09"))
-		f, err := s.c.Fleet(s.ctx, 5)
+		pools, err := s.a.ListPools(s.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := s.c.Fleet(s.ctx, pools, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +278,7 @@ func TestFleetSummary(t *testing.T) {
 			}
 		}
 		s.delete(allocator.HostMachineID("0a:00:00:00:00:01"), true)
-		f, err = s.c.Fleet(s.ctx, 5)
+		f, err = s.c.Fleet(s.ctx, pools, 5)
 		if err != nil || len(f.ForceDeletes) != 1 || f.ForceDeletes[0].ObjectID != allocator.HostMachineID("0a:00:00:00:00:01") {
 			t.Fatalf("force deletes %+v %v", f.ForceDeletes, err)
 		}

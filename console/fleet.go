@@ -54,7 +54,10 @@ const fleetWindow = 30
 // (migration 23: both kept by triggers on every write), so the cost does
 // not grow with the fleet; the forecasts read each pool's per-day usage
 // roll-up, not its allocations.
-func (c *Console) Fleet(ctx context.Context, recent int) (*Fleet, error) {
+//
+// pools are the pools as the caller has just read them (ListPools), so a
+// page that also draws pool bars reads the pools' counts once.
+func (c *Console) Fleet(ctx context.Context, pools []allocator.Pool, recent int) (*Fleet, error) {
 	f := &Fleet{HostsByState: map[string]int64{allocator.StateReady: 0, allocator.StateDecommissioned: 0}, Bindings: map[string]int64{}}
 	for _, s := range []string{allocator.BindingReserved, allocator.BindingAutomatic, allocator.BindingPending, allocator.BindingConflict, allocator.BindingMissing, allocator.BindingNone} {
 		f.Bindings[s] = 0
@@ -113,10 +116,6 @@ func (c *Console) Fleet(ctx context.Context, recent int) (*Fleet, error) {
 			f.ForceDeletes = append(f.ForceDeletes, e)
 		}
 	}
-	pools, err := c.a.ListPools(ctx)
-	if err != nil {
-		return nil, err
-	}
 	for _, p := range pools {
 		fc, err := c.forecast(ctx, p)
 		if err != nil {
@@ -160,7 +159,7 @@ func (c *Console) forecast(ctx context.Context, p allocator.Pool) (PoolForecast,
 		r, _ := new(big.Float).Quo(used, sz).Float64()
 		fc.ExplicitUsed = r
 	}
-	usage, err := c.a.PoolUsage(ctx, p.Name, fleetWindow)
+	usage, err := c.a.PoolUsageOf(ctx, &p, fleetWindow)
 	if err != nil {
 		return fc, err
 	}

@@ -12,41 +12,41 @@ import (
 
 // dashboard gathers what the dashboard and the NOC wallboard show: pool
 // bars, overlapping address pools, pool-file drift, DPU bindings in
-// pending/conflict, recent events.
-func (h *Console) dashboard(c echo.Context, title, nav string, events int) (views.Dashboard, error) {
+// pending/conflict, recent events; and the pools as read, for the NOC.
+func (h *Console) dashboard(c echo.Context, title, nav string, events int) (views.Dashboard, []allocator.Pool, error) {
 	d := views.Dashboard{Page: h.page(c, title, nav)}
 	pools, err := h.A.ListPools(Ctx(c))
 	if err != nil {
-		return d, err
+		return d, nil, err
 	}
 	for _, p := range pools {
 		d.Pools = append(d.Pools, views.NewPoolBar(p))
 	}
 	if d.Drift, err = h.A.PoolFileDrift(Ctx(c)); err != nil {
-		return d, err
+		return d, nil, err
 	}
 	if d.Bindings, err = h.bindingAlerts(c); err != nil {
-		return d, err
+		return d, nil, err
 	}
 	if d.Overlaps, err = h.A.CheckPools(Ctx(c)); err != nil {
-		return d, err
+		return d, nil, err
 	}
 	if events > 0 {
 		page, err := h.A.ListEvents(Ctx(c), allocator.EventFilter{Limit: events})
 		if err != nil {
-			return d, err
+			return d, nil, err
 		}
 		d.Events = page.Items
 		if d.Names, err = h.eventNames(c, d.Events, nil); err != nil {
-			return d, err
+			return d, nil, err
 		}
 	}
-	return d, nil
+	return d, pools, nil
 }
 
 // Dashboard: GET /.
 func (h *Console) Dashboard(c echo.Context) error {
-	d, err := h.dashboard(c, "Dashboard", "dashboard", 15)
+	d, _, err := h.dashboard(c, "Dashboard", "dashboard", 15)
 	if err != nil {
 		return err
 	}
@@ -55,11 +55,11 @@ func (h *Console) Dashboard(c echo.Context) error {
 
 // NOC: GET /noc — the read-only wallboard (viewer); htmx polls it.
 func (h *Console) NOC(c echo.Context) error {
-	d, err := h.dashboard(c, "NOC", "noc", 0)
+	d, pools, err := h.dashboard(c, "NOC", "noc", 0)
 	if err != nil {
 		return err
 	}
-	f, err := h.Reads.Fleet(Ctx(c), 6)
+	f, err := h.Reads.Fleet(Ctx(c), pools, 6)
 	if err != nil {
 		return err
 	}
