@@ -175,9 +175,13 @@ func (a *Allocator) ListExpectedMachines(ctx context.Context, f ExpectedMachineF
 			q = q.Where(fmt.Sprintf(contains, "metadata_labels"), pat)
 		}
 		if s := strings.ToLower(strings.TrimSpace(f.Search)); s != "" {
-			c := func(col string) string { return fmt.Sprintf(contains, "LOWER("+col+")") }
-			q = q.Where("("+c("bmc_mac_address")+" OR "+c("chassis_serial_number")+" OR "+c("metadata_name")+
-				" OR id IN (SELECT expected_machine_id FROM expected_dpus WHERE "+c("serial_number")+"))", s, s, s, s)
+			var conds [4]string
+			var args [4]any
+			for i, col := range []string{"bmc_mac_address", "chassis_serial_number", "metadata_name", "serial_number"} {
+				conds[i], args[i] = models.Contains(a.dialect, col, s)
+			}
+			q = q.Where("("+conds[0]+" OR "+conds[1]+" OR "+conds[2]+
+				" OR id IN (SELECT expected_machine_id FROM expected_dpus WHERE "+conds[3]+"))", args[:]...)
 		}
 		if cursor != "" {
 			q = q.Where("bmc_mac_address > ?", cursor)

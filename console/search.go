@@ -383,15 +383,15 @@ func (s *searcher) partial(q string) error {
 	if page.NextCursor != "" {
 		s.res.More = true
 	}
-	contains := "instr(lower(%s), ?) > 0"
-	if s.c.a.Dialect() == models.Postgres {
-		contains = "strpos(lower(%s), ?) > 0"
-	}
-	c := func(col string) string { return fmt.Sprintf(contains, col) }
 	lq := strings.ToLower(q)
+	var conds []string
+	var args []any
+	for _, col := range []string{"machine_id", "serial_number", "chassis_serial_number", "bmc_mac_address"} {
+		cond, arg := models.Contains(s.c.a.Dialect(), col, lq)
+		conds, args = append(conds, cond), append(args, arg)
+	}
 	var rows []models.Machine
-	if err := s.db.Where(c("machine_id")+" OR "+c("coalesce(serial_number, '')")+" OR "+c("chassis_serial_number")+" OR "+c("coalesce(bmc_mac_address, '')"),
-		lq, lq, lq, lq).Order("machine_id").Limit(searchLimit + 1).Find(&rows).Error; err != nil {
+	if err := s.db.Where(strings.Join(conds, " OR "), args...).Order("machine_id").Limit(searchLimit + 1).Find(&rows).Error; err != nil {
 		return err
 	}
 	if len(rows) > searchLimit {
