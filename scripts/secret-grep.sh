@@ -14,9 +14,11 @@ out=$(mktemp /tmp/ipledger-secret-grep.XXXXXX)
 # Distinctive passwords only (short ones such as "pw" would match anything):
 # the samples' factory defaults, the ones the allocator, web and console
 # tests set, and the random one of web/security_test.go (fixed prefix).
-# Webhook secrets of the feed tests too (webhook secrets are as secret).
+# Webhook secrets of the feed tests too (webhook secrets are as secret),
+# and the passwords and secrets of the upgrade fixtures (internal/upgrade).
 secrets=(factory-default-1 factory-default-2 very-secret-pw-2 pw-in-file hunter2-secret Bmc-S3cret-
-	s3cret-s3cret-s3cret webhook-secret-never-shown another-secret-0123456789 cli-secret-0123456789 console-secret-0123456789)
+	s3cret-s3cret-s3cret webhook-secret-never-shown another-secret-0123456789 cli-secret-0123456789 console-secret-0123456789
+	upgrade-fixture-bmc-pw upgrade-fixture-hook-secret upgrade-fixture-sso-pw)
 go test -count=1 -v $PKGS >"$out" 2>&1
 rc=$?
 found=0
