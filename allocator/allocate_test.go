@@ -247,7 +247,17 @@ func TestAllocateAtEdgesOfSpace(t *testing.T) {
 func TestIPv6PrefixBlocks(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
-		res, err := f.a.LoadPoolFile(f.ctx, []byte("[pools.endpoint-v6]\ntype = \"ipv6prefix\"\nprefix = \"fd00:10:ff01::/64\"\ndelegate_prefix_len = 96\n"))
+		spec := PoolSpec{Name: "endpoint-v6", Type: "ipv6prefix", DelegatePrefixLen: 96}
+		vals, err := NewPoolValues(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := vals.PrefixRange("fd00:10:ff01::/64")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Ranges = []RangeSpec{r}
+		res, err := f.a.LoadPools(f.ctx, []PoolSpec{spec})
 		if err != nil || len(res.Created) != 1 {
 			t.Fatalf("load: %+v %v", res, err)
 		}

@@ -204,9 +204,8 @@ func TestConcurrentMixedWritersNoDeadlock(t *testing.T) {
 					switch i % 5 {
 					case 0:
 						// Loads lock b and a in name order (a, b) whatever the file's order.
-						file := fmt.Sprintf("[pools.b]\ntype = \"integer\"\nranges = [{ start = %d, end = %d }]\n[pools.a]\ntype = \"integer\"\nranges = [{ start = %d, end = %d }]\n",
-							1000+i*10, 1005+i*10, 1000+i*10, 1005+i*10)
-						if _, err := a.LoadPoolFile(ctx, []byte(file)); err != nil {
+						r := rng(fmt.Sprint(1000+i*10), fmt.Sprint(1004+i*10), true)
+						if _, err := a.LoadPools(ctx, []PoolSpec{{Name: "b", Type: "integer", Ranges: []RangeSpec{r}}, {Name: "a", Type: "integer", Ranges: []RangeSpec{r}}}); err != nil {
 							report(fmt.Errorf("load %d: %w", i, err))
 						}
 					case 1:
@@ -279,14 +278,14 @@ func TestConcurrentPoolFileLoads(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 6)
-			file := []byte("[pools.x]\ntype = \"integer\"\nranges = [{ start = 1, end = 5 }]\n[pools.y]\ntype = \"ipv4\"\nprefix = \"10.0.0.0/24\"\n")
+			specs := []PoolSpec{{Name: "x", Type: "integer", Ranges: []RangeSpec{rng("1", "4", true)}}, {Name: "y", Type: "ipv4", Ranges: []RangeSpec{rng("10.0.0.0", "10.0.0.254", true)}}}
 			var wg sync.WaitGroup
 			errs := make([]error, len(as))
 			for i := range as {
 				wg.Add(1)
 				go func(i int) {
 					defer wg.Done()
-					_, errs[i] = as[i].LoadPoolFile(WithActor(t.Context(), "system:startup", ""), file)
+					_, errs[i] = as[i].LoadPools(WithActor(t.Context(), "system:startup", ""), specs)
 				}(i)
 			}
 			wg.Wait()

@@ -18,9 +18,7 @@ func TestDiscoverUnderHost(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a := New(db, Options{})
 		ctx := context.Background()
-		if _, err := a.LoadPoolFile(ctx, []byte(`[pools.lo-ip]
-type = "ipv4"
-ranges = [{ start = "10.0.0.1", end = "10.0.0.100" }]`)); err != nil {
+		if _, err := a.LoadPools(ctx, []PoolSpec{{Name: "lo-ip", Type: "ipv4", Ranges: []RangeSpec{rng("10.0.0.1", "10.0.0.99", true)}}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := a.Report(ctx, ReportSpec{BmcMacAddress: "aa:00:00:00:00:02", DPUs: []ReportDPU{{SerialNumber: "C1"}}}); err != nil {

@@ -51,24 +51,18 @@ func TestAddressPoolsNeverOverlap(t *testing.T) {
 	})
 }
 
-// A pool file reports a range that overlaps another address pool as drift
-// and does not create it; a new pool all of whose ranges overlap is not
-// created at all.
+// A pool load (a pool file) reports a range that overlaps another address
+// pool as drift and does not create it; a new pool all of whose ranges
+// overlap is not created at all.
 func TestPoolFileOverlapIsDrift(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool("lo-ip", "ipv4", 0, rng("10.180.62.0", "10.180.62.127", true))
-		res, err := f.a.LoadPoolFile(f.ctx, []byte(`
-[pools.mgmt]
-type = "ipv4"
-ranges = [{start = "10.180.62.100", end = "10.180.62.200"}, {start = "10.180.63.0", end = "10.180.63.10"}]
-[pools.other]
-type = "ipv4"
-prefix = "10.180.62.0/28"
-[pools.lo-ip]
-type = "ipv4"
-ranges = [{start = "10.180.62.0", end = "10.180.62.128"}, {start = "10.180.64.0", end = "10.180.64.10"}]
-`))
+		res, err := f.a.LoadPools(f.ctx, []PoolSpec{
+			{Name: "lo-ip", Type: "ipv4", Ranges: []RangeSpec{rng("10.180.62.0", "10.180.62.127", true), rng("10.180.64.0", "10.180.64.9", true)}},
+			{Name: "mgmt", Type: "ipv4", Ranges: []RangeSpec{rng("10.180.62.100", "10.180.62.199", true), rng("10.180.63.0", "10.180.63.9", true)}},
+			{Name: "other", Type: "ipv4", Ranges: []RangeSpec{rng("10.180.62.0", "10.180.62.14", true)}},
+		})
 		if err != nil {
 			t.Fatal(err)
 		}

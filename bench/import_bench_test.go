@@ -14,6 +14,7 @@ import (
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/bench/emfile"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/web"
 )
 
@@ -40,7 +41,7 @@ func BenchmarkReplaceAllAPI(b *testing.B) {
 			if _, err := au.EnsureAdminToken(ctx, benchToken); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := a.LoadPoolFile(ctx, []byte(emfile.Pools)); err != nil {
+			if _, err := poolfile.Load(ctx, a, []byte(emfile.Pools)); err != nil {
 				b.Fatal(err)
 			}
 			h := web.New(web.Config{Allocator: a, Logger: quiet, RequestTimeout: 10 * time.Minute}).Handler()

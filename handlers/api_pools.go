@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/poolfile"
 )
 
 // ListPools: GET /api/v1/pools → {"items": [pool…]}.
@@ -140,7 +141,7 @@ func (h *API) LoadPools(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.A.LoadPoolFile(Ctx(c), body)
+	res, err := poolfile.Load(Ctx(c), h.A, body)
 	if err != nil {
 		return err
 	}

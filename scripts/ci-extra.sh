@@ -19,7 +19,7 @@ while read -r pkg target; do
 done <<'TARGETS'
 ./allocator FuzzParseValue
 ./allocator FuzzRangeSpec
-./allocator FuzzParsePoolFile
+./poolfile FuzzParsePoolFile
 ./web FuzzExpectedMachineBodies
 ./cni FuzzParseConfig
 ./cni FuzzAddressEntry

@@ -15,7 +15,7 @@ LOGDIR=${LOGDIR:-$(mktemp -d /tmp/ipledger-fuzz.XXXXXX)}
 mkdir -p "$LOGDIR"
 if [ -z "${TARGETS:-}" ]; then
 	TARGETS=""
-	for pkg in ./allocator ./cni ./web ./handlers; do
+	for pkg in ./allocator ./poolfile ./cni ./web ./handlers; do
 		[ -d "$pkg" ] || continue
 		for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$pkg"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
 			TARGETS="$TARGETS $pkg:$f"

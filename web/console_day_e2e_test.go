@@ -13,6 +13,7 @@ import (
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -371,7 +372,7 @@ func TestNoTableScrollsAt1280E2E(t *testing.T) {
 		// Long values, as a real site has them: full IPv6 addresses in
 		// ranges, a long description and labels edited.
 		actx := allocator.WithActor(context.Background(), "token:continuous-integration-nightly", "")
-		if _, err := site.a.LoadPoolFile(actx, []byte(`
+		if _, err := poolfile.Load(actx, site.a, []byte(`
 [pools.tenant-v6]
 type = "ipv6"
 ranges = [

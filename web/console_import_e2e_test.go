@@ -12,6 +12,7 @@ import (
 
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/bench/emfile"
+	"github.com/ipledger/ipledger/poolfile"
 )
 
 // TestConsoleImportShowsServerWork imports a NICo file of 3,000 records
@@ -23,7 +24,7 @@ import (
 func TestConsoleImportShowsServerWork(t *testing.T) {
 	t.Parallel()
 	site := newSQLiteSite(t)
-	if _, err := site.a.LoadPoolFile(context.Background(), []byte(emfile.Pools)); err != nil {
+	if _, err := poolfile.Load(context.Background(), site.a, []byte(emfile.Pools)); err != nil {
 		t.Fatal(err)
 	}
 	n, shown := 3000, "3,000"

@@ -12,6 +12,7 @@ import (
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/poolfile"
 )
 
 // TestNOCFitsE2E opens the NOC wallboard in headless Chromium on both
@@ -53,7 +54,7 @@ ranges = [{ start = "2000", end = "2099" }]
 type = "ipv6"
 ranges = [{ start = "fd00:99::1", end = "fd00:99::ffff" }]
 `
-	if _, err := site.a.LoadPoolFile(ctx, []byte(pools)); err != nil {
+	if _, err := poolfile.Load(ctx, site.a, []byte(pools)); err != nil {
 		t.Fatalf("load pools: %v", err)
 	}
 	for i := 0; i < 6; i++ {

@@ -22,6 +22,7 @@ import (
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/web"
 )
 
@@ -354,7 +355,7 @@ func TestConsolePoolForms(t *testing.T) {
 		}
 		expect(t, b.get("/pools/lo-ip"), http.StatusOK, "Pool lo-ip created.", "10.180.62.199")
 		// A pool file that disagrees with stored ranges: drift banner.
-		if _, err := site.a.LoadPoolFile(context.Background(), []byte("[pools.lo-ip]\ntype = \"ipv4\"\nranges = [{ start = \"10.180.62.100\", end = \"10.180.62.250\" }]\n")); err != nil {
+		if _, err := poolfile.Load(context.Background(), site.a, []byte("[pools.lo-ip]\ntype = \"ipv4\"\nranges = [{ start = \"10.180.62.100\", end = \"10.180.62.250\" }]\n")); err != nil {
 			t.Fatal(err)
 		}
 		expect(t, b.get("/pools"), http.StatusOK, "Pool file drift in <strong>lo-ip</strong>", "overlaps stored range")

@@ -18,6 +18,7 @@ import (
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/web"
 	"github.com/ipledger/ipledger/webhook"
 )
@@ -185,7 +186,7 @@ type = "integer"
 ranges = [{ start = "100", end = "110" }]
 `
 	ctx := allocator.WithActor(context.Background(), "test:seed", "")
-	if _, err := a.LoadPoolFile(ctx, []byte(pools)); err != nil {
+	if _, err := poolfile.Load(ctx, a, []byte(pools)); err != nil {
 		t.Fatalf("load pools: %v", err)
 	}
 }

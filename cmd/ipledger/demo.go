@@ -6,6 +6,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/docs/samples"
+	"github.com/ipledger/ipledger/poolfile"
 )
 
 // demoPools is the NICo site configuration of the demo site:
@@ -32,7 +33,7 @@ func seedDemo(ctx context.Context, a *allocator.Allocator, log *slog.Logger) err
 		return nil
 	}
 	ctx = allocator.WithActor(ctx, "system:demo", "")
-	if _, err := a.LoadPoolFile(ctx, []byte(demoPools)); err != nil {
+	if _, err := poolfile.Load(ctx, a, []byte(demoPools)); err != nil {
 		return err
 	}
 	for i := 0; i < 12; i++ {

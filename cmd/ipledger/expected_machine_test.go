@@ -15,6 +15,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/internal/testkit/serverkit"
 	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/poolfile"
 )
 
 // emCLIServer serves the demo pools over db; it returns the server's URL
@@ -22,7 +23,7 @@ import (
 func emCLIServer(t *testing.T, db *gorm.DB) (string, string) {
 	t.Helper()
 	s := serverkit.Start(t, db, serverkit.Options{})
-	if _, err := s.A.LoadPoolFile(s.Ctx, []byte(demoPools)); err != nil {
+	if _, err := poolfile.Load(s.Ctx, s.A, []byte(demoPools)); err != nil {
 		t.Fatal(err)
 	}
 	return s.URL, s.Admin

@@ -19,6 +19,7 @@ import (
 	"github.com/ipledger/ipledger/buildinfo"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/web"
 	"github.com/ipledger/ipledger/webhook"
 )
@@ -134,7 +135,7 @@ func newServeCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("--pools: %w", err)
 				}
-				res, err := a.LoadPoolFile(ctx, data)
+				res, err := poolfile.Load(ctx, a, data)
 				if err != nil {
 					return fmt.Errorf("--pools %s: %w", pools, err)
 				}

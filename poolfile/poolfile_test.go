@@ -1,13 +1,119 @@
-package allocator
+package poolfile
 
 import (
+	"context"
+	"encoding/json"
+	"math/big"
+	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/docs/samples"
 	"github.com/ipledger/ipledger/internal/testkit"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
 )
+
+// site is one test's allocator on a fresh database.
+type site struct {
+	t   *testing.T
+	db  *gorm.DB
+	a   *allocator.Allocator
+	ctx context.Context
+}
+
+// each runs fn once per database dialect, on a fresh database.
+func each(t *testing.T, fn func(t *testing.T, f *site)) {
+	t.Helper()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		a := allocator.New(db, allocator.Options{Now: clock.Now})
+		fn(t, &site{t: t, db: db, a: a, ctx: kernel.WithActor(context.Background(), "test", "req-1")})
+	})
+}
+
+func rng(first, last string, auto bool) allocator.RangeSpec {
+	return allocator.RangeSpec{First: first, Last: last, AutoAssign: &auto}
+}
+
+func (f *site) mkPool(name, typ string, ranges ...allocator.RangeSpec) {
+	f.t.Helper()
+	if _, err := f.a.CreatePool(f.ctx, allocator.PoolSpec{Name: name, Type: typ, Ranges: ranges}); err != nil {
+		f.t.Fatalf("create pool %s: %v", name, err)
+	}
+}
+
+func (f *site) alloc(pool, owner string) {
+	f.t.Helper()
+	if _, _, err := f.a.Allocate(f.ctx, pool, allocator.Owner{Type: "machine", ID: owner}, ""); err != nil {
+		f.t.Fatalf("allocate %s for %s: %v", pool, owner, err)
+	}
+}
+
+func (f *site) countRows(model any) int64 {
+	f.t.Helper()
+	var n int64
+	if err := f.db.Model(model).Count(&n).Error; err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+// snap is everything a refused load must leave untouched: pools, ranges,
+// allocations and audit events.
+func (f *site) snap() string {
+	f.t.Helper()
+	var out []string
+	for _, m := range []any{&models.Pool{}, &models.PoolRange{}, &models.Allocation{}, &models.AuditEvent{}} {
+		var rows []map[string]any
+		if err := f.db.Model(m).Order("id").Find(&rows).Error; err != nil {
+			f.t.Fatalf("dump: %v", err)
+		}
+		b, err := json.Marshal(rows)
+		if err != nil {
+			f.t.Fatalf("dump: %v", err)
+		}
+		out = append(out, string(b))
+	}
+	return strings.Join(out, "\n")
+}
+
+func (f *site) unchanged(before, what string) {
+	f.t.Helper()
+	if after := f.snap(); before != after {
+		f.t.Fatalf("%s changed stored state:\nbefore %s\nafter  %s", what, before, after)
+	}
+}
+
+// size counts the values of an inclusive range of a pool of type typ
+// (ipv6prefix blocks of /plen).
+func size(t *testing.T, typ string, plen int, first, last string) string {
+	t.Helper()
+	num := func(s string) *big.Int {
+		if typ == "integer" {
+			n, ok := new(big.Int).SetString(s, 10)
+			if !ok {
+				t.Fatalf("bound %q", s)
+			}
+			return n
+		}
+		if typ == "ipv6prefix" {
+			s = strings.TrimSuffix(s, "/"+strconv.Itoa(plen))
+		}
+		return new(big.Int).SetBytes(netip.MustParseAddr(s).AsSlice())
+	}
+	n := new(big.Int).Sub(num(last), num(first))
+	if typ == "ipv6prefix" {
+		n.Rsh(n, uint(128-plen))
+	}
+	return n.Add(n, big.NewInt(1)).String()
+}
 
 // NICo pool-file semantics (docs/pools.md): `end` is exclusive, a prefix is
 // auto_assign, host bits are ignored, an IPv4 prefix keeps its network
@@ -61,16 +167,15 @@ ranges = [{ start = "fd00::/96", end = "fd00::4:0:0/96" }]`, "fd00::/96", "fd00:
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pools, err := ParsePoolFile([]byte(c.toml))
+			pools, err := Parse([]byte(c.toml))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(pools) != 1 || len(pools[0].Spec.Ranges) != 1 {
+			if len(pools) != 1 || len(pools[0].Ranges) != 1 {
 				t.Fatalf("parsed %+v", pools)
 			}
-			r := pools[0].Spec.Ranges[0]
-			pr := pools[0].ranges[0]
-			size := pools[0].space.count(pr.first, pr.last).String()
+			r := pools[0].Ranges[0]
+			size := size(t, pools[0].Type, pools[0].DelegatePrefixLen, r.First, r.Last)
 			if r.First != c.first || r.Last != c.last || size != c.size || *r.AutoAssign != c.auto {
 				t.Fatalf("got %s..%s size %s auto %t, want %s..%s size %s auto %t", r.First, r.Last, size, *r.AutoAssign,
 					c.first, c.last, c.size, c.auto)
@@ -85,8 +190,8 @@ ranges = [{ start = "fd00::/96", end = "fd00::4:0:0/96" }]`, "fd00::/96", "fd00:
 func TestLoadSampleSiteConfig(t *testing.T) {
 	t.Parallel()
 	data := []byte(samples.SiteConfig)
-	fndEach(t, func(t *testing.T, f *fnd) {
-		res, err := f.a.LoadPoolFile(f.ctx, data)
+	each(t, func(t *testing.T, f *site) {
+		res, err := Load(f.ctx, f.a, data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +206,7 @@ func TestLoadSampleSiteConfig(t *testing.T) {
 		for _, p := range pools {
 			s := p.Name + " " + string(p.Type)
 			if p.DelegatePrefixLen != 0 {
-				s += "/" + itoa(int64(p.DelegatePrefixLen))
+				s += "/" + strconv.Itoa(p.DelegatePrefixLen)
 			}
 			for _, r := range p.Ranges {
 				s += " [" + r.First + ".." + r.Last + " auto=" + map[bool]string{true: "t", false: "f"}[r.AutoAssign] + " n=" + r.Size + "]"
@@ -122,7 +227,7 @@ func TestLoadSampleSiteConfig(t *testing.T) {
 			t.Fatalf("created %d ranges, want 7: %+v", len(res.Created), res.Created)
 		}
 		before := f.snap()
-		res, err = f.a.LoadPoolFile(f.ctx, data)
+		res, err = Load(f.ctx, f.a, data)
 		if err != nil || len(res.Created) != 0 || len(res.Drift) != 0 || res.Created == nil || res.Drift == nil {
 			t.Fatalf("second load: %+v %v", res, err)
 		}
@@ -134,9 +239,9 @@ func TestLoadSampleSiteConfig(t *testing.T) {
 // type; other tables are ignored.
 func TestLoadGrowFormat(t *testing.T) {
 	t.Parallel()
-	fndEach(t, func(t *testing.T, f *fnd) {
-		f.mkPool("lo-ip-v6", "ipv6", 0, rng("fd00:180:62::1", "fd00:180:62::ffff", true))
-		res, err := f.a.LoadPoolFile(f.ctx, []byte(`
+	each(t, func(t *testing.T, f *site) {
+		f.mkPool("lo-ip-v6", "ipv6", rng("fd00:180:62::1", "fd00:180:62::ffff", true))
+		res, err := Load(f.ctx, f.a, []byte(`
 [lo-ip-v6]
 type = "ipv6"
 ranges = [
@@ -156,8 +261,8 @@ prefix = "172.20.0.0/24"
 			t.Fatal(err)
 		}
 		if len(res.Drift) != 0 || len(res.Created) != 2 ||
-			res.Created[0] != (CreatedRange{"lo-ip-v6", "fd00:180:62:1::", "fd00:180:62:1::ff"}) ||
-			res.Created[1] != (CreatedRange{"vlan-id", "100", "500"}) {
+			res.Created[0] != (allocator.CreatedRange{Pool: "lo-ip-v6", First: "fd00:180:62:1::", Last: "fd00:180:62:1::ff"}) ||
+			res.Created[1] != (allocator.CreatedRange{Pool: "vlan-id", First: "100", Last: "500"}) {
 			t.Fatalf("grow: %+v", res)
 		}
 		if _, err := f.a.GetPool(f.ctx, "admin"); err == nil {
@@ -171,12 +276,12 @@ prefix = "172.20.0.0/24"
 // file is applied.
 func TestLoadDrift(t *testing.T) {
 	t.Parallel()
-	fndEach(t, func(t *testing.T, f *fnd) {
-		f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.99", true), rng("10.0.0.100", "10.0.0.199", false))
-		f.mkPool("vni", "integer", 0, rng("1", "9", true))
-		f.alloc("lo-ip", "a", "")
-		beforeRanges := f.countRows(&models.PoolRange{}, "1=1")
-		res, err := f.a.LoadPoolFile(f.ctx, []byte(`
+	each(t, func(t *testing.T, f *site) {
+		f.mkPool("lo-ip", "ipv4", rng("10.0.0.1", "10.0.0.99", true), rng("10.0.0.100", "10.0.0.199", false))
+		f.mkPool("vni", "integer", rng("1", "9", true))
+		f.alloc("lo-ip", "a")
+		beforeRanges := f.countRows(&models.PoolRange{})
+		res, err := Load(f.ctx, f.a, []byte(`
 [pools.lo-ip]
 type = "ipv4"
 ranges = [
@@ -202,10 +307,10 @@ ranges = [{ start = "5", end = "6" }]
 				t.Fatalf("drift[%d] %q does not say %q", i, res.Drift[i].Message, want)
 			}
 		}
-		if len(res.Created) != 2 || res.Created[0] != (CreatedRange{"lo-ip", "10.0.1.0", "10.0.1.9"}) || res.Created[1] != (CreatedRange{"new", "5", "5"}) {
+		if len(res.Created) != 2 || res.Created[0] != (allocator.CreatedRange{Pool: "lo-ip", First: "10.0.1.0", Last: "10.0.1.9"}) || res.Created[1] != (allocator.CreatedRange{Pool: "new", First: "5", Last: "5"}) {
 			t.Fatalf("created %+v", res.Created)
 		}
-		if n := f.countRows(&models.PoolRange{}, "1=1"); n != beforeRanges+2 {
+		if n := f.countRows(&models.PoolRange{}); n != beforeRanges+2 {
 			t.Fatalf("%d ranges, want %d", n, beforeRanges+2)
 		}
 		p, _ := f.a.GetPool(f.ctx, "lo-ip")
@@ -217,7 +322,7 @@ ranges = [{ start = "5", end = "6" }]
 			t.Fatalf("stored drift %+v %v", d, err)
 		}
 		// A clean load clears the banner.
-		if _, err := f.a.LoadPoolFile(f.ctx, []byte("[pools.new]\ntype = \"integer\"\nranges = [{ start = \"5\", end = \"6\" }]\n")); err != nil {
+		if _, err := Load(f.ctx, f.a, []byte("[pools.new]\ntype = \"integer\"\nranges = [{ start = \"5\", end = \"6\" }]\n")); err != nil {
 			t.Fatal(err)
 		}
 		if d, _ := f.a.PoolFileDrift(f.ctx); len(d) != 0 {
@@ -233,82 +338,82 @@ func TestLoadPoolFileRefusals(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name, toml string
-		code       Code
+		code       kernel.Code
 		field      string
 	}{
-		{"garbage", "this is [not toml", CodeBadRequest, ""},
-		{"binary", "\x00\x01\x02", CodeBadRequest, ""},
+		{"garbage", "this is [not toml", kernel.CodeBadRequest, ""},
+		{"binary", "\x00\x01\x02", kernel.CodeBadRequest, ""},
 		{"end below start", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ start = "10.0.0.1", end = "10.0.0.9" }, { start = "10.0.1.9", end = "10.0.1.1" }]`, CodeInvalid, "pools.lo-ip.ranges[1].end"},
+ranges = [{ start = "10.0.0.1", end = "10.0.0.9" }, { start = "10.0.1.9", end = "10.0.1.1" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[1].end"},
 		{"empty range", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ start = "10.0.0.1", end = "10.0.0.1" }]`, CodeInvalid, "pools.lo-ip.ranges[0].end"},
+ranges = [{ start = "10.0.0.1", end = "10.0.0.1" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[0].end"},
 		{"malformed start", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ start = "10.0.0", end = "10.0.0.9" }]`, CodeInvalid, "pools.lo-ip.ranges[0].start"},
+ranges = [{ start = "10.0.0", end = "10.0.0.9" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[0].start"},
 		{"wrong family", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ start = "10.0.0.1", end = "fd00::9" }]`, CodeInvalid, "pools.lo-ip.ranges[0].end"},
+ranges = [{ start = "10.0.0.1", end = "fd00::9" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[0].end"},
 		{"zoned", `[pools.v6]
 type = "ipv6"
-ranges = [{ start = "fe80::1%eth0", end = "fe80::9" }]`, CodeInvalid, "pools.v6.ranges[0].start"},
+ranges = [{ start = "fe80::1%eth0", end = "fe80::9" }]`, kernel.CodeInvalid, "pools.v6.ranges[0].start"},
 		{"IPv4-mapped", `[pools.v6]
 type = "ipv6"
-ranges = [{ start = "::ffff:10.0.0.1", end = "::ffff:10.0.0.9" }]`, CodeInvalid, "pools.v6.ranges[0].start"},
+ranges = [{ start = "::ffff:10.0.0.1", end = "::ffff:10.0.0.9" }]`, kernel.CodeInvalid, "pools.v6.ranges[0].start"},
 		{"auto_assign not a boolean", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ start = "10.0.0.1", end = "10.0.0.9", auto_assign = "yes" }]`, CodeInvalid, "pools.lo-ip.ranges[0].auto_assign"},
+ranges = [{ start = "10.0.0.1", end = "10.0.0.9", auto_assign = "yes" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[0].auto_assign"},
 		{"start missing", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ end = "10.0.0.9" }]`, CodeInvalid, "pools.lo-ip.ranges[0].start"},
+ranges = [{ end = "10.0.0.9" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[0].start"},
 		{"negative integer", `[pools.vlan]
 type = "integer"
-ranges = [{ start = -1, end = 9 }]`, CodeInvalid, "pools.vlan.ranges[0].start"},
+ranges = [{ start = -1, end = 9 }]`, kernel.CodeInvalid, "pools.vlan.ranges[0].start"},
 		{"overlap inside the file", `[pools.vlan]
 type = "integer"
-ranges = [{ start = 1, end = 10 }, { start = 9, end = 20 }]`, CodeInvalid, "pools.vlan.ranges[1]"},
+ranges = [{ start = 1, end = 10 }, { start = 9, end = 20 }]`, kernel.CodeInvalid, "pools.vlan.ranges[1]"},
 		{"unknown type", `[pools.vlan]
 type = "vlan"
-ranges = [{ start = 1, end = 10 }]`, CodeInvalid, "pools.vlan.type"},
+ranges = [{ start = 1, end = 10 }]`, kernel.CodeInvalid, "pools.vlan.type"},
 		{"both prefix and ranges", `[pools.lo-ip]
 type = "ipv4"
 prefix = "10.0.0.0/24"
-ranges = [{ start = "10.0.0.1", end = "10.0.0.9" }]`, CodeInvalid, "pools.lo-ip"},
+ranges = [{ start = "10.0.0.1", end = "10.0.0.9" }]`, kernel.CodeInvalid, "pools.lo-ip"},
 		{"neither prefix nor ranges", `[pools.lo-ip]
-type = "ipv4"`, CodeInvalid, "pools.lo-ip"},
+type = "ipv4"`, kernel.CodeInvalid, "pools.lo-ip"},
 		{"malformed prefix", `[pools.lo-ip]
 type = "ipv4"
-prefix = "10.0.0.0/33"`, CodeInvalid, "pools.lo-ip.prefix"},
+prefix = "10.0.0.0/33"`, kernel.CodeInvalid, "pools.lo-ip.prefix"},
 		{"prefix of the wrong family", `[pools.lo-ip]
 type = "ipv4"
-prefix = "fd00::/64"`, CodeInvalid, "pools.lo-ip.prefix"},
+prefix = "fd00::/64"`, kernel.CodeInvalid, "pools.lo-ip.prefix"},
 		{"prefix on an integer pool", `[pools.vlan]
 type = "integer"
-prefix = "10.0.0.0/24"`, CodeInvalid, "pools.vlan.prefix"},
+prefix = "10.0.0.0/24"`, kernel.CodeInvalid, "pools.vlan.prefix"},
 		{"ipv6prefix without delegate_prefix_len", `[pools.ep]
 type = "ipv6prefix"
-prefix = "fd00::/64"`, CodeInvalid, "pools.ep.delegate_prefix_len"},
+prefix = "fd00::/64"`, kernel.CodeInvalid, "pools.ep.delegate_prefix_len"},
 		{"prefix smaller than a block", `[pools.ep]
 type = "ipv6prefix"
 prefix = "fd00::/112"
-delegate_prefix_len = 96`, CodeInvalid, "pools.ep.prefix"},
+delegate_prefix_len = 96`, kernel.CodeInvalid, "pools.ep.prefix"},
 		{"IPv6 prefix over the IPv4-mapped block", `[pools.v6]
 type = "ipv6"
-prefix = "::/80"`, CodeInvalid, "pools.v6.prefix"},
+prefix = "::/80"`, kernel.CodeInvalid, "pools.v6.prefix"},
 		{"IPv6 range ending in the IPv4-mapped block", `[pools.v6]
 type = "ipv6"
-ranges = [{ start = "::fffe:0:0", end = "::1:0:0:0" }]`, CodeInvalid, "pools.v6.ranges[0]"},
+ranges = [{ start = "::fffe:0:0", end = "::1:0:0:0" }]`, kernel.CodeInvalid, "pools.v6.ranges[0]"},
 		{"ranges not a list of tables", `[pools.vlan]
 type = "integer"
-ranges = ["1-10"]`, CodeInvalid, "pools.vlan.ranges"},
-		{"pools not a table", `pools = 3`, CodeInvalid, "pools"},
+ranges = ["1-10"]`, kernel.CodeInvalid, "pools.vlan.ranges"},
+		{"pools not a table", `pools = 3`, kernel.CodeInvalid, "pools"},
 		{"bad pool name", `[pools."lo ip"]
 type = "ipv4"
-prefix = "10.0.0.0/24"`, CodeInvalid, "pools.lo ip.name"},
+prefix = "10.0.0.0/24"`, kernel.CodeInvalid, "pools.lo ip.name"},
 	}
-	fndEach(t, func(t *testing.T, f *fnd) {
-		f.mkPool("stored", "integer", 0, rng("1", "2", true))
+	each(t, func(t *testing.T, f *site) {
+		f.mkPool("stored", "integer", rng("1", "2", true))
 		for _, c := range cases {
 			// A valid pool before the bad one must not be created either.
 			data := "[pools.aaa-valid]\ntype = \"integer\"\nranges = [{ start = 1, end = 5 }]\n\n" + c.toml
@@ -316,7 +421,7 @@ prefix = "10.0.0.0/24"`, CodeInvalid, "pools.lo ip.name"},
 				data = c.toml // a top-level key must come before any table
 			}
 			before := f.snap()
-			_, err := f.a.LoadPoolFile(f.ctx, []byte(data))
+			_, err := Load(f.ctx, f.a, []byte(data))
 			if err == nil {
 				t.Fatalf("%s: loaded", c.name)
 			}
@@ -334,12 +439,12 @@ prefix = "10.0.0.0/24"`, CodeInvalid, "pools.lo ip.name"},
 // TOML error, 400, and nothing is loaded.
 func TestPoolFileByteOrderMark(t *testing.T) {
 	file := "[pools.lo-ip]\ntype = \"ipv4\"\nprefix = \"10.180.62.0/26\"\n"
-	pools, err := ParsePoolFile(append([]byte("\xEF\xBB\xBF"), file...))
+	pools, err := Parse(append([]byte("\xEF\xBB\xBF"), file...))
 	if err != nil || len(pools) != 1 || pools[0].Name != "lo-ip" {
 		t.Fatalf("with a BOM: %+v %v", pools, err)
 	}
-	_, err = ParsePoolFile([]byte(file + "type = \"ipv6\"\n"))
-	if e, ok := AsError(err); !ok || e.Code != CodeBadRequest {
+	_, err = Parse([]byte(file + "type = \"ipv6\"\n"))
+	if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeBadRequest {
 		t.Fatalf("a key given twice: %v", err)
 	}
 }
