@@ -48,6 +48,8 @@ func main() {
 	pg := flag.String("postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL database the fixture's schema is made in")
 	dialects := flag.String("dialects", "sqlite,postgres", "databases to make the fixture on")
 	keep := flag.Bool("keep", false, "keep the temporary directory (build, logs, databases)")
+	side := flag.Bool("side-by-side", false, "store nothing: fill with the old build, migrate with the working tree's build under the running old server, let the old server write, and print today's check (docs/operations.md, rolling upgrades)")
+	todayBin := flag.String("today", "", "with -side-by-side: an ipledger binary of the working tree (default: build it)")
 	prebuilt := flag.String("bin", "", "an ipledger binary already built at REV (default: build it)")
 	flag.Parse()
 	if flag.NArg() != 1 {
@@ -72,7 +74,13 @@ func main() {
 	}
 	schema := schemaVersion(root, short)
 	log.Printf("%s: schema version %d, binary %s", short, schema, bin)
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	today := *todayBin
+	if *side && today == "" {
+		today = buildToday(root, tmp)
+	}
+	if *side {
+		// nothing is stored
+	} else if err := os.MkdirAll(*out, 0o755); err != nil {
 		die("%v", err)
 	}
 	for _, d := range strings.Split(*dialects, ",") {
@@ -96,6 +104,13 @@ func main() {
 			die("unknown dialect %q (want sqlite or postgres)", d)
 		}
 		make1(&f, bin, dbURL, tmp)
+		if *side {
+			sideBySide(&f, bin, today, dbURL, tmp)
+			if d == "postgres" {
+				psql(*pg, "DROP SCHEMA "+f.PGSchema+" CASCADE")
+			}
+			continue
+		}
 		switch d {
 		case "sqlite":
 			storeSQLite(filepath.Join(tmp, "sqlite", "ipledger.db"), filepath.Join(*out, "sqlite.db.gz"))
