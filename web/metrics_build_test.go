@@ -74,7 +74,7 @@ func TestPrometheusRulesReadExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	used := regexp.MustCompile(`\b(ipledger_[a-z0-9_]+|process_[a-z0-9_]+)`).FindAllString(string(rules), -1)
+	used := regexp.MustCompile(`\b(ipledger_[a-z0-9_]+|process_[a-z0-9_]+|go_[a-z0-9_]+)`).FindAllString(string(rules), -1)
 	if len(used) < 8 {
 		t.Fatalf("the rules read %d metrics: %v", len(used), used)
 	}

@@ -66,3 +66,25 @@ The combinations the server cannot run: checked before anything renders.
   value: {{ .value | toString | quote }}
 {{- end }}
 {{- end -}}
+
+{{/*
+GOMEMLIMIT: settings.goMemLimit when set, else two thirds of the
+container's memory limit (the rest is what Go does not count: SQLite's
+page caches, the stacks), so that the collector works harder well before
+the kernel kills the pod; without a memory limit, nothing (the server's
+own default, 170MiB). The IpledgerMemoryHigh alert fires at 1.25 times
+it, 83% of the limit.
+*/}}
+{{- define "ipledger.goMemLimit" -}}
+{{- $mem := toString (dig "limits" "memory" "" (.Values.resources | default dict)) -}}
+{{- if .Values.settings.goMemLimit -}}
+{{- .Values.settings.goMemLimit -}}
+{{- else if $mem -}}
+{{- $units := dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- $unit := regexReplaceAll "^[0-9]+" $mem "" -}}
+{{- if not (and (regexMatch "^[0-9]+[A-Za-z]*$" $mem) (hasKey $units $unit)) -}}
+{{- fail (printf "resources.limits.memory %q: GOMEMLIMIT is derived from it, so write it as a whole number with k, M, G, T, Ki, Mi, Gi or Ti, or set settings.goMemLimit" $mem) -}}
+{{- end -}}
+{{- printf "%dMiB" (div (mul (atoi (trimSuffix $unit $mem)) (get $units $unit) 2) (mul 3 1048576)) -}}
+{{- end -}}
+{{- end -}}
