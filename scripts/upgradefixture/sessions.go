@@ -91,7 +91,7 @@ func (s *site) sessions(p *idp, audit upgrade.Token) []upgrade.Session {
 	if sc := sessionCookie(res); sc != nil {
 		out = append(out, upgrade.Session{Kind: "token", Name: audit.Name, Role: audit.Role, Cookie: sc.Name + "=" + sc.Value, Expires: sc.Expires.UTC()})
 	} else {
-		die("POST /login with a token: %s, no session cookie", res.Status)
+		log.Printf("no console session from POST /login in this build (%s)", res.Status)
 	}
 	res, err = c.Get(s.admin.Base + "/auth/oidc/login")
 	if err != nil {
