@@ -153,7 +153,8 @@ func feedContinues(t *testing.T, f upgrade.Fixture, db *gorm.DB) {
 
 // sessionsCarried requires every console session the old build opened to
 // sign its holder in now with the same role, until the time the old build
-// gave it, and to be refused after.
+// gave it, and to be refused after (or at once, for the cookie-only
+// sessions of builds before schema 9).
 func sessionsCarried(t *testing.T, f upgrade.Fixture, base string) {
 	rank := map[string]int{"viewer": 1, "operator": 2, "admin": 3}
 	for _, ss := range f.Sessions {
@@ -162,6 +163,13 @@ func sessionsCarried(t *testing.T, f upgrade.Fixture, base string) {
 			continue // expiring as the test runs: either answer is right
 		}
 		valid := left > 0
+		if ss.Kind == "token" && f.Schema < 9 {
+			// Before migration 9 a console session lived in its signed
+			// cookie alone; since then it is a row that sign-out deletes,
+			// and a cookie without its row is refused. Sign-ins made by
+			// such a build end at the upgrade (docs/operations.md).
+			valid = false
+		}
 		for _, r := range []struct{ path, role string }{{"pools", "viewer"}, {"webhooks", "admin"}} {
 			req, err := http.NewRequest(http.MethodGet, base+"/api/v1/"+r.path, nil)
 			if err != nil {
