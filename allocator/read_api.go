@@ -15,6 +15,10 @@ import (
 // make, each over a handle the caller reads with (kernel.Read on DB()).
 // Nothing here writes.
 
+// Now is the allocator's clock: the time its writes stamp (UTC, to the
+// microsecond; a test's clock under Options.Now).
+func (a *Allocator) Now() time.Time { return a.now() }
+
 // QuarantineCutoff is the time at or before which a quarantine has lapsed
 // (the value is free again), and false when quarantines never lapse by
 // themselves (no hold configured).

@@ -159,7 +159,7 @@ func (c *Console) forecast(ctx context.Context, p allocator.Pool) (PoolForecast,
 		r, _ := new(big.Float).Quo(used, sz).Float64()
 		fc.ExplicitUsed = r
 	}
-	usage, err := c.a.PoolUsageOf(ctx, &p, fleetWindow)
+	usage, err := c.PoolUsageOf(ctx, &p, fleetWindow)
 	if err != nil {
 		return fc, err
 	}

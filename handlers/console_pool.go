@@ -60,7 +60,7 @@ func (h *Console) poolDetail(c echo.Context, name string) (views.PoolDetail, int
 	}
 	v.Page = h.page(c, "Pool "+p.Name, "pools")
 	v.Pool, v.Bar = *p, views.NewPoolBar(*p)
-	usage, err := h.A.PoolUsageOf(Ctx(c), p, usageDays)
+	usage, err := h.Reads.PoolUsageOf(Ctx(c), p, usageDays)
 	if err != nil {
 		return v, 0, err
 	}

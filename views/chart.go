@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/console"
 )
 
 // UsageChart is the server-rendered SVG of a pool's values in use over the
 // last days (allocated, and allocated + quarantined as the filled area), so
 // an operator sees how fast the pool is filling.
 type UsageChart struct {
-	Points []allocator.UsagePoint
+	Points []console.UsagePoint
 	// Geometry in SVG user units.
 	W, H, PadL, PadR, PadT, PadB float64
 	Max                          int64
@@ -20,7 +20,7 @@ type UsageChart struct {
 
 // NewUsageChart lays out the points; size is the pool's size (decimal text)
 // for the summary line.
-func NewUsageChart(points []allocator.UsagePoint, size string) UsageChart {
+func NewUsageChart(points []console.UsagePoint, size string) UsageChart {
 	c := UsageChart{Points: points, W: 640, H: 170, PadL: 44, PadR: 10, PadT: 10, PadB: 24, Size: size}
 	for _, p := range points {
 		if n := p.Allocated + p.Quarantined; n > c.Max {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/console"
 )
 
 func TestPoolBarSegmentsAndHotThreshold(t *testing.T) {
@@ -41,9 +42,9 @@ func TestPoolBarSegmentsAndHotThreshold(t *testing.T) {
 
 func TestUsageChartGeometry(t *testing.T) {
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	var pts []allocator.UsagePoint
+	var pts []console.UsagePoint
 	for i := 0; i < 30; i++ {
-		pts = append(pts, allocator.UsagePoint{Day: day.AddDate(0, 0, i), Allocated: int64(2 * i), Quarantined: int64(i % 2)})
+		pts = append(pts, console.UsagePoint{Day: day.AddDate(0, 0, i), Allocated: int64(2 * i), Quarantined: int64(i % 2)})
 	}
 	c := NewUsageChart(pts, "255")
 	if c.Max != 100 {

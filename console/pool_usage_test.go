@@ -1,14 +1,15 @@
-package allocator
+package console
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
@@ -20,20 +21,32 @@ func TestConsolePoolUsage(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		clock := testkit.NewClock(start)
-		a := New(db, Options{Now: clock.Now})
+		a := allocator.New(db, allocator.Options{Now: clock.Now})
+		c := New(a)
 		ctx := context.Background()
 		auto := true
 		for _, name := range []string{"p", "p2"} {
-			if _, err := a.CreatePool(ctx, PoolSpec{Name: name, Type: "integer",
-				Ranges: []RangeSpec{{First: "1", Last: "100", AutoAssign: &auto}}}); err != nil {
+			if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: name, Type: "integer",
+				Ranges: []allocator.RangeSpec{{First: "1", Last: "100", AutoAssign: &auto}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		own := func(i int) Owner { return Owner{Type: "t", ID: itoa(int64(i))} }
+		own := func(i int) allocator.Owner { return allocator.Owner{Type: "t", ID: strconv.Itoa(i)} }
+		// Value 2 of p is held by a host, whose force delete quarantines it.
+		host := allocator.HostMachineID("0a:00:00:00:00:01")
+		if _, err := a.Report(ctx, allocator.ReportSpec{BmcMacAddress: "0a:00:00:00:00:01"}); err != nil {
+			t.Fatal(err)
+		}
+		ownP := func(i int) allocator.Owner {
+			if i == 1 {
+				return allocator.Owner{Type: allocator.OwnerTypeMachine, ID: host}
+			}
+			return own(i)
+		}
 		// Day 0: +3. Day 1: +2, −1. Day 2: quarantine one (no change in
 		// use). Day 3: unquarantine it (−1). Pool p2 moves too (ignored).
 		for i := 0; i < 3; i++ {
-			if _, _, err := a.Allocate(ctx, "p", own(i), ""); err != nil {
+			if _, _, err := a.Allocate(ctx, "p", ownP(i), ""); err != nil {
 				t.Fatal(err)
 			}
 			if _, _, err := a.Allocate(ctx, "p2", own(i), ""); err != nil {
@@ -50,18 +63,7 @@ func TestConsolePoolUsage(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock.Advance(24 * time.Hour)
-		err := a.write(ctx, func(tx *tx) error {
-			p, err := tx.lockPool("p")
-			if err != nil {
-				return err
-			}
-			var row models.Allocation
-			if err := tx.Where("pool_id = ? AND value = ?", p.ID, "2").Take(&row).Error; err != nil {
-				return err
-			}
-			return tx.quarantine(p, &row, "test")
-		})
-		if err != nil {
+		if _, err := a.DeleteMachine(ctx, host, true); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(24 * time.Hour)
@@ -70,7 +72,7 @@ func TestConsolePoolUsage(t *testing.T) {
 		}
 		clock.Advance(24 * time.Hour) // today: day 4, nothing happens
 
-		pts, err := a.PoolUsage(ctx, "p", 6)
+		pts, err := c.PoolUsage(ctx, "p", 6)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,10 +89,10 @@ func TestConsolePoolUsage(t *testing.T) {
 		if !pts[5].Day.Equal(time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC)) {
 			t.Fatalf("last day %s, want today 2026-03-05", pts[5].Day)
 		}
-		if _, err := a.PoolUsage(ctx, "nope", 30); err == nil {
+		if _, err := c.PoolUsage(ctx, "nope", 30); err == nil {
 			t.Fatal("unknown pool accepted")
 		}
-		if _, err := a.PoolUsage(ctx, "p", 0); err == nil {
+		if _, err := c.PoolUsage(ctx, "p", 0); err == nil {
 			t.Fatal("days=0 accepted")
 		}
 	})

@@ -1,4 +1,4 @@
-package allocator
+package console
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // UsagePoint is the number of values of a pool held at the end of one UTC
@@ -28,23 +31,23 @@ type UsagePoint struct {
 // days × actions rows, not the number of events or allocations. Days
 // before the pool's first event show the earliest known counts. days must
 // be 1 to 366 (422 invalid); an unknown pool is 404.
-func (a *Allocator) PoolUsage(ctx context.Context, pool string, days int) ([]UsagePoint, error) {
+func (c *Console) PoolUsage(ctx context.Context, pool string, days int) ([]UsagePoint, error) {
 	if days < 1 || days > 366 {
-		return nil, Errf(CodeInvalid, "days", "days must be 1 to 366, got %d", days)
+		return nil, kernel.Errf(kernel.CodeInvalid, "days", "days must be 1 to 366, got %d", days)
 	}
-	p, err := a.GetPool(ctx, pool)
+	p, err := c.a.GetPool(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	return a.PoolUsageOf(ctx, p, days)
+	return c.PoolUsageOf(ctx, p, days)
 }
 
 // PoolUsageOf is PoolUsage of a pool the caller has just read (GetPool or
 // ListPools): today's counts are taken from p.Stats, so a page that shows
 // the pool and its usage reads the pool's counts once.
-func (a *Allocator) PoolUsageOf(ctx context.Context, p *Pool, days int) ([]UsagePoint, error) {
+func (c *Console) PoolUsageOf(ctx context.Context, p *allocator.Pool, days int) ([]UsagePoint, error) {
 	if days < 1 || days > 366 {
-		return nil, Errf(CodeInvalid, "days", "days must be 1 to 366, got %d", days)
+		return nil, kernel.Errf(kernel.CodeInvalid, "days", "days must be 1 to 366, got %d", days)
 	}
 	pool := p.Name
 	sum := func(xs ...string) int64 {
@@ -59,7 +62,7 @@ func (a *Allocator) PoolUsageOf(ctx context.Context, p *Pool, days int) ([]Usage
 	alloc := sum(p.Stats.Auto.Allocated, p.Stats.Explicit.Allocated)
 	quar := sum(p.Stats.Auto.Quarantined, p.Stats.Explicit.Quarantined)
 
-	now := a.now().UTC()
+	now := c.a.Now().UTC()
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	since := today.AddDate(0, 0, -(days - 1))
 	type row struct {
@@ -71,7 +74,7 @@ func (a *Allocator) PoolUsageOf(ctx context.Context, p *Pool, days int) ([]Usage
 	// pool_usage_days is the per-day roll-up of the pool's allocation audit
 	// events, kept by a trigger in the same transaction (migration 6): at
 	// most days × actions rows, whatever the number of events.
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := c.read(ctx, func(db *gorm.DB) error {
 		return db.Raw(`SELECT day, action, n FROM pool_usage_days WHERE pool = ? AND day >= ?`,
 			pool, since.Format("2006-01-02")).Scan(&rows).Error
 	})
@@ -83,7 +86,7 @@ func (a *Allocator) PoolUsageOf(ctx context.Context, p *Pool, days int) ([]Usage
 	for _, r := range rows {
 		d := per[r.Day]
 		switch r.Action {
-		case actionAllocationCreate:
+		case "allocation.create":
 			d.alloc += r.N
 		case "allocation.release":
 			d.alloc -= r.N
