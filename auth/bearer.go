@@ -26,9 +26,9 @@ func LooksLikeJWT(tok string) bool {
 // The role comes from the groups claim through the role map; the actor is
 // user:NAME, or service:SUB for a token that names no user.
 func (o *OIDC) VerifyBearer(ctx context.Context, raw string) (*Person, error) {
-	d, err := o.discover(ctx)
+	d, err := o.current()
 	if err != nil {
-		return nil, &InvalidTokenError{"the issuer is unreachable, so no JWT can be verified"}
+		return nil, &InvalidTokenError{"the issuer has not answered discovery, so no JWT can be verified"}
 	}
 	t, err := d.apiTokens.Verify(ctx, raw)
 	if err != nil {

@@ -134,6 +134,21 @@ func (k *keySet) refresh(kid string) (*keyFetch, error) {
 	return f, nil
 }
 
+// prime fetches a new key set for the first time and waits for the
+// outcome (or ctx).
+func (k *keySet) prime(ctx context.Context) error {
+	f, err := k.refresh("")
+	if err != nil {
+		return err
+	}
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // verifyWith verifies jws with the key named kid (every signing key when
 // the token names none). found is false when no key fits.
 func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey, kid, alg string) (payload []byte, found bool, err error) {

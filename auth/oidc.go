@@ -22,9 +22,15 @@ import (
 // Leeway is the clock skew tolerated on a token's exp and nbf.
 const Leeway = 60 * time.Second
 
-// discoveryRetryEvery is the shortest time between two discovery attempts
-// while the issuer is unreachable.
-const discoveryRetryEvery = 5 * time.Second
+// DiscoveryRetryEvery is the default shortest time between two discovery
+// attempts while the issuer is unreachable: the background retries start
+// there and double up to discoveryRetryMax; a caller that needs the issuer
+// (the login page, a bearer JWT) brings the next attempt forward, but
+// never closer than this to the last.
+const DiscoveryRetryEvery = 5 * time.Second
+
+// discoveryRetryMax caps the background retries' backoff.
+const discoveryRetryMax = time.Minute
 
 // CallbackPath is where the issuer sends the browser back: the redirect
 // URI to register is EXTERNAL_URL + CallbackPath.
@@ -48,24 +54,33 @@ type OIDCConfig struct {
 	HTTPClient *http.Client
 	// Now is the clock of token checks (tests); default time.Now.
 	Now func() time.Time
-	Log *slog.Logger
+	// DiscoveryRetry is the shortest time between two discovery attempts
+	// (default DiscoveryRetryEvery).
+	DiscoveryRetry time.Duration
+	Log            *slog.Logger
 }
 
 // OIDC is ipledger's OpenID Connect relying party (console sign-in) and
-// its verifier of bearer JWTs from the same issuer. Discovery happens in
-// the background and again on demand while the issuer is unreachable: an
-// unreachable issuer never stops the server, it only makes SSO and JWTs
+// its verifier of bearer JWTs from the same issuer. Discovery (the
+// discovery document and the key set) runs in a background goroutine
+// until it succeeds; nothing else ever waits for it. Every other method
+// answers from what discovery has found so far, so an issuer that is down,
+// or that accepts connections and never answers, never stops the server
+// nor holds up a page or a request: it only makes SSO and JWTs
 // unavailable until it answers.
 type OIDC struct {
 	cfg OIDCConfig
 
 	// retryEvery is the shortest time between two discovery attempts
-	// while the issuer is unreachable.
-	retryEvery time.Duration
+	// while the issuer is unreachable; retryMax caps the backoff.
+	retryEvery, retryMax time.Duration
+
+	// kick asks the background discovery to try again now (buffered: a
+	// caller never waits on it).
+	kick chan struct{}
 
 	mu      sync.Mutex
 	d       *discovered
-	attempt chan struct{} // closed when the running discovery ends
 	lastTry time.Time
 	lastErr error
 }
@@ -103,9 +118,12 @@ func NewOIDC(cfg OIDCConfig) *OIDC {
 	if cfg.APIAudience == "" {
 		cfg.APIAudience = cfg.ClientID
 	}
+	if cfg.DiscoveryRetry <= 0 {
+		cfg.DiscoveryRetry = DiscoveryRetryEvery
+	}
 	cfg.ExternalURL = strings.TrimRight(cfg.ExternalURL, "/")
-	o := &OIDC{cfg: cfg, retryEvery: discoveryRetryEvery}
-	go func() { _, _ = o.discover(context.Background()) }()
+	o := &OIDC{cfg: cfg, retryEvery: cfg.DiscoveryRetry, retryMax: max(discoveryRetryMax, cfg.DiscoveryRetry), kick: make(chan struct{}, 1)}
+	go o.discoverLoop()
 	return o
 }
 
@@ -126,61 +144,87 @@ func (o *OIDC) IssuerOrigin() string {
 // RedirectURL is the redirect URI to register at the issuer.
 func (o *OIDC) RedirectURL() string { return o.cfg.ExternalURL + CallbackPath }
 
-// Ready reports whether discovery has succeeded, trying again when the
-// last attempt is old enough.
-func (o *OIDC) Ready(ctx context.Context) bool {
-	_, err := o.discover(ctx)
+// Ready reports whether discovery has succeeded. It never waits: while
+// discovery has not succeeded it asks for another attempt (see
+// discoverLoop) and answers false.
+func (o *OIDC) Ready() bool {
+	_, err := o.current()
 	return err == nil
 }
 
-func (o *OIDC) discover(ctx context.Context) (*discovered, error) {
+// current returns what discovery found, or why there is nothing yet,
+// without waiting; when there is nothing it asks the background discovery
+// to try again.
+func (o *OIDC) current() (*discovered, error) {
 	o.mu.Lock()
-	if d := o.d; d != nil {
-		o.mu.Unlock()
+	d, err := o.d, o.lastErr
+	o.mu.Unlock()
+	if d != nil {
 		return d, nil
 	}
-	// One attempt at a time: a caller arriving during one waits for its
-	// outcome (bounded by the attempt's own timeout), and none starts
-	// sooner than retryEvery after the last, so an issuer that does not
-	// answer costs each request at most one wait.
-	if w := o.attempt; w != nil {
-		o.mu.Unlock()
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+	if err == nil {
+		err = fmt.Errorf("single sign-on is unavailable: the issuer %s has not answered discovery yet", o.cfg.Issuer)
+	}
+	return nil, err
+}
+
+// discoverLoop runs discovery until it succeeds: at once, then again after
+// a backoff that starts at retryEvery and doubles up to retryMax. A kick
+// (someone needed the issuer) starts the next attempt early, but never
+// sooner than retryEvery after the last one, so an unreachable issuer
+// costs it at most one request per retryEvery however busy the login page
+// is. Each attempt is bounded by load's timeout.
+func (o *OIDC) discoverLoop() {
+	for n := 0; ; n++ {
+		if n > 0 {
+			o.wait(n)
 		}
 		o.mu.Lock()
-		d, err := o.d, o.lastErr
+		o.lastTry = time.Now()
 		o.mu.Unlock()
-		if d != nil {
-			return d, nil
+		d, err := o.load(context.Background())
+		o.mu.Lock()
+		if err == nil {
+			o.d, o.lastErr = d, nil
+			o.mu.Unlock()
+			o.cfg.Log.Info("OIDC issuer discovered", "issuer", o.cfg.Issuer, "end_session", d.endSession != "")
+			return
 		}
-		return nil, err
-	}
-	if !o.lastTry.IsZero() && time.Since(o.lastTry) < o.retryEvery {
-		err := o.lastErr
-		o.mu.Unlock()
-		return nil, err
-	}
-	w := make(chan struct{})
-	o.attempt, o.lastTry = w, time.Now()
-	o.mu.Unlock()
-
-	d, err := o.load(context.WithoutCancel(ctx))
-
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.attempt = nil
-	close(w)
-	if err != nil {
 		o.lastErr = fmt.Errorf("single sign-on is unavailable: the issuer %s does not answer discovery: %v", o.cfg.Issuer, err)
-		o.cfg.Log.Warn("OIDC discovery failed; retrying on demand", "issuer", o.cfg.Issuer, "error", err.Error())
-		return nil, o.lastErr
+		o.mu.Unlock()
+		o.cfg.Log.Warn("OIDC discovery failed; retrying in the background", "issuer", o.cfg.Issuer, "attempt", n+1, "error", err.Error())
 	}
-	o.d, o.lastErr = d, nil
-	o.cfg.Log.Info("OIDC issuer discovered", "issuer", o.cfg.Issuer, "end_session", d.endSession != "")
-	return d, nil
+}
+
+// wait sleeps before the attempt after n failed ones: the backoff, cut
+// short by a kick once retryEvery has passed since the last attempt.
+func (o *OIDC) wait(n int) {
+	o.mu.Lock()
+	every, most, last := o.retryEvery, o.retryMax, o.lastTry
+	o.mu.Unlock()
+	backoff := every
+	for i := 1; i < n && backoff < most; i++ {
+		backoff *= 2
+	}
+	timer := time.NewTimer(min(backoff, most))
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return
+		case <-o.kick:
+			o.mu.Lock()
+			every = o.retryEvery
+			o.mu.Unlock()
+			if time.Since(last) >= every {
+				return
+			}
+		}
+	}
 }
 
 func (o *OIDC) load(ctx context.Context) (*discovered, error) {
@@ -201,6 +245,11 @@ func (o *OIDC) load(ctx context.Context) (*discovered, error) {
 		return nil, errors.New("the discovery document has no jwks_uri")
 	}
 	keys := newKeySet(meta.JWKSURI, o.cfg.HTTPClient, o.cfg.Now)
+	// The key set is fetched now, so that the first bearer JWT or sign-in
+	// after discovery does not wait on the issuer.
+	if err := keys.prime(ctx); err != nil {
+		return nil, err
+	}
 	algs := make([]string, len(AsymmetricAlgs))
 	for i, a := range AsymmetricAlgs {
 		algs[i] = string(a)
@@ -245,7 +294,7 @@ func random() string {
 // Begin starts a sign-in: the issuer's authorization URL (code flow,
 // PKCE S256, state, nonce) and the state to keep.
 func (o *OIDC) Begin(ctx context.Context, next string) (string, LoginState, error) {
-	d, err := o.discover(ctx)
+	d, err := o.current()
 	if err != nil {
 		return "", LoginState{}, err
 	}
@@ -294,7 +343,7 @@ func (o *OIDC) Finish(ctx context.Context, st LoginState, state, code string) (*
 	if code == "" {
 		return nil, &LoginError{"the issuer sent no code"}
 	}
-	d, err := o.discover(ctx)
+	d, err := o.current()
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +414,7 @@ func (o *OIDC) Finish(ctx context.Context, st LoginState, state, code string) (*
 // post_logout_redirect_uri (the login page), or "" when the issuer has
 // none (or is unreachable): logout then ends only ipledger's session.
 func (o *OIDC) EndSessionURL(ctx context.Context) string {
-	d, err := o.discover(ctx)
+	d, err := o.current()
 	if err != nil || d.endSession == "" || !strings.HasPrefix(d.endSession, o.IssuerOrigin()+"/") {
 		// An endpoint on another origin would be blocked by the console's
 		// form-action policy.

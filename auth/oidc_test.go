@@ -147,6 +147,7 @@ func TestOIDCCallbackAttacks(t *testing.T) {
 	})
 	t.Run("ID token for another client (wrong aud)", func(t *testing.T) {
 		other := NewOIDC(OIDCConfig{Issuer: p.Issuer, ClientID: "another-client", ClientSecret: p.ClientSecret, ExternalURL: rpURL, Roles: testRoles})
+		waitReady(t, other)
 		st, q := authorize(t, p, o, "alice", "alice-pw")
 		_, err := other.Finish(ctx, st, q.Get("state"), q.Get("code"))
 		refused(t, err)
@@ -160,12 +161,9 @@ func TestOIDCUnreachableIssuer(t *testing.T) {
 	t.Parallel()
 	p := oidctest.Start(t, oidctest.Options{Users: testUsers, RedirectURIs: []string{rpURL + CallbackPath}, GroupsInIDToken: true})
 	p.SetDown(true)
-	o := NewOIDC(OIDCConfig{Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret, ExternalURL: rpURL, Roles: testRoles})
-	o.mu.Lock()
-	o.retryEvery = time.Millisecond
-	o.mu.Unlock()
+	o := NewOIDC(OIDCConfig{Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret, ExternalURL: rpURL, Roles: testRoles, DiscoveryRetry: time.Millisecond})
 	ctx := context.Background()
-	if o.Ready(ctx) {
+	if o.Ready() {
 		t.Fatal("ready while the issuer is down")
 	}
 	if _, _, err := o.Begin(ctx, "/"); err == nil || !strings.Contains(err.Error(), "unavailable") {
@@ -182,6 +180,37 @@ func TestOIDCUnreachableIssuer(t *testing.T) {
 	st, q := authorize(t, p, o, "alice", "alice-pw")
 	if _, err := o.Finish(ctx, st, q.Get("state"), q.Get("code")); err != nil {
 		t.Fatalf("sign-in after the issuer came back: %v", err)
+	}
+}
+
+// TestOIDCSilentIssuerNeverWaits: an issuer that accepts connections and
+// never answers holds up no caller: while discovery waits on it in the
+// background, Ready, Begin, VerifyBearer and EndSessionURL answer at once
+// that single sign-on is unavailable.
+func TestOIDCSilentIssuerNeverWaits(t *testing.T) {
+	t.Parallel()
+	o := NewOIDC(OIDCConfig{Issuer: oidctest.Silent(t), ClientID: "ipledger", ExternalURL: rpURL, Roles: testRoles})
+	ctx := context.Background()
+	for i := range 3 {
+		start := time.Now()
+		if o.Ready() {
+			t.Fatal("ready with a silent issuer")
+		}
+		if _, _, err := o.Begin(ctx, "/"); err == nil || !strings.Contains(err.Error(), "unavailable") {
+			t.Fatalf("Begin: want unavailable, got %v", err)
+		}
+		if _, err := o.VerifyBearer(ctx, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"); !IsInvalidToken(err) {
+			t.Fatalf("VerifyBearer: want invalid_token, got %v", err)
+		}
+		if o.EndSessionURL(ctx) != "" {
+			t.Fatal("end session URL without discovery")
+		}
+		// A correctness bound far below discovery's 10 s timeout, not a
+		// measurement: waiting on the attempt would take all of it.
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("round %d: the callers waited %s on the silent issuer", i, d)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -204,7 +233,7 @@ func waitReady(t *testing.T, o *OIDC) {
 	o.retryEvery = time.Millisecond
 	o.mu.Unlock()
 	deadline := time.Now().Add(20 * time.Second)
-	for !o.Ready(context.Background()) {
+	for !o.Ready() {
 		if time.Now().After(deadline) {
 			t.Fatalf("discovery of the test provider failed: %v", o.lastErr)
 		}

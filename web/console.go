@@ -73,7 +73,7 @@ func (s *Server) consoleHandlers(store *sessions) *handlers.Console {
 			h.SignIn.SSOName = "SSO"
 		}
 		h.SignIn.SSOUnavailable = func(c echo.Context) string {
-			if id.OIDC.Ready(c.Request().Context()) {
+			if id.OIDC.Ready() {
 				return ""
 			}
 			if id.NoTokenLogin {

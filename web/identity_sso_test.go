@@ -20,6 +20,7 @@ import (
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/auth/oidctest"
 	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
@@ -46,6 +47,12 @@ type ssoOptions struct {
 	// feed runs the change feed and the webhook worker, wired to every
 	// writer as serve wires them.
 	feed bool
+	// issuerDown starts the provider answering 503 to everything;
+	// silentIssuer points the relying party at an issuer that accepts
+	// connections and never answers instead of the provider.
+	issuerDown, silentIssuer bool
+	// retry is the relying party's DiscoveryRetry (its default when 0).
+	retry time.Duration
 }
 
 var ssoUsers = map[string]oidctest.User{
@@ -88,7 +95,12 @@ func newSSOSiteOpts(t testing.TB, db *gorm.DB, opt ssoOptions) *ssoSite {
 	t.Cleanup(srv.Close)
 	idp := oidctest.Start(t, oidctest.Options{Users: ssoUsers, RedirectURIs: []string{srv.URL + auth.CallbackPath}, GroupsInIDToken: inIDToken})
 	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	o := auth.NewOIDC(auth.OIDCConfig{Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret,
+	issuer := idp.Issuer
+	idp.SetDown(opt.issuerDown)
+	if opt.silentIssuer {
+		issuer = oidctest.Silent(t)
+	}
+	o := auth.NewOIDC(auth.OIDCConfig{Issuer: issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret, DiscoveryRetry: opt.retry,
 		ExternalURL: srv.URL, Roles: auth.NewRoleMap([]string{"ipam-admins"}, []string{"ipam-operators"}, []string{"noc"}), Log: log})
 	aopts, uopts := allocator.Options{Logger: log}, auth.Options{Logger: log}
 	var fd *feed.Feed
@@ -98,6 +110,11 @@ func newSSOSiteOpts(t testing.TB, db *gorm.DB, opt ssoOptions) *ssoSite {
 		hooks = webhook.New(db, webhook.Options{OnCommit: fd.Committed})
 		fd.SetDeliveries(hooks)
 		aopts.OnCommit, uopts.OnCommit = fd.Committed, fd.Committed
+	}
+	if !opt.issuerDown && !opt.silentIssuer {
+		// Discovery runs in the background; a sign-in before it succeeds
+		// is refused as unavailable.
+		testkit.WaitFor(t, 20*time.Second, o.Ready, "discovery of the test provider")
 	}
 	a := allocator.New(db, aopts)
 	au := auth.New(db, uopts)
