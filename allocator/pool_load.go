@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"gorm.io/gorm"
-
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -31,7 +29,9 @@ type LoadResult struct {
 	Drift   []Drift        `json:"drift"`
 }
 
-const driftSetting = "pool_file_drift"
+// PoolFileDriftSetting is the settings key under which LoadPools keeps the
+// drift of the last load, a JSON list of Drift (the console's banner).
+const PoolFileDriftSetting = "pool_file_drift"
 
 // loadPool is one pool of a load, validated.
 type loadPool struct {
@@ -46,7 +46,7 @@ type loadPool struct {
 // other difference is drift, reported and never applied. The pools are
 // validated whole before anything is written (422 invalid naming
 // pools[i] and the field), and applied in one transaction. The drift of
-// the last load is kept for the console's banner (PoolFileDrift).
+// the last load is kept for the console's banner (PoolFileDriftSetting).
 func (a *Allocator) LoadPools(ctx context.Context, specs []PoolSpec) (*LoadResult, error) {
 	pools := make([]loadPool, len(specs))
 	seen := map[string]bool{}
@@ -176,10 +176,10 @@ func (a *Allocator) loadOnce(ctx context.Context, pools []loadPool, res *LoadRes
 			}
 		}
 		b, _ := json.Marshal(res.Drift)
-		if err := t.Where("key = ?", driftSetting).Delete(&models.Setting{}).Error; err != nil {
+		if err := t.Where("key = ?", PoolFileDriftSetting).Delete(&models.Setting{}).Error; err != nil {
 			return err
 		}
-		return t.Create(&models.Setting{Key: driftSetting, Value: string(b)}).Error
+		return t.Create(&models.Setting{Key: PoolFileDriftSetting, Value: string(b)}).Error
 	})
 	*grownOut = grown
 	return err
@@ -189,22 +189,4 @@ func overlapDrift(fp loadPool, r parsedRange, o *familyRange) Drift {
 	return Drift{Pool: fp.spec.Name, Message: fmt.Sprintf(
 		"file range %s..%s overlaps range %s..%s of pool %q (address pools never overlap one another): not created",
 		fp.space.format(r.first), fp.space.format(r.last), o.FirstValue, o.LastValue, o.Name)}
-}
-
-// PoolFileDrift returns the drift reported by the last pool file load.
-func (a *Allocator) PoolFileDrift(ctx context.Context) ([]Drift, error) {
-	var s models.Setting
-	var rows []models.Setting
-	if err := a.read(ctx, func(db *gorm.DB) error { return db.Where("key = ?", driftSetting).Limit(1).Find(&rows).Error }); err != nil {
-		return nil, err
-	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	s = rows[0]
-	var d []Drift
-	if err := json.Unmarshal([]byte(s.Value), &d); err != nil {
-		return nil, err
-	}
-	return d, nil
 }

@@ -22,7 +22,7 @@ func (h *Console) dashboard(c echo.Context, title, nav string, events int) (view
 	for _, p := range pools {
 		d.Pools = append(d.Pools, views.NewPoolBar(p))
 	}
-	if d.Drift, err = h.A.PoolFileDrift(Ctx(c)); err != nil {
+	if d.Drift, err = h.Reads.PoolFileDrift(Ctx(c)); err != nil {
 		return d, nil, err
 	}
 	if d.Bindings, err = h.bindingAlerts(c); err != nil {

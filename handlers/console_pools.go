@@ -19,7 +19,7 @@ func (h *Console) poolsView(c echo.Context) (views.PoolsView, error) {
 	for _, p := range pools {
 		v.Pools = append(v.Pools, views.NewPoolBar(p))
 	}
-	v.Drift, err = h.A.PoolFileDrift(Ctx(c))
+	v.Drift, err = h.Reads.PoolFileDrift(Ctx(c))
 	return v, err
 }
 

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/docs/samples"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
@@ -317,7 +318,7 @@ ranges = [{ start = "5", end = "6" }]
 		if p.Ranges[0].Last != "10.0.0.99" || p.Ranges[1].AutoAssign {
 			t.Fatalf("drift was applied: %+v", p.Ranges)
 		}
-		d, err := f.a.PoolFileDrift(f.ctx)
+		d, err := console.New(f.a).PoolFileDrift(f.ctx)
 		if err != nil || len(d) != 3 {
 			t.Fatalf("stored drift %+v %v", d, err)
 		}
@@ -325,7 +326,7 @@ ranges = [{ start = "5", end = "6" }]
 		if _, err := Load(f.ctx, f.a, []byte("[pools.new]\ntype = \"integer\"\nranges = [{ start = \"5\", end = \"6\" }]\n")); err != nil {
 			t.Fatal(err)
 		}
-		if d, _ := f.a.PoolFileDrift(f.ctx); len(d) != 0 {
+		if d, _ := console.New(f.a).PoolFileDrift(f.ctx); len(d) != 0 {
 			t.Fatalf("drift after a clean load: %+v", d)
 		}
 	})
