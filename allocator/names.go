@@ -1,9 +1,7 @@
 package allocator
 
 import (
-	"context"
 	"strings"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -80,24 +78,10 @@ func ConfirmMatches(m *Machine, typed string) bool {
 	return false
 }
 
-// MachineNames returns the display name of each machine_id given (hosts by
-// the host rule, DPUs by serial); ids that are not machines are left out.
-// Two queries whatever the number of ids.
-func (a *Allocator) MachineNames(ctx context.Context, ids []string) (map[string]string, error) {
-	out := map[string]string{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	err := a.read(ctx, func(db *gorm.DB) error {
-		var err error
-		out, _, err = machineNames(db, ids)
-		return err
-	})
-	return out, err
-}
-
-// machineNames is MachineNames inside a read or a transaction; kinds maps
-// each id found to its kind (host or dpu).
+// machineNames returns the display name of each machine_id given (hosts
+// by the host rule, DPUs by serial), inside a read or a transaction (the
+// console reads it through MachineNamesOf); ids that are not machines are
+// left out, kinds maps each id found to its kind (host or dpu).
 func machineNames(db *gorm.DB, ids []string) (names, kinds map[string]string, err error) {
 	out, kinds := map[string]string{}, map[string]string{}
 	var rows []models.Machine
@@ -180,28 +164,6 @@ func machineRowLabel(db *gorm.DB, m *models.Machine) string {
 	return "host " + n + " (" + m.MachineID + ")"
 }
 
-// ExpectedMachineNames returns the display name of each ExpectedMachine id
-// given (ExpectedMachineName); unknown ids are left out.
-func (a *Allocator) ExpectedMachineNames(ctx context.Context, ids []string) (map[string]string, error) {
-	out := map[string]string{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	err := a.read(ctx, func(db *gorm.DB) error {
-		for start := 0; start < len(ids); start += 500 {
-			var rows []models.ExpectedMachine
-			if err := db.Select("id", "bmc_mac_address", "metadata_name").Where("id IN ?", ids[start:min(start+500, len(ids))]).Find(&rows).Error; err != nil {
-				return err
-			}
-			for _, r := range rows {
-				out[r.ID] = ExpectedMachineName(r.MetadataName, r.BmcMacAddress)
-			}
-		}
-		return nil
-	})
-	return out, err
-}
-
 // keepNames records the names the machines ids have now, before they are
 // deleted, so every page and message still names them after (the
 // deleted_machines table).
@@ -229,41 +191,4 @@ func (t *tx) keepNames(ids []string) error {
 		}
 	}
 	return nil
-}
-
-// DeletedMachine is what is known of a deleted machine: the name it had,
-// its kind, its host, when and by whom it was deleted.
-type DeletedMachine struct {
-	MachineID, Kind, Name string
-	HostMachineID         string
-	HostName              string
-	DeletedAt             time.Time
-	DeletedBy             string
-}
-
-// GetDeletedMachine reads what is known of the deleted machine id; 404
-// not_found when no machine of that id was ever deleted (or it exists).
-func (a *Allocator) GetDeletedMachine(ctx context.Context, id string) (*DeletedMachine, error) {
-	var out *DeletedMachine
-	err := a.read(ctx, func(db *gorm.DB) error {
-		var rows []models.DeletedMachine
-		if err := db.Where("machine_id = ?", id).Limit(1).Find(&rows).Error; err != nil {
-			return err
-		}
-		if len(rows) == 0 {
-			return Errf(CodeNotFound, "", "machine %q does not exist and was never deleted", id)
-		}
-		r := rows[0]
-		out = &DeletedMachine{MachineID: r.MachineID, Kind: r.Kind, Name: r.Name, HostMachineID: deref(r.HostMachineID),
-			DeletedAt: r.DeletedAt.UTC(), DeletedBy: r.DeletedBy}
-		if out.HostMachineID != "" {
-			names, _, err := machineNames(db, []string{out.HostMachineID})
-			if err != nil {
-				return err
-			}
-			out.HostName = names[out.HostMachineID]
-		}
-		return nil
-	})
-	return out, err
 }

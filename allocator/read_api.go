@@ -73,8 +73,10 @@ func ExpectedDpuBySerial(db *gorm.DB, serial string) (*models.ExpectedDpu, error
 	return expectedDpuBySerial(db, serial)
 }
 
-// MachineNamesOf is MachineNames over the handle db; kinds maps each id
-// found to its kind (host or dpu).
+// MachineNamesOf returns the display name of each machine_id given, read
+// with db (hosts by the host rule, DPUs by serial); ids that are not
+// machines are left out; kinds maps each id found to its kind (host or
+// dpu).
 func MachineNamesOf(db *gorm.DB, ids []string) (names, kinds map[string]string, err error) {
 	return machineNames(db, ids)
 }

@@ -460,7 +460,7 @@ func (s *searcher) name() error {
 			ids = append(ids, h.ID)
 		}
 	}
-	names, err := s.c.a.MachineNames(s.ctx, ids)
+	names, err := s.c.MachineNames(s.ctx, ids)
 	if err != nil {
 		return err
 	}

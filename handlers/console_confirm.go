@@ -82,7 +82,7 @@ func (h *Console) unquarantineView(c echo.Context, value string) (views.ConfirmV
 		return views.ConfirmView{}, err
 	}
 	was := views.Str(al.FormerOwnerType) + "/" + views.Str(al.FormerOwnerID)
-	if gone, err := h.A.GetDeletedMachine(Ctx(c), views.Str(al.FormerOwnerID)); err == nil && views.Str(al.FormerOwnerType) == allocator.OwnerTypeMachine {
+	if gone, err := h.Reads.GetDeletedMachine(Ctx(c), views.Str(al.FormerOwnerID)); err == nil && views.Str(al.FormerOwnerType) == allocator.OwnerTypeMachine {
 		// The usual case: the machine was force-deleted; it is named as
 		// it was.
 		was = gone.Kind + " " + gone.Name + ", deleted " + views.When(gone.DeletedAt) + " by " + gone.DeletedBy
@@ -90,7 +90,7 @@ func (h *Console) unquarantineView(c echo.Context, value string) (views.ConfirmV
 			was = "DPU " + gone.Name + ", deleted " + views.When(gone.DeletedAt) + " by " + gone.DeletedBy
 		}
 	} else if views.Str(al.FormerOwnerType) == allocator.OwnerTypeMachine {
-		if n, err := h.A.MachineNames(Ctx(c), []string{views.Str(al.FormerOwnerID)}); err == nil && n[views.Str(al.FormerOwnerID)] != "" {
+		if n, err := h.Reads.MachineNames(Ctx(c), []string{views.Str(al.FormerOwnerID)}); err == nil && n[views.Str(al.FormerOwnerID)] != "" {
 			was = n[views.Str(al.FormerOwnerID)] + " (" + was + ")"
 		} else if err == nil {
 			// The usual case: the machine was force-deleted. Its

@@ -23,7 +23,7 @@ func (h *Console) ExpectedMachine(c echo.Context) error {
 		v.Host = m
 	} else if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeNotFound {
 		return err
-	} else if d, err := h.A.GetDeletedMachine(Ctx(c), allocator.HostMachineID(em.BmcMacAddress)); err == nil {
+	} else if d, err := h.Reads.GetDeletedMachine(Ctx(c), allocator.HostMachineID(em.BmcMacAddress)); err == nil {
 		// Its host was deleted: name it as it was, link its page (its
 		// history) and list what was quarantined from it.
 		v.DeletedHost = d

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -16,7 +17,7 @@ func (h *Console) Machine(c echo.Context) error {
 	d, err := h.Reads.MachineDetail(Ctx(c), Param(c, "id"))
 	if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeNotFound {
 		// A deleted machine's link opens what is known of it.
-		if gone, gerr := h.A.GetDeletedMachine(Ctx(c), Param(c, "id")); gerr == nil {
+		if gone, gerr := h.Reads.GetDeletedMachine(Ctx(c), Param(c, "id")); gerr == nil {
 			return h.deletedMachine(c, gone)
 		}
 	}
@@ -33,7 +34,7 @@ func (h *Console) Machine(c echo.Context) error {
 			ems = append(ems, *b.ExpectedMachineID)
 		}
 	}
-	emNames, err := h.A.ExpectedMachineNames(Ctx(c), ems)
+	emNames, err := h.Reads.ExpectedMachineNames(Ctx(c), ems)
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func (h *Console) Machine(c echo.Context) error {
 
 // deletedMachine is the page of a deleted machine: the name it had, when
 // and by whom it was deleted, its host, and its audit history.
-func (h *Console) deletedMachine(c echo.Context, d *allocator.DeletedMachine) error {
+func (h *Console) deletedMachine(c echo.Context, d *console.DeletedMachine) error {
 	page, err := h.A.ListEvents(Ctx(c), allocator.EventFilter{Scope: &allocator.EventScope{Machines: []string{d.MachineID}}, Limit: 100})
 	if err != nil {
 		return err

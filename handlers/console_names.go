@@ -21,7 +21,7 @@ func (h *Console) eventNames(c echo.Context, events []allocator.Event, extra []s
 			ems = append(ems, e.ObjectID)
 		}
 	}
-	names, err := h.A.MachineNames(Ctx(c), ids)
+	names, err := h.Reads.MachineNames(Ctx(c), ids)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func (h *Console) eventNames(c echo.Context, events []allocator.Event, extra []s
 			names[e.ObjectID] = n
 		}
 	}
-	emNames, err := h.A.ExpectedMachineNames(Ctx(c), ems)
+	emNames, err := h.Reads.ExpectedMachineNames(Ctx(c), ems)
 	for id, n := range emNames {
 		names[id] = n
 	}
@@ -58,7 +58,7 @@ func machineIDsOf(d *console.MachineDetail) []string {
 // machineName is how the console names the machine id (its host name or
 // DPU serial), the short id when nothing is known of it.
 func (h *Console) machineName(c echo.Context, id string) string {
-	names, err := h.A.MachineNames(Ctx(c), []string{id})
+	names, err := h.Reads.MachineNames(Ctx(c), []string{id})
 	if err == nil && names[id] != "" {
 		return names[id]
 	}

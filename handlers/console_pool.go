@@ -44,7 +44,7 @@ func (h *Console) allocationsView(c echo.Context, pool string) (views.Allocation
 			}
 		}
 	}
-	names, err := h.A.MachineNames(Ctx(c), owners)
+	names, err := h.Reads.MachineNames(Ctx(c), owners)
 	if err != nil {
 		return v, 0, err
 	}

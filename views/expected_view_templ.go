@@ -25,7 +25,7 @@ type EMView struct {
 	// DeletedHost is the host this record's BMC MAC had, deleted (nil
 	// when none was deleted or one exists), and Quarantined the values
 	// still quarantined from it and its DPUs.
-	DeletedHost *allocator.DeletedMachine
+	DeletedHost *console.DeletedMachine
 	Quarantined []console.QuarantinedValue
 }
 
