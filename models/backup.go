@@ -41,6 +41,15 @@ func Backup(ctx context.Context, db *gorm.DB, path string) (schemaVersion int, e
 	tmp := path + ".partial"
 	_ = os.Remove(tmp)
 	defer os.Remove(tmp)
+	if f, _ := ctx.Value(beforeCopyKey{}).(func(string) error); f != nil {
+		// VACUUM INTO writes into an empty file as into a new one.
+		if err := os.WriteFile(tmp, nil, 0o600); err != nil {
+			return 0, err
+		}
+		if err := f(tmp); err != nil {
+			return 0, err
+		}
+	}
 	if err := db.WithContext(ctx).Exec(`VACUUM INTO ?`, tmp).Error; err != nil {
 		return 0, fmt.Errorf("copy the database: %w", err)
 	}
@@ -55,6 +64,17 @@ func Backup(ctx context.Context, db *gorm.DB, path string) (schemaVersion int, e
 		return 0, err
 	}
 	return v, syncDir(filepath.Dir(path))
+}
+
+type beforeCopyKey struct{}
+
+// WithBeforeCopy returns ctx carrying f, which Backup calls with the name
+// of the copy, created empty, just before the copy starts. The backup
+// drill (cmd/ipledger) takes a write lock on that file there: VACUUM INTO
+// reads its snapshot of the database, then waits for the lock to write the
+// copy, so the drill's writers land writes while the copy is taken.
+func WithBeforeCopy(ctx context.Context, f func(partial string) error) context.Context {
+	return context.WithValue(ctx, beforeCopyKey{}, f)
 }
 
 // VerifySQLiteFile opens an SQLite file read-only, runs its integrity
