@@ -32,6 +32,11 @@ const DiscoveryRetryEvery = 5 * time.Second
 // discoveryRetryMax caps the background retries' backoff.
 const discoveryRetryMax = time.Minute
 
+// maxEndSessionURL bounds the sign-out URL with its id_token_hint: the
+// request line limit of common web servers and proxies in front of
+// issuers (nginx, Envoy) is 8 KiB.
+const maxEndSessionURL = 8000
+
 // CallbackPath is where the issuer sends the browser back: the redirect
 // URI to register is EXTERNAL_URL + CallbackPath.
 const CallbackPath = "/auth/oidc/callback"
@@ -310,6 +315,10 @@ type Person struct {
 	Actor string
 	Name  string
 	Role  Role
+	// IDToken is the ID token of a sign-in through the issuer (empty for
+	// a bearer JWT or the proxy): kept sealed with the session, for
+	// sign-out's id_token_hint.
+	IDToken Secret
 }
 
 // NoRoleError refuses a person none of whose groups has a role.
@@ -407,13 +416,15 @@ func (o *OIDC) Finish(ctx context.Context, st LoginState, state, code string) (*
 	if !ok {
 		return nil, &NoRoleError{Name: name, Claim: o.cfg.GroupsClaim, Groups: groups}
 	}
-	return &Person{Actor: "user:" + name, Name: name, Role: role}, nil
+	return &Person{Actor: "user:" + name, Name: name, Role: role, IDToken: Secret(raw)}, nil
 }
 
-// EndSessionURL is the issuer's end_session_endpoint with client_id and
-// post_logout_redirect_uri (the login page), or "" when the issuer has
+// EndSessionURL is the issuer's end_session_endpoint with client_id,
+// post_logout_redirect_uri (the login page) and, when the session kept
+// it, id_token_hint (the ID token of the sign-in: Okta requires it, others
+// use it to skip asking the person to confirm), or "" when the issuer has
 // none (or is unreachable): logout then ends only ipledger's session.
-func (o *OIDC) EndSessionURL(ctx context.Context) string {
+func (o *OIDC) EndSessionURL(idTokenHint Secret) string {
 	d, err := o.current()
 	if err != nil || d.endSession == "" || !strings.HasPrefix(d.endSession, o.IssuerOrigin()+"/") {
 		// An endpoint on another origin would be blocked by the console's
@@ -425,7 +436,17 @@ func (o *OIDC) EndSessionURL(ctx context.Context) string {
 		sep = "&"
 	}
 	q := url.Values{"client_id": {o.cfg.ClientID}, "post_logout_redirect_uri": {o.cfg.ExternalURL + "/login"}}
-	return d.endSession + sep + q.Encode()
+	plain := d.endSession + sep + q.Encode()
+	if idTokenHint == "" {
+		return plain
+	}
+	q.Set("id_token_hint", idTokenHint.Reveal())
+	if u := d.endSession + sep + q.Encode(); len(u) <= maxEndSessionURL {
+		return u
+	}
+	// A URL this long would be refused by the issuer's front end (many
+	// allow 8 KB of request line): sign out without the hint.
+	return plain
 }
 
 // checkTimes checks exp (required) and nbf with Leeway.

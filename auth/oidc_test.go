@@ -172,7 +172,7 @@ func TestOIDCUnreachableIssuer(t *testing.T) {
 	if _, err := o.VerifyBearer(ctx, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"); !IsInvalidToken(err) {
 		t.Fatalf("VerifyBearer: want invalid_token, got %v", err)
 	}
-	if o.EndSessionURL(ctx) != "" {
+	if o.EndSessionURL("") != "" {
 		t.Fatal("end session URL without an issuer")
 	}
 	p.SetDown(false)
@@ -202,7 +202,7 @@ func TestOIDCSilentIssuerNeverWaits(t *testing.T) {
 		if _, err := o.VerifyBearer(ctx, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"); !IsInvalidToken(err) {
 			t.Fatalf("VerifyBearer: want invalid_token, got %v", err)
 		}
-		if o.EndSessionURL(ctx) != "" {
+		if o.EndSessionURL("") != "" {
 			t.Fatal("end session URL without discovery")
 		}
 		// A correctness bound far below discovery's 10 s timeout, not a
@@ -217,12 +217,28 @@ func TestOIDCSilentIssuerNeverWaits(t *testing.T) {
 func TestOIDCEndSessionURL(t *testing.T) {
 	t.Parallel()
 	p, o := startRP(t, true)
-	u, err := url.Parse(o.EndSessionURL(context.Background()))
+	u, err := url.Parse(o.EndSessionURL(""))
 	if err != nil || !strings.HasPrefix(u.String(), p.Issuer) {
 		t.Fatalf("end session URL %v, %v", u, err)
 	}
-	if u.Query().Get("client_id") != p.ClientID || u.Query().Get("post_logout_redirect_uri") != rpURL+"/login" {
+	if u.Query().Get("client_id") != p.ClientID || u.Query().Get("post_logout_redirect_uri") != rpURL+"/login" || u.Query().Has("id_token_hint") {
 		t.Fatalf("end session URL parameters: %s", u.RawQuery)
+	}
+	// The ID token of the sign-in goes along as id_token_hint.
+	st, q := authorize(t, p, o, "alice", "alice-pw")
+	who, err := o.Finish(context.Background(), st, q.Get("state"), q.Get("code"))
+	if err != nil || who.IDToken == "" {
+		t.Fatalf("sign-in: %+v %v", who, err)
+	}
+	u, _ = url.Parse(o.EndSessionURL(who.IDToken))
+	if u.Query().Get("id_token_hint") != who.IDToken.Reveal() || u.Query().Get("client_id") != p.ClientID {
+		t.Fatalf("end session URL parameters with a hint: %.200s", u.RawQuery)
+	}
+	// A token that would make the URL too long for the issuer's front
+	// end is left out rather than breaking the sign-out.
+	u, _ = url.Parse(o.EndSessionURL(Secret(strings.Repeat("x", maxEndSessionURL))))
+	if u.Query().Has("id_token_hint") || u.Query().Get("client_id") != p.ClientID {
+		t.Fatalf("end session URL with an oversized hint: %.200s", u.RawQuery)
 	}
 }
 

@@ -47,9 +47,11 @@ func sessionHash(id string) string {
 }
 
 // Open stores a session for who (signed in through source, "oidc") and
-// returns its random id (32 bytes, base64url) and end. Expired sessions are
-// swept in the same transaction; the sign-in is audited (session.open, with
-// the role), never the id.
+// returns its random id (32 bytes, base64url) and end. who's ID token, if
+// any, is stored sealed under a key derived from the id (see
+// sealIDToken). Expired sessions are swept in the same transaction; the
+// sign-in is audited (session.open, with the role), never the id or the
+// token.
 func (p *People) Open(ctx context.Context, who *Person, source string) (string, time.Time, error) {
 	if who == nil || who.Role == "" {
 		return "", time.Time{}, kernel.Errf(kernel.CodeForbidden, "", "no session without a role")
@@ -59,14 +61,20 @@ func (p *People) Open(ctx context.Context, who *Person, source string) (string, 
 		return "", time.Time{}, err
 	}
 	id := base64.RawURLEncoding.EncodeToString(b[:])
+	var sealed *string
+	if who.IDToken != "" {
+		if s, ok := sealIDToken(id, who.IDToken); ok {
+			sealed = &s
+		}
+	}
 	now := p.now()
 	exp := now.Add(p.TTL)
 	err := p.Service.write(actedBy(ctx, who.Actor, string(who.Role)), func(t *kernel.Tx) error {
 		if err := t.Exec(`DELETE FROM user_sessions WHERE expires_at <= ?`, now.Unix()).Error; err != nil {
 			return err
 		}
-		if err := t.Exec(`INSERT INTO user_sessions (id, username, role, source, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			sessionHash(id), who.Name, string(who.Role), source, now.Unix(), now.Unix(), exp.Unix()).Error; err != nil {
+		if err := t.Exec(`INSERT INTO user_sessions (id, username, role, source, created_at, last_seen_at, expires_at, id_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			sessionHash(id), who.Name, string(who.Role), source, now.Unix(), now.Unix(), exp.Unix(), sealed).Error; err != nil {
 			return err
 		}
 		return t.Audit("session.open", "session", who.Actor, nil, map[string]any{"user": who.Name, "role": who.Role, "via": source, "expires_at": exp.UTC().Format(time.RFC3339)})
@@ -110,16 +118,26 @@ func (p *People) Lookup(ctx context.Context, id string) (*PersonSession, error) 
 	return &PersonSession{Name: r.Username, Role: Role(r.Role), Expires: time.Unix(r.ExpiresAt, 0)}, nil
 }
 
-// Close ends the session with this id (sign out); ending one that does not
-// exist is not an error.
-func (p *People) Close(ctx context.Context, id string) error {
-	var rows []struct{ Username, Role string }
-	if err := p.Service.read(ctx, func(db *gorm.DB) error {
-		return db.Raw(`SELECT username, role FROM user_sessions WHERE id = ?`, sessionHash(id)).Scan(&rows).Error
-	}); err != nil || len(rows) == 0 {
-		return err
+// Close ends the session with this id (sign out) and returns the ID token
+// it kept, for the issuer's sign-out ("" when it kept none); ending one
+// that does not exist is not an error.
+func (p *People) Close(ctx context.Context, id string) (Secret, error) {
+	var rows []struct {
+		Username, Role string
+		IDToken        *string
 	}
-	return p.Service.write(actedBy(ctx, "user:"+rows[0].Username, rows[0].Role), func(t *kernel.Tx) error {
+	if err := p.Service.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT username, role, id_token FROM user_sessions WHERE id = ?`, sessionHash(id)).Scan(&rows).Error
+	}); err != nil || len(rows) == 0 {
+		return "", err
+	}
+	var hint Secret
+	if rows[0].IDToken != nil {
+		// A token that does not open (not this session's) is dropped:
+		// sign-out goes on without the hint.
+		hint, _ = openIDToken(id, *rows[0].IDToken)
+	}
+	return hint, p.Service.write(actedBy(ctx, "user:"+rows[0].Username, rows[0].Role), func(t *kernel.Tx) error {
 		res := t.Exec(`DELETE FROM user_sessions WHERE id = ?`, sessionHash(id))
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error

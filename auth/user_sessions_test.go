@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +87,70 @@ func TestPeopleSessions(t *testing.T) {
 				sessionHash(role+"x"), role).Error
 			if !models.IsConstraintViolation(err) {
 				t.Errorf("role %q: %v", role, err)
+			}
+		}
+	})
+}
+
+// TestPeopleSessionIDToken: a session keeps the ID token of its sign-in
+// sealed under a key derived from the session id, which the database
+// does not hold: the stored value is not the token and opens only with
+// that id; sign-out gives the token back; the sessions list and the
+// audit log never show it; the database refuses a plaintext token.
+func TestPeopleSessionIDToken(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		t.Parallel()
+		p := &People{Service: New(db, Options{}), TTL: time.Hour}
+		ctx := context.Background()
+		const raw = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1LWFsaWNlIn0.c2lnbmF0dXJlLW9mLXRoZS1pc3N1ZXI"
+		aliceID, _, err := p.Open(ctx, &Person{Actor: "user:alice", Name: "alice", Role: RoleAdmin, IDToken: raw}, "oidc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bobID, _, err := p.Open(ctx, &Person{Actor: "user:bob", Name: "bob", Role: RoleViewer}, "oidc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored []struct{ IDToken *string }
+		if err := db.Raw(`SELECT id_token FROM user_sessions ORDER BY username`).Scan(&stored).Error; err != nil {
+			t.Fatal(err)
+		}
+		if len(stored) != 2 || stored[0].IDToken == nil || stored[1].IDToken != nil {
+			t.Fatalf("stored id_token values: %+v", stored)
+		}
+		sealed := *stored[0].IDToken
+		if !strings.HasPrefix(sealed, "v1.") || strings.Contains(sealed, raw) || strings.Contains(sealed, raw[len(raw)-20:]) {
+			t.Fatalf("the stored token is not sealed: %.40s…", sealed)
+		}
+		// Moved to bob's row, alice's sealed token does not open.
+		if err := db.Exec(`UPDATE user_sessions SET id_token = ? WHERE username = 'bob'`, sealed).Error; err != nil {
+			t.Fatal(err)
+		}
+		if hint, err := p.Close(ctx, bobID); err != nil || hint != "" {
+			t.Fatalf("bob's sign-out with alice's sealed token: %q %v", hint.Reveal(), err)
+		}
+		list, _ := p.List(ctx)
+		var events []string
+		db.Raw(`SELECT COALESCE(before_json, '') || COALESCE(after_json, '') FROM audit_events`).Scan(&events)
+		for _, text := range append(events, fmt.Sprintf("%+v %v", list, &Person{IDToken: raw})) {
+			if strings.Contains(text, raw) || strings.Contains(text, sealed) {
+				t.Fatalf("the ID token shows: %s", text)
+			}
+		}
+		hint, err := p.Close(ctx, aliceID)
+		if err != nil || hint.Reveal() != raw {
+			t.Fatalf("alice's sign-out gives back %q, %v", hint.Reveal(), err)
+		}
+		if hint, err := p.Close(ctx, aliceID); err != nil || hint != "" {
+			t.Fatalf("a second sign-out: %q %v", hint.Reveal(), err)
+		}
+		// The database refuses a plaintext token, and one over the bound.
+		for _, bad := range []string{raw, "v1." + strings.Repeat("A", 16384)} {
+			err := db.Exec(`INSERT INTO user_sessions (id, username, role, source, created_at, last_seen_at, expires_at, id_token) VALUES (?, 'm', 'admin', 'oidc', 1, 1, 2, ?)`,
+				sessionHash(bad[:8]), bad).Error
+			if !models.IsConstraintViolation(err) {
+				t.Errorf("id_token %.12s… (%d bytes): %v", bad, len(bad), err)
 			}
 		}
 	})

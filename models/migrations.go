@@ -83,6 +83,9 @@ var Migrations = []Migration{
 	// Version 26 (migration_v26.go): a DPU's BMC MAC, in the hosts'
 	// column, only in ParseMAC's canonical spelling.
 	{Version: 26, Name: "machine BMC MACs in canonical form", Postgres: schemaV26Postgres, SQLite: schemaV26SQLite},
+	// Version 27 (migration_v27.go): a single sign-on session keeps its
+	// ID token, sealed, for sign-out's id_token_hint.
+	{Version: 27, Name: "sealed ID tokens of single sign-on sessions", SQL: schemaV27},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when

@@ -170,9 +170,10 @@ func (l *lockedBuffer) String() string {
 }
 
 // TestSSOSecretsNowhere: the client secret, ID tokens, codes and session
-// ids appear in no log line, audit event or page, through a sign-in, a
-// console edit, a refused sign-in, a refused JWT, the sessions page and
-// sign-out.
+// ids appear in no log line, audit event, stored row or page, through a
+// sign-in, a console edit, a refused sign-in, a refused JWT, the sessions
+// page and sign-out. The ID token a session keeps for sign-out's
+// id_token_hint is stored sealed, and leaves only in that redirect.
 func TestSSOSecretsNowhere(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Open(t, models.SQLite)
@@ -207,7 +208,21 @@ func TestSSOSecretsNowhere(t *testing.T) {
 	q.Set("state", "forged")
 	cb2.RawQuery = q.Encode()
 	pages.WriteString(readBody(t, bad.do(mustRequest(t, cb2.String()))))
-	pages.WriteString(readBody(t, b.post("/logout", nil, true)))
+	// alice's session row, sealed ID token and all, before sign-out
+	// deletes it.
+	var rows []map[string]any
+	db.Raw(`SELECT * FROM user_sessions`).Scan(&rows)
+	if !strings.Contains(fmt.Sprint(rows), "v1.") {
+		t.Fatalf("no sealed ID token stored: %v", rows)
+	}
+	out := b.post("/logout", nil, true)
+	pages.WriteString(readBody(t, out))
+	loc, _ := url.Parse(out.Header.Get("Location"))
+	hint := loc.Query().Get("id_token_hint")
+	if len(strings.Split(hint, ".")) != 3 {
+		t.Fatalf("sign-out sent no ID token as id_token_hint: %s", loc)
+	}
+	secrets = append(secrets, hint, strings.Split(hint, ".")[1], strings.Split(hint, ".")[2])
 
 	var evs []models.AuditEvent
 	db.Find(&evs)
@@ -215,8 +230,6 @@ func TestSSOSecretsNowhere(t *testing.T) {
 	for _, e := range evs {
 		fmt.Fprintf(&stored, "%s %s %s %s %v %v\n", e.Actor, e.Action, e.ObjectID, e.RequestID, deref(e.BeforeJSON), deref(e.AfterJSON))
 	}
-	var rows []map[string]any
-	db.Raw(`SELECT * FROM user_sessions`).Scan(&rows)
 	fmt.Fprint(&stored, rows)
 	for _, sec := range secrets {
 		if len(sec) < 8 {

@@ -12,7 +12,8 @@ import (
 // TestSSOBrowserLogin signs in with Chromium through the provider's own
 // login page: the SSO button, the provider's form, back in the console as
 // user:alice with the admin role; the audit log shows the sign-in; signing
-// out ends the session. IPLEDGER_SCREENSHOTS=DIR writes the screenshots
+// out ends the session and, through the provider, comes back to the
+// login page. IPLEDGER_SCREENSHOTS=DIR writes the screenshots
 // of docs/identity.md.
 func TestSSOBrowserLogin(t *testing.T) {
 	t.Parallel()
@@ -56,9 +57,12 @@ func TestSSOBrowserLogin(t *testing.T) {
 			if d == "sqlite" {
 				screenshot(t, ctx, "login-signed-in", false)
 			}
+			// Sign-out goes through the provider's end_session_endpoint
+			// (with the sign-in's ID token as id_token_hint), which sends
+			// the browser back to the login page.
 			run(t, ctx, "sign out",
 				chromedp.Click(chromedp.CSS(`.who button[type=submit]`)),
-				poll(`location.href.startsWith(`+jsString(s.idp.Issuer)+`)`),
+				poll(`location.href === `+jsString(base+"/login")),
 				chromedp.Navigate(base+"/"),
 				poll(`location.pathname === "/login"`),
 			)

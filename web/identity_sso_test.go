@@ -93,7 +93,8 @@ func newSSOSiteOpts(t testing.TB, db *gorm.DB, opt ssoOptions) *ssoSite {
 		hh.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	idp := oidctest.Start(t, oidctest.Options{Users: ssoUsers, RedirectURIs: []string{srv.URL + auth.CallbackPath}, GroupsInIDToken: inIDToken})
+	idp := oidctest.Start(t, oidctest.Options{Users: ssoUsers, RedirectURIs: []string{srv.URL + auth.CallbackPath},
+		PostLogoutRedirectURIs: []string{srv.URL + "/login"}, GroupsInIDToken: inIDToken})
 	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	issuer := idp.Issuer
 	idp.SetDown(opt.issuerDown)
@@ -298,6 +299,29 @@ func TestSSOLogoutAndEndedSessions(t *testing.T) {
 		if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc.String(), s.idp.Issuer) ||
 			loc.Query().Get("post_logout_redirect_uri") != s.srv.URL+"/login" || loc.Query().Get("client_id") != s.idp.ClientID {
 			t.Fatalf("logout: %d → %s", res.StatusCode, loc)
+		}
+		// The sign-out carries the ID token of alice's sign-in as
+		// id_token_hint: it verifies against the issuer's keys for this
+		// client and names alice, and the provider takes it and sends the
+		// browser back to the login page; a forged hint it refuses.
+		hint := loc.Query().Get("id_token_hint")
+		if who, err := s.oidc.VerifyBearer(context.Background(), hint); err != nil || who.Actor != "user:alice" {
+			t.Fatalf("id_token_hint %.12q… is not alice's ID token: %+v %v", hint, who, err)
+		}
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for h, want := range map[string]int{hint: http.StatusFound, hint[:len(hint)-6] + "AAAAAA": http.StatusBadRequest} {
+			u := *loc
+			q := u.Query()
+			q.Set("id_token_hint", h)
+			u.RawQuery = q.Encode()
+			r, err := noFollow.Get(u.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Body.Close()
+			if r.StatusCode != want || (want == http.StatusFound && r.Header.Get("Location") != s.srv.URL+"/login") {
+				t.Fatalf("the provider's end session with a hint: %d → %q, want %d", r.StatusCode, r.Header.Get("Location"), want)
+			}
 		}
 		if res := alice.get("/"); res.StatusCode != http.StatusSeeOther {
 			t.Fatalf("alice after sign-out: %d", res.StatusCode)

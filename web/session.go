@@ -167,7 +167,7 @@ func (s *sessions) endCurrent(c echo.Context) {
 	case tokenCookie:
 		err = s.auth.DeleteSession(c.Request().Context(), id)
 	case personCookie:
-		err = s.people.Close(c.Request().Context(), id)
+		_, err = s.people.Close(c.Request().Context(), id)
 	}
 	if err != nil {
 		s.log.Warn("ending the previous console session failed", "error", err.Error())
@@ -187,11 +187,12 @@ func (s *sessions) Close(c echo.Context) (string, error) {
 	case tokenCookie:
 		return "/login", s.auth.DeleteSession(c.Request().Context(), id)
 	case personCookie:
-		if err := s.people.Close(c.Request().Context(), id); err != nil {
+		hint, err := s.people.Close(c.Request().Context(), id)
+		if err != nil {
 			return "", err
 		}
 		if s.oidc != nil {
-			if u := s.oidc.EndSessionURL(c.Request().Context()); u != "" {
+			if u := s.oidc.EndSessionURL(hint); u != "" {
 				return u, nil
 			}
 		}

@@ -34,6 +34,9 @@ type Options struct {
 	Users map[string]User
 	// RedirectURIs registered for the client.
 	RedirectURIs []string
+	// PostLogoutRedirectURIs registered for the client: where its
+	// end_session_endpoint may send the browser after sign-out.
+	PostLogoutRedirectURIs []string
 	// GroupsInIDToken puts the groups (and the profile claims) in the ID
 	// token; otherwise they come only from the userinfo endpoint.
 	GroupsInIDToken bool
@@ -76,7 +79,8 @@ func Start(t testing.TB, o Options) *Provider {
 		users[id] = u
 	}
 	client := storage.WebClient(p.ClientID, p.ClientSecret, o.RedirectURIs...)
-	st := &store{Storage: storage.NewStorageWithClients(users, map[string]*storage.Client{p.ClientID: client}), users: users, inIDToken: o.GroupsInIDToken}
+	st := &store{Storage: storage.NewStorageWithClients(users, map[string]*storage.Client{p.ClientID: client}), users: users,
+		inIDToken: o.GroupsInIDToken, postLogout: o.PostLogoutRedirectURIs}
 	p.st = st
 	router := exampleop.SetupServer(p.Issuer, st, nil, false)
 	mu.Lock()
@@ -109,23 +113,26 @@ func (u users) ExampleClientID() string { return storage.ServiceUserID }
 // store adds the groups claim to the example storage.
 type store struct {
 	*storage.Storage
-	users     users
-	inIDToken bool
+	users      users
+	inIDToken  bool
+	postLogout []string
 }
 
 type client struct {
 	op.Client
-	assert bool
+	assert     bool
+	postLogout []string
 }
 
 func (c client) IDTokenUserinfoClaimsAssertion() bool { return c.assert }
+func (c client) PostLogoutRedirectURIs() []string     { return c.postLogout }
 
 func (s *store) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
 	c, err := s.Storage.GetClientByClientID(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return client{c, s.inIDToken}, nil
+	return client{c, s.inIDToken, s.postLogout}, nil
 }
 
 func (s *store) addGroups(ui *oidc.UserInfo, sub string) {
