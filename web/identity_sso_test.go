@@ -53,6 +53,8 @@ type ssoOptions struct {
 	issuerDown, silentIssuer bool
 	// retry is the relying party's DiscoveryRetry (its default when 0).
 	retry time.Duration
+	// now is the relying party's clock (token times, key refreshes).
+	now func() time.Time
 }
 
 var ssoUsers = map[string]oidctest.User{
@@ -101,7 +103,7 @@ func newSSOSiteOpts(t testing.TB, db *gorm.DB, opt ssoOptions) *ssoSite {
 	if opt.silentIssuer {
 		issuer = oidctest.Silent(t)
 	}
-	o := auth.NewOIDC(auth.OIDCConfig{Issuer: issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret, DiscoveryRetry: opt.retry,
+	o := auth.NewOIDC(auth.OIDCConfig{Issuer: issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret, DiscoveryRetry: opt.retry, Now: opt.now,
 		ExternalURL: srv.URL, Roles: auth.NewRoleMap([]string{"ipam-admins"}, []string{"ipam-operators"}, []string{"noc"}), Log: log})
 	aopts, uopts := allocator.Options{Logger: log}, auth.Options{Logger: log}
 	var fd *feed.Feed

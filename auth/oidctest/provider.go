@@ -116,6 +116,7 @@ type store struct {
 	users      users
 	inIDToken  bool
 	postLogout []string
+	keys       keyring
 }
 
 type client struct {
