@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,17 +135,62 @@ func TestTLSClientCertificates(t *testing.T) {
 			t.Fatalf("a certificate of another CA was let in: %d", code)
 		}
 
+		// REST speaks HTTP/2, chosen by ALPN.
+		res, err := anon.Get(s.base + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.ProtoMajor != 2 || res.TLS == nil || res.TLS.NegotiatedProtocol != "h2" {
+			t.Fatalf("REST over TLS: %s, ALPN %q, want HTTP/2 (h2)", res.Proto, alpn(res))
+		}
+
 		// gRPC over HTTP/2 on the same listener, authenticated by the
 		// certificate.
-		fc := forgeconnect.NewForgeClient(s.client(t, &explorer), s.base, connect.WithGRPC())
+		seen := &protoRecorder{base: s.client(t, &explorer).Transport}
+		fc := forgeconnect.NewForgeClient(&http.Client{Transport: seen}, s.base, connect.WithGRPC())
 		if _, err := fc.GetAllExpectedMachines(context.Background(), connect.NewRequest(&emptypb.Empty{})); err != nil {
 			t.Fatalf("gRPC with the SPIFFE certificate: %v", err)
+		}
+		if got := seen.String(); got != "HTTP/2.0 h2 "+strings.TrimPrefix(s.base, "https://") {
+			t.Fatalf("gRPC went %q, want HTTP/2.0 h2 to the REST listener %s", got, s.base)
 		}
 		fl := forgeconnect.NewForgeClient(s.client(t, &laptop), s.base, connect.WithGRPC())
 		if _, err := fl.GetAllExpectedMachines(context.Background(), connect.NewRequest(&emptypb.Empty{})); connect.CodeOf(err) != connect.CodePermissionDenied {
 			t.Fatalf("gRPC with an unmapped certificate: %v", err)
 		}
 	})
+}
+
+func alpn(res *http.Response) string {
+	if res.TLS == nil {
+		return "(no TLS)"
+	}
+	return res.TLS.NegotiatedProtocol
+}
+
+// protoRecorder records the protocol, ALPN and host of each answer it
+// carries.
+type protoRecorder struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	seen []string
+}
+
+func (p *protoRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := p.base.RoundTrip(r)
+	if err == nil {
+		p.mu.Lock()
+		p.seen = append(p.seen, res.Proto+" "+alpn(res)+" "+r.URL.Host)
+		p.mu.Unlock()
+	}
+	return res, err
+}
+
+func (p *protoRecorder) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.seen, "; ")
 }
 
 // TestTLSCertificateRenewedWhileServing: a renewed certificate written
