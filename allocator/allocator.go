@@ -275,7 +275,7 @@ func (t *tx) lockPool(name string) (*models.Pool, error) {
 	}
 	p, ok := m[name]
 	if !ok {
-		return nil, Errf(CodeNotFound, "", "pool %q does not exist", name)
+		return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q does not exist", name)
 	}
 	return p, nil
 }

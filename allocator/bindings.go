@@ -6,6 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -73,7 +74,7 @@ func (a *Allocator) ListBindings(ctx context.Context, f BindingFilter) (*Binding
 	switch f.Status {
 	case "", BindingReserved, BindingAutomatic, BindingPending, BindingConflict, BindingMissing, BindingNone:
 	default:
-		return nil, Errf(CodeInvalid, "status", "unknown status %q: want reserved, automatic, pending, conflict, missing or none", f.Status)
+		return nil, kernel.Errf(kernel.CodeInvalid, "status", "unknown status %q: want reserved, automatic, pending, conflict, missing or none", f.Status)
 	}
 	if err := checkMachineCursor(f.Cursor); err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (a *Allocator) GetBinding(ctx context.Context, id string) (*Binding, error)
 			return err
 		}
 		if row.Kind != KindDPU {
-			return Errf(CodeNotFound, "", "machine %s is a host; bindings belong to DPUs", row.MachineID)
+			return kernel.Errf(kernel.CodeNotFound, "", "machine %s is a host; bindings belong to DPUs", row.MachineID)
 		}
 		bs, err := bindingsOf(db, []models.Machine{*row})
 		if err != nil {

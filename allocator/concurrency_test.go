@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -60,7 +61,7 @@ func runAllocations(t *testing.T, as []*Allocator, n int, pool string, owner fun
 			defer wg.Done()
 			<-start
 			a := as[i%len(as)]
-			al, created, err := a.Allocate(WithActor(t.Context(), "test", ""), pool, owner(i), requested(i))
+			al, created, err := a.Allocate(kernel.WithActor(t.Context(), "test", ""), pool, owner(i), requested(i))
 			out[i] = outcome{al.Value, created, err}
 		}(i)
 	}
@@ -78,7 +79,7 @@ func TestConcurrentAllocationsExhaustExactly(t *testing.T) {
 		for _, handles := range []int{1, 3} {
 			t.Run(fmt.Sprintf("%s/%d-handles", d, handles), func(t *testing.T) {
 				as := allocators(t, concurrencyURL(t, d), handles)
-				ctx := WithActor(t.Context(), "test", "")
+				ctx := kernel.WithActor(t.Context(), "test", "")
 				if _, err := as[0].CreatePool(ctx, PoolSpec{Name: "lo-ip", Type: "ipv4",
 					Ranges: []RangeSpec{rng("10.0.0.1", "10.0.0.30", true), rng("10.0.0.31", "10.0.0.40", false)}}); err != nil {
 					t.Fatal(err)
@@ -88,7 +89,7 @@ func TestConcurrentAllocationsExhaustExactly(t *testing.T) {
 				exhausted := 0
 				for i, r := range res {
 					if r.err != nil {
-						if e, ok := AsError(r.err); ok && e.Code == CodePoolExhausted {
+						if e, ok := kernel.AsError(r.err); ok && e.Code == kernel.CodePoolExhausted {
 							exhausted++
 							continue
 						}
@@ -120,7 +121,7 @@ func TestConcurrentAllocationsOneOwner(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 2)
-			ctx := WithActor(t.Context(), "test", "")
+			ctx := kernel.WithActor(t.Context(), "test", "")
 			if _, err := as[0].CreatePool(ctx, PoolSpec{Name: "vni", Type: "integer", Ranges: []RangeSpec{rng("1000", "1999", true)}}); err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +150,7 @@ func TestConcurrentRequestsForOneValue(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 2)
-			ctx := WithActor(t.Context(), "test", "")
+			ctx := kernel.WithActor(t.Context(), "test", "")
 			if _, err := as[0].CreatePool(ctx, PoolSpec{Name: "lo-ip", Type: "ipv4", Ranges: []RangeSpec{rng("10.0.0.200", "10.0.0.255", false)}}); err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +161,7 @@ func TestConcurrentRequestsForOneValue(t *testing.T) {
 					wins++
 					continue
 				}
-				if e, ok := AsError(r.err); !ok || e.Code != CodeNotAvailable {
+				if e, ok := kernel.AsError(r.err); !ok || e.Code != kernel.CodeNotAvailable {
 					t.Fatalf("goroutine %d: %v", i, r.err)
 				}
 			}
@@ -181,7 +182,7 @@ func TestConcurrentMixedWritersNoDeadlock(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 3)
-			ctx := WithActor(t.Context(), "test", "")
+			ctx := kernel.WithActor(t.Context(), "test", "")
 			for _, name := range []string{"a", "b"} {
 				if _, err := as[0].CreatePool(ctx, PoolSpec{Name: name, Type: "integer", Ranges: []RangeSpec{rng("1", "100", true)}}); err != nil {
 					t.Fatal(err)
@@ -214,7 +215,7 @@ func TestConcurrentMixedWritersNoDeadlock(t *testing.T) {
 							mu.Lock()
 							createWins++
 							mu.Unlock()
-						} else if e, ok := AsError(err); !ok || e.Code != CodeConflict || e.Field != "name" {
+						} else if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeConflict || e.Field != "name" {
 							report(fmt.Errorf("create %d: %w", i, err))
 						}
 					default:
@@ -285,7 +286,7 @@ func TestConcurrentPoolFileLoads(t *testing.T) {
 				wg.Add(1)
 				go func(i int) {
 					defer wg.Done()
-					_, errs[i] = as[i].LoadPools(WithActor(t.Context(), "system:startup", ""), specs)
+					_, errs[i] = as[i].LoadPools(kernel.WithActor(t.Context(), "system:startup", ""), specs)
 				}(i)
 			}
 			wg.Wait()

@@ -29,8 +29,8 @@ type EventFilter struct {
 
 // EventPage is one page of events, newest first.
 type EventPage struct {
-	Items      []Event `json:"items"`
-	NextCursor string  `json:"next_cursor,omitempty"`
+	Items      []kernel.Event `json:"items"`
+	NextCursor string         `json:"next_cursor,omitempty"`
 }
 
 // ListEvents returns audit events newest first, keyset-paginated by id.
@@ -45,7 +45,7 @@ func (a *Allocator) ListEvents(ctx context.Context, f EventFilter) (*EventPage, 
 	if f.Cursor != "" {
 		n, err := strconv.ParseInt(f.Cursor, 10, 64)
 		if err != nil || n <= 0 {
-			return nil, Errf(CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
+			return nil, kernel.Errf(kernel.CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
 		}
 		cursor = n
 	}
@@ -86,7 +86,7 @@ func (a *Allocator) ListEvents(ctx context.Context, f EventFilter) (*EventPage, 
 	if err != nil {
 		return nil, err
 	}
-	page := &EventPage{Items: []Event{}}
+	page := &EventPage{Items: []kernel.Event{}}
 	for i, r := range rows {
 		if i == f.Limit {
 			page.NextCursor = strconv.FormatInt(rows[i-1].ID, 10)

@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ipledger/ipledger/ident"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // NormalizeMAC reads a MAC address by the one rule of package ident and
@@ -17,11 +18,11 @@ import (
 // else is 422 invalid on field.
 func NormalizeMAC(s, field string) (string, error) {
 	if strings.TrimSpace(s) == "" {
-		return "", Errf(CodeInvalid, field, "%s is required", field)
+		return "", kernel.Errf(kernel.CodeInvalid, field, "%s is required", field)
 	}
 	mac, err := ident.ParseMAC(s)
 	if err != nil {
-		return "", Errf(CodeInvalid, field, "%q is not a MAC address: want %s", s, ident.MACRule)
+		return "", kernel.Errf(kernel.CodeInvalid, field, "%q is not a MAC address: want %s", s, ident.MACRule)
 	}
 	return mac, nil
 }
@@ -57,9 +58,9 @@ func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
 			got = kindName(jsontext.Value(v).Kind(), nil)
 		}
 		if prefix != "" {
-			return Errf(CodeInvalid, prefix, "%s must be a JSON object, not %s", prefix, got)
+			return kernel.Errf(kernel.CodeInvalid, prefix, "%s must be a JSON object, not %s", prefix, got)
 		}
-		return Errf(CodeBadRequest, "", "request body must be a JSON object, not %s", got)
+		return kernel.Errf(kernel.CodeBadRequest, "", "request body must be a JSON object, not %s", got)
 	}
 	if err := jsonv2.Unmarshal(b, s); err != nil {
 		return jsonError(err, JSONOptions{Prefix: prefix})
@@ -101,18 +102,18 @@ func readExpectedMachinesFile(b []byte) ([]jsontext.Value, error) {
 		return nil, err
 	}
 	if v := bytes.TrimSpace(b); len(v) == 0 || v[0] != '{' {
-		return nil, Errf(CodeBadRequest, "", `the body must be a JSON object {"expected_machines": [...]}`)
+		return nil, kernel.Errf(kernel.CodeBadRequest, "", `the body must be a JSON object {"expected_machines": [...]}`)
 	}
 	var file expectedMachinesFile
 	if err := jsonv2.Unmarshal(b, &file); err != nil {
 		var se *jsonv2.SemanticError
 		if errors.As(err, &se) && se.JSONPointer != "" {
-			return nil, Errf(CodeInvalid, "expected_machines", "expected_machines must be a JSON array")
+			return nil, kernel.Errf(kernel.CodeInvalid, "expected_machines", "expected_machines must be a JSON array")
 		}
 		return nil, jsonError(err, o)
 	}
 	if file.ExpectedMachines == nil {
-		return nil, Errf(CodeInvalid, "expected_machines", `expected_machines is required: the file format is {"expected_machines": [...]} (an empty list removes every ExpectedMachine)`)
+		return nil, kernel.Errf(kernel.CodeInvalid, "expected_machines", `expected_machines is required: the file format is {"expected_machines": [...]} (an empty list removes every ExpectedMachine)`)
 	}
 	return *file.ExpectedMachines, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm/clause"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -34,7 +35,7 @@ func ParseImportMode(s string) (ImportMode, error) {
 	case ImportMerge, ImportReplace:
 		return m, nil
 	}
-	return "", Errf(CodeInvalid, "mode", "unknown import mode %q: want merge or replace", s)
+	return "", kernel.Errf(kernel.CodeInvalid, "mode", "unknown import mode %q: want merge or replace", s)
 }
 
 // Outcomes of one record of an import.
@@ -55,7 +56,7 @@ type ImportRecord struct {
 	ID            string `json:"id,omitempty"`
 	// Problems are every problem of a failed record, fields prefixed with
 	// expected_machines[i].
-	Problems []*Error `json:"problems,omitempty"`
+	Problems []*kernel.Error `json:"problems,omitempty"`
 }
 
 // ImportResult is the outcome of an import. Created, Updated and
@@ -108,7 +109,7 @@ func (a *Allocator) importExpectedMachines(ctx context.Context, specs []Expected
 	}
 	for _, err := range bad {
 		if err != nil {
-			if _, ok := AsError(err); !ok {
+			if _, ok := kernel.AsError(err); !ok {
 				return nil, err
 			}
 		}
@@ -128,7 +129,7 @@ func (a *Allocator) importExpectedMachines(ctx context.Context, specs []Expected
 // refused builds the result of a refused import from every problem (in
 // validation order: malformed before colliding) and returns it with the
 // first problem.
-func refused(mode ImportMode, specs []ExpectedMachineSpec, ps []*Error) (*ImportResult, error) {
+func refused(mode ImportMode, specs []ExpectedMachineSpec, ps []*kernel.Error) (*ImportResult, error) {
 	res := &ImportResult{Mode: mode, Records: make([]ImportRecord, len(specs))}
 	for i, s := range specs {
 		res.Records[i] = ImportRecord{Index: i, BmcMacAddress: s.BmcMacAddress, Outcome: ImportSkipped}
@@ -161,7 +162,7 @@ func (t *tx) importMerge(specs []ExpectedMachineSpec, bad []error) (*ImportResul
 	recs := make([]*emRecord, 0, len(specs))
 	at := make([]int, 0, len(specs)) // recs[j] is record at[j] of the file
 	for i, s := range specs {
-		if e, ok := AsError(bad[i]); ok {
+		if e, ok := kernel.AsError(bad[i]); ok {
 			ps.add(e)
 			continue
 		}
@@ -294,8 +295,8 @@ func (a *Allocator) importReplace(ctx context.Context, specs []ExpectedMachineSp
 			}
 			return res, nil
 		}
-		e, ok := AsError(err)
-		if !ok || e.Code == CodeInternal || e.Code == CodeUnavailable {
+		e, ok := kernel.AsError(err)
+		if !ok || e.Code == kernel.CodeInternal || e.Code == kernel.CodeUnavailable {
 			return nil, err
 		}
 		cause = e
@@ -304,7 +305,7 @@ func (a *Allocator) importReplace(ctx context.Context, specs []ExpectedMachineSp
 	if err != nil {
 		return nil, err
 	}
-	if c, ok := AsError(cause); ok && cause != nil {
+	if c, ok := kernel.AsError(cause); ok && cause != nil {
 		found := false
 		for _, p := range ps {
 			found = found || (p.Field == c.Field && p.Message == c.Message)
@@ -329,12 +330,12 @@ func (a *Allocator) importReplace(ctx context.Context, specs []ExpectedMachineSp
 // final state: stored records absent from the list go, a record that
 // leaves expected_dpus out keeps its stored DPUs) and returns every
 // problem. It writes nothing.
-func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedMachineSpec, bad []error) ([]*Error, error) {
+func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedMachineSpec, bad []error) ([]*kernel.Error, error) {
 	var ps problems
 	t := &tx{DB: a.db.WithContext(ctx), a: a, ctx: ctx, now: a.now(), locked: map[string]*models.Pool{}, everyProblem: true}
 	var recs []*emRecord
 	for i, s := range specs {
-		if e, ok := AsError(bad[i]); ok {
+		if e, ok := kernel.AsError(bad[i]); ok {
 			ps.add(e)
 			continue
 		}
@@ -342,7 +343,7 @@ func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedM
 	}
 	stored, err := t.storedByMAC(recs)
 	if err != nil {
-		return nil, mapDBError(err)
+		return nil, kernel.MapDBError(err)
 	}
 	replaced := map[string]bool{}
 	var ids []string
@@ -356,7 +357,7 @@ func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedM
 	}
 	var all []models.ExpectedMachine
 	if err := t.Select("id").Find(&all).Error; err != nil {
-		return nil, mapDBError(err)
+		return nil, kernel.MapDBError(err)
 	}
 	for _, st := range all {
 		replaced[st.ID] = true
@@ -365,7 +366,7 @@ func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedM
 	for start := 0; start < len(ids); start += 500 {
 		var rows []models.ExpectedDpu
 		if err := t.Where("expected_machine_id IN ?", ids[start:min(start+500, len(ids))]).Order("expected_machine_id, position").Find(&rows).Error; err != nil {
-			return nil, mapDBError(err)
+			return nil, kernel.MapDBError(err)
 		}
 		for _, d := range rows {
 			keptRows[d.ExpectedMachineID] = append(keptRows[d.ExpectedMachineID], d)
@@ -387,7 +388,7 @@ func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedM
 		}
 	}
 	if err := t.validateRecords(recs, replaced, true, &ps); err != nil {
-		return nil, mapDBError(err)
+		return nil, kernel.MapDBError(err)
 	}
 	return ps, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/internal/testkit"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // A merge updates the records whose BMC MAC is stored (they keep their
@@ -72,7 +73,7 @@ func TestImportRefusedListsEveryProblem(t *testing.T) {
 		for _, mode := range []ImportMode{ImportMerge, ImportReplace} {
 			before := f.emSnap()
 			res, err := f.a.ImportExpectedMachinesFile(f.ctx, []byte(file), mode)
-			testkit.WantCode(t, err, CodeInvalid, "expected_machines[1].bmc_mac_address")
+			testkit.WantCode(t, err, kernel.CodeInvalid, "expected_machines[1].bmc_mac_address")
 			if f.emSnap() != before {
 				t.Fatalf("%s: a refused import changed the database", mode)
 			}
@@ -104,7 +105,7 @@ func TestImportRefusedListsEveryProblem(t *testing.T) {
 		if _, err := f.a.ImportExpectedMachines(f.ctx, nil, ImportMode("upsert")); err == nil {
 			t.Fatal("an unknown mode is accepted")
 		} else {
-			testkit.WantCode(t, err, CodeInvalid, "mode")
+			testkit.WantCode(t, err, kernel.CodeInvalid, "mode")
 		}
 	})
 }

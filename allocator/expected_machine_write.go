@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -88,13 +89,13 @@ func emConstraintError(err error, dpuField, macField string) error {
 	}
 	switch {
 	case strings.Contains(name, "loopback_ip_v6") || strings.Contains(name, "v6_key"):
-		return Errf(CodeNotAvailable, dpuField+".loopback_ip_v6", "the IPv6 loopback is already declared by another ExpectedDpu")
+		return kernel.Errf(kernel.CodeNotAvailable, dpuField+".loopback_ip_v6", "the IPv6 loopback is already declared by another ExpectedDpu")
 	case strings.Contains(name, "loopback_ip") || strings.Contains(name, "v4_key"):
-		return Errf(CodeNotAvailable, dpuField+".loopback_ip", "the IPv4 loopback is already declared by another ExpectedDpu")
+		return kernel.Errf(kernel.CodeNotAvailable, dpuField+".loopback_ip", "the IPv4 loopback is already declared by another ExpectedDpu")
 	case strings.Contains(name, "serial"):
-		return Errf(CodeConflict, dpuField+".serial_number", "the serial number is already declared by another ExpectedMachine")
+		return kernel.Errf(kernel.CodeConflict, dpuField+".serial_number", "the serial number is already declared by another ExpectedMachine")
 	case strings.Contains(name, "bmc_mac"):
-		return Errf(CodeConflict, macField, "the BMC MAC address is already used by another ExpectedMachine")
+		return kernel.Errf(kernel.CodeConflict, macField, "the BMC MAC address is already used by another ExpectedMachine")
 	}
 	return err
 }
@@ -179,7 +180,7 @@ func (t *tx) updateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *e
 		return nil, false, emConstraintError(res.Error, r.f("expected_dpus"), r.f("bmc_mac_address"))
 	}
 	if res.RowsAffected != 1 {
-		return nil, false, Errf(CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
+		return nil, false, kernel.Errf(kernel.CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
 	}
 	if r.dpusGiven {
 		if !dpusDeleted {
@@ -233,7 +234,7 @@ func (a *Allocator) CreateExpectedMachine(ctx context.Context, spec ExpectedMach
 // which absent keep (docs/reservations.md, docs/api.md). ifMatch is the If-Match
 // precondition (412 stale_version on mismatch). The BMC MAC may change;
 // the record keeps its id.
-func (a *Allocator) ReplaceExpectedMachine(ctx context.Context, idOrMAC string, spec ExpectedMachineSpec, ifMatch IfMatch) (*ExpectedMachine, error) {
+func (a *Allocator) ReplaceExpectedMachine(ctx context.Context, idOrMAC string, spec ExpectedMachineSpec, ifMatch kernel.IfMatch) (*ExpectedMachine, error) {
 	var out *ExpectedMachine
 	err := a.write(ctx, func(t *tx) error {
 		cur, err := t.lockEMForEdit(idOrMAC, ifMatch)
@@ -293,14 +294,14 @@ func mergePatch(target any, patch any) any {
 // clears the reservations like []; "bmc_password": null clears the
 // password, a non-empty string sets it, absent or "" keeps it. A patch
 // that is not a JSON object is 400 bad_request.
-func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, patch []byte, ifMatch IfMatch) (*ExpectedMachine, error) {
+func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, patch []byte, ifMatch kernel.IfMatch) (*ExpectedMachine, error) {
 	patch = TrimBOM(patch)
 	if err := CheckJSON(patch, JSONOptions{}); err != nil {
 		return nil, err
 	}
 	var p map[string]any
 	if err := json.Unmarshal(patch, &p); err != nil || p == nil {
-		return nil, Errf(CodeBadRequest, "", "a merge patch must be a JSON object: %v", errOr(err, "got null"))
+		return nil, kernel.Errf(kernel.CodeBadRequest, "", "a merge patch must be a JSON object: %v", errOr(err, "got null"))
 	}
 	var out *ExpectedMachine
 	err := a.write(ctx, func(t *tx) error {
@@ -345,7 +346,7 @@ func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, pa
 			case string:
 				spec.BmcPassword = &v
 			default:
-				return Errf(CodeInvalid, "bmc_password", "bmc_password must be a JSON string or null")
+				return kernel.Errf(kernel.CodeInvalid, "bmc_password", "bmc_password must be a JSON string or null")
 			}
 		}
 		out, err = t.replaceEM(cur, spec, clearPW)
@@ -383,7 +384,7 @@ func caseVariantMember(doc, patch map[string]any, path string) error {
 		for _, dk := range names {
 			if strings.EqualFold(dk, k) {
 				f := joinField(path, k)
-				return Errf(CodeInvalid, f, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", f, k, dk)
+				return kernel.Errf(kernel.CodeInvalid, f, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", f, k, dk)
 			}
 		}
 	}
@@ -400,7 +401,7 @@ func errOr(err error, s string) string {
 // DeleteExpectedMachine removes an ExpectedMachine and its ExpectedDpu
 // reservations (the reserved values become ordinary free values of their
 // explicit ranges; active DPUs keep their values, docs/reservations.md).
-func (a *Allocator) DeleteExpectedMachine(ctx context.Context, idOrMAC string, ifMatch IfMatch) error {
+func (a *Allocator) DeleteExpectedMachine(ctx context.Context, idOrMAC string, ifMatch kernel.IfMatch) error {
 	return a.write(ctx, func(t *tx) error {
 		cur, err := t.lockEMForEdit(idOrMAC, ifMatch)
 		if err != nil {
@@ -423,14 +424,14 @@ func (t *tx) deleteEM(cur *models.ExpectedMachine) error {
 		return res.Error
 	}
 	if res.RowsAffected != 1 {
-		return Errf(CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
+		return kernel.Errf(kernel.CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
 	}
 	return t.audit("expected_machine.delete", "expected_machine", cur.ID, emAudit{ExpectedMachine: *before}, nil)
 }
 
 // lockEMForEdit prepares an ExpectedMachine write and locks the record,
 // checking the If-Match precondition (412 stale_version on mismatch).
-func (t *tx) lockEMForEdit(idOrMAC string, ifMatch IfMatch) (*models.ExpectedMachine, error) {
+func (t *tx) lockEMForEdit(idOrMAC string, ifMatch kernel.IfMatch) (*models.ExpectedMachine, error) {
 	if err := t.prepareEM(); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/internal/testkit"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -92,37 +93,37 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 		cases := []struct {
 			name  string
 			spec  ExpectedMachineSpec
-			code  Code
+			code  kernel.Code
 			field string
 		}{
-			{"MAC missing", emSpec(""), CodeInvalid, "bmc_mac_address"},
-			{"MAC malformed", emSpec("0a:00:00:00:00"), CodeInvalid, "bmc_mac_address"},
-			{"MAC mixed separators", emSpec("0a:00-00:00:00:02"), CodeInvalid, "bmc_mac_address"},
-			{"serial empty", emSpec(mac, emDpu4("  ", "", "")), CodeInvalid, "expected_dpus[0].serial_number"},
-			{"serial with a space", emSpec(mac, emDpu4("MT 1", "", "")), CodeInvalid, "expected_dpus[0].serial_number"},
-			{"serial 65 characters", emSpec(mac, emDpu4(long, "", "")), CodeInvalid, "expected_dpus[0].serial_number"},
-			{"serial twice in the record names the later", emSpec(mac, emDpu4("MT-1", "", ""), emDpu4(" MT-1 ", "", "")), CodeInvalid, "expected_dpus[1].serial_number"},
-			{"loopback_ip malformed", emSpec(mac, emDpu4("MT-1", "10.180.62", "")), CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip of the wrong family", emSpec(mac, emDpu4("MT-1", "fd00:180:62:1::1", "")), CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 of the wrong family", emSpec(mac, emDpu4("MT-1", "", "10.180.62.201")), CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip_v6 IPv4-mapped", emSpec(mac, emDpu4("MT-1", "", "::ffff:10.180.62.201")), CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip_v6 zoned", emSpec(mac, emDpu4("MT-1", "", "fe80::1%eth0")), CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip outside lo-ip", emSpec(mac, emDpu4("MT-1", "10.99.0.1", "")), CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip in an auto-assign range", emSpec(mac, emDpu4("MT-1", "10.180.62.5", "")), CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 outside lo-ip-v6", emSpec(mac, emDpu4("MT-1", "", "fd00:1::1")), CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip_v6 in an auto-assign range", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62::5")), CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip twice in the record", emSpec(mac, emDpu4("MT-1", "10.180.62.201", ""), emDpu4("MT-2", "10.180.62.201", "")), CodeInvalid, "expected_dpus[1].loopback_ip"},
-			{"loopback_ip_v6 twice in the record (other spelling)", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::1"), emDpu4("MT-2", "", "FD00:180:62:1:0::1")), CodeInvalid, "expected_dpus[1].loopback_ip_v6"},
-			{"label key twice", ExpectedMachineSpec{BmcMacAddress: mac, Metadata: &Metadata{Labels: []Label{{"env", "a"}, {"env", "b"}}}}, CodeInvalid, "metadata.labels[1].key"},
-			{"label key empty", ExpectedMachineSpec{BmcMacAddress: mac, Metadata: &Metadata{Labels: []Label{{" ", "a"}}}}, CodeInvalid, "metadata.labels[0].key"},
-			{"malformed before colliding", emSpec(mac, emDpu4("MT-A1", "10.180.62.210", ""), emDpu4("MT-2", "10.180.62.5", "")), CodeInvalid, "expected_dpus[1].loopback_ip"},
-			{"BMC MAC of another ExpectedMachine (other spelling)", emSpec("0A-00-00-00-00-01"), CodeConflict, "bmc_mac_address"},
-			{"serial declared by another ExpectedMachine", emSpec(mac, emDpu4("MT-A1", "", "")), CodeConflict, "expected_dpus[0].serial_number"},
-			{"loopback_ip declared by another ExpectedDpu", emSpec(mac, emDpu4("MT-1", "10.180.62.210", "")), CodeNotAvailable, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 declared by another ExpectedDpu", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::10")), CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip allocated to another owner", emSpec(mac, emDpu4("MT-1", "10.180.62.220", "")), CodeNotAvailable, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 allocated to another owner", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::20")), CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip quarantined for another machine", emSpec(mac, emDpu4("MT-1", "10.180.62.230", "")), CodeNotAvailable, "expected_dpus[0].loopback_ip"},
+			{"MAC missing", emSpec(""), kernel.CodeInvalid, "bmc_mac_address"},
+			{"MAC malformed", emSpec("0a:00:00:00:00"), kernel.CodeInvalid, "bmc_mac_address"},
+			{"MAC mixed separators", emSpec("0a:00-00:00:00:02"), kernel.CodeInvalid, "bmc_mac_address"},
+			{"serial empty", emSpec(mac, emDpu4("  ", "", "")), kernel.CodeInvalid, "expected_dpus[0].serial_number"},
+			{"serial with a space", emSpec(mac, emDpu4("MT 1", "", "")), kernel.CodeInvalid, "expected_dpus[0].serial_number"},
+			{"serial 65 characters", emSpec(mac, emDpu4(long, "", "")), kernel.CodeInvalid, "expected_dpus[0].serial_number"},
+			{"serial twice in the record names the later", emSpec(mac, emDpu4("MT-1", "", ""), emDpu4(" MT-1 ", "", "")), kernel.CodeInvalid, "expected_dpus[1].serial_number"},
+			{"loopback_ip malformed", emSpec(mac, emDpu4("MT-1", "10.180.62", "")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip of the wrong family", emSpec(mac, emDpu4("MT-1", "fd00:180:62:1::1", "")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 of the wrong family", emSpec(mac, emDpu4("MT-1", "", "10.180.62.201")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip_v6 IPv4-mapped", emSpec(mac, emDpu4("MT-1", "", "::ffff:10.180.62.201")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip_v6 zoned", emSpec(mac, emDpu4("MT-1", "", "fe80::1%eth0")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip outside lo-ip", emSpec(mac, emDpu4("MT-1", "10.99.0.1", "")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip in an auto-assign range", emSpec(mac, emDpu4("MT-1", "10.180.62.5", "")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 outside lo-ip-v6", emSpec(mac, emDpu4("MT-1", "", "fd00:1::1")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip_v6 in an auto-assign range", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62::5")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip twice in the record", emSpec(mac, emDpu4("MT-1", "10.180.62.201", ""), emDpu4("MT-2", "10.180.62.201", "")), kernel.CodeInvalid, "expected_dpus[1].loopback_ip"},
+			{"loopback_ip_v6 twice in the record (other spelling)", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::1"), emDpu4("MT-2", "", "FD00:180:62:1:0::1")), kernel.CodeInvalid, "expected_dpus[1].loopback_ip_v6"},
+			{"label key twice", ExpectedMachineSpec{BmcMacAddress: mac, Metadata: &Metadata{Labels: []Label{{"env", "a"}, {"env", "b"}}}}, kernel.CodeInvalid, "metadata.labels[1].key"},
+			{"label key empty", ExpectedMachineSpec{BmcMacAddress: mac, Metadata: &Metadata{Labels: []Label{{" ", "a"}}}}, kernel.CodeInvalid, "metadata.labels[0].key"},
+			{"malformed before colliding", emSpec(mac, emDpu4("MT-A1", "10.180.62.210", ""), emDpu4("MT-2", "10.180.62.5", "")), kernel.CodeInvalid, "expected_dpus[1].loopback_ip"},
+			{"BMC MAC of another ExpectedMachine (other spelling)", emSpec("0A-00-00-00-00-01"), kernel.CodeConflict, "bmc_mac_address"},
+			{"serial declared by another ExpectedMachine", emSpec(mac, emDpu4("MT-A1", "", "")), kernel.CodeConflict, "expected_dpus[0].serial_number"},
+			{"loopback_ip declared by another ExpectedDpu", emSpec(mac, emDpu4("MT-1", "10.180.62.210", "")), kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 declared by another ExpectedDpu", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::10")), kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip allocated to another owner", emSpec(mac, emDpu4("MT-1", "10.180.62.220", "")), kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 allocated to another owner", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::20")), kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip quarantined for another machine", emSpec(mac, emDpu4("MT-1", "10.180.62.230", "")), kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
 		}
 		for _, c := range cases {
 			before := f.emSnap()
@@ -130,11 +131,11 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 			if err == nil {
 				t.Fatalf("%s: accepted", c.name)
 			}
-			e, _ := AsError(err)
+			e, _ := kernel.AsError(err)
 			if e == nil || e.Code != c.code || e.Field != c.field {
 				t.Fatalf("%s: got %v, want %s on %s", c.name, err, c.code, c.field)
 			}
-			if e.Code.Status() != map[Code]int{CodeInvalid: 422, CodeConflict: 409, CodeNotAvailable: 409}[c.code] {
+			if e.Code.Status() != map[kernel.Code]int{kernel.CodeInvalid: 422, kernel.CodeConflict: 409, kernel.CodeNotAvailable: 409}[c.code] {
 				t.Fatalf("%s: status %d", c.name, e.Code.Status())
 			}
 			// The console's as-you-type validation gives the same answer.
@@ -159,7 +160,7 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 		}
 		// Once declared, the value is refused to any other requester.
 		_, _, err := f.a.Allocate(f.ctx, PoolLoopbackV4, own("someone"), "10.180.62.210")
-		testkit.WantCode(t, err, CodeNotAvailable, "", "declared for DPU MT-A1")
+		testkit.WantCode(t, err, kernel.CodeNotAvailable, "", "declared for DPU MT-A1")
 	})
 }
 
@@ -170,8 +171,8 @@ func TestExpectedMachineMissingFamilyPool(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.180.62.200", "10.180.62.255", false))
 		_, err := f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:02", emDpu4("MT-1", "10.180.62.201", "fd00:180:62:1::1")))
-		testkit.WantCode(t, err, CodeInvalid, "expected_dpus[0].loopback_ip_v6")
-		testkit.WantCode(t, err, CodeInvalid, "", `pool "lo-ip-v6" does not exist`)
+		testkit.WantCode(t, err, kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "", `pool "lo-ip-v6" does not exist`)
 		em := f.emCreate(emSpec("0a:00:00:00:00:02", emDpu4("MT-1", "10.180.62.201", "")))
 		if *em.ExpectedDpus[0].LoopbackIP != "10.180.62.201" {
 			t.Fatalf("%+v", em)
@@ -179,7 +180,7 @@ func TestExpectedMachineMissingFamilyPool(t *testing.T) {
 		// A pool of the wrong type under the loopback name is refused too.
 		f.mkPool(PoolLoopbackV6, "ipv4", 0, rng("10.1.0.0", "10.1.0.10", false))
 		_, err = f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:03", emDpu4("MT-3", "", "fd00::1")))
-		testkit.WantCode(t, err, CodeInvalid, "expected_dpus[0].loopback_ip_v6")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6")
 	})
 }
 
@@ -212,9 +213,9 @@ func TestExpectedMachineShape(t *testing.T) {
 			}
 		}
 		_, err := f.a.GetExpectedMachine(f.ctx, "0a:00:00:00:00:99")
-		testkit.WantCode(t, err, CodeNotFound, "")
+		testkit.WantCode(t, err, kernel.CodeNotFound, "")
 		_, err = f.a.GetExpectedMachine(f.ctx, "no-such-id")
-		testkit.WantCode(t, err, CodeNotFound, "")
+		testkit.WantCode(t, err, kernel.CodeNotFound, "")
 	})
 }
 
@@ -286,23 +287,23 @@ func TestExpectedMachinePatch(t *testing.T) {
 			deref(got.SkuID) != "sku-1" || len(got.ExpectedDpus) != 1 || got.FallbackDpuSerialNumbers[0] != "FB-1" || !got.BmcPasswordSet || got.Version != 2 {
 			t.Fatalf("merge: %+v %v", got, err)
 		}
-		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip_v6":"fd00:180:62:1::1"}]}`), IfMatch{2})
+		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip_v6":"fd00:180:62:1::1"}]}`), kernel.IfMatch{2})
 		if err != nil || got.ExpectedDpus[0].LoopbackIP != nil || *got.ExpectedDpus[0].LoopbackIPv6 != "fd00:180:62:1::1" {
 			t.Fatalf("replace dpus: %+v %v", got, err)
 		}
 		before := f.emSnap()
-		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"chassis_serial_number":"x"}`), IfMatch{2})
-		testkit.WantCode(t, err, CodeStaleVersion, "")
+		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"chassis_serial_number":"x"}`), kernel.IfMatch{2})
+		testkit.WantCode(t, err, kernel.CodeStaleVersion, "")
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip":"10.180.62.1"}]}`), nil)
-		testkit.WantCode(t, err, CodeInvalid, "expected_dpus[0].loopback_ip")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "expected_dpus[0].loopback_ip")
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip":7}]}`), nil)
-		testkit.WantCode(t, err, CodeInvalid, "expected_dpus[0].loopback_ip")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "expected_dpus[0].loopback_ip")
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`[1]`), nil)
-		testkit.WantCode(t, err, CodeBadRequest, "")
+		testkit.WantCode(t, err, kernel.CodeBadRequest, "")
 		if f.emSnap() != before {
 			t.Fatal("refused patches changed stored state")
 		}
-		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null,"metadata":{"labels":null}}`), IfMatch{3})
+		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null,"metadata":{"labels":null}}`), kernel.IfMatch{3})
 		if err != nil || len(got.ExpectedDpus) != 0 || len(got.Metadata.Labels) != 0 || got.Metadata.Name != "r2" {
 			t.Fatalf("null clears: %+v %v", got, err)
 		}
@@ -330,21 +331,21 @@ func TestExpectedMachineIfMatch(t *testing.T) {
 		emPools(f)
 		em := f.emCreate(emSpec("0a:00:00:00:00:01"))
 		before := f.emSnap()
-		_, err := f.a.ReplaceExpectedMachine(f.ctx, em.ID, emSpec("0a:00:00:00:00:01"), IfMatch{7})
-		testkit.WantCode(t, err, CodeStaleVersion, "")
-		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, IfMatch{-1}), CodeStaleVersion, "")
+		_, err := f.a.ReplaceExpectedMachine(f.ctx, em.ID, emSpec("0a:00:00:00:00:01"), kernel.IfMatch{7})
+		testkit.WantCode(t, err, kernel.CodeStaleVersion, "")
+		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, kernel.IfMatch{-1}), kernel.CodeStaleVersion, "")
 		if f.emSnap() != before {
 			t.Fatal("stale writes changed state")
 		}
 		s := emSpec("0a:00:00:00:00:01")
 		s.ChassisSerialNumber = "C2"
-		if got, err := f.a.ReplaceExpectedMachine(f.ctx, em.ID, s, IfMatch{1}); err != nil || got.Version != 2 {
+		if got, err := f.a.ReplaceExpectedMachine(f.ctx, em.ID, s, kernel.IfMatch{1}); err != nil || got.Version != 2 {
 			t.Fatalf("PUT with current version: %+v %v", got, err)
 		}
-		if err := f.a.DeleteExpectedMachine(f.ctx, em.ID, IfMatch{2}); err != nil {
+		if err := f.a.DeleteExpectedMachine(f.ctx, em.ID, kernel.IfMatch{2}); err != nil {
 			t.Fatal(err)
 		}
-		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, nil), CodeNotFound, "")
+		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, nil), kernel.CodeNotFound, "")
 	})
 }
 
@@ -354,7 +355,7 @@ func TestExpectedMachineConcurrentReservations(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		race := func(name string, mk func(i int) ExpectedMachineSpec, code Code, field string) {
+		race := func(name string, mk func(i int) ExpectedMachineSpec, code kernel.Code, field string) {
 			var wg sync.WaitGroup
 			errs := make([]error, 10)
 			for i := 0; i < 10; i++ {
@@ -379,14 +380,14 @@ func TestExpectedMachineConcurrentReservations(t *testing.T) {
 		}
 		race("same loopback_ip", func(i int) ExpectedMachineSpec {
 			return emSpec(fmt.Sprintf("0a:00:00:00:01:%02x", i), emDpu4(fmt.Sprintf("MT-V4-%d", i), "10.180.62.250", ""))
-		}, CodeNotAvailable, "expected_dpus[0].loopback_ip")
+		}, kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip")
 		race("same loopback_ip_v6", func(i int) ExpectedMachineSpec {
 			return emSpec(fmt.Sprintf("0a:00:00:00:02:%02x", i), emDpu4(fmt.Sprintf("MT-V6-%d", i), "", "fd00:180:62:1::fa"))
-		}, CodeNotAvailable, "expected_dpus[0].loopback_ip_v6")
+		}, kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6")
 		race("same serial", func(i int) ExpectedMachineSpec {
 			return emSpec(fmt.Sprintf("0a:00:00:00:03:%02x", i), emDpu4("MT-SAME", "", ""))
-		}, CodeConflict, "expected_dpus[0].serial_number")
-		race("same BMC MAC", func(i int) ExpectedMachineSpec { return emSpec("0a:00:00:00:04:01") }, CodeConflict, "bmc_mac_address")
+		}, kernel.CodeConflict, "expected_dpus[0].serial_number")
+		race("same BMC MAC", func(i int) ExpectedMachineSpec { return emSpec("0a:00:00:00:04:01") }, kernel.CodeConflict, "bmc_mac_address")
 		if n := f.countRows(&models.ExpectedDpu{}, "loopback_ip = ?", "10.180.62.250"); n != 1 {
 			t.Fatalf("%d rows declare 10.180.62.250", n)
 		}
@@ -414,7 +415,7 @@ func TestExpectedMachineConcurrentSerialWithoutPools(t *testing.T) {
 			if err == nil {
 				wins++
 			} else {
-				testkit.WantCode(t, err, CodeConflict, "expected_dpus[0].serial_number")
+				testkit.WantCode(t, err, kernel.CodeConflict, "expected_dpus[0].serial_number")
 			}
 		}
 		if wins != 1 {
@@ -447,7 +448,7 @@ func TestExpectedDpuUniqueConstraints(t *testing.T) {
 				t.Fatalf("%s: duplicate accepted or wrong error: %v", name, err)
 			}
 			mapped := emConstraintError(err, "expected_dpus[0]", "bmc_mac_address")
-			if e, ok := AsError(mapped); !ok || e.Code.Status() != 409 || !strings.HasPrefix(e.Field, "expected_dpus[0].") {
+			if e, ok := kernel.AsError(mapped); !ok || e.Code.Status() != 409 || !strings.HasPrefix(e.Field, "expected_dpus[0].") {
 				t.Fatalf("%s: maps to %v", name, mapped)
 			}
 		}
@@ -485,20 +486,20 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 		}
 		bad := []struct {
 			name, body string
-			code       Code
+			code       kernel.Code
 			field      string
 		}{
 			{"malformed value in record 2", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:01"},{"bmc_mac_address":"0a:00:00:00:00:02"},
-				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-9","loopback_ip":"10.180.62.1"}]}]}`, CodeInvalid, "expected_machines[2].expected_dpus[0].loopback_ip"},
+				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-9","loopback_ip":"10.180.62.1"}]}]}`, kernel.CodeInvalid, "expected_machines[2].expected_dpus[0].loopback_ip"},
 			{"same value in two records names the later", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8","loopback_ip":"10.180.62.209"}]},
-				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-9","loopback_ip":"10.180.62.209"}]}]}`, CodeInvalid, "expected_machines[1].expected_dpus[0].loopback_ip"},
+				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-9","loopback_ip":"10.180.62.209"}]}]}`, kernel.CodeInvalid, "expected_machines[1].expected_dpus[0].loopback_ip"},
 			{"same serial in two records", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8"}]},
-				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-8"}]}]}`, CodeInvalid, "expected_machines[1].expected_dpus[0].serial_number"},
-			{"same MAC twice", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08"},{"bmc_mac_address":"0A-00-00-00-00-08"}]}`, CodeInvalid, "expected_machines[1].bmc_mac_address"},
-			{"value allocated to another owner", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8","loopback_ip":"10.180.62.240"}]}]}`, CodeNotAvailable, "expected_machines[0].expected_dpus[0].loopback_ip"},
+				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-8"}]}]}`, kernel.CodeInvalid, "expected_machines[1].expected_dpus[0].serial_number"},
+			{"same MAC twice", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08"},{"bmc_mac_address":"0A-00-00-00-00-08"}]}`, kernel.CodeInvalid, "expected_machines[1].bmc_mac_address"},
+			{"value allocated to another owner", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8","loopback_ip":"10.180.62.240"}]}]}`, kernel.CodeNotAvailable, "expected_machines[0].expected_dpus[0].loopback_ip"},
 			{"collides with reservations a record keeps", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:01"},
-				{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8","loopback_ip":"10.180.62.201"}]}]}`, CodeNotAvailable, "expected_machines[1].expected_dpus[0].loopback_ip"},
-			{"wrong JSON type names the record", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:01"},{"bmc_mac_address":"0a:00:00:00:00:02","expected_dpus":[{"serial_number":5}]}]}`, CodeInvalid, "expected_machines[1].expected_dpus[0].serial_number"},
+				{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8","loopback_ip":"10.180.62.201"}]}]}`, kernel.CodeNotAvailable, "expected_machines[1].expected_dpus[0].loopback_ip"},
+			{"wrong JSON type names the record", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:01"},{"bmc_mac_address":"0a:00:00:00:00:02","expected_dpus":[{"serial_number":5}]}]}`, kernel.CodeInvalid, "expected_machines[1].expected_dpus[0].serial_number"},
 		}
 		for _, c := range bad {
 			before := f.emSnap()
@@ -506,7 +507,7 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 			if err == nil {
 				_, err = f.a.ReplaceAllExpectedMachines(f.ctx, specs)
 			}
-			if e, ok := AsError(err); !ok || e.Code != c.code || e.Field != c.field {
+			if e, ok := kernel.AsError(err); !ok || e.Code != c.code || e.Field != c.field {
 				t.Fatalf("%s: got %v, want %s on %s", c.name, err, c.code, c.field)
 			}
 			if f.emSnap() != before {
@@ -514,9 +515,9 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 			}
 		}
 		_, err := ParseExpectedMachinesFile([]byte(`{"machines":[]}`))
-		testkit.WantCode(t, err, CodeInvalid, "expected_machines")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "expected_machines")
 		_, err = ParseExpectedMachinesFile([]byte(`{"expected_machines":`))
-		testkit.WantCode(t, err, CodeBadRequest, "")
+		testkit.WantCode(t, err, kernel.CodeBadRequest, "")
 
 		// Swap A's and B's IPv4 reservations, drop record 3, keep A's
 		// password (absent), add a new record.
@@ -584,7 +585,7 @@ func TestExpectedMachineAuditRedactsPassword(t *testing.T) {
 		if actions["expected_machine.create"] != 2 || actions["expected_machine.update"] != 1 || actions["expected_machine.delete"] != 1 || actions["expected_machine.replace_all"] != 1 {
 			t.Fatalf("actions %v", actions)
 		}
-		var upd Event
+		var upd kernel.Event
 		for _, e := range page.Items {
 			if e.Action == "expected_machine.update" {
 				upd = e
@@ -652,9 +653,9 @@ func TestExpectedMachineListFilters(t *testing.T) {
 			t.Fatalf("cursor %q", p.NextCursor)
 		}
 		_, err := f.a.ListExpectedMachines(f.ctx, ExpectedMachineFilter{BmcMacAddress: "nope"})
-		testkit.WantCode(t, err, CodeInvalid, "bmc_mac_address")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "bmc_mac_address")
 		_, err = f.a.ListExpectedMachines(f.ctx, ExpectedMachineFilter{Cursor: "nope"})
-		testkit.WantCode(t, err, CodeInvalid, "cursor")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "cursor")
 	})
 }
 
@@ -724,7 +725,7 @@ func TestExpectedMachineConcurrentUnconditionalWrites(t *testing.T) {
 		// Moving the record to a BMC MAC another record uses is 409.
 		f.emCreate(emSpec("0a:00:00:00:06:02"))
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"bmc_mac_address":"0A:00:00:00:06:02"}`), nil)
-		testkit.WantCode(t, err, CodeConflict, "bmc_mac_address")
+		testkit.WantCode(t, err, kernel.CodeConflict, "bmc_mac_address")
 		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"bmc_mac_address":"0A:00:00:00:06:03"}`), nil)
 		if err != nil || got.ID != em.ID || got.BmcMacAddress != "0a:00:00:00:06:03" {
 			t.Fatalf("MAC change: %+v %v", got, err)
@@ -755,7 +756,7 @@ func TestExpectedMachinePatchKeepsUntouchedReservations(t *testing.T) {
 			t.Fatalf("rename: %+v %v", got, err)
 		}
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-81","loopback_ip":"10.180.62.205"}]}`), nil)
-		testkit.WantCode(t, err, CodeNotAvailable, "expected_dpus[0].loopback_ip")
+		testkit.WantCode(t, err, kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip")
 		// Clearing it is always possible.
 		if got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null}`), nil); err != nil || len(got.ExpectedDpus) != 0 {
 			t.Fatalf("clear: %+v %v", got, err)
@@ -776,13 +777,13 @@ func TestExpectedMachineNameRefusesInvisibleCharacters(t *testing.T) {
 			spec := emSpec("0a:00:00:00:00:02")
 			spec.Metadata.Name = name
 			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
-			testkit.WantCode(t, err, CodeInvalid, "metadata.name")
-			if e, _ := AsError(err); !strings.Contains(e.Message, strconv.Quote(name)) {
+			testkit.WantCode(t, err, kernel.CodeInvalid, "metadata.name")
+			if e, _ := kernel.AsError(err); !strings.Contains(e.Message, strconv.Quote(name)) {
 				t.Errorf("create %q: message %q does not name the value", name, e.Message)
 			}
 			body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": name}})
 			_, err = f.a.PatchExpectedMachine(f.ctx, "0a:00:00:00:00:01", body, nil)
-			testkit.WantCode(t, err, CodeInvalid, "metadata.name")
+			testkit.WantCode(t, err, kernel.CodeInvalid, "metadata.name")
 		}
 		if after := f.emSnap(); after != before {
 			t.Fatalf("refused names changed the ExpectedMachines:\n%s\n%s", before, after)
@@ -813,10 +814,10 @@ func TestVisibleTextOnEveryHostField(t *testing.T) {
 			spec := emSpec("0a:00:00:00:00:02")
 			set(&spec)
 			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
-			testkit.WantCode(t, err, CodeInvalid, field)
+			testkit.WantCode(t, err, kernel.CodeInvalid, field)
 		}
 		_, err := f.a.Report(f.ctx, ReportSpec{BmcMacAddress: "0a:00:00:00:00:01", ChassisSerialNumber: zw})
-		testkit.WantCode(t, err, CodeInvalid, "chassis_serial_number")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "chassis_serial_number")
 		if after := f.emSnap(); after != before {
 			t.Fatalf("refused texts changed the ExpectedMachines:\n%s\n%s", before, after)
 		}
@@ -842,7 +843,7 @@ func TestBmcCredentialsRefuseControlCharacters(t *testing.T) {
 			spec := emSpec("0a:00:00:00:00:02")
 			set(&spec)
 			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
-			testkit.WantCode(t, err, CodeInvalid, field)
+			testkit.WantCode(t, err, kernel.CodeInvalid, field)
 			if err != nil && strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("the refusal repeats the password: %v", err)
 			}

@@ -14,6 +14,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/ipledger/ipledger/kernel"
 )
 
 var fuzzSpaces = []space{
@@ -123,11 +125,11 @@ func FuzzRangeSpec(f *testing.F) {
 
 func requireClientError(t *testing.T, err error, spec PoolSpec) {
 	t.Helper()
-	e, ok := AsError(err)
+	e, ok := kernel.AsError(err)
 	if !ok {
-		t.Fatalf("%+v: rejection is not an *allocator.Error: %T %v", spec, err, err)
+		t.Fatalf("%+v: rejection is not a *kernel.Error: %T %v", spec, err, err)
 	}
-	if e.Code != CodeInvalid {
+	if e.Code != kernel.CodeInvalid {
 		t.Fatalf("%+v: rejection code %s, want invalid: %v", spec, e.Code, e)
 	}
 	if e.Field == "" || !(e.Field == "name" || e.Field == "type" || e.Field == "delegate_prefix_len" ||

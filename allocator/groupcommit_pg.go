@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -132,7 +133,7 @@ func (lc *leaderConn) drop() {
 func (a *Allocator) groupCommitPG(ctx context.Context, lc *leaderConn, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
 	conn, err := lc.get(ctx, a)
 	if err != nil {
-		return nil, mapCtxError(ctx, err)
+		return nil, kernel.MapCtxError(ctx, err)
 	}
 	var res []allocResult
 	err = conn.Raw(func(dc any) error {
@@ -158,11 +159,11 @@ func (a *Allocator) groupCommitPG(ctx context.Context, lc *leaderConn, pool stri
 		// broken (a closed pgx connection is discarded by database/sql
 		// when it comes back to the pool).
 		lc.drop()
-		if _, ok := AsError(err); ok {
+		if _, ok := kernel.AsError(err); ok {
 			return nil, err
 		}
 		if models.IsUnavailable(err) || ctx.Err() != nil {
-			return nil, mapCtxError(ctx, err)
+			return nil, kernel.MapCtxError(ctx, err)
 		}
 		return nil, err
 	}
@@ -201,7 +202,7 @@ func (a *Allocator) groupCommitPipelines(ctx context.Context, pc *pgx.Conn, gues
 		return nil, err
 	}
 	if p == nil {
-		return nil, Errf(CodeNotFound, "", "pool %q does not exist", pool)
+		return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q does not exist", pool)
 	}
 	if expiring {
 		return nil, errGeneralPath // the general path frees them first

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/internal/testkit"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -78,7 +79,7 @@ func (f *fnd) oracleFirstFree(pool string, n int) []string {
 func (f *fnd) groupOf(owners ...string) []*allocReq {
 	reqs := make([]*allocReq, len(owners))
 	for i, o := range owners {
-		reqs[i] = &allocReq{ctx: WithActor(context.Background(), "actor-"+o, fmt.Sprintf("req-%d-%s", i, o)),
+		reqs[i] = &allocReq{ctx: kernel.WithActor(context.Background(), "actor-"+o, fmt.Sprintf("req-%d-%s", i, o)),
 			owner: own(o), done: make(chan struct{})}
 	}
 	return reqs
@@ -194,7 +195,7 @@ func TestGroupCommitAllocatesLikeOneByOne(t *testing.T) {
 				}
 				continue
 			}
-			testkit.WantCode(t, r.err, CodePoolExhausted, "")
+			testkit.WantCode(t, r.err, kernel.CodePoolExhausted, "")
 		}
 		if rest := f.oracleFree(PoolLoopbackV4); len(rest) != 0 {
 			t.Fatalf("values left free after exhaustion: %v", rest)
@@ -226,7 +227,7 @@ func TestGroupCommitQueueUnderConcurrency(t *testing.T) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				ctx := WithActor(context.Background(), "g", fmt.Sprint("r", i))
+				ctx := kernel.WithActor(context.Background(), "g", fmt.Sprint("r", i))
 				al, _, err := f.a.Allocate(ctx, "vni", Owner{Type: "instance", ID: fmt.Sprint("i", i)}, "")
 				values[i], errs[i] = al.Value, err
 			}(i)
@@ -236,7 +237,7 @@ func TestGroupCommitQueueUnderConcurrency(t *testing.T) {
 		exhausted := 0
 		for i := range values {
 			if errs[i] != nil {
-				testkit.WantCode(t, errs[i], CodePoolExhausted, "")
+				testkit.WantCode(t, errs[i], kernel.CodePoolExhausted, "")
 				exhausted++
 				continue
 			}
@@ -298,7 +299,7 @@ func TestGroupCommitCancelledAndUnknownPool(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, _, err := f.a.Allocate(ctx, "vlan", own("late"), "")
-		testkit.WantCode(t, err, CodeUnavailable, "")
+		testkit.WantCode(t, err, kernel.CodeUnavailable, "")
 		if n := f.countRows(&models.Allocation{}, "1 = 1"); n != 0 {
 			t.Fatalf("%d allocations after a cancelled request", n)
 		}
@@ -306,7 +307,7 @@ func TestGroupCommitCancelledAndUnknownPool(t *testing.T) {
 		f.a.runGroupCommit("nope", reqs)
 		for _, r := range reqs {
 			<-r.done
-			testkit.WantCode(t, r.err, CodeNotFound, "", "nope")
+			testkit.WantCode(t, r.err, kernel.CodeNotFound, "", "nope")
 		}
 	})
 }
@@ -434,7 +435,7 @@ func TestGroupCommitCallerDeadlineBeforeClaim(t *testing.T) {
 		go func() { hasty <- waitLikeCaller(reqs[1]) }()
 		f.a.runGroupCommit("vlan", reqs)
 		<-reqs[0].done
-		testkit.WantCode(t, <-hasty, CodeUnavailable, "", "nothing was allocated")
+		testkit.WantCode(t, <-hasty, kernel.CodeUnavailable, "", "nothing was allocated")
 		if n := f.countRows(&models.Allocation{}, "owner_id = ?", "hasty"); n != 0 {
 			t.Fatalf("the caller told 503 holds %d values", n)
 		}
@@ -466,7 +467,7 @@ func TestGroupCommitLeavesOutCancelledCaller(t *testing.T) {
 		go func() { left <- waitLikeCaller(reqs[1]) }()
 		time.Sleep(100 * time.Millisecond)
 		cancel()
-		testkit.WantCode(t, <-left, CodeUnavailable, "", "nothing was allocated")
+		testkit.WantCode(t, <-left, kernel.CodeUnavailable, "", "nothing was allocated")
 		if err := blocker.Commit().Error; err != nil {
 			t.Fatal(err)
 		}
@@ -485,7 +486,7 @@ func TestGroupCommitLeavesOutCancelledCaller(t *testing.T) {
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel2)
 		_, _, err := f.a.Allocate(ctx2, "vlan", own("gone"), "")
-		testkit.WantCode(t, err, CodeUnavailable, "")
+		testkit.WantCode(t, err, kernel.CodeUnavailable, "")
 		blocker.Commit()
 		if n := f.countRows(&models.Allocation{}, "owner_id = ?", "gone"); n != 0 {
 			t.Fatalf("a cancelled Allocate stored %d values", n)
@@ -548,7 +549,7 @@ func TestGroupCommitDeadlinesAnywhere(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					ctx, cancel := context.WithTimeout(WithActor(context.Background(), "qa", owner), deadline)
+					ctx, cancel := context.WithTimeout(kernel.WithActor(context.Background(), "qa", owner), deadline)
 					defer cancel()
 					al, _, err := f.a.Allocate(ctx, "qa", own(owner), "")
 					mu.Lock()
@@ -565,7 +566,7 @@ func TestGroupCommitDeadlinesAnywhere(t *testing.T) {
 			switch {
 			case r.err != nil:
 				failed++
-				testkit.WantCode(t, r.err, CodeUnavailable, "")
+				testkit.WantCode(t, r.err, kernel.CodeUnavailable, "")
 				if len(rows) != 0 {
 					t.Fatalf("%s got %v but holds %s", r.owner, r.err, rows[0].Value)
 				}
@@ -602,7 +603,7 @@ func TestGroupCommitDeadlineDuringCommit(t *testing.T) {
 		var n int64
 		db.Model(&models.Allocation{}).Where("owner_id = ?", owner).Count(&n)
 		if err != nil {
-			testkit.WantCode(t, err, CodeUnavailable, "")
+			testkit.WantCode(t, err, kernel.CodeUnavailable, "")
 			if n != 0 {
 				t.Fatalf("%s: 503 (%v) after %v, but the value was stored", owner, err, took)
 			}

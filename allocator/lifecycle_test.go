@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/internal/testkit"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -38,7 +39,7 @@ type lcOpts struct {
 // explicit fd00:1::1..fd00:1::ff.
 func newLC(t *testing.T, db *gorm.DB, o lcOpts) *lcSite {
 	t.Helper()
-	s := &lcSite{t: t, db: db, a: New(db, Options{}), ctx: WithActor(context.Background(), "test", "req-lc")}
+	s := &lcSite{t: t, db: db, a: New(db, Options{}), ctx: kernel.WithActor(context.Background(), "test", "req-lc")}
 	auto := o.autoV4
 	if auto[0] == "" {
 		auto = [2]string{"10.0.0.1", "10.0.0.9"}
@@ -357,7 +358,7 @@ func TestLifecycleTable(t *testing.T) {
 				t.Fatalf("%d machine rows left", n)
 			}
 			_, _, err := s.a.Allocate(s.ctx, PoolLoopbackV4, Owner{"network", "other"}, "10.0.0.150")
-			testkit.WantCode(t, err, CodeNotAvailable, "", "declared for DPU S1")
+			testkit.WantCode(t, err, kernel.CodeNotAvailable, "", "declared for DPU S1")
 			if al, _, err := s.a.Allocate(s.ctx, PoolLoopbackV4, Owner{"network", "other"}, ""); err != nil || al.Value != "10.0.0.1" {
 				t.Fatalf("released automatic value not free again: %v %v", al, err)
 			}
@@ -505,17 +506,17 @@ func TestLifecycleTable(t *testing.T) {
 		{"decommission and delete refusals: not ready, not decommissioned, decommissioned host reported", lcOpts{}, func(t *testing.T, s *lcSite) {
 			s.report(macA, "S1")
 			_, err := s.a.DeleteMachine(s.ctx, HostMachineID(macA), false)
-			testkit.WantCode(t, err, CodeConflict, "", "decommission it first")
+			testkit.WantCode(t, err, kernel.CodeConflict, "", "decommission it first")
 			_, err = s.a.Decommission(s.ctx, DPUMachineID("S1"))
-			testkit.WantCode(t, err, CodeConflict, "", "decommission the host")
+			testkit.WantCode(t, err, kernel.CodeConflict, "", "decommission the host")
 			s.decommission(HostMachineID(macA))
 			_, err = s.a.Decommission(s.ctx, HostMachineID(macA))
-			testkit.WantCode(t, err, CodeConflict, "", "not ready")
+			testkit.WantCode(t, err, kernel.CodeConflict, "", "not ready")
 			_, err = s.a.Report(s.ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{SerialNumber: "S1"}}})
-			testkit.WantCode(t, err, CodeConflict, "", "decommissioned")
+			testkit.WantCode(t, err, kernel.CodeConflict, "", "decommissioned")
 			s.wantLoopbacks("S1", "10.0.0.1", "fd00::1") // decommission alone keeps the values
 			_, err = s.a.Decommission(s.ctx, "nope")
-			testkit.WantCode(t, err, CodeNotFound, "")
+			testkit.WantCode(t, err, kernel.CodeNotFound, "")
 		}},
 	}
 	for _, r := range rows {
@@ -554,12 +555,12 @@ func TestReportValidation(t *testing.T) {
 		}
 		for _, c := range cases {
 			_, err := s.a.Report(s.ctx, c.spec)
-			if e := testkit.WantCode(t, err, CodeInvalid, ""); e.Field != c.field {
+			if e := testkit.WantCode(t, err, kernel.CodeInvalid, ""); e.Field != c.field {
 				t.Fatalf("%+v: field %q, want %q", c.spec, e.Field, c.field)
 			}
 		}
 		_, err := s.a.Discover(s.ctx, DiscoverSpec{SerialNumber: "S1", HostBmcMacAddress: "zz"})
-		if e := testkit.WantCode(t, err, CodeInvalid, ""); e.Field != "host_bmc_mac_address" {
+		if e := testkit.WantCode(t, err, kernel.CodeInvalid, ""); e.Field != "host_bmc_mac_address" {
 			t.Fatalf("field %q", e.Field)
 		}
 		var n int64
@@ -712,7 +713,7 @@ func TestForceDeleteReingestNeverAnothersValue(t *testing.T) {
 		res := s.report(macC, "S3")
 		wantIncomplete(t, res, DPUMachineID("S3")+"/ipv4/pool_exhausted")
 		_, _, err := s.a.Allocate(s.ctx, PoolLoopbackV4, Owner{"network", "x"}, "")
-		testkit.WantCode(t, err, CodePoolExhausted, "")
+		testkit.WantCode(t, err, kernel.CodePoolExhausted, "")
 		res = s.report(macA, "S1")
 		wantIncomplete(t, res)
 		s.wantLoopbacks("S1", "10.0.0.1", "fd00::1")
@@ -813,7 +814,7 @@ func TestListMachinesAndBindings(t *testing.T) {
 			t.Fatalf("kinds = %v", kinds)
 		}
 		_, err = s.a.ListMachines(s.ctx, MachineFilter{State: "gone"})
-		testkit.WantCode(t, err, CodeInvalid, "")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "")
 		bp, err := s.a.ListBindings(s.ctx, BindingFilter{})
 		if err != nil || len(bp.Items) != 4 {
 			t.Fatalf("bindings = %+v, %v", bp, err)
@@ -827,7 +828,7 @@ func TestListMachinesAndBindings(t *testing.T) {
 			t.Fatalf("bindings page = %+v, %v", bp, err)
 		}
 		_, err = s.a.ListBindings(s.ctx, BindingFilter{Status: "odd"})
-		testkit.WantCode(t, err, CodeInvalid, "")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "")
 		b, _ := json.Marshal(s.binding("S3"))
 		for _, k := range []string{`"reserved_ip":null`, `"expected_machine_id":null`, `"status_v4":"automatic"`} {
 			if !strings.Contains(string(b), k) {
@@ -871,7 +872,7 @@ func TestConcurrentReportsManyProcesses(t *testing.T) {
 			var sites []*lcSite
 			for i := 0; i < 3; i++ {
 				db := dbtest.OpenURL(t, u)
-				s := &lcSite{t: t, db: db, a: New(db, Options{}), ctx: WithActor(context.Background(), fmt.Sprintf("proc-%d", i), "")}
+				s := &lcSite{t: t, db: db, a: New(db, Options{}), ctx: kernel.WithActor(context.Background(), fmt.Sprintf("proc-%d", i), "")}
 				sites = append(sites, s)
 			}
 			s0 := sites[0]

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -26,10 +27,10 @@ func (a *Allocator) Decommission(ctx context.Context, id string) (*Machine, erro
 			return err
 		}
 		if row.Kind == KindDPU && row.HostMachineID != nil {
-			return Errf(CodeConflict, "", "DPU %s belongs to host %s; decommission the host", row.MachineID, *row.HostMachineID)
+			return kernel.Errf(kernel.CodeConflict, "", "DPU %s belongs to host %s; decommission the host", row.MachineID, *row.HostMachineID)
 		}
 		if row.State != StateReady {
-			return Errf(CodeConflict, "", "%s is %s, not ready", machineRowLabel(t.DB, row), row.State)
+			return kernel.Errf(kernel.CodeConflict, "", "%s is %s, not ready", machineRowLabel(t.DB, row), row.State)
 		}
 		var dpus []models.Machine
 		if err := t.Where("host_machine_id = ?", row.MachineID).Order("serial_number").Find(&dpus).Error; err != nil {
@@ -46,7 +47,7 @@ func (a *Allocator) Decommission(ctx context.Context, id string) (*Machine, erro
 				return res.Error
 			}
 			if res.RowsAffected != 1 {
-				return Errf(CodeStaleVersion, "", "machine %s changed meanwhile", m.MachineID)
+				return kernel.Errf(kernel.CodeStaleVersion, "", "machine %s changed meanwhile", m.MachineID)
 			}
 			m.State, m.Version = StateDecommissioned, m.Version+1
 			if err := t.audit("machine.decommission", "machine", m.MachineID, before, machineAudit(&m)); err != nil {
@@ -239,15 +240,15 @@ func (a *Allocator) DeleteMachine(ctx context.Context, id string, force bool) (*
 		}
 		if err := t.Where("machine_id = ?", row.MachineID).Take(row).Error; err != nil {
 			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return Errf(CodeNotFound, "", "machine %q does not exist", id)
+				return kernel.Errf(kernel.CodeNotFound, "", "machine %q does not exist", id)
 			}
 			return err
 		}
 		if row.Kind == KindDPU && row.HostMachineID != nil {
-			return Errf(CodeConflict, "", "DPU %s belongs to host %s; delete the host", row.MachineID, *row.HostMachineID)
+			return kernel.Errf(kernel.CodeConflict, "", "DPU %s belongs to host %s; delete the host", row.MachineID, *row.HostMachineID)
 		}
 		if row.State != StateDecommissioned && !force {
-			return Errf(CodeConflict, "", "%s is %s: decommission it first, or force delete it (admin)", machineRowLabel(t.DB, row), row.State)
+			return kernel.Errf(kernel.CodeConflict, "", "%s is %s: decommission it first, or force delete it (admin)", machineRowLabel(t.DB, row), row.State)
 		}
 		imp, err := t.a.impactOf(t.DB, row, force)
 		if err != nil {
@@ -258,7 +259,7 @@ func (a *Allocator) DeleteMachine(ctx context.Context, id string, force bool) (*
 			if p == nil {
 				// Its pool name was read before locking; a concurrent
 				// change is retried by the caller.
-				return Errf(CodeConflict, "", "pool %q of %s changed meanwhile; retry", v.Pool, v.Value)
+				return kernel.Errf(kernel.CodeConflict, "", "pool %q of %s changed meanwhile; retry", v.Pool, v.Value)
 			}
 			sp := spaceOf(p)
 			key, err := sp.parse(v.Value)
@@ -271,7 +272,7 @@ func (a *Allocator) DeleteMachine(ctx context.Context, id string, force bool) (*
 				if err := t.Where("pool_id = ? AND value_key = ?", p.ID, key.key()).Take(&al).Error; err != nil {
 					return err
 				}
-				reason := fmt.Sprintf("force delete of %s by %s: the hardware may still carry it", machineLabel(v.owner.ID, v.serial), ActorFrom(t.ctx).Name)
+				reason := fmt.Sprintf("force delete of %s by %s: the hardware may still carry it", machineLabel(v.owner.ID, v.serial), kernel.ActorFrom(t.ctx).Name)
 				if err := t.quarantine(p, &al, reason); err != nil {
 					return err
 				}

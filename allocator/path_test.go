@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -80,7 +81,7 @@ func TestEveryPathWritesTheSameRows(t *testing.T) {
 					rng("10.0.0.12", "10.0.0.63", true))
 				f.declare("PATH-DECL", "10.0.0.14", "")
 				call := func(i int) context.Context {
-					return WithActorRole(context.Background(), fmt.Sprint("user", i%3), []string{"operator", "admin", ""}[i%3], fmt.Sprint("req-", i))
+					return kernel.WithActorRole(context.Background(), fmt.Sprint("user", i%3), []string{"operator", "admin", ""}[i%3], fmt.Sprint("req-", i))
 				}
 				held := map[string]string{}
 				for i := 0; i < 30; i++ {

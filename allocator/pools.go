@@ -48,7 +48,7 @@ type RangeUpdate struct {
 	Version    *int64  `json:"version,omitempty"`
 	// IfMatch carries the request's If-Match versions (REST); empty is no
 	// precondition.
-	IfMatch IfMatch `json:"-"`
+	IfMatch kernel.IfMatch `json:"-"`
 }
 
 // Pool is a resource pool as the API shows it.
@@ -96,17 +96,17 @@ type parsedRange struct {
 func (s space) parseRange(r RangeSpec, field string) (parsedRange, error) {
 	f, err := s.parse(r.First)
 	if err != nil {
-		return parsedRange{}, Errf(CodeInvalid, field+".first", "%v", err)
+		return parsedRange{}, kernel.Errf(kernel.CodeInvalid, field+".first", "%v", err)
 	}
 	l, err := s.parse(r.Last)
 	if err != nil {
-		return parsedRange{}, Errf(CodeInvalid, field+".last", "%v", err)
+		return parsedRange{}, kernel.Errf(kernel.CodeInvalid, field+".last", "%v", err)
 	}
 	if f.cmp(l) > 0 {
-		return parsedRange{}, Errf(CodeInvalid, field+".last", "range is reversed: last %s is below first %s", s.format(l), s.format(f))
+		return parsedRange{}, kernel.Errf(kernel.CodeInvalid, field+".last", "range is reversed: last %s is below first %s", s.format(l), s.format(f))
 	}
 	if s.holdsMapped(f, l) {
-		return parsedRange{}, Errf(CodeInvalid, field, "range %s..%s includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere",
+		return parsedRange{}, kernel.Errf(kernel.CodeInvalid, field, "range %s..%s includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere",
 			s.format(f), s.format(l))
 	}
 	auto := true
@@ -121,18 +121,18 @@ func overlaps(a, b parsedRange) bool { return a.first.cmp(b.last) <= 0 && b.firs
 // validatePoolSpec checks a new pool's fields and ranges (422 with field).
 func validatePoolSpec(spec PoolSpec) (space, []parsedRange, error) {
 	if !poolNameRE.MatchString(spec.Name) {
-		return space{}, nil, Errf(CodeInvalid, "name", "pool name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", spec.Name)
+		return space{}, nil, kernel.Errf(kernel.CodeInvalid, "name", "pool name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", spec.Name)
 	}
 	typ, ok := ParsePoolType(spec.Type)
 	if !ok {
-		return space{}, nil, Errf(CodeInvalid, "type", "unknown pool type %q: want ipv4, ipv6, ipv6prefix or integer", spec.Type)
+		return space{}, nil, kernel.Errf(kernel.CodeInvalid, "type", "unknown pool type %q: want ipv4, ipv6, ipv6prefix or integer", spec.Type)
 	}
 	if typ == TypeIPv6Prefix {
 		if spec.DelegatePrefixLen < 1 || spec.DelegatePrefixLen > 128 {
-			return space{}, nil, Errf(CodeInvalid, "delegate_prefix_len", "an ipv6prefix pool needs delegate_prefix_len between 1 and 128, got %d", spec.DelegatePrefixLen)
+			return space{}, nil, kernel.Errf(kernel.CodeInvalid, "delegate_prefix_len", "an ipv6prefix pool needs delegate_prefix_len between 1 and 128, got %d", spec.DelegatePrefixLen)
 		}
 	} else if spec.DelegatePrefixLen != 0 {
-		return space{}, nil, Errf(CodeInvalid, "delegate_prefix_len", "delegate_prefix_len applies only to ipv6prefix pools, not %s", typ)
+		return space{}, nil, kernel.Errf(kernel.CodeInvalid, "delegate_prefix_len", "delegate_prefix_len applies only to ipv6prefix pools, not %s", typ)
 	}
 	if spec.Gateway != "" {
 		if err := validateGateway(typ, spec.Gateway); err != nil {
@@ -149,7 +149,7 @@ func validatePoolSpec(spec PoolSpec) (space, []parsedRange, error) {
 		}
 		for j, o := range rs {
 			if overlaps(pr, o) {
-				return space{}, nil, Errf(CodeInvalid, field, "range %s..%s overlaps ranges[%d]", sp.format(pr.first), sp.format(pr.last), j)
+				return space{}, nil, kernel.Errf(kernel.CodeInvalid, field, "range %s..%s overlaps ranges[%d]", sp.format(pr.first), sp.format(pr.last), j)
 			}
 		}
 		rs = append(rs, pr)
@@ -160,19 +160,19 @@ func validatePoolSpec(spec PoolSpec) (space, []parsedRange, error) {
 func validateGateway(typ PoolType, gw string) error {
 	a, err := parseAddr(strings.TrimSpace(gw))
 	if err != nil {
-		return Errf(CodeInvalid, "gateway", "%v", err)
+		return kernel.Errf(kernel.CodeInvalid, "gateway", "%v", err)
 	}
 	switch typ {
 	case TypeIPv4:
 		if !a.Is4() {
-			return Errf(CodeInvalid, "gateway", "gateway %q of an ipv4 pool must be an IPv4 address", gw)
+			return kernel.Errf(kernel.CodeInvalid, "gateway", "gateway %q of an ipv4 pool must be an IPv4 address", gw)
 		}
 	case TypeIPv6, TypeIPv6Prefix:
 		if !a.Is6() {
-			return Errf(CodeInvalid, "gateway", "gateway %q of an %s pool must be an IPv6 address", gw, typ)
+			return kernel.Errf(kernel.CodeInvalid, "gateway", "gateway %q of an %s pool must be an IPv6 address", gw, typ)
 		}
 	default:
-		return Errf(CodeInvalid, "gateway", "an integer pool has no gateway")
+		return kernel.Errf(kernel.CodeInvalid, "gateway", "an integer pool has no gateway")
 	}
 	return nil
 }
@@ -189,8 +189,8 @@ func (a *Allocator) CreatePool(ctx context.Context, spec PoolSpec) (*Pool, error
 		return t.createPool(spec, sp, ranges)
 	})
 	if err != nil {
-		if e, ok := AsError(err); ok && e.Code == CodeConflict && e.Field == "" {
-			return nil, Errf(CodeConflict, "name", "pool %q already exists", spec.Name)
+		if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeConflict && e.Field == "" {
+			return nil, kernel.Errf(kernel.CodeConflict, "name", "pool %q already exists", spec.Name)
 		}
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func (t *tx) createPool(spec PoolSpec, sp space, ranges []parsedRange) error {
 		return err
 	}
 	if n > 0 {
-		return Errf(CodeConflict, "name", "pool %q already exists", spec.Name)
+		return kernel.Errf(kernel.CodeConflict, "name", "pool %q already exists", spec.Name)
 	}
 	gw := ""
 	if spec.Gateway != "" {
@@ -239,7 +239,7 @@ func (t *tx) insertRange(p *models.Pool, sp space, r parsedRange) (*models.PoolR
 	}
 	if len(others) > 0 {
 		o := others[0]
-		return nil, Errf(CodeConflict, "first", "range %s..%s overlaps range %d (%s..%s) of pool %q",
+		return nil, kernel.Errf(kernel.CodeConflict, "first", "range %s..%s overlaps range %d (%s..%s) of pool %q",
 			sp.format(r.first), sp.format(r.last), o.ID, o.FirstValue, o.LastValue, p.Name)
 	}
 	if err := t.refuseOverlap(p, sp, r.first, r.last, 0, "first"); err != nil {
@@ -282,7 +282,7 @@ func (a *Allocator) GetPool(ctx context.Context, name string) (*Pool, error) {
 	var p models.Pool
 	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", name).Take(&p).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, Errf(CodeNotFound, "", "pool %q does not exist", name)
+		return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q does not exist", name)
 	}
 	if err != nil {
 		return nil, err
@@ -296,14 +296,14 @@ func (a *Allocator) ParseValue(ctx context.Context, pool, value string) (string,
 	var p models.Pool
 	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", pool).Take(&p).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return "", Errf(CodeNotFound, "", "pool %q does not exist", pool)
+		return "", kernel.Errf(kernel.CodeNotFound, "", "pool %q does not exist", pool)
 	}
 	if err != nil {
 		return "", err
 	}
 	v, err := spaceOf(&p).parse(value)
 	if err != nil {
-		return "", Errf(CodeInvalid, "value", "%v", err)
+		return "", kernel.Errf(kernel.CodeInvalid, "value", "%v", err)
 	}
 	return spaceOf(&p).format(v), nil
 }

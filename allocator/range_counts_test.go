@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/internal/testkit"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -159,7 +160,7 @@ func TestRangeCountsFollowEveryWrite(t *testing.T) {
 				explicitID = x.ID
 			}
 		}
-		if _, err := a.UpdateRange(ctx, "cnt", explicitID, RangeUpdate{AutoAssign: &tr}); err != nil && !testkit.IsCode(err, CodeConflict) {
+		if _, err := a.UpdateRange(ctx, "cnt", explicitID, RangeUpdate{AutoAssign: &tr}); err != nil && !testkit.IsCode(err, kernel.CodeConflict) {
 			t.Fatal(err)
 		}
 		extra, err := a.AddRange(ctx, "cnt", RangeSpec{First: "10.0.3.0", Last: "10.0.3.9"})

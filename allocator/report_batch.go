@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // Group commit of site-explorer reports (docs/decisions.md "Reports
@@ -232,7 +234,7 @@ func (a *Allocator) runReportBatch(batch []*reportReq) {
 				results[i] = res
 				continue
 			}
-			if _, final := AsError(err); !final {
+			if _, final := kernel.AsError(err); !final {
 				return err // a database error: the whole batch runs again, one by one
 			}
 			if err := t.RollbackTo(sp).Error; err != nil {

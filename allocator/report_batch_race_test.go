@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -40,7 +41,7 @@ func TestReportBatchesRaceAcrossProcesses(t *testing.T) {
 				defer wg.Done()
 				a := procs[g%2]
 				rnd := rand.New(rand.NewPCG(uint64(g), 11))
-				ctx := WithActor(context.Background(), fmt.Sprintf("g%d", g), "")
+				ctx := kernel.WithActor(context.Background(), fmt.Sprintf("g%d", g), "")
 				for step := 0; step < 40; step++ {
 					h := rnd.IntN(hosts)
 					switch k := rnd.IntN(10); {
@@ -50,7 +51,7 @@ func TestReportBatchesRaceAcrossProcesses(t *testing.T) {
 							spec.DPUs = append(spec.DPUs, ReportDPU{SerialNumber: fmt.Sprintf("S%d", s)})
 						}
 						if _, err := a.Report(ctx, spec); err != nil {
-							if e, ok := AsError(err); !ok || e.Code != CodeConflict {
+							if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeConflict {
 								t.Errorf("report %+v: %v", spec, err)
 							}
 						}
@@ -67,7 +68,7 @@ func TestReportBatchesRaceAcrossProcesses(t *testing.T) {
 							dpus = append(dpus, d)
 						}
 						_, _ = a.ReplaceExpectedMachine(ctx, mac(h), ExpectedMachineSpec{BmcMacAddress: mac(h),
-							ChassisSerialNumber: "CHS-" + mac(h), FallbackDpuSerialNumbers: []string{}, ExpectedDpus: &dpus}, IfMatch{})
+							ChassisSerialNumber: "CHS-" + mac(h), FallbackDpuSerialNumbers: []string{}, ExpectedDpus: &dpus}, kernel.IfMatch{})
 					case k < 9:
 						_, _ = a.DeleteMachine(ctx, HostMachineID(mac(h)), true)
 					default:

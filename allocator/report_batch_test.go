@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/internal/testkit"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -89,7 +90,7 @@ func TestReportBatches(t *testing.T) {
 				results := make([]*IngestResult, n+1)
 				errs := make([]error, n+1)
 				reportsQueued(t, f.a, n+1, func(i int) {
-					ctx := WithActor(context.Background(), fmt.Sprintf("client-%d", i), fmt.Sprintf("req-%d", i))
+					ctx := kernel.WithActor(context.Background(), fmt.Sprintf("client-%d", i), fmt.Sprintf("req-%d", i))
 					spec := ReportSpec{BmcMacAddress: fmt.Sprintf("02:00:00:00:00:%02x", i),
 						DPUs: []ReportDPU{{SerialNumber: fmt.Sprintf("MT-R-%d-0", i)}, {SerialNumber: fmt.Sprintf("MT-R-%d-1", i)}}}
 					if i == n {
@@ -100,7 +101,7 @@ func TestReportBatches(t *testing.T) {
 				if len(sizes) == 0 || sizes[0] != maxReportBatch && sizes[0] != n+1 {
 					t.Fatalf("batch sizes %v: the queued reports did not run as one batch", sizes)
 				}
-				testkit.WantCode(t, errs[n], CodeConflict, "", "decommissioned")
+				testkit.WantCode(t, errs[n], kernel.CodeConflict, "", "decommissioned")
 				seen := map[string]string{}
 				for i := 0; i < n; i++ {
 					if errs[i] != nil {

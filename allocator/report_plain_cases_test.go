@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -34,7 +35,7 @@ func plainEquivalent(t *testing.T, c plainCase) {
 		c.setup(fb)
 		c.setup(fa)
 		actor := func(i int) context.Context {
-			return WithActor(context.Background(), fmt.Sprintf("client-%d", i), fmt.Sprintf("req-%d", i))
+			return kernel.WithActor(context.Background(), fmt.Sprintf("client-%d", i), fmt.Sprintf("req-%d", i))
 		}
 		index := map[string]int{}
 		for i, r := range c.reports {

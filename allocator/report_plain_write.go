@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -143,7 +144,7 @@ func (t *tx) assignPlain(pools map[string]*models.Pool, site *plainSite, plans [
 			add(auto[f.pool][k], pk.v, pk.runEnd)
 		}
 		for _, c := range auto[f.pool][len(picks):] {
-			c.fam.problem = &Incomplete{Code: CodePoolExhausted, Message: fmt.Sprintf("DPU %s: pool %q has no free value in its auto_assign ranges", c.dpu.serial, p.Name)}
+			c.fam.problem = &Incomplete{Code: kernel.CodePoolExhausted, Message: fmt.Sprintf("DPU %s: pool %q has no free value in its auto_assign ranges", c.dpu.serial, p.Name)}
 		}
 		for _, r := range rows[first:] {
 			v, err := parseKey(r.ValueKey)
@@ -215,7 +216,7 @@ func (t *tx) writePlain(plans []*plainPlan, w *plainWrites) error {
 	ncs := w.ncs
 	events := w.events
 	add := func(pl *plainPlan, action, objType, objID string, before, after any) error {
-		ev, err := auditEvent(pl.item.ctx, t.now, action, objType, objID, before, after)
+		ev, err := kernel.AuditEvent(pl.item.ctx, t.now, action, objType, objID, before, after)
 		if err != nil {
 			return plainMachineAuditErr(err, pl.idx)
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -172,7 +173,7 @@ func TestUpgradeFromEverySchemaVersion(t *testing.T) {
 }
 
 func upgradeChecks(t *testing.T, db *gorm.DB, from int) {
-	ctx := WithActor(context.Background(), "upgrade", "req-upgrade")
+	ctx := kernel.WithActor(context.Background(), "upgrade", "req-upgrade")
 	a := New(db, Options{})
 	fd := feed.New(db, feed.Options{})
 	for {

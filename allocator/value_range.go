@@ -3,6 +3,8 @@ package allocator
 import (
 	"net/netip"
 	"strings"
+
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // Key ranges of values inside an address prefix: the search's prefix
@@ -63,10 +65,10 @@ func valueKeyRange(sp space, v string) (first, last string, err error) {
 			if f, l, ok := prefixKeys(sp, p); ok {
 				return f.key(), l.key(), nil
 			}
-			return "", "", Errf(CodeInvalid, "value", "%s is not of this pool's family (%s)", v, sp.typ)
+			return "", "", kernel.Errf(kernel.CodeInvalid, "value", "%s is not of this pool's family (%s)", v, sp.typ)
 		}
 		if sp.typ != TypeIPv6Prefix {
-			return "", "", Errf(CodeInvalid, "value", "%q is not an address prefix", v)
+			return "", "", kernel.Errf(kernel.CodeInvalid, "value", "%q is not an address prefix", v)
 		}
 	}
 	if sp.typ == TypeIPv6Prefix {
@@ -77,7 +79,7 @@ func valueKeyRange(sp space, v string) (first, last string, err error) {
 	}
 	k, perr := sp.parse(v)
 	if perr != nil {
-		return "", "", Errf(CodeInvalid, "value", "%v", perr)
+		return "", "", kernel.Errf(kernel.CodeInvalid, "value", "%v", perr)
 	}
 	return k.key(), k.key(), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/internal/testkit"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // crSite: a site with two named ExpectedMachines, one ingested host
@@ -77,7 +78,7 @@ func TestNamesFollowTheRule(t *testing.T) {
 		}
 		// A delete refused for state names the host.
 		_, err = s.a.DeleteMachine(s.ctx, allocator.HostMachineID("0a:00:00:00:00:01"), false)
-		testkit.WantCode(t, err, allocator.CodeConflict, "", "host rack1-u01")
+		testkit.WantCode(t, err, kernel.CodeConflict, "", "host rack1-u01")
 	})
 }
 
@@ -153,7 +154,7 @@ func TestSearchFindsEveryKind(t *testing.T) {
 			t.Errorf("nothing: %+v %v", r, err)
 		}
 		_, err = s.c.Search(s.ctx, strings.Repeat("x", 201))
-		testkit.WantCode(t, err, allocator.CodeInvalid, "", "at most 200")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "", "at most 200")
 		// The allocations filter takes a value or a prefix.
 		page, err := s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "10.0.0.0/28"})
 		if err != nil || len(page.Items) == 0 {
@@ -169,9 +170,9 @@ func TestSearchFindsEveryKind(t *testing.T) {
 			t.Fatalf("value filter: %+v %v", page, err)
 		}
 		_, err = s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "fd00::/64"})
-		testkit.WantCode(t, err, allocator.CodeInvalid, "", "family")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "", "family")
 		_, err = s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "banana"})
-		testkit.WantCode(t, err, allocator.CodeInvalid, "", "banana")
+		testkit.WantCode(t, err, kernel.CodeInvalid, "", "banana")
 	})
 }
 

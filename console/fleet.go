@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 
 	"github.com/ipledger/ipledger/allocator"
@@ -26,7 +27,7 @@ type Fleet struct {
 	// Bindings counts DPU families (IPv4 and IPv6 each) by status.
 	Bindings     map[string]int64
 	Forecasts    []PoolForecast
-	ForceDeletes []allocator.Event
+	ForceDeletes []kernel.Event
 	Conflicts    []allocator.Binding
 }
 

@@ -37,7 +37,7 @@ type MachineDetail struct {
 	ExpectedMachine *allocator.ExpectedMachine
 	Bindings        map[string]allocator.Binding
 	Values          []HeldValue
-	History         []allocator.Event
+	History         []kernel.Event
 	// ConfirmPhrase is what a force delete asks to type (names.go).
 	ConfirmPhrase string
 }
@@ -63,7 +63,7 @@ func (c *Console) MachineDetail(ctx context.Context, id string) (*MachineDetail,
 	if host.Kind == allocator.KindHost && host.ExpectedMachineID != nil {
 		em, err := c.a.GetExpectedMachine(ctx, *host.ExpectedMachineID)
 		if err != nil {
-			if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeNotFound {
+			if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeNotFound {
 				return nil, err
 			}
 		} else {
@@ -165,7 +165,7 @@ func newMachineScope(ids []string, em *allocator.ExpectedMachine, values []HeldV
 func (c *Console) MachineEventScope(ctx context.Context, id string) (*allocator.EventScope, error) {
 	d, err := c.MachineDetail(ctx, id)
 	if err != nil {
-		if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeNotFound {
+		if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeNotFound {
 			return &allocator.EventScope{Machines: []string{id}}, nil
 		}
 		return nil, err
@@ -182,13 +182,13 @@ func (c *Console) MachineEventScope(ctx context.Context, id string) (*allocator.
 
 // machineHistory is the newest audit events of the machines, their
 // ExpectedMachine and the values they hold.
-func machineHistory(db *gorm.DB, ids []string, em *allocator.ExpectedMachine, values []HeldValue) ([]allocator.Event, error) {
+func machineHistory(db *gorm.DB, ids []string, em *allocator.ExpectedMachine, values []HeldValue) ([]kernel.Event, error) {
 	var rows []models.AuditEvent
 	q := db.Model(&models.AuditEvent{}).Where(newMachineScope(ids, em, values).Where(db))
 	if err := q.Order("id DESC").Limit(machineHistoryLimit).Find(&rows).Error; err != nil {
 		return nil, err
 	}
-	out := make([]allocator.Event, 0, len(rows))
+	out := make([]kernel.Event, 0, len(rows))
 	for i := range rows {
 		out = append(out, kernel.EventOut(&rows[i]))
 	}

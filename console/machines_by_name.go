@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 
 	"github.com/ipledger/ipledger/allocator"
@@ -37,13 +38,13 @@ func (c *Console) ListHostsByName(ctx context.Context, f allocator.MachineFilter
 	switch f.State {
 	case "", allocator.StateReady, allocator.StateDecommissioned:
 	default:
-		return nil, allocator.Errf(allocator.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", f.State)
+		return nil, kernel.Errf(kernel.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", f.State)
 	}
 	var afterKey, afterID string
 	if f.Cursor != "" {
 		k, id, ok := decodeNameCursor(f.Cursor)
 		if !ok {
-			return nil, allocator.Errf(allocator.CodeInvalid, "cursor", "cursor %q is not one this list returned", f.Cursor)
+			return nil, kernel.Errf(kernel.CodeInvalid, "cursor", "cursor %q is not one this list returned", f.Cursor)
 		}
 		afterKey, afterID = k, id
 	}
@@ -93,7 +94,7 @@ func (c *Console) ListHostlessDPUs(ctx context.Context, state string, limit int)
 	switch state {
 	case "", allocator.StateReady, allocator.StateDecommissioned:
 	default:
-		return nil, false, allocator.Errf(allocator.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", state)
+		return nil, false, kernel.Errf(kernel.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", state)
 	}
 	limit = clampLimit(limit)
 	var top []models.Machine

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/ident"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 
 	"github.com/ipledger/ipledger/allocator"
@@ -82,7 +83,7 @@ func (c *Console) Search(ctx context.Context, q string) (*SearchResult, error) {
 		return res, nil
 	}
 	if len(q) > 200 {
-		return nil, allocator.Errf(allocator.CodeInvalid, "q", "the search text is %d characters long; at most 200", len(q))
+		return nil, kernel.Errf(kernel.CodeInvalid, "q", "the search text is %d characters long; at most 200", len(q))
 	}
 	s := &searcher{c: c, ctx: ctx, res: res, seen: map[string]bool{}}
 	err := c.read(ctx, func(db *gorm.DB) error {
@@ -184,7 +185,7 @@ func (s *searcher) byMAC(mac string) error {
 func (s *searcher) byAddress(v string) error {
 	info, err := s.c.a.LookupAddress(s.ctx, v)
 	if err != nil {
-		if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeInvalid {
+		if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeInvalid {
 			return nil
 		}
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -88,7 +89,7 @@ func ReadBody(c echo.Context) ([]byte, error) {
 		if errors.As(err, &mbe) {
 			return nil, TooLarge(mbe.Limit)
 		}
-		return nil, allocator.Errf(allocator.CodeBadRequest, "", "cannot read request body: %v", err)
+		return nil, kernel.Errf(kernel.CodeBadRequest, "", "cannot read request body: %v", err)
 	}
 	if len(b) > MaxBodyBytes {
 		return nil, TooLarge(MaxBodyBytes)
@@ -98,7 +99,7 @@ func ReadBody(c echo.Context) ([]byte, error) {
 
 // TooLarge is the 413 too_large error of a body over limit bytes.
 func TooLarge(limit int64) error {
-	return allocator.Errf(allocator.CodeTooLarge, "", "the request body is larger than %d bytes; nothing was changed", limit)
+	return kernel.Errf(kernel.CodeTooLarge, "", "the request body is larger than %d bytes; nothing was changed", limit)
 }
 
 // DecodeJSON reads a JSON body into v with the strict rules every door
@@ -133,21 +134,21 @@ func UnmarshalJSON(b []byte, v any) error { return decode(b, v, false) }
 
 func decode(b []byte, v any, rejectUnknown bool) error {
 	if strings.TrimSpace(string(allocator.TrimBOM(b))) == "null" {
-		return allocator.Errf(allocator.CodeBadRequest, "", "request body must be a JSON object or array, not null")
+		return kernel.Errf(kernel.CodeBadRequest, "", "request body must be a JSON object or array, not null")
 	}
 	return allocator.DecodeJSON(b, v, allocator.JSONOptions{RejectUnknown: rejectUnknown})
 }
 
 // ErrorBody is the error shape of docs/api.md.
 type ErrorBody struct {
-	Error *allocator.Error `json:"error"`
+	Error *kernel.Error `json:"error"`
 }
 
-// ToAPIError turns any error into the contract's error and status: an
-// *allocator.Error keeps its code; echo's routing errors map to not_found /
+// ToAPIError turns any error into the contract's error and status: a
+// *kernel.Error keeps its code; echo's routing errors map to not_found /
 // bad_request; anything else is a 500 whose details stay in the log.
-func ToAPIError(err error) (*allocator.Error, int) {
-	if e, ok := allocator.AsError(err); ok {
+func ToAPIError(err error) (*kernel.Error, int) {
+	if e, ok := kernel.AsError(err); ok {
 		return e, e.Code.Status()
 	}
 	var he *echo.HTTPError
@@ -155,29 +156,29 @@ func ToAPIError(err error) (*allocator.Error, int) {
 		msg := fmt.Sprint(he.Message)
 		switch he.Code {
 		case http.StatusNotFound:
-			return &allocator.Error{Code: allocator.CodeNotFound, Message: "no such resource"}, http.StatusNotFound
+			return &kernel.Error{Code: kernel.CodeNotFound, Message: "no such resource"}, http.StatusNotFound
 		case http.StatusMethodNotAllowed:
-			return &allocator.Error{Code: allocator.CodeNotFound, Message: "method not allowed on this resource"}, http.StatusMethodNotAllowed
+			return &kernel.Error{Code: kernel.CodeNotFound, Message: "method not allowed on this resource"}, http.StatusMethodNotAllowed
 		case http.StatusUnauthorized:
-			return &allocator.Error{Code: allocator.CodeUnauthorized, Message: msg}, he.Code
+			return &kernel.Error{Code: kernel.CodeUnauthorized, Message: msg}, he.Code
 		case http.StatusForbidden:
-			return &allocator.Error{Code: allocator.CodeForbidden, Message: msg}, he.Code
+			return &kernel.Error{Code: kernel.CodeForbidden, Message: msg}, he.Code
 		case http.StatusRequestEntityTooLarge:
-			return &allocator.Error{Code: allocator.CodeTooLarge, Message: msg}, he.Code
+			return &kernel.Error{Code: kernel.CodeTooLarge, Message: msg}, he.Code
 		case http.StatusServiceUnavailable:
-			return &allocator.Error{Code: allocator.CodeUnavailable, Message: msg}, he.Code
+			return &kernel.Error{Code: kernel.CodeUnavailable, Message: msg}, he.Code
 		}
 		if he.Code >= 400 && he.Code < 500 {
-			return &allocator.Error{Code: allocator.CodeBadRequest, Message: msg}, he.Code
+			return &kernel.Error{Code: kernel.CodeBadRequest, Message: msg}, he.Code
 		}
 	}
-	return &allocator.Error{Code: allocator.CodeInternal, Message: "internal error; see the server log for the request id"}, http.StatusInternalServerError
+	return &kernel.Error{Code: kernel.CodeInternal, Message: "internal error; see the server log for the request id"}, http.StatusInternalServerError
 }
 
 // WriteError renders err as the JSON error shape.
 func WriteError(c echo.Context, err error) error {
 	e, status := ToAPIError(err)
-	if status >= 500 && e.Code == allocator.CodeInternal {
+	if status >= 500 && e.Code == kernel.CodeInternal {
 		slog.Error("internal error", "request_id", c.Response().Header().Get(echo.HeaderXRequestID),
 			"method", c.Request().Method, "path", c.Request().URL.Path, "error", err)
 	}
@@ -215,7 +216,7 @@ func Limit(c echo.Context) (int, error) {
 		n, err = 1000, nil // too many digits for an int: above 1000 all the same
 	}
 	if err != nil || n < 1 || strings.Trim(s, "0123456789") != "" {
-		return 0, allocator.Errf(allocator.CodeInvalid, "limit", "limit %q must be a positive integer", s)
+		return 0, kernel.Errf(kernel.CodeInvalid, "limit", "limit %q must be a positive integer", s)
 	}
 	if n > 1000 {
 		n = 1000
@@ -236,9 +237,9 @@ func OnlyQuery(c echo.Context, allowed ...string) error {
 	for _, k := range keys {
 		if !slices.Contains(allowed, k) {
 			if len(allowed) == 0 {
-				return allocator.Errf(allocator.CodeInvalid, k, "unknown query parameter %q; this route takes none", k)
+				return kernel.Errf(kernel.CodeInvalid, k, "unknown query parameter %q; this route takes none", k)
 			}
-			return allocator.Errf(allocator.CodeInvalid, k, "unknown query parameter %q; this route takes %s", k, strings.Join(allowed, ", "))
+			return kernel.Errf(kernel.CodeInvalid, k, "unknown query parameter %q; this route takes %s", k, strings.Join(allowed, ", "))
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // ExpectedMachines REST API (docs/reservations.md, docs/api.md). The handlers parse,
@@ -26,12 +27,12 @@ func setETag(c echo.Context, version int64) {
 // only the quoted canonical decimal of a version names it: 3 unquoted,
 // "03" or "+3" are tags that are not a version and can never match, so
 // they become -1 (412 stale_version).
-func IfMatchOf(c echo.Context) allocator.IfMatch {
+func IfMatchOf(c echo.Context) kernel.IfMatch {
 	h := strings.TrimSpace(c.Request().Header.Get("If-Match"))
 	if h == "" {
 		return nil
 	}
-	var m allocator.IfMatch
+	var m kernel.IfMatch
 	for _, tag := range strings.Split(h, ",") {
 		tag = strings.TrimSpace(tag)
 		if tag == "*" {
@@ -135,7 +136,7 @@ func (h *API) ReplaceExpectedMachine(c echo.Context) error {
 func (h *API) PatchExpectedMachine(c echo.Context) error {
 	ct := strings.ToLower(strings.TrimSpace(c.Request().Header.Get(echo.HeaderContentType)))
 	if mt, _, err := mime.ParseMediaType(ct); ct != "" && (err != nil || (mt != "application/json" && mt != "application/merge-patch+json")) {
-		return allocator.Errf(allocator.CodeBadRequest, "", "Content-Type %q: PATCH takes application/json or application/merge-patch+json", ct)
+		return kernel.Errf(kernel.CodeBadRequest, "", "Content-Type %q: PATCH takes application/json or application/merge-patch+json", ct)
 	}
 	body, err := ReadBody(c)
 	if err != nil {
@@ -208,7 +209,7 @@ func (h *API) DeleteAllExpectedMachines(c echo.Context) error {
 	// A filter here is a mistake that must not erase everything: it is
 	// refused rather than ignored.
 	for k := range c.QueryParams() {
-		return allocator.Errf(allocator.CodeInvalid, k, "DELETE /api/v1/expected-machines deletes every record and takes no query parameter (got %q); delete one record with DELETE /api/v1/expected-machines/{id}", k)
+		return kernel.Errf(kernel.CodeInvalid, k, "DELETE /api/v1/expected-machines deletes every record and takes no query parameter (got %q); delete one record with DELETE /api/v1/expected-machines/{id}", k)
 	}
 	if _, err := h.A.DeleteAllExpectedMachines(Ctx(c)); err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 	"github.com/ipledger/ipledger/webhook"
 )
@@ -125,7 +126,7 @@ func render(c echo.Context, status int, comp templ.Component) error {
 // formStatus is the status of a form re-rendered with errors: the
 // allocator error's status (422 invalid, 409 conflict…), 422 otherwise.
 func formStatus(err error) int {
-	if e, ok := allocator.AsError(err); ok {
+	if e, ok := kernel.AsError(err); ok {
 		return e.Code.Status()
 	}
 	return http.StatusUnprocessableEntity
@@ -135,13 +136,13 @@ func formStatus(err error) int {
 // input was refused) rather than on an error page: invalid, conflict and
 // the other 409s, stale_version, bad_request.
 func isFormError(err error) bool {
-	e, ok := allocator.AsError(err)
+	e, ok := kernel.AsError(err)
 	if !ok {
 		return false
 	}
 	switch e.Code {
-	case allocator.CodeInvalid, allocator.CodeConflict, allocator.CodeNotAvailable, allocator.CodePoolExhausted,
-		allocator.CodeNotOwner, allocator.CodeStaleVersion, allocator.CodeBadRequest:
+	case kernel.CodeInvalid, kernel.CodeConflict, kernel.CodeNotAvailable, kernel.CodePoolExhausted,
+		kernel.CodeNotOwner, kernel.CodeStaleVersion, kernel.CodeBadRequest:
 		return true
 	}
 	return false
@@ -169,9 +170,9 @@ func ConsoleError(err error, c echo.Context) {
 	}
 	title := http.StatusText(status)
 	switch e.Code {
-	case allocator.CodeForbidden:
+	case kernel.CodeForbidden:
 		title = "Not allowed"
-	case allocator.CodeNotFound:
+	case kernel.CodeNotFound:
 		title = "Not found"
 	}
 	var p views.Page

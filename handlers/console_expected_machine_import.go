@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -75,7 +76,7 @@ func (h *Console) Import(c echo.Context) error {
 	v := views.ImportView{Page: h.page(c, "Import expected machines", "expected"), Mode: c.FormValue("mode")}
 	mode, err := allocator.ParseImportMode(v.Mode)
 	if err != nil {
-		e, _ := allocator.AsError(err)
+		e, _ := kernel.AsError(err)
 		v.Err, v.Mode = errText(e), "merge"
 		return render(c, http.StatusUnprocessableEntity, views.ImportPage(v))
 	}
@@ -117,7 +118,7 @@ func (h *Console) Import(c echo.Context) error {
 	}
 	// Refused: nothing was written. A file that is not a list of records
 	// has no result.
-	e, _ := allocator.AsError(err)
+	e, _ := kernel.AsError(err)
 	v.Err = errText(e)
 	if res == nil {
 		return render(c, formStatus(err), views.ImportPage(v))
@@ -139,7 +140,7 @@ func (h *Console) Import(c echo.Context) error {
 	return render(c, formStatus(err), views.ImportPage(v))
 }
 
-func errText(e *allocator.Error) string {
+func errText(e *kernel.Error) string {
 	if e.Field != "" {
 		return e.Field + ": " + e.Message
 	}

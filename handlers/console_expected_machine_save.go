@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -75,7 +76,7 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 	if f.ID == "" {
 		em, err = h.A.CreateExpectedMachine(Ctx(c), f.Spec(pw))
 	} else {
-		em, err = h.A.ReplaceExpectedMachine(Ctx(c), f.ID, f.Spec(pw), allocator.IfMatch{f.Version})
+		em, err = h.A.ReplaceExpectedMachine(Ctx(c), f.ID, f.Spec(pw), kernel.IfMatch{f.Version})
 	}
 	if err == nil {
 		name := allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)
@@ -92,9 +93,9 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 		return err
 	}
 	// Show every problem beside its field, not just the first.
-	e, _ := allocator.AsError(err)
-	problems := []*allocator.Error{e}
-	if e.Code != allocator.CodeStaleVersion {
+	e, _ := kernel.AsError(err)
+	problems := []*kernel.Error{e}
+	if e.Code != kernel.CodeStaleVersion {
 		if ps, perr := h.A.ExpectedMachineProblems(Ctx(c), f.ID, f.Spec(pw)); perr == nil && len(ps) > 0 {
 			problems = ps
 		}
@@ -116,15 +117,15 @@ func (h *Console) DeleteExpectedMachine(c echo.Context) error {
 	version, err := strconv.ParseInt(strings.TrimSpace(c.FormValue("version")), 10, 64)
 	if err != nil || version <= 0 {
 		// Like saving: the delete form carries the version it was read at.
-		return allocator.Errf(allocator.CodeInvalid, "version", "version %q: the delete form must carry the record's version (reload the record)", c.FormValue("version"))
+		return kernel.Errf(kernel.CodeInvalid, "version", "version %q: the delete form must carry the record's version (reload the record)", c.FormValue("version"))
 	}
 	name := "ExpectedMachine"
 	if em, err := h.A.GetExpectedMachine(Ctx(c), id); err == nil {
 		name += " " + allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)
 	}
-	if err := h.A.DeleteExpectedMachine(Ctx(c), id, allocator.IfMatch{version}); err != nil {
+	if err := h.A.DeleteExpectedMachine(Ctx(c), id, kernel.IfMatch{version}); err != nil {
 		if isFormError(err) {
-			e, _ := allocator.AsError(err)
+			e, _ := kernel.AsError(err)
 			return h.redirect(c, "/expected-machines/"+id+"/edit", "bad", e.Message)
 		}
 		return err

@@ -3,14 +3,14 @@ package handlers
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/console"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 )
 
 // eventNames resolves the display names of the machines a page mentions:
 // the objects of its audit events and the extra ids given.
-func (h *Console) eventNames(c echo.Context, events []allocator.Event, extra []string) (views.Names, error) {
+func (h *Console) eventNames(c echo.Context, events []kernel.Event, extra []string) (views.Names, error) {
 	ids := append([]string{}, extra...)
 	var ems []string
 	for _, e := range events {

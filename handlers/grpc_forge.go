@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/proto/gen/common"
 	"github.com/ipledger/ipledger/proto/gen/forge"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
@@ -139,7 +140,7 @@ func selector(mac string, id *common.UUID) (string, error) {
 		return v, nil
 	}
 	if strings.TrimSpace(mac) == "" {
-		return "", allocator.Errf(allocator.CodeInvalid, "bmc_mac_address", "bmc_mac_address or id is required to select an ExpectedMachine")
+		return "", kernel.Errf(kernel.CodeInvalid, "bmc_mac_address", "bmc_mac_address or id is required to select an ExpectedMachine")
 	}
 	return mac, nil
 }
@@ -178,7 +179,7 @@ func specFromProto(m *forge.ExpectedMachine, prefix string) (allocator.ExpectedM
 		}
 	}
 	if len(unstored) > 0 {
-		return s, allocator.Errf(allocator.CodeInvalid, unstored[0],
+		return s, kernel.Errf(kernel.CodeInvalid, unstored[0],
 			"set, but ipledger does not store NICo's host settings (%s); leave them unset; nothing was changed", strings.Join(unstored, ", "))
 	}
 	if err := refuseUnknown(r, prefix); err != nil {
@@ -216,13 +217,13 @@ func refuseUnknown(r protoreflect.Message, prefix string) error {
 	if raw := r.GetUnknown(); len(raw) > 0 {
 		num, _, n := protowire.ConsumeField(raw)
 		if n < 0 {
-			return allocator.Errf(allocator.CodeBadRequest, prefix, "the message is not valid protobuf")
+			return kernel.Errf(kernel.CodeBadRequest, prefix, "the message is not valid protobuf")
 		}
 		where := "the message"
 		if prefix != "" {
 			where = prefix
 		}
-		return allocator.Errf(allocator.CodeInvalid, prefix, "%s has field number %d, which ipledger does not know; nothing was changed", where, num)
+		return kernel.Errf(kernel.CodeInvalid, prefix, "%s has field number %d, which ipledger does not know; nothing was changed", where, num)
 	}
 	var err error
 	r.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
@@ -240,7 +241,7 @@ func refuseUnknown(r protoreflect.Message, prefix string) error {
 			}
 			for _, s := range vals {
 				if strings.ContainsRune(s, 0) {
-					err = allocator.Errf(allocator.CodeInvalid, name, "%s contains a NUL character", name)
+					err = kernel.Errf(kernel.CodeInvalid, name, "%s contains a NUL character", name)
 					return false
 				}
 			}
@@ -299,18 +300,18 @@ func ExpectedMachineProto(em *allocator.ExpectedMachine) *forge.ExpectedMachine 
 
 // grpcCodes maps the allocator's error codes to gRPC status codes
 // (docs/grpc.md).
-var grpcCodes = map[allocator.Code]connect.Code{
-	allocator.CodeBadRequest:    connect.CodeInvalidArgument,
-	allocator.CodeInvalid:       connect.CodeInvalidArgument,
-	allocator.CodeNotFound:      connect.CodeNotFound,
-	allocator.CodeConflict:      connect.CodeAlreadyExists,
-	allocator.CodeNotAvailable:  connect.CodeFailedPrecondition,
-	allocator.CodePoolExhausted: connect.CodeFailedPrecondition,
-	allocator.CodeNotOwner:      connect.CodeFailedPrecondition,
-	allocator.CodeStaleVersion:  connect.CodeAborted,
-	allocator.CodeUnauthorized:  connect.CodeUnauthenticated,
-	allocator.CodeForbidden:     connect.CodePermissionDenied,
-	allocator.CodeUnavailable:   connect.CodeUnavailable,
+var grpcCodes = map[kernel.Code]connect.Code{
+	kernel.CodeBadRequest:    connect.CodeInvalidArgument,
+	kernel.CodeInvalid:       connect.CodeInvalidArgument,
+	kernel.CodeNotFound:      connect.CodeNotFound,
+	kernel.CodeConflict:      connect.CodeAlreadyExists,
+	kernel.CodeNotAvailable:  connect.CodeFailedPrecondition,
+	kernel.CodePoolExhausted: connect.CodeFailedPrecondition,
+	kernel.CodeNotOwner:      connect.CodeFailedPrecondition,
+	kernel.CodeStaleVersion:  connect.CodeAborted,
+	kernel.CodeUnauthorized:  connect.CodeUnauthenticated,
+	kernel.CodeForbidden:     connect.CodePermissionDenied,
+	kernel.CodeUnavailable:   connect.CodeUnavailable,
 }
 
 // GRPCPath turns a REST field path into the gRPC message's path: the
@@ -343,8 +344,8 @@ func GRPCError(ctx context.Context, err error) error {
 	code, ok := grpcCodes[e.Code]
 	if !ok {
 		code = connect.CodeInternal
-		slog.ErrorContext(ctx, "internal error", "actor", allocator.ActorFrom(ctx).Name,
-			"request_id", allocator.ActorFrom(ctx).RequestID, "error", err)
+		slog.ErrorContext(ctx, "internal error", "actor", kernel.ActorFrom(ctx).Name,
+			"request_id", kernel.ActorFrom(ctx).RequestID, "error", err)
 	}
 	msg := GRPCPath(e.Message)
 	if e.Field != "" {

@@ -9,7 +9,7 @@ package views
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-import "github.com/ipledger/ipledger/allocator"
+import "github.com/ipledger/ipledger/kernel"
 
 // EventFilter is the audit log's filter form, as typed.
 type EventFilter struct {
@@ -24,7 +24,7 @@ type EventsView struct {
 	Page
 	Filter EventFilter
 	Errors Errors
-	Events []allocator.Event
+	Events []kernel.Event
 	Next   string
 	Names  Names
 }
@@ -591,7 +591,7 @@ func EventsPage(v EventsView) templ.Component {
 // EventTable lists audit events: each with a diff of the fields it
 // changed (old → new, secrets redacted) and the full documents behind a
 // toggle; the object links to its page.
-func EventTable(events []allocator.Event, names Names) templ.Component {
+func EventTable(events []kernel.Event, names Names) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -750,7 +750,7 @@ func EventTable(events []allocator.Event, names Names) templ.Component {
 	})
 }
 
-func eventObject(e allocator.Event, names Names) templ.Component {
+func eventObject(e kernel.Event, names Names) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -928,7 +928,7 @@ func eventObject(e allocator.Event, names Names) templ.Component {
 	})
 }
 
-func eventChange(e allocator.Event) templ.Component {
+func eventChange(e kernel.Event) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

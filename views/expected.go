@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/console"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // DpuRow is one ExpectedDpu row of the form. Key is a random id that ties
@@ -172,7 +173,7 @@ func (f EMForm) EMErrorID(field string) string {
 type FieldMessages map[string]string
 
 // Messages places allocator problems next to their fields.
-func (f EMForm) Messages(problems []*allocator.Error) FieldMessages {
+func (f EMForm) Messages(problems []*kernel.Error) FieldMessages {
 	out := FieldMessages{}
 	for _, p := range problems {
 		id := f.EMErrorID(p.Field)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/console"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // The console's links and names. Every id, pool, value and owner on a page
@@ -134,7 +135,7 @@ func HitKindLabel(kind string) string {
 // of the machines that exist, else from the machine as the event
 // recorded it (a deleted DPU by its serial, a deleted host by its chassis
 // serial or BMC MAC).
-func EventMachineName(e allocator.Event, names Names) string {
+func EventMachineName(e kernel.Event, names Names) string {
 	if n, ok := names[e.ObjectID]; ok && n != "" {
 		return n
 	}
@@ -156,7 +157,7 @@ func EventMachineName(e allocator.Event, names Names) string {
 
 // EventEMName names the ExpectedMachine of an audit event, from the
 // document it recorded when the record is gone.
-func EventEMName(e allocator.Event, names Names) string {
+func EventEMName(e kernel.Event, names Names) string {
 	if n, ok := names[e.ObjectID]; ok && n != "" {
 		return n
 	}

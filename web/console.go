@@ -7,9 +7,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/static"
 )
 
@@ -125,7 +125,7 @@ var loginOrigin = http.NewCrossOriginProtection()
 func loginCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if err := loginOrigin.Check(c.Request()); err != nil {
-			return allocator.Errf(allocator.CodeForbidden, "", "sign-in from another site is refused: open the console's own login page")
+			return kernel.Errf(kernel.CodeForbidden, "", "sign-in from another site is refused: open the console's own login page")
 		}
 		return next(c)
 	}
@@ -141,7 +141,7 @@ func consoleFormNUL(h *handlers.Console) echo.MiddlewareFunc {
 			if isUnsafe(c.Request().Method) {
 				if bad := handlers.FormNUL(c); len(bad) > 0 {
 					if c.Path() == "/login" {
-						return allocator.Errf(allocator.CodeInvalid, "token", "the token contains a NUL character")
+						return kernel.Errf(kernel.CodeInvalid, "token", "the token contains a NUL character")
 					}
 					return h.RefuseNUL(c, bad)
 				}
@@ -167,7 +167,7 @@ func consoleBodyLimit(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		tooLarge := func() error {
-			return allocator.Errf(allocator.CodeTooLarge, "",
+			return kernel.Errf(kernel.CodeTooLarge, "",
 				"the form is larger than %d bytes: nothing was changed", consoleMaxBody)
 		}
 		if r.ContentLength > consoleMaxBody {
@@ -204,10 +204,10 @@ func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			id = s.sessions.Identify(c)
 		}
 		if id == nil {
-			return allocator.Errf(allocator.CodeUnauthorized, "", "sign in to use the console")
+			return kernel.Errf(kernel.CodeUnauthorized, "", "sign in to use the console")
 		}
 		handlers.SetIdentity(c, id)
-		c.SetRequest(c.Request().WithContext(allocator.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
+		c.SetRequest(c.Request().WithContext(kernel.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
 		return next(c)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -27,7 +28,7 @@ func TestConsoleOverlapAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := allocator.New(db, allocator.Options{})
-	ctx := allocator.WithActor(context.Background(), "test", "")
+	ctx := kernel.WithActor(context.Background(), "test", "")
 	for _, p := range []allocator.PoolSpec{
 		{Name: "lo-ip", Type: "ipv4", Ranges: []allocator.RangeSpec{{First: "10.1.0.1", Last: "10.1.0.50"}}},
 		{Name: "mgmt", Type: "ipv4", Ranges: []allocator.RangeSpec{{First: "10.2.0.1", Last: "10.2.0.9"}}},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/poolfile"
@@ -185,7 +186,7 @@ ranges = [
 type = "integer"
 ranges = [{ start = "100", end = "110" }]
 `
-	ctx := allocator.WithActor(context.Background(), "test:seed", "")
+	ctx := kernel.WithActor(context.Background(), "test:seed", "")
 	if _, err := poolfile.Load(ctx, a, []byte(pools)); err != nil {
 		t.Fatalf("load pools: %v", err)
 	}

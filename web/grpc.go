@@ -9,9 +9,9 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/labstack/echo/v4"
 
-	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
 )
 
@@ -116,7 +116,7 @@ func (s *Server) grpcAuth(roles map[string]auth.Role) connect.UnaryInterceptorFu
 				return nil, handlers.GRPCError(ctx, err)
 			}
 			if id == nil {
-				return nil, handlers.GRPCError(ctx, allocator.Errf(allocator.CodeUnauthorized, "",
+				return nil, handlers.GRPCError(ctx, kernel.Errf(kernel.CodeUnauthorized, "",
 					"authentication required: send the metadata authorization: Bearer <token>, or a client certificate"))
 			}
 			rid := ""
@@ -127,7 +127,7 @@ func (s *Server) grpcAuth(roles map[string]auth.Role) connect.UnaryInterceptorFu
 			if err := allow(id, role); err != nil {
 				return nil, handlers.GRPCError(ctx, err)
 			}
-			return next(allocator.WithActorRole(ctx, id.Name, string(id.Role), rid), req)
+			return next(kernel.WithActorRole(ctx, id.Name, string(id.Role), rid), req)
 		}
 	}
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/kernel"
 )
@@ -273,9 +272,9 @@ func tagOf(path string) string {
 // errorSchema is the one error shape of every route.
 func errorSchema() map[string]any {
 	codes := []any{}
-	for _, c := range []allocator.Code{allocator.CodeBadRequest, allocator.CodeUnauthorized, allocator.CodeForbidden,
-		allocator.CodeNotFound, allocator.CodeConflict, allocator.CodeNotAvailable, allocator.CodePoolExhausted,
-		allocator.CodeNotOwner, allocator.CodeStaleVersion, allocator.CodeInvalid, allocator.CodeUnavailable, allocator.CodeInternal} {
+	for _, c := range []kernel.Code{kernel.CodeBadRequest, kernel.CodeUnauthorized, kernel.CodeForbidden,
+		kernel.CodeNotFound, kernel.CodeConflict, kernel.CodeNotAvailable, kernel.CodePoolExhausted,
+		kernel.CodeNotOwner, kernel.CodeStaleVersion, kernel.CodeInvalid, kernel.CodeUnavailable, kernel.CodeInternal} {
 		codes = append(codes, string(c))
 	}
 	return map[string]any{

@@ -6,6 +6,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/cni"
 	"github.com/ipledger/ipledger/handlers"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -169,7 +170,7 @@ var schemaOverrides map[reflect.Type]func(g *schemaGen) any
 // fieldSchemas narrow the schema of single members whose Go type says
 // less than the API promises (a string that is one of a few words).
 var fieldSchemas = map[reflect.Type]map[string]any{
-	reflect.TypeOf(allocator.Event{}): {
+	reflect.TypeOf(kernel.Event{}): {
 		"actor_role": map[string]any{"type": "string", "enum": []any{"viewer", "operator", "admin"},
 			"description": "The role the actor acted with at the time; absent for system actors and for events written before roles were stored."},
 	},

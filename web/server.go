@@ -22,6 +22,7 @@ import (
 	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/handlers"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -310,7 +311,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.htmlError(err, c)
 		return
 	}
-	if e, ok := allocator.AsError(err); ok && e.Code == allocator.CodeInternal {
+	if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeInternal {
 		s.log.Error("internal error", "request_id", requestID(c), "error", err)
 	}
 	_ = handlers.WriteError(c, err)
@@ -334,10 +335,10 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			id = s.sessions.Identify(c)
 		}
 		if id == nil {
-			return allocator.Errf(allocator.CodeUnauthorized, "", "authentication required: send Authorization: Bearer <token>")
+			return kernel.Errf(kernel.CodeUnauthorized, "", "authentication required: send Authorization: Bearer <token>")
 		}
 		handlers.SetIdentity(c, id)
-		c.SetRequest(c.Request().WithContext(allocator.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
+		c.SetRequest(c.Request().WithContext(kernel.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
 		return next(c)
 	}
 }
@@ -350,7 +351,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) bearerIdentity(ctx context.Context, h string) (*handlers.Identity, error) {
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") { // the scheme is case-insensitive (RFC 7235)
-		return nil, allocator.Errf(allocator.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
+		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
 	}
 	tok = strings.TrimSpace(tok)
 	if o := s.cfg.Identity.OIDC; o != nil && auth.LooksLikeJWT(tok) {
@@ -370,10 +371,10 @@ func (s *Server) bearerIdentity(ctx context.Context, h string) (*handlers.Identi
 // allow is the role check of every authenticated door (REST, gRPC).
 func allow(id *handlers.Identity, role auth.Role) error {
 	if id == nil {
-		return allocator.Errf(allocator.CodeUnauthorized, "", "authentication required")
+		return kernel.Errf(kernel.CodeUnauthorized, "", "authentication required")
 	}
 	if !id.Role.Allows(role) {
-		return allocator.Errf(allocator.CodeForbidden, "", "role %s may not do this; it needs %s", id.Role, role)
+		return kernel.Errf(kernel.CodeForbidden, "", "role %s may not do this; it needs %s", id.Role, role)
 	}
 	return nil
 }
@@ -432,10 +433,10 @@ func rejectNUL(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if strings.ContainsRune(r.URL.Path, 0) {
-			return allocator.Errf(allocator.CodeInvalid, "path", "the request path contains a NUL character")
+			return kernel.Errf(kernel.CodeInvalid, "path", "the request path contains a NUL character")
 		}
 		if !utf8.ValidString(r.URL.Path) {
-			return allocator.Errf(allocator.CodeInvalid, "path", "the request path is not valid UTF-8")
+			return kernel.Errf(kernel.CodeInvalid, "path", "the request path is not valid UTF-8")
 		}
 		api := strings.HasPrefix(r.URL.Path, "/api/")
 		for k, vs := range r.URL.Query() {
@@ -444,14 +445,14 @@ func rejectNUL(next echo.HandlerFunc) echo.HandlerFunc {
 			// a log reader may take the last (?owner_id=a&owner_id=b on
 			// a release).
 			if api && len(vs) > 1 {
-				return allocator.Errf(allocator.CodeInvalid, strings.ToValidUTF8(k, "\ufffd"), "query parameter %q is given %d times; give it once", strings.ToValidUTF8(k, "\ufffd"), len(vs))
+				return kernel.Errf(kernel.CodeInvalid, strings.ToValidUTF8(k, "\ufffd"), "query parameter %q is given %d times; give it once", strings.ToValidUTF8(k, "\ufffd"), len(vs))
 			}
 			for _, v := range vs {
 				if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
-					return allocator.Errf(allocator.CodeInvalid, k, "query parameter %q contains a NUL character", k)
+					return kernel.Errf(kernel.CodeInvalid, k, "query parameter %q contains a NUL character", k)
 				}
 				if !utf8.ValidString(k) || !utf8.ValidString(v) {
-					return allocator.Errf(allocator.CodeInvalid, strings.ToValidUTF8(k, "\ufffd"), "query parameter %q is not valid UTF-8", strings.ToValidUTF8(k, "\ufffd"))
+					return kernel.Errf(kernel.CodeInvalid, strings.ToValidUTF8(k, "\ufffd"), "query parameter %q is not valid UTF-8", strings.ToValidUTF8(k, "\ufffd"))
 				}
 			}
 		}

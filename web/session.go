@@ -12,7 +12,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/kernel"
@@ -251,7 +250,7 @@ func (s *sessions) Identify(c echo.Context) *handlers.Identity {
 	}
 	sess, err := s.auth.Session(ctx, id, s.ttl, sessionRenewEvery)
 	if err != nil {
-		if e, ok := allocator.AsError(err); !ok || e.Code != allocator.CodeUnauthorized {
+		if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeUnauthorized {
 			s.log.Error("console session: look-up failed", "error", err)
 		}
 		return nil
@@ -274,7 +273,7 @@ func (s *sessions) CheckCSRF(c echo.Context) error {
 		got = c.FormValue("csrf_token")
 	}
 	if want == "" || got == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
-		return allocator.Errf(allocator.CodeForbidden, "", "missing or wrong CSRF token: reload the page and try again")
+		return kernel.Errf(kernel.CodeForbidden, "", "missing or wrong CSRF token: reload the page and try again")
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/strictjson/strictjsontest"
@@ -81,9 +82,9 @@ func TestStrictBodiesProperty(t *testing.T) {
 					}
 					before := tableCounts(t, env.db)
 					rec := env.do(secReq{method: rt.Method, path: path, body: string(mut), token: env.tok.admin})
-					var eb struct{ Error allocator.Error }
+					var eb struct{ Error kernel.Error }
 					_ = json.Unmarshal(rec.Body.Bytes(), &eb)
-					if rec.Code != http.StatusUnprocessableEntity || eb.Error.Code != allocator.CodeInvalid || eb.Error.Field != field {
+					if rec.Code != http.StatusUnprocessableEntity || eb.Error.Code != kernel.CodeInvalid || eb.Error.Field != field {
 						t.Fatalf("%s %s with %s: %d %s, want 422 invalid naming %q", rt.Method, path, mut, rec.Code, rec.Body, field)
 					}
 					if after := tableCounts(t, env.db); after != before {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -101,7 +102,7 @@ const drillHeld = 40
 func drillHistory(t *testing.T, src string) {
 	t.Helper()
 	db := dbtest.OpenURL(t, src)
-	ctx := allocator.WithActor(context.Background(), "drill", "req-drill")
+	ctx := kernel.WithActor(context.Background(), "drill", "req-drill")
 	a := allocator.New(db, allocator.Options{})
 	yes := true
 	if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "drill", Type: "ipv4",

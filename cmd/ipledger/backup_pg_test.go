@@ -17,6 +17,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 )
@@ -41,7 +42,7 @@ func TestPostgresDumpRestoreCheck(t *testing.T) {
 	}
 	src := dbtest.NewPostgresURL(t)
 	db := dbtest.OpenURL(t, src)
-	ctx := allocator.WithActor(context.Background(), "pgdump", "req-pgdump")
+	ctx := kernel.WithActor(context.Background(), "pgdump", "req-pgdump")
 	a := allocator.New(db, allocator.Options{})
 	yes := true
 	if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "dump", Type: "ipv4",

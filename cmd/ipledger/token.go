@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -88,9 +89,9 @@ func newTokenDeleteCmd() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			t, err := auth.New(a.DB(), auth.Options{}).DeleteToken(allocator.WithActor(context.Background(), "cli:token-delete", ""), id, name)
+			t, err := auth.New(a.DB(), auth.Options{}).DeleteToken(kernel.WithActor(context.Background(), "cli:token-delete", ""), id, name)
 			if err != nil {
-				if e, ok := allocator.AsError(err); ok && e.Field != "" {
+				if e, ok := kernel.AsError(err); ok && e.Field != "" {
 					return fmt.Errorf("--%s: %s", e.Field, e.Message)
 				}
 				return err
