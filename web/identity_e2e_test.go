@@ -11,10 +11,10 @@ import (
 
 // TestSSOBrowserLogin signs in with Chromium through the provider's own
 // login page: the SSO button, the provider's form, back in the console as
-// user:alice with the admin role; the audit log shows the sign-in; signing
-// out ends the session and, through the provider, comes back to the
-// login page. IPLEDGER_SCREENSHOTS=DIR writes the screenshots
-// of docs/identity.md.
+// user:alice with the admin role; the audit log shows the sign-in with
+// the role; signing out ends the session and, through the provider,
+// comes back to the login page. IPLEDGER_SCREENSHOTS=DIR writes the
+// screenshots of docs/identity.md.
 func TestSSOBrowserLogin(t *testing.T) {
 	t.Parallel()
 	for _, d := range dbtest.Dialects {
@@ -50,9 +50,9 @@ func TestSSOBrowserLogin(t *testing.T) {
 			if err != nil || !strings.Contains(who, "user:alice") || !strings.Contains(who, "admin") {
 				t.Fatalf("signed in as %q (%v), want user:alice admin", who, err)
 			}
-			run(t, ctx, "the audit log names the person",
+			run(t, ctx, "the audit log names the person and the role",
 				chromedp.Navigate(base+"/events"),
-				poll(`document.body.innerText.includes("session.open") && document.body.innerText.includes("user:alice")`),
+				poll(`document.body.innerText.includes("session.open") && /user:alice\s*\(admin\)/.test(document.body.innerText)`),
 			)
 			if d == "sqlite" {
 				screenshot(t, ctx, "login-signed-in", false)
