@@ -72,48 +72,95 @@ func (t *tx) rangeByID(p *models.Pool, id string) (*models.PoolRange, error) {
 	return &r, err
 }
 
-// blockers lists the allocations, quarantines and declared reservations of
-// pool p whose values lie in first..last and, when keepFirst/keepLast are
-// given, outside keepFirst..keepLast. At most 20 are named.
-func (t *tx) blockers(p *models.Pool, first, last string, keep *[2]string) ([]string, error) {
-	var out []string
-	q := t.Model(&models.Allocation{}).Where("pool_id = ? AND value_key BETWEEN ? AND ?", p.ID, first, last)
-	if keep != nil {
-		q = q.Where("NOT (value_key BETWEEN ? AND ?)", keep[0], keep[1])
+// maxBlockers bounds the values a range refusal names.
+const maxBlockers = 20
+
+// blockers names the allocations, quarantines and declared reservations of
+// pool p whose values lie in first..last and, when keep is given, outside
+// keep[0]..keep[1]: the lowest maxBlockers values in value order, each
+// once with everything that holds it, then how many more there are ("" when
+// nothing is in the way).
+func (t *tx) blockers(p *models.Pool, first, last string, keep *[2]string) (string, error) {
+	type blocker struct {
+		value string
+		why   []string
 	}
-	var allocs []models.Allocation
-	if err := q.Order("value_key").Limit(20).Find(&allocs).Error; err != nil {
-		return nil, err
+	byKey := map[string]*blocker{}
+	add := func(key, value, why string) {
+		b := byKey[key]
+		if b == nil {
+			b = &blocker{value: value}
+			byKey[key] = b
+		}
+		b.why = append(b.why, why)
+	}
+	inRange := func(q *gorm.DB, col string) *gorm.DB {
+		q = q.Where(col+" BETWEEN ? AND ?", first, last)
+		if keep != nil {
+			q = q.Where("NOT ("+col+" BETWEEN ? AND ?)", keep[0], keep[1])
+		}
+		return q
+	}
+	allocs := func() *gorm.DB { return inRange(t.Model(&models.Allocation{}).Where("pool_id = ?", p.ID), "value_key") }
+	var rows []models.Allocation
+	if err := allocs().Order("value_key").Limit(maxBlockers).Find(&rows).Error; err != nil {
+		return "", err
+	}
+	total := int64(len(rows))
+	if len(rows) == maxBlockers {
+		if err := allocs().Count(&total).Error; err != nil {
+			return "", err
+		}
 	}
 	// A machine owner is named as operators know it (DPU serial and host
 	// name, host name), not by its machine_id.
 	owner := func(typ, id *string) string { return ownerText(t.DB, typ, id) }
-	for _, al := range allocs {
+	for _, al := range rows {
 		if al.State == models.StateQuarantined {
-			out = append(out, fmt.Sprintf("%s (quarantined, former owner %s)", al.Value, owner(al.FormerOwnerType, al.FormerOwnerID)))
+			add(al.ValueKey, al.Value, "quarantined, former owner "+owner(al.FormerOwnerType, al.FormerOwnerID))
 		} else {
-			out = append(out, fmt.Sprintf("%s (allocated to %s)", al.Value, owner(al.OwnerType, al.OwnerID)))
+			add(al.ValueKey, al.Value, "allocated to "+owner(al.OwnerType, al.OwnerID))
 		}
 	}
 	if col := reservationColumn(p.Name); col != "" {
-		q := t.Model(&models.ExpectedDpu{}).Where(col+" BETWEEN ? AND ?", first, last)
-		if keep != nil {
-			q = q.Where("NOT ("+col+" BETWEEN ? AND ?)", keep[0], keep[1])
-		}
+		decls := func() *gorm.DB { return inRange(t.Model(&models.ExpectedDpu{}), col) }
 		var dpus []models.ExpectedDpu
-		if err := q.Order(col).Limit(20).Find(&dpus).Error; err != nil {
-			return nil, err
+		if err := decls().Order(col).Limit(maxBlockers).Find(&dpus).Error; err != nil {
+			return "", err
 		}
 		for _, d := range dpus {
-			v := deref(d.LoopbackIP)
+			v, k := deref(d.LoopbackIP), deref(d.LoopbackIPKey)
 			if p.Name == PoolLoopbackV6 {
-				v = deref(d.LoopbackIPv6)
+				v, k = deref(d.LoopbackIPv6), deref(d.LoopbackIPv6Key)
 			}
-			out = append(out, fmt.Sprintf("%s (declared for DPU %s)", v, d.SerialNumber))
+			add(k, v, "declared for DPU "+d.SerialNumber)
 		}
+		// The declared values that no allocation holds are more values in
+		// the way; the others are counted with the allocations.
+		var free int64
+		if err := decls().Where("NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = ? AND a.value_key = expected_dpus."+col+")", p.ID).
+			Count(&free).Error; err != nil {
+			return "", err
+		}
+		total += free
 	}
-	sort.Strings(out)
-	return out, nil
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // fixed-width hexadecimal keys: value order
+	if len(keys) > maxBlockers {
+		keys = keys[:maxBlockers]
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = byKey[k].value + " (" + strings.Join(byKey[k].why, "; ") + ")"
+	}
+	msg := strings.Join(out, ", ")
+	if more := total - int64(len(keys)); more > 0 {
+		msg += fmt.Sprintf(" and %d more", more)
+	}
+	return msg, nil
 }
 
 // UpdateRange flips auto_assign or moves a range's bounds (admin), with the
@@ -171,20 +218,20 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 		}
 		if b, err := t.blockers(p, row.FirstKey, row.LastKey, &keep); err != nil {
 			return err
-		} else if len(b) > 0 {
+		} else if b != "" {
 			field := "first"
 			if pr.first.key() == row.FirstKey {
 				field = "last"
 			}
 			return kernel.Errf(kernel.CodeConflict, field, "shrinking range %s..%s to %s..%s would leave values outside it: %s",
-				row.FirstValue, row.LastValue, sp.format(pr.first), sp.format(pr.last), strings.Join(b, ", "))
+				row.FirstValue, row.LastValue, sp.format(pr.first), sp.format(pr.last), b)
 		}
 		if !row.AutoAssign && pr.auto {
 			if b, err := t.blockers(p, keep[0], keep[1], nil); err != nil {
 				return err
-			} else if len(b) > 0 {
+			} else if b != "" {
 				return kernel.Errf(kernel.CodeConflict, "auto_assign", "range %s..%s cannot become auto_assign while it holds explicitly placed values: %s",
-					sp.format(pr.first), sp.format(pr.last), strings.Join(b, ", "))
+					sp.format(pr.first), sp.format(pr.last), b)
 			}
 		}
 		oldF, _ := parseKey(row.FirstKey)
@@ -253,8 +300,8 @@ func (a *Allocator) RemoveRangeIf(ctx context.Context, pool, id string, m kernel
 		}
 		if b, err := t.blockers(p, row.FirstKey, row.LastKey, nil); err != nil {
 			return err
-		} else if len(b) > 0 {
-			return kernel.Errf(kernel.CodeConflict, "id", "range %s..%s still holds values: %s", row.FirstValue, row.LastValue, strings.Join(b, ", "))
+		} else if b != "" {
+			return kernel.Errf(kernel.CodeConflict, "id", "range %s..%s still holds values: %s", row.FirstValue, row.LastValue, b)
 		}
 		before := rangeOut(spaceOf(p), row)
 		if err := t.Delete(&models.PoolRange{}, row.ID).Error; err != nil {

@@ -1,0 +1,64 @@
+package web_test
+
+import (
+	"net/netip"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ipledger/ipledger/auth"
+)
+
+// TestRangeRefusalNamesValuesInOrderE2E: a refused shrink names the
+// values in its way in value order, from the lowest (10.180.62.2 before
+// 10.180.62.10), each value once with everything that holds it, and says
+// how many more there are when it cannot name them all.
+func TestRangeRefusalNamesValuesInOrderE2E(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, auth.RoleAdmin)
+		refusal := func(step, row, first string) string {
+			t.Helper()
+			run(t, ctx, step,
+				chromedp.Navigate(site.srv.URL+"/pools/lo-ip"),
+				chromedp.Click(chromedp.CSS(`#ranges tbody `+row+` a[href$='/edit']`)),
+				poll(`document.querySelector("dialog[open] #range-form") !== null`),
+				setInput(`#re-first`, first),
+				chromedp.Click(chromedp.CSS(`dialog[open] #range-form button[type=submit]`)),
+				poll(`document.querySelector("dialog[open] #range-form") !== null && document.querySelector("dialog[open] #range-form").innerText.includes("would leave values outside")`),
+			)
+			return evalJS[string](t, ctx, `document.querySelector("dialog[open] #range-form .error").innerText`)
+		}
+
+		// The seed's month of history holds the auto range's lowest ~60
+		// values: more than a refusal names.
+		msg := refusal("shrink the auto range past its allocations", "tr:first-child", "10.180.62.150")
+		_, list, _ := strings.Cut(msg, "outside it: ")
+		var named []netip.Addr
+		for _, m := range regexp.MustCompile(`10\.180\.62\.\d+`).FindAllString(list, -1) {
+			named = append(named, netip.MustParseAddr(m))
+		}
+		if len(named) < 2 || named[0] != netip.MustParseAddr("10.180.62.1") || named[1] != netip.MustParseAddr("10.180.62.2") {
+			t.Errorf("the refusal does not start from the lowest values 10.180.62.1, 10.180.62.2: %q", msg)
+		}
+		for i := 1; i < len(named); i++ {
+			if named[i].Compare(named[i-1]) <= 0 {
+				t.Errorf("the refusal names %s after %s: not in value order: %q", named[i], named[i-1], msg)
+				break
+			}
+		}
+		if !regexp.MustCompile(`and \d+ more$`).MatchString(strings.TrimSpace(msg)) {
+			t.Errorf("the refusal names %d values and does not say how many more are in the way: %q", len(named), msg)
+		}
+
+		// 10.180.62.200 is both allocated to MT2242X00001 and declared for
+		// it: one entry saying both.
+		msg = refusal("shrink the explicit range past a reserved, held value", "tr:last-child", "10.180.62.230")
+		if n := strings.Count(msg, "10.180.62.200 ("); n != 1 || !strings.Contains(msg, "allocated to DPU MT2242X00001") || !strings.Contains(msg, "declared for DPU MT2242X00001") {
+			t.Errorf("the refusal names 10.180.62.200 %d times, want once with its allocation and its declaration: %q", n, msg)
+		}
+	})
+}
