@@ -9,11 +9,13 @@ import (
 )
 
 // eventNames resolves the display names of the machines a page mentions:
-// the objects of its audit events and the extra ids given.
+// the objects of its audit events, the machines their documents name as
+// owners, and the extra ids given.
 func (h *Console) eventNames(c echo.Context, events []kernel.Event, extra []string) (views.Names, error) {
 	ids := append([]string{}, extra...)
 	var ems []string
 	for _, e := range events {
+		ids = append(ids, views.EventMachineRefs(e)...)
 		switch e.ObjectType {
 		case "machine":
 			ids = append(ids, e.ObjectID)

@@ -727,7 +727,7 @@ func EventTable(events []kernel.Event, names Names) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = eventChange(e).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = eventChange(e, names).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -928,7 +928,7 @@ func eventObject(e kernel.Event, names Names) templ.Component {
 	})
 }
 
-func eventChange(e kernel.Event) templ.Component {
+func eventChange(e kernel.Event, names Names) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -988,9 +988,9 @@ func eventChange(e kernel.Event) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var50 string
-					templ_7745c5c3_Var50, templ_7745c5c3_Err = templ.JoinStringErrs(Clip(l.New))
+					templ_7745c5c3_Var50, templ_7745c5c3_Err = templ.JoinStringErrs(names.DiffText(l.Path, l.New))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `events.templ`, Line: 156, Col: 66}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `events.templ`, Line: 156, Col: 84}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var50))
 					if templ_7745c5c3_Err != nil {
@@ -1019,9 +1019,9 @@ func eventChange(e kernel.Event) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var52 string
-					templ_7745c5c3_Var52, templ_7745c5c3_Err = templ.JoinStringErrs(Clip(l.Old))
+					templ_7745c5c3_Var52, templ_7745c5c3_Err = templ.JoinStringErrs(names.DiffText(l.Path, l.Old))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `events.templ`, Line: 158, Col: 66}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `events.templ`, Line: 158, Col: 84}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var52))
 					if templ_7745c5c3_Err != nil {
@@ -1050,9 +1050,9 @@ func eventChange(e kernel.Event) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var54 string
-					templ_7745c5c3_Var54, templ_7745c5c3_Err = templ.JoinStringErrs(Clip(l.Old))
+					templ_7745c5c3_Var54, templ_7745c5c3_Err = templ.JoinStringErrs(names.DiffText(l.Path, l.Old))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `events.templ`, Line: 160, Col: 66}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `events.templ`, Line: 160, Col: 84}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var54))
 					if templ_7745c5c3_Err != nil {
@@ -1065,7 +1065,7 @@ func eventChange(e kernel.Event) templ.Component {
 					var templ_7745c5c3_Var55 string
 					templ_7745c5c3_Var55, templ_7745c5c3_Err = templruntime.NewAttributeExpression(l.New).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `events.templ`, Line: 160, Col: 124}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `events.templ`, Line: 160, Col: 142}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var55)
 					if templ_7745c5c3_Err != nil {
@@ -1076,9 +1076,9 @@ func eventChange(e kernel.Event) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var56 string
-					templ_7745c5c3_Var56, templ_7745c5c3_Err = templ.JoinStringErrs(Clip(l.New))
+					templ_7745c5c3_Var56, templ_7745c5c3_Err = templ.JoinStringErrs(names.DiffText(l.Path, l.New))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `events.templ`, Line: 160, Col: 140}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `events.templ`, Line: 160, Col: 176}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var56))
 					if templ_7745c5c3_Err != nil {

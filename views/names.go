@@ -44,6 +44,40 @@ func (n Names) Of(id string) string {
 	return ShortID(id)
 }
 
+// DiffText is a value of an audit diff line as the page shows it: the
+// machine an owner_id or former_owner_id names, by its name when it is
+// known (the id stays in the line's title and the full documents), else
+// the value clipped.
+func (n Names) DiffText(path, value string) string {
+	if path == "owner_id" || path == "former_owner_id" {
+		if s, ok := n[value]; ok && s != "" {
+			return s
+		}
+	}
+	return Clip(value)
+}
+
+// EventMachineRefs lists the machines an event's documents name as an
+// owner: owner_id (former_owner_id) beside owner_type (former_owner_type)
+// machine, the owners of allocation events.
+func EventMachineRefs(e kernel.Event) []string {
+	var ids []string
+	for _, raw := range []json.RawMessage{e.Before, e.After} {
+		var doc map[string]any
+		if json.Unmarshal(raw, &doc) != nil {
+			continue
+		}
+		for _, k := range []string{"owner", "former_owner"} {
+			if doc[k+"_type"] == allocator.OwnerTypeMachine {
+				if id, ok := doc[k+"_id"].(string); ok && id != "" {
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	return ids
+}
+
 // OwnerText is an owner as pages show it: a machine by name, another
 // owner as type/id.
 func (n Names) OwnerText(ownerType, ownerID string) string {

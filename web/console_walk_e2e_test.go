@@ -8,6 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 )
 
@@ -59,6 +60,32 @@ func TestRangeRefusalNamesValuesInOrderE2E(t *testing.T) {
 		msg = refusal("shrink the explicit range past a reserved, held value", "tr:last-child", "10.180.62.230")
 		if n := strings.Count(msg, "10.180.62.200 ("); n != 1 || !strings.Contains(msg, "allocated to DPU MT2242X00001") || !strings.Contains(msg, "declared for DPU MT2242X00001") {
 			t.Errorf("the refusal names 10.180.62.200 %d times, want once with its allocation and its declaration: %q", n, msg)
+		}
+	})
+}
+
+// TestAuditDiffNamesOwnersE2E: the audit diff of an allocation names its
+// machine owner (owner_id) as the console names machines, the DPU's
+// serial, not its machine_id, on the audit log and on the machine page;
+// the id stays in the line's title.
+func TestAuditDiffNamesOwnersE2E(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, auth.RoleViewer)
+		dpu := allocator.DPUMachineID("MT2242X00001")
+		ownerLine := `[...document.querySelectorAll("tr[data-event] ul.diff li")].filter(li => li.querySelector(".path") && li.querySelector(".path").innerText === "owner_id" && li.querySelector("[title='` + dpu + `']"))`
+		for _, page := range []string{"/events?action=allocation.create", "/machines/" + allocator.HostMachineID("1a:1b:1c:1d:1e:1f")} {
+			run(t, ctx, page, chromedp.Navigate(site.srv.URL+page), poll(`document.querySelector("tr[data-event]") !== null`))
+			lines := evalJS[[]string](t, ctx, ownerLine+`.map(li => li.innerText)`)
+			if len(lines) == 0 {
+				t.Fatalf("%s: no diff line has owner_id %s", page, dpu)
+			}
+			for _, l := range lines {
+				if !strings.Contains(l, "MT2242X00001") || strings.Contains(l, "fm100") {
+					t.Errorf("%s: the owner_id line says %q, want the DPU's serial MT2242X00001, not its machine_id", page, l)
+				}
+			}
 		}
 	})
 }
