@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"slices"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/console"
@@ -39,10 +41,29 @@ func (h *Console) eventNames(c echo.Context, events []kernel.Event, extra []stri
 		}
 	}
 	emNames, err := h.Reads.ExpectedMachineNames(Ctx(c), ems)
+	if err != nil {
+		return nil, err
+	}
 	for id, n := range emNames {
 		names[id] = n
 	}
-	return views.Names(names), err
+	return views.Names(names), h.webhookNames(c, events, names)
+}
+
+// webhookNames adds the webhooks that exist, by id, when the events name
+// one (a short table, read whole).
+func (h *Console) webhookNames(c echo.Context, events []kernel.Event, names map[string]string) error {
+	if h.Hooks == nil || !slices.ContainsFunc(events, func(e kernel.Event) bool { return e.ObjectType == "webhook" }) {
+		return nil
+	}
+	hooks, err := h.Hooks.ListWebhooks(Ctx(c))
+	if err != nil {
+		return err
+	}
+	for _, w := range hooks {
+		names[views.WebhookKey(w.ID)] = w.Name
+	}
+	return nil
 }
 
 // machineIDsOf lists a machine page's machines (itself, its host, its DPUs).

@@ -209,6 +209,28 @@ func EventEMName(e kernel.Event, names Names) string {
 	return e.ObjectID
 }
 
+// WebhookKey is the key of a webhook that exists in Names (webhook ids
+// are numbers, machine and ExpectedMachine ids never are).
+func WebhookKey(id string) string { return "webhook/" + id }
+
+// EventWebhookName names the webhook of an audit event: by its name now,
+// else by the name its documents recorded (a deleted webhook), else
+// "#id".
+func EventWebhookName(e kernel.Event, names Names) string {
+	if n := names[WebhookKey(e.ObjectID)]; n != "" {
+		return n
+	}
+	for _, raw := range []json.RawMessage{e.Before, e.After} {
+		var doc struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(raw, &doc) == nil && doc.Name != "" {
+			return doc.Name
+		}
+	}
+	return "#" + e.ObjectID
+}
+
 // KindWord is how a sentence calls a machine of this kind: "DPU" for a
 // DPU (a host-less DPU is force-deleted on its own), else "host".
 func KindWord(kind string) string {

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/webhook"
 )
 
 // TestRangeRefusalNamesValuesInOrderE2E: a refused shrink names the
@@ -85,6 +88,47 @@ func TestAuditDiffNamesOwnersE2E(t *testing.T) {
 				if !strings.Contains(l, "MT2242X00001") || strings.Contains(l, "fm100") {
 					t.Errorf("%s: the owner_id line says %q, want the DPU's serial MT2242X00001, not its machine_id", page, l)
 				}
+			}
+		}
+	})
+}
+
+// TestAuditNamesWebhooksE2E: the audit log names a webhook by its name
+// (linked to its page while it exists), not "webhook 1"; a deleted one by
+// the name its events recorded.
+func TestAuditNamesWebhooksE2E(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		actx := kernel.WithActor(context.Background(), "console:alice", "")
+		spec := func(name string) webhook.WebhookSpec {
+			return webhook.WebhookSpec{Name: name, URL: "http://127.0.0.1:9/hook", Secret: "0123456789abcdef0123", Actions: []string{"allocation.*"}}
+		}
+		kept, err := site.hooks.CreateWebhook(actx, spec("vpc-controller"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone, err := site.hooks.CreateWebhook(actx, spec("old-controller"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := site.hooks.DeleteWebhook(actx, gone.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, auth.RoleAdmin)
+		run(t, ctx, "the webhooks' events", chromedp.Navigate(site.srv.URL+"/events?object_type=webhook"), poll(`document.querySelector("#events-table tr[data-event]") !== null`))
+		objects := evalJS[[]string](t, ctx, `[...document.querySelectorAll("#events-table tr[data-event] td.object")].map(td => td.innerText.trim() + " -> " + (td.querySelector("a") ? td.querySelector("a").getAttribute("href") : ""))`)
+		want := map[string]string{
+			"webhook vpc-controller -> /webhooks/" + kept.ID: "the kept webhook's create, linked to its page",
+			"webhook old-controller -> ":                     "the deleted webhook, by the name its events recorded, without a dead link",
+		}
+		have := map[string]bool{}
+		for _, o := range objects {
+			have[o] = true
+		}
+		for w, what := range want {
+			if !have[w] {
+				t.Errorf("the audit log lacks %s (%q) among %q", what, w, objects)
 			}
 		}
 	})
