@@ -19,6 +19,8 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/ipledger/ipledger/auth/oidctest"
 )
 
 // jwtIssuer serves discovery and a JWKS whose keys a test rotates, and
@@ -331,19 +333,113 @@ func mustRSA(t *testing.T) *rsa.PrivateKey {
 	return k
 }
 
-// TestBearerIDTokenFromProvider: an ID token the real provider issued is
-// accepted as a bearer token when the API audience is the client id.
+// TestBearerIDTokenFromProvider: with the API audience left at the
+// client id, the ID token the real provider issued at sign-in verifies
+// (signature, issuer, audience) and is still refused as a bearer token,
+// while the access token of the same sign-in and a client-credentials
+// token are accepted.
 func TestBearerIDTokenFromProvider(t *testing.T) {
 	t.Parallel()
-	p, o := startRP(t, true)
+	p := oidctest.Start(t, oidctest.Options{Users: testUsers, RedirectURIs: []string{rpURL + CallbackPath},
+		GroupsInIDToken: true, JWTAccessTokens: true, ServiceGroups: []string{"ipam-operators"}})
+	o := NewOIDC(OIDCConfig{Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret, ExternalURL: rpURL, Roles: testRoles})
+	waitReady(t, o)
 	st, q := authorize(t, p, o, "alice", "alice-pw")
-	_ = st
-	tok, err := p.Exchange(rpURL+CallbackPath, q.Get("code"), st.Verifier)
+	idt, access, err := p.Tokens(rpURL+CallbackPath, q.Get("code"), st.Verifier)
 	if err != nil {
 		t.Fatal(err)
 	}
-	who, err := o.VerifyBearer(context.Background(), tok)
-	if err != nil || who.Actor != "user:alice" || who.Role != RoleAdmin {
-		t.Fatalf("got %+v, %v", who, err)
+	ctx := context.Background()
+	if _, err := o.VerifyBearer(ctx, idt); !IsInvalidToken(err) || !strings.Contains(err.Error(), "an ID token is not an API credential") {
+		t.Fatalf("the sign-in's ID token as a bearer token: %v", err)
 	}
+	if who, err := o.VerifyBearer(ctx, access); err != nil || who.Actor != "user:alice" || who.Role != RoleAdmin {
+		t.Fatalf("the sign-in's access token: %+v, %v", who, err)
+	}
+	svc, err := p.ServiceToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who, err := o.VerifyBearer(ctx, svc); err != nil || who.Actor != "service:"+oidctest.ServiceClientID || who.Role != RoleOperator {
+		t.Fatalf("the client-credentials token: %+v, %v", who, err)
+	}
+}
+
+// TestBearerRefusesIDTokens: each mark of an ID token refuses a token
+// that is otherwise valid; a nonce alone refuses only a token addressed
+// to ipledger's client id (an ID token of its sign-in), since with a
+// separate API audience the audience check already keeps those out.
+func TestBearerRefusesIDTokens(t *testing.T) {
+	t.Parallel()
+	is := newJWTIssuer(t)
+	ctx := context.Background()
+	for _, apiAud := range []string{"ipledger", "ipledger-api"} {
+		o, c := newBearerRP(t, is, apiAud)
+		claims := func(extra map[string]any) map[string]any {
+			return is.claims(c, mergeClaims(map[string]any{"aud": []string{apiAud}}, extra))
+		}
+		if _, err := o.VerifyBearer(ctx, is.sign(t, claims(nil))); err != nil {
+			t.Fatalf("aud %s: the control is refused: %v", apiAud, err)
+		}
+		for what, tok := range map[string]string{
+			"at_hash":                    is.sign(t, claims(map[string]any{"at_hash": "x2eSvl3kh5NbYn7N3HSu0g"})),
+			"c_hash":                     is.sign(t, claims(map[string]any{"c_hash": "LDktKdoQak3Pk0cnXxCltA"})),
+			"s_hash":                     is.sign(t, claims(map[string]any{"s_hash": "LDktKdoQak3Pk0cnXxCltA"})),
+			"Keycloak's typ ID":          is.sign(t, claims(map[string]any{"typ": "ID"})),
+			"header typ id_token":        is.signTyp(t, "id_token", claims(nil)),
+			"header typ id_token+jwt":    is.signTyp(t, "application/id_token+jwt", claims(nil)),
+			"nonce, aud the client id":   is.sign(t, claims(map[string]any{"nonce": "n-0S6_WzA2Mj", "aud": []string{apiAud, "ipledger"}})),
+			"empty nonce, aud client id": is.sign(t, claims(map[string]any{"nonce": "", "aud": []string{"ipledger", apiAud}})),
+		} {
+			_, err := o.VerifyBearer(ctx, tok)
+			if !IsInvalidToken(err) || !strings.Contains(err.Error(), "an ID token is not an API credential") {
+				t.Errorf("aud %s, %s: %v", apiAud, what, err)
+			}
+		}
+		// Keycloak marks its access tokens typ "Bearer"; RFC 9068 ones
+		// carry the header typ at+jwt.
+		for what, tok := range map[string]string{
+			"typ claim Bearer": is.sign(t, claims(map[string]any{"typ": "Bearer"})),
+			"header at+jwt":    is.signTyp(t, "at+jwt", claims(nil)),
+		} {
+			if _, err := o.VerifyBearer(ctx, tok); err != nil {
+				t.Errorf("aud %s, %s: %v", apiAud, what, err)
+			}
+		}
+		nonceOtherAud := is.sign(t, claims(map[string]any{"nonce": "n-0S6_WzA2Mj"}))
+		_, err := o.VerifyBearer(ctx, nonceOtherAud)
+		if apiAud == "ipledger" && !IsInvalidToken(err) {
+			t.Errorf("a nonce with the API audience at the client id: %v", err)
+		}
+		if apiAud != "ipledger" && err != nil {
+			t.Errorf("a nonce in a token for a separate API audience: %v", err)
+		}
+	}
+}
+
+func mergeClaims(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// signTyp signs claims with the header typ given.
+func (is *jwtIssuer) signTyp(t *testing.T, typ string, claims map[string]any) string {
+	is.mu.Lock()
+	k := is.keys[0]
+	is.mu.Unlock()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(k.Algorithm), Key: k}, (&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := jwt.Signed(s).Claims(claims).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }

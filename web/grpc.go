@@ -105,8 +105,12 @@ func (s *Server) grpcAuth(roles map[string]auth.Role) connect.UnaryInterceptorFu
 			call, _ := ctx.Value(grpcCallKey{}).(*grpcCall)
 			var id *handlers.Identity
 			var err error
+			rid := ""
+			if call != nil {
+				rid = call.requestID
+			}
 			if h := req.Header().Get("Authorization"); h != "" {
-				id, err = s.bearerIdentity(ctx, h)
+				id, err = s.bearerIdentity(ctx, h, rid)
 			} else if call != nil {
 				// A client certificate (NICo's services carry SPIFFE
 				// ids) or the trusted proxy's header.
@@ -119,10 +123,8 @@ func (s *Server) grpcAuth(roles map[string]auth.Role) connect.UnaryInterceptorFu
 				return nil, handlers.GRPCError(ctx, kernel.Errf(kernel.CodeUnauthorized, "",
 					"authentication required: send the metadata authorization: Bearer <token>, or a client certificate"))
 			}
-			rid := ""
 			if call != nil {
 				call.id = id
-				rid = call.requestID
 			}
 			if err := allow(id, role); err != nil {
 				return nil, handlers.GRPCError(ctx, err)

@@ -3,6 +3,8 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -27,6 +29,22 @@ import (
 // token, as a script using the provider's own client would.
 func (s *ssoSite) idToken(t *testing.T, user, pw string) string {
 	t.Helper()
+	idt, _ := s.signInTokens(t, user, pw)
+	return idt
+}
+
+// accessToken is the access token (a JWT) of such a sign-in.
+func (s *ssoSite) accessToken(t *testing.T, user, pw string) string {
+	t.Helper()
+	_, at := s.signInTokens(t, user, pw)
+	return at
+}
+
+// signInTokens signs user in at the provider with ipledger's sign-in
+// parameters (PKCE, state, nonce) and redeems the code for the ID token
+// and the access token.
+func (s *ssoSite) signInTokens(t *testing.T, user, pw string) (idToken, accessToken string) {
+	t.Helper()
 	authURL, st, err := s.oidc.Begin(context.Background(), "/")
 	if err != nil {
 		t.Fatal(err)
@@ -35,11 +53,32 @@ func (s *ssoSite) idToken(t *testing.T, user, pw string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := s.idp.Exchange(s.srv.URL+auth.CallbackPath, cb.Query().Get("code"), st.Verifier)
+	idToken, accessToken, err = s.idp.Tokens(s.srv.URL+auth.CallbackPath, cb.Query().Get("code"), st.Verifier)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tok
+	if !auth.LooksLikeJWT(accessToken) {
+		t.Fatalf("the provider's access token is not a JWT: %.8q…", accessToken)
+	}
+	return idToken, accessToken
+}
+
+// jwtClaims reads a JWT's claims without verifying it.
+func jwtClaims(t *testing.T, raw string) map[string]any {
+	t.Helper()
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %.12q…", raw)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := map[string]any{}
+	if err := json.Unmarshal(b, &claims); err != nil {
+		t.Fatal(err)
+	}
+	return claims
 }
 
 func apiCall(t *testing.T, base, method, path, bearer, body string, hdr ...string) (*http.Response, string) {
@@ -63,16 +102,16 @@ func apiCall(t *testing.T, base, method, path, bearer, body string, hdr ...strin
 	return res, string(b)
 }
 
-// TestJWTBearerOnREST: an ID token of the issuer is a bearer token on the
-// API (audience: the client id), acting as user:NAME with the role of its
-// groups; a refused JWT is 401 with WWW-Authenticate invalid_token, and
-// ipledger's own tokens keep working beside JWTs.
+// TestJWTBearerOnREST: an access token of the issuer (a JWT, audience
+// the client id) is a bearer token on the API, acting as user:NAME with
+// the role of its groups; a refused JWT is 401 with WWW-Authenticate
+// invalid_token, and ipledger's own tokens keep working beside JWTs.
 func TestJWTBearerOnREST(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		t.Parallel()
 		s := newSSOSite(t, db, true)
-		jwt := s.idToken(t, "alice", "alice-pw")
+		jwt := s.accessToken(t, "alice", "alice-pw")
 		res, body := apiCall(t, s.srv.URL, "POST", "/api/v1/pools", jwt, `{"name":"jwt-vlans","type":"integer","ranges":[{"first":"10","last":"20"}]}`)
 		if res.StatusCode != http.StatusCreated {
 			t.Fatalf("create pool with a JWT: %d %s", res.StatusCode, body)
@@ -80,7 +119,7 @@ func TestJWTBearerOnREST(t *testing.T) {
 		if ev := events(t, db, "pool.create"); len(ev) != 1 || ev[0].Actor != "user:alice" {
 			t.Fatalf("pool.create: %+v", ev)
 		}
-		viewer := s.idToken(t, "bob", "bob-pw")
+		viewer := s.accessToken(t, "bob", "bob-pw")
 		if res, _ := apiCall(t, s.srv.URL, "GET", "/api/v1/pools", viewer, ""); res.StatusCode != http.StatusOK {
 			t.Fatalf("viewer JWT read: %d", res.StatusCode)
 		}

@@ -76,9 +76,9 @@ func TestJWTAttacksOnREST(t *testing.T) {
 
 		// Key rotation.
 		kid := s.idp.RotateKey(t)
-		rotated := s.idToken(t, "alice", "alice-pw")
+		rotated := s.accessToken(t, "alice", "alice-pw")
 		if h, _ := jose.ParseSignedCompact(rotated, []jose.SignatureAlgorithm{jose.RS256}); h == nil || h.Signatures[0].Header.KeyID != kid {
-			t.Fatalf("the provider's new ID token does not name the new key %s", kid)
+			t.Fatalf("the provider's new access token does not name the new key %s", kid)
 		}
 		refused(t, "a new key id within 30 s of the last key set fetch", rotated)
 		clk.Advance(auth.JWKSRefreshEvery)

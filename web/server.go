@@ -326,7 +326,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		var id *handlers.Identity
 		var err error
 		if h := c.Request().Header.Get(echo.HeaderAuthorization); h != "" {
-			if id, err = s.bearerIdentity(c.Request().Context(), h); err != nil {
+			if id, err = s.bearerIdentity(c.Request().Context(), h, requestID(c)); err != nil {
 				return err
 			}
 		} else if id, err = s.ambient(c); err != nil {
@@ -347,8 +347,10 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // REST header and the gRPC metadata alike) to the token's identity; the
 // audit actor is "token:NAME". With single sign-on configured, a JWT is
 // verified against the issuer instead (actor "user:NAME" or
-// "service:SUB"); a refused one is 401 invalid_token.
-func (s *Server) bearerIdentity(ctx context.Context, h string) (*handlers.Identity, error) {
+// "service:SUB"); a refused one is 401 invalid_token, and logged with
+// why (never the token): an ID token tried as one, say, is someone
+// replaying a sign-in.
+func (s *Server) bearerIdentity(ctx context.Context, h, rid string) (*handlers.Identity, error) {
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") { // the scheme is case-insensitive (RFC 7235)
 		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
@@ -357,6 +359,9 @@ func (s *Server) bearerIdentity(ctx context.Context, h string) (*handlers.Identi
 	if o := s.cfg.Identity.OIDC; o != nil && auth.LooksLikeJWT(tok) {
 		who, err := o.VerifyBearer(ctx, tok)
 		if err != nil {
+			if auth.IsInvalidToken(err) {
+				s.log.Warn("bearer JWT refused", "request_id", rid, "reason", err.Error())
+			}
 			return nil, identityError(err)
 		}
 		return &handlers.Identity{Name: who.Actor, Role: who.Role}, nil

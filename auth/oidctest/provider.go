@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
@@ -40,7 +41,25 @@ type Options struct {
 	// GroupsInIDToken puts the groups (and the profile claims) in the ID
 	// token; otherwise they come only from the userinfo endpoint.
 	GroupsInIDToken bool
+	// JWTAccessTokens makes the provider's access tokens JWTs (RFC 9068
+	// style, as Keycloak's, Okta's and Entra's are) instead of opaque
+	// strings: audience the client id, no nonce, and the person's
+	// preferred_username and groups, as an issuer's claim mappers add
+	// them. The client-credentials service (ServiceClientID) gets JWTs
+	// addressed to the client id too, with ServiceGroups.
+	JWTAccessTokens bool
+	// ServiceGroups are the groups of the client-credentials service's
+	// access tokens.
+	ServiceGroups []string
 }
+
+// ServiceClientID and ServiceClientSecret are the provider's
+// client-credentials service: a machine client of the issuer (the
+// example storage's service user).
+const (
+	ServiceClientID     = "sid1"
+	ServiceClientSecret = "verysecret"
+)
 
 // Provider is a running provider.
 type Provider struct {
@@ -80,7 +99,8 @@ func Start(t testing.TB, o Options) *Provider {
 	}
 	client := storage.WebClient(p.ClientID, p.ClientSecret, o.RedirectURIs...)
 	st := &store{Storage: storage.NewStorageWithClients(users, map[string]*storage.Client{p.ClientID: client}), users: users,
-		inIDToken: o.GroupsInIDToken, postLogout: o.PostLogoutRedirectURIs}
+		inIDToken: o.GroupsInIDToken, postLogout: o.PostLogoutRedirectURIs,
+		jwtAccess: o.JWTAccessTokens, serviceGroups: o.ServiceGroups, audience: p.ClientID}
 	p.st = st
 	router := exampleop.SetupServer(p.Issuer, st, nil, false)
 	mu.Lock()
@@ -113,27 +133,76 @@ func (u users) ExampleClientID() string { return storage.ServiceUserID }
 // store adds the groups claim to the example storage.
 type store struct {
 	*storage.Storage
-	users      users
-	inIDToken  bool
-	postLogout []string
-	keys       keyring
+	users         users
+	inIDToken     bool
+	postLogout    []string
+	keys          keyring
+	jwtAccess     bool
+	serviceGroups []string
+	// audience is what the service's access tokens are addressed to.
+	audience string
 }
 
 type client struct {
 	op.Client
 	assert     bool
 	postLogout []string
+	jwtAccess  bool
 }
 
 func (c client) IDTokenUserinfoClaimsAssertion() bool { return c.assert }
 func (c client) PostLogoutRedirectURIs() []string     { return c.postLogout }
+func (c client) AccessTokenType() op.AccessTokenType {
+	if c.jwtAccess {
+		return op.AccessTokenTypeJWT
+	}
+	return c.Client.AccessTokenType()
+}
 
 func (s *store) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
 	c, err := s.Storage.GetClientByClientID(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return client{c, s.inIDToken, s.postLogout}, nil
+	return client{c, s.inIDToken, s.postLogout, s.jwtAccess}, nil
+}
+
+func (s *store) ClientCredentials(ctx context.Context, id, secret string) (op.Client, error) {
+	c, err := s.Storage.ClientCredentials(ctx, id, secret)
+	if err != nil {
+		return nil, err
+	}
+	return client{c, false, nil, s.jwtAccess}, nil
+}
+
+// ClientCredentialsTokenRequest addresses the service's access tokens to
+// the relying party's client id, as an audience mapper does.
+func (s *store) ClientCredentialsTokenRequest(ctx context.Context, id string, scopes []string) (op.TokenRequest, error) {
+	if _, err := s.Storage.ClientCredentialsTokenRequest(ctx, id, scopes); err != nil {
+		return nil, err
+	}
+	return &oidc.JWTTokenRequest{Subject: id, Audience: []string{s.audience}, Scopes: scopes}, nil
+}
+
+// GetPrivateClaimsFromScopes puts the person's name and groups (or the
+// service's groups) in a JWT access token.
+func (s *store) GetPrivateClaimsFromScopes(ctx context.Context, userID, clientID string, scopes []string) (map[string]any, error) {
+	claims, err := s.Storage.GetPrivateClaimsFromScopes(ctx, userID, clientID, scopes)
+	if err != nil {
+		return nil, err
+	}
+	if claims == nil {
+		claims = map[string]any{}
+	}
+	if u, ok := s.users[userID]; ok {
+		claims["preferred_username"] = u.Username
+		if len(u.Groups) > 0 {
+			claims["groups"] = u.Groups
+		}
+	} else if userID == ServiceClientID && len(s.serviceGroups) > 0 {
+		claims["groups"] = s.serviceGroups
+	}
+	return claims, nil
 }
 
 func (s *store) addGroups(ui *oidc.UserInfo, sub string) {
@@ -163,12 +232,31 @@ func (s *store) SetUserinfoFromToken(ctx context.Context, ui *oidc.UserInfo, tok
 // Exchange redeems a code at the token endpoint (as the client) and
 // returns the ID token.
 func (p *Provider) Exchange(redirectURI, code, verifier string) (string, error) {
+	id, _, err := p.Tokens(redirectURI, code, verifier)
+	return id, err
+}
+
+// Tokens redeems a code at the token endpoint (as the client) and
+// returns the ID token and the access token.
+func (p *Provider) Tokens(redirectURI, code, verifier string) (idToken, accessToken string, err error) {
 	cfg := oauth2.Config{ClientID: p.ClientID, ClientSecret: p.ClientSecret, RedirectURL: redirectURI,
 		Endpoint: oauth2.Endpoint{TokenURL: p.Issuer + "/oauth/token"}}
 	tok, err := cfg.Exchange(context.Background(), code, oauth2.VerifierOption(verifier))
 	if err != nil {
+		return "", "", err
+	}
+	idToken, _ = tok.Extra("id_token").(string)
+	return idToken, tok.AccessToken, nil
+}
+
+// ServiceToken is an access token of the client-credentials service
+// (ServiceClientID), as a machine client of the issuer gets one.
+func (p *Provider) ServiceToken() (string, error) {
+	cfg := clientcredentials.Config{ClientID: ServiceClientID, ClientSecret: ServiceClientSecret,
+		TokenURL: p.Issuer + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}
+	tok, err := cfg.Token(context.Background())
+	if err != nil {
 		return "", err
 	}
-	id, _ := tok.Extra("id_token").(string)
-	return id, nil
+	return tok.AccessToken, nil
 }
