@@ -169,6 +169,12 @@ func TestBearerJWT(t *testing.T) {
 	t.Run("no user name is a service", func(t *testing.T) {
 		accept(t, is.sign(t, is.claims(c, map[string]any{"preferred_username": nil, "groups": "noc"})), "service:0123-alice", RoleViewer)
 	})
+	t.Run("an email is a name only when email_verified is true", func(t *testing.T) {
+		accept(t, is.sign(t, is.claims(c, map[string]any{"preferred_username": nil, "email": "alice@example.com", "email_verified": true})), "user:alice@example.com", RoleOperator)
+		for _, v := range []any{"true", "False ", 1, nil} {
+			accept(t, is.sign(t, is.claims(c, map[string]any{"preferred_username": nil, "email": "ceo@example.com", "email_verified": v})), "service:0123-alice", RoleOperator)
+		}
+	})
 	t.Run("wrong aud", func(t *testing.T) {
 		refuse(t, is.sign(t, is.claims(c, map[string]any{"aud": "ipledger"})), "audience")
 	})

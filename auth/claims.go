@@ -54,21 +54,18 @@ func usernameFrom(claims map[string]any, claim string) (string, error) {
 }
 
 // nameClaim is the claim c when it is a non-empty string that may name a
-// person: an email address the issuer says it has not verified
-// (email_verified false) names nobody, as anyone may type any address
-// into their profile at many providers.
+// person. An email address names someone only when the issuer vouches
+// for it with email_verified the JSON boolean true (OIDC Core 5.1):
+// anyone may type any address into their profile at many providers, and
+// a string, a number or no email_verified at all is no such word.
 func nameClaim(claims map[string]any, c string) (string, bool) {
 	s, ok := claims[c].(string)
 	if s = strings.TrimSpace(s); !ok || s == "" {
 		return "", false
 	}
 	if c == "email" {
-		switch v := claims["email_verified"].(type) {
-		case bool:
-			return s, v
-		case string:
-			return s, !strings.EqualFold(v, "false")
-		}
+		verified, _ := claims["email_verified"].(bool)
+		return s, verified
 	}
 	return s, true
 }

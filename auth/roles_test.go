@@ -60,7 +60,7 @@ func TestGroupsClaimShapes(t *testing.T) {
 
 func TestUsernameClaimOrder(t *testing.T) {
 	t.Parallel()
-	all := map[string]any{"upn": "a@corp", "preferred_username": "alice", "email": "alice@example.com", "sub": "123"}
+	all := map[string]any{"upn": "a@corp", "preferred_username": "alice", "email": "alice@example.com", "email_verified": true, "sub": "123"}
 	for _, c := range []struct {
 		claim string
 		drop  []string
@@ -71,6 +71,7 @@ func TestUsernameClaimOrder(t *testing.T) {
 		{"upn", []string{"upn"}, "alice"},
 		{"", []string{"preferred_username"}, "alice@example.com"},
 		{"", []string{"preferred_username", "email"}, "123"},
+		{"", []string{"preferred_username", "email_verified"}, "123"},
 	} {
 		m := map[string]any{}
 		for k, v := range all {
@@ -127,12 +128,17 @@ func TestUsernameRefusesInvisibleCharacters(t *testing.T) {
 }
 
 // TestUsernameSkipsUnverifiedEmail never names a person by an email
-// address the issuer says it has not verified: anyone may type any
-// address into their profile at many providers.
+// address the issuer has not vouched for with email_verified the JSON
+// boolean true: anyone may type any address into their profile at many
+// providers. A string (even "true"), a number, null or no claim at all
+// leaves the name to sub.
 func TestUsernameSkipsUnverifiedEmail(t *testing.T) {
 	t.Parallel()
-	for _, v := range []any{false, "false"} {
+	for _, v := range []any{false, "false", "False ", "true", "TRUE", "1", "yes", float64(1), float64(0), nil, []any{true}, map[string]any{"v": true}, "absent"} {
 		m := map[string]any{"email": "ceo@example.com", "email_verified": v, "sub": "u-123"}
+		if v == "absent" {
+			delete(m, "email_verified")
+		}
 		if got, err := usernameFrom(m, ""); err != nil || got != "u-123" {
 			t.Errorf("email_verified %v: got %q %v, want the sub", v, got, err)
 		}
