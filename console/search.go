@@ -38,6 +38,11 @@ type SearchHit struct {
 	Pool   string
 	Value  string
 	Exact  bool
+	// free marks a value that lies free in a pool: a match of the text's
+	// form (a number is a value of every integer pool) rather than of
+	// something that exists, so it does not stop the search for the text
+	// inside names and serials.
+	free bool
 }
 
 // SearchResult is what one search found. More is set when a group was cut
@@ -144,10 +149,20 @@ func (s *searcher) run(q string) error {
 	if err := s.byText(q); err != nil {
 		return err
 	}
-	if len(s.res.Hits) == 0 {
+	if !s.found() {
 		return s.partial(q)
 	}
 	return nil
+}
+
+// found reports a hit other than a value free in a pool.
+func (s *searcher) found() bool {
+	for _, h := range s.res.Hits {
+		if !h.free {
+			return true
+		}
+	}
+	return false
 }
 
 // byMAC: the host or DPU whose BMC has this MAC (the unique key of
@@ -232,7 +247,7 @@ func (s *searcher) byAddress(v string) error {
 				kind = "explicit"
 			}
 			s.add(SearchHit{Kind: HitPool, ID: e.Pool, Name: e.Pool, Pool: e.Pool, Value: e.Value,
-				Detail: e.Value + " is free, in an " + kind + " range", Exact: true})
+				Detail: e.Value + " is free, in an " + kind + " range", Exact: true, free: true})
 		}
 	}
 	return nil

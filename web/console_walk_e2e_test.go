@@ -12,6 +12,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -131,5 +132,32 @@ func TestAuditNamesWebhooksE2E(t *testing.T) {
 				t.Errorf("the audit log lacks %s (%q) among %q", what, w, objects)
 			}
 		}
+	})
+}
+
+// TestSearchNumberInSerialsE2E: a number that is only a free value of an
+// integer pool (2242 of vni 2000-3000) does not jump to that pool: the
+// DPUs whose serials hold it are listed, with the pool beside them.
+func TestSearchNumberInSerialsE2E(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		actx := kernel.WithActor(context.Background(), "console:alice", "")
+		if _, err := poolfile.Load(actx, site.a, []byte("[pools.vni]\ntype = \"integer\"\nranges = [{ start = \"2000\", end = \"3001\" }]\n")); err != nil {
+			t.Fatal(err)
+		}
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, auth.RoleViewer)
+		run(t, ctx, "search 2242", chromedp.Navigate(site.srv.URL+"/search?q=2242"), poll(`document.readyState === "complete" && document.querySelector("h1") !== null`))
+		if path := evalJS[string](t, ctx, `location.pathname`); path != "/search" {
+			t.Fatalf("searching 2242 went to %s, not to the list of DPUs whose serials hold it", path)
+		}
+		body := evalJS[string](t, ctx, `document.querySelector("main").innerText`)
+		for _, w := range []string{"MT2242X00001", "MT2242X00010", "vni"} {
+			if !strings.Contains(body, w) {
+				t.Errorf("searching 2242 does not list %s:\n%s", w, clip(body))
+			}
+		}
+		// A number nothing else holds still goes to its pool.
+		run(t, ctx, "search 2500", chromedp.Navigate(site.srv.URL+"/search?q=2500"), poll(`location.pathname === "/pools/vni"`))
 	})
 }
