@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Called by .ci/run after the test suite: a short run of every fuzz target
-# (the long runs and their exec counts are in docs/reliability.md) and the
-# short reliability scripts (kill -9 and PostgreSQL restart under load).
+# (the long runs and their exec counts are in docs/reliability.md), the
+# short reliability scripts (kill -9 and PostgreSQL restart under load)
+# and the release build with a check of what it wrote.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZTIME="${FUZZTIME:-10s}"
@@ -25,3 +26,4 @@ done <<'TARGETS'
 ./cni FuzzAddressEntry
 TARGETS
 scripts/ci-reliability.sh
+scripts/release-check.sh
