@@ -89,7 +89,7 @@ func checkBinary(path, bin, arch, version string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	if f.Machine != machines[arch] {
 		return "", fmt.Errorf("ELF machine %s, want %s", f.Machine, machines[arch])
 	}
