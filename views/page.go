@@ -143,6 +143,7 @@ type PoolBar struct {
 	HasExplicit   bool
 	ExplicitSize  string
 	ExplicitTaken string
+	ExplicitFree  string
 	ExplicitUsed  float64
 	ExplicitHot   bool
 }
@@ -190,6 +191,7 @@ func NewPoolBar(p allocator.Pool) PoolBar {
 		taken := new(big.Float).Sub(es, num(p.Stats.Explicit.Free))
 		r, _ := new(big.Float).Quo(taken, es).Float64()
 		b.HasExplicit, b.ExplicitSize, b.ExplicitTaken, b.ExplicitUsed = true, bigText(es), bigText(taken), r
+		b.ExplicitFree = p.Stats.Explicit.Free
 		b.ExplicitHot = r > HotThreshold
 	}
 	b.Segs = []Seg{

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -159,5 +160,44 @@ func TestSearchNumberInSerialsE2E(t *testing.T) {
 		}
 		// A number nothing else holds still goes to its pool.
 		run(t, ctx, "search 2500", chromedp.Navigate(site.srv.URL+"/search?q=2500"), poll(`location.pathname === "/pools/vni"`))
+	})
+}
+
+// TestExplicitRangesAlertE2E: when a pool's explicit ranges (where
+// reservations live) pass 80 % while the whole pool does not, the
+// dashboard raises an alert naming them (not only the pools that are full
+// as a whole, while the pool card shows the explicit share in red), and
+// the NOC counts the pool.
+func TestExplicitRangesAlertE2E(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		actx := kernel.WithActor(context.Background(), "console:alice", "")
+		for i := 230; i <= 255; i++ {
+			v := fmt.Sprintf("10.180.62.%d", i)
+			if _, _, err := site.a.Allocate(actx, "lo-ip", allocator.Owner{Type: "tenant", ID: "pinned-" + v}, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 202; i <= 219; i++ {
+			v := fmt.Sprintf("10.180.62.%d", i)
+			if i == 210 || i == 211 {
+				continue
+			}
+			if _, _, err := site.a.Allocate(actx, "lo-ip", allocator.Owner{Type: "tenant", ID: "pinned-" + v}, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx := newBrowser(t, 1920, 1080)
+		signIn(t, ctx, site, auth.RoleViewer)
+		run(t, ctx, "the dashboard", chromedp.Navigate(site.srv.URL+"/"), poll(`document.querySelector("section[aria-label=alerts]") !== null`))
+		alerts := evalJS[string](t, ctx, `document.querySelector("section[aria-label=alerts]").innerText`)
+		if strings.Contains(alerts, "No alert") || !strings.Contains(alerts, "explicit ranges of pool lo-ip") {
+			t.Errorf("lo-ip's explicit ranges are past 80 %%; the dashboard's alerts say %q", alerts)
+		}
+		run(t, ctx, "the NOC", chromedp.Navigate(site.srv.URL+"/noc"), poll(`document.querySelector(".kpi") !== null`))
+		kpi := evalJS[string](t, ctx, `[...document.querySelectorAll(".kpi")].find(k => k.innerText.includes("80")).innerText`)
+		if !strings.Contains(kpi, "2/ 3") {
+			t.Errorf("the NOC's pools above 80 %% say %q, want 2 of 3 (vlan-id, and lo-ip by its explicit ranges)", kpi)
+		}
 	})
 }
