@@ -97,7 +97,10 @@ func (p *Proxy) Identify(r *http.Request) (*Person, error) {
 	if len(vals) != 1 || strings.TrimSpace(vals[0]) == "" {
 		return nil, &ProxyError{Peer: r.RemoteAddr, Reason: fmt.Sprintf("the header %s must be given once, with a name", p.UserHeader)}
 	}
-	name, err := checkName(strings.TrimSpace(vals[0]), p.UserHeader)
+	// Not trimmed: HTTP already drops the blanks around a field value,
+	// and any left (a no-break space, say) are part of what the proxy
+	// sent, which checkName refuses rather than reading as another name.
+	name, err := checkName(vals[0], p.UserHeader)
 	if err != nil {
 		return nil, &ProxyError{Peer: r.RemoteAddr, Reason: err.Error()}
 	}

@@ -112,18 +112,68 @@ func TestLoginStateSealed(t *testing.T) {
 	}
 }
 
-// TestUsernameRefusesInvisibleCharacters refuses names whose characters
-// change how an audit line reads without being seen: bidirectional
-// overrides, zero-width characters, line and paragraph separators.
-func TestUsernameRefusesInvisibleCharacters(t *testing.T) {
+// lookalikeNames are names that would read as another (mostly as
+// "alice") on a page or in an audit line; each is refused.
+var lookalikeNames = map[string]string{
+	"bidirectional override":        "alice\u202euser:admin",
+	"zero-width space":              "ad\u200bmin",
+	"line separator":                "alice\u2028user:admin",
+	"paragraph separator":           "alice\u2029x",
+	"byte order mark":               "\ufeffadmin",
+	"variation selector":            "alice\ufe0f",
+	"variation selector supplement": "alice\U000E0101",
+	"combining grapheme joiner":     "alice\u034f",
+	"Hangul filler":                 "alice\u3164",
+	"Hangul choseong filler":        "alice\u115f",
+	"Hangul jungseong filler":       "alice\u1160",
+	"halfwidth Hangul filler":       "alice\uffa0",
+	"Braille blank":                 "alice\u2800",
+	"Mongolian vowel separator":     "alice\u180e",
+	"private use":                   "alice\ue000",
+	"unassigned":                    "alice\u0378",
+	"trailing spaces":               "alice   ",
+	"leading space":                 " alice",
+	"trailing tab":                  "alice\t",
+	"no-break space":                "alice\u00a0",
+	"ideographic space":             "alice\u3000",
+	"em space inside":               "alice\u2003smith",
+	"two spaces in a row":           "alice  smith",
+	"combining mark first":          "\u0301alice",
+	"fullwidth":                     "\uff41\uff4c\uff49\uff43\uff45",
+	"fullwidth one letter":          "alic\uff45",
+	"ligature":                      "\ufb01le",
+	"superscript":                   "x\u00b2",
+}
+
+// TestUsernameRefusesLookalikes refuses names whose characters change how
+// an audit line reads without being seen, or make one name read as
+// another: the visible-text rule of names and serials, blank-rendering
+// and default-ignorable characters, blanks at the ends (never trimmed),
+// a leading combining mark, compatibility forms. A name in decomposed form
+// is recorded composed (NFC); other scripts are names like any.
+func TestUsernameRefusesLookalikes(t *testing.T) {
 	t.Parallel()
-	for _, n := range []string{"alice\u202euser:admin", "ad\u200bmin", "alice\u2028user:admin", "alice\u2029x", "\ufeffadmin"} {
+	for what, n := range lookalikeNames {
 		if got, err := usernameFrom(map[string]any{"preferred_username": n}, ""); err == nil {
-			t.Errorf("%q was accepted as %q", n, got)
+			t.Errorf("%s: %q was accepted as %q", what, n, got)
 		}
 	}
-	if got, err := usernameFrom(map[string]any{"preferred_username": "José Ñúñez"}, ""); err != nil || got != "José Ñúñez" {
-		t.Errorf("a plain accented name: got %q %v", got, err)
+	for in, want := range map[string]string{
+		"José Ñúñez":                     "José Ñúñez",
+		"Jose\u0301":                     "José",
+		"alice smith":                    "alice smith",
+		"alice@example.com":              "alice@example.com",
+		"o'brien":                        "o'brien",
+		"\u0410\u043b\u0438\u0441\u0430": "\u0410\u043b\u0438\u0441\u0430",
+		"\u674e\u96f7":                   "\u674e\u96f7",
+	} {
+		if got, err := usernameFrom(map[string]any{"preferred_username": in}, ""); err != nil || got != want {
+			t.Errorf("%q: got %q %v, want %q", in, got, err, want)
+		}
+	}
+	// A blank claim is no name: the next claim names the person.
+	if got, err := usernameFrom(map[string]any{"preferred_username": "", "sub": "u-1"}, ""); err != nil || got != "u-1" {
+		t.Errorf("an empty preferred_username: got %q %v", got, err)
 	}
 }
 

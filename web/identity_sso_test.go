@@ -56,6 +56,8 @@ type ssoOptions struct {
 	retry time.Duration
 	// now is the relying party's clock (token times, key refreshes).
 	now func() time.Time
+	// users are the provider's people (default ssoUsers).
+	users map[string]oidctest.User
 }
 
 var ssoUsers = map[string]oidctest.User{
@@ -96,7 +98,11 @@ func newSSOSiteOpts(t testing.TB, db *gorm.DB, opt ssoOptions) *ssoSite {
 		hh.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	idp := oidctest.Start(t, oidctest.Options{Users: ssoUsers, RedirectURIs: []string{srv.URL + auth.CallbackPath},
+	users := opt.users
+	if users == nil {
+		users = ssoUsers
+	}
+	idp := oidctest.Start(t, oidctest.Options{Users: users, RedirectURIs: []string{srv.URL + auth.CallbackPath},
 		PostLogoutRedirectURIs: []string{srv.URL + "/login"}, GroupsInIDToken: inIDToken,
 		JWTAccessTokens: true, ServiceGroups: []string{"ipam-admins"}})
 	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
