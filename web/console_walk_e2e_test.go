@@ -201,3 +201,27 @@ func TestExplicitRangesAlertE2E(t *testing.T) {
 		}
 	})
 }
+
+// TestLifecycleDialogFocusE2E: the force delete dialog opens with the
+// cursor in the field where the host's name is typed, and a decommission
+// dialog on its Cancel button, never on the machine_id's copy button.
+func TestLifecycleDialogFocusE2E(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, auth.RoleAdmin)
+		host := allocator.HostMachineID("1a:1b:1c:1d:1e:1f")
+		focused := `(document.activeElement.id || document.activeElement.className || document.activeElement.tagName) + ": " + document.activeElement.innerText`
+		for _, c := range []struct{ action, want string }{{"force-delete", "confirm-name: "}, {"decommission", "BUTTON: Cancel"}} {
+			run(t, ctx, c.action,
+				chromedp.Navigate(site.srv.URL+"/machines/"+host),
+				poll(`document.querySelector(".machine-head a[href$='action=`+c.action+`']") !== null`),
+				chromedp.Click(chromedp.CSS(`.machine-head a[href$='action=`+c.action+`']`)),
+				poll(`document.querySelector("dialog[open] button[type=submit]") !== null`),
+			)
+			if got := evalJS[string](t, ctx, focused); got != c.want {
+				t.Errorf("the %s dialog opens with the focus on %q, want %q", c.action, got, c.want)
+			}
+		}
+	})
+}
