@@ -33,6 +33,10 @@ func ParseClientRoles(v string) (ClientRoles, error) {
 	return m, nil
 }
 
+// CertActorPrefix starts the audit actor of a client certificate's
+// holder: cert:SPIFFE-ID or cert:CN.
+const CertActorPrefix = "cert:"
+
 // CertError refuses a verified certificate that no mapping names: 403.
 type CertError struct{ ID string }
 
@@ -60,8 +64,10 @@ func certID(state *tls.ConnectionState) (id string, uri bool) {
 }
 
 // Identify returns the holder of a verified client certificate (actor
-// "service:ID"), nil when the connection carries none, or a *CertError
-// when the certificate is not mapped. Only verified chains count: the TLS
+// "cert:ID": a prefix of its own, so a bearer JWT whose sub spells the
+// same id, actor "service:SUB", never reads as the certificate), nil
+// when the connection carries none, or a *CertError when the certificate
+// is not mapped. Only verified chains count: the TLS
 // handshake has already refused a certificate from another CA.
 func (m ClientRoles) Identify(state *tls.ConnectionState) (*Person, error) {
 	id, uri := certID(state)
@@ -79,5 +85,5 @@ func (m ClientRoles) Identify(state *tls.ConnectionState) (*Person, error) {
 	if err != nil {
 		return nil, &CertError{ID: id}
 	}
-	return &Person{Actor: "service:" + name, Name: name, Role: role}, nil
+	return &Person{Actor: CertActorPrefix + name, Name: name, Role: role}, nil
 }

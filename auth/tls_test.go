@@ -127,8 +127,8 @@ func TestClientCertificates(t *testing.T) {
 		code int
 		body string
 	}{
-		{"SPIFFE id", ca.Client(t, "site-explorer-7f9c", "spiffe://site.example/ns/forge/sa/site-explorer"), 200, "service:spiffe://site.example/ns/forge/sa/site-explorer operator"},
-		{"CN", ca.Client(t, "noc-board", ""), 200, "service:noc-board viewer"},
+		{"SPIFFE id", ca.Client(t, "site-explorer-7f9c", "spiffe://site.example/ns/forge/sa/site-explorer"), 200, "cert:spiffe://site.example/ns/forge/sa/site-explorer operator"},
+		{"CN", ca.Client(t, "noc-board", ""), 200, "cert:noc-board viewer"},
 		{"URI SAN wins over a mapped CN", ca.Client(t, "noc-board", "spiffe://site.example/ns/forge/sa/other"), 403, ""},
 		{"unmapped", ca.Client(t, "laptop", ""), 403, ""},
 	} {

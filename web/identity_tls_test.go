@@ -116,7 +116,7 @@ func TestTLSClientCertificates(t *testing.T) {
 		}
 		var actor string
 		db.Raw(`SELECT actor FROM audit_events WHERE action = 'allocation.create' ORDER BY id DESC LIMIT 1`).Scan(&actor)
-		if actor != "service:"+explorerID {
+		if actor != "cert:"+explorerID {
 			t.Fatalf("audit actor %q", actor)
 		}
 		board := s.ca.Client(t, "noc-board", "")
