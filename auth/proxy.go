@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -48,7 +49,54 @@ func ParseCIDRs(v string) ([]netip.Prefix, error) {
 		}
 		out = append(out, p.Masked())
 	}
+	for _, fam := range []struct {
+		v4   bool
+		name string
+	}{{true, "IPv4"}, {false, "IPv6"}} {
+		if coversFamily(out, fam.v4) {
+			return nil, fmt.Errorf("%q together hold every %s address: the user header would be believed from anyone; list the proxies' own addresses", v, fam.name)
+		}
+	}
 	return out, nil
+}
+
+// coversFamily reports whether the prefixes of one family (IPv4 when v4)
+// together hold every address of it: 0.0.0.0/1 and 128.0.0.0/1 trust
+// anyone as much as 0.0.0.0/0 does. It walks them in address order,
+// looking for the first address none holds.
+func coversFamily(ps []netip.Prefix, v4 bool) bool {
+	var fam []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is4() == v4 {
+			fam = append(fam, p)
+		}
+	}
+	slices.SortFunc(fam, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	next := netip.IPv6Unspecified() // the lowest address not yet held
+	if v4 {
+		next = netip.IPv4Unspecified()
+	}
+	for _, p := range fam {
+		if next.Less(p.Addr()) {
+			return false // a gap before p
+		}
+		if last := lastAddr(p); !last.Less(next) {
+			if next = last.Next(); !next.IsValid() {
+				return true // held up to the family's last address
+			}
+		}
+	}
+	return false
+}
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // ProxyError refuses the user header from an untrusted peer, or an

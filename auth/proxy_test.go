@@ -116,3 +116,34 @@ func TestParseCIDRsRefusesEverything(t *testing.T) {
 		t.Errorf("private ranges refused: %v", err)
 	}
 }
+
+// TestParseCIDRsRefusesEveryAddressTogether: ranges that each hold part
+// of the address space but together hold all of IPv4 or all of IPv6 are
+// refused like 0.0.0.0/0; ranges that leave one address out are not.
+func TestParseCIDRsRefusesEveryAddressTogether(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{
+		"0.0.0.0/1,128.0.0.0/1",
+		"128.0.0.0/1, 10.0.0.1, 0.0.0.0/1",
+		"0.0.0.0/2, 64.0.0.0/2, 128.0.0.0/2, 192.0.0.0/3, 224.0.0.0/3",
+		"0.0.0.0/1, 64.0.0.0/2, 128.0.0.0/1",
+		"0.0.0.0/1, ::ffff:128.0.0.0/97",
+		"::/1, 8000::/1",
+		"fd00::/8, ::/1, 8000::/2, c000::/2",
+		"10.0.0.1, ::/1, 8000::/1",
+	} {
+		if got, err := ParseCIDRs(v); err == nil {
+			t.Errorf("%q accepted: %v", v, got)
+		}
+	}
+	for _, v := range []string{
+		"0.0.0.0/1, 128.0.0.0/2, 192.0.0.0/3, 224.0.0.0/4, 240.0.0.0/5, 248.0.0.0/6, 252.0.0.0/7, 254.0.0.0/8, 255.0.0.0/9, 255.128.0.0/10",
+		"0.0.0.1/32, 0.0.0.2/31, 0.0.0.4/30, 0.0.0.8/29, 0.0.0.16/28, 0.0.0.32/27, 0.0.0.64/26, 0.0.0.128/25, 0.0.1.0/24, 0.0.2.0/23, 0.0.4.0/22, 0.0.8.0/21, 0.0.16.0/20, 0.0.32.0/19, 0.0.64.0/18, 0.0.128.0/17, 0.1.0.0/16, 0.2.0.0/15, 0.4.0.0/14, 0.8.0.0/13, 0.16.0.0/12, 0.32.0.0/11, 0.64.0.0/10, 0.128.0.0/9, 1.0.0.0/8, 2.0.0.0/7, 4.0.0.0/6, 8.0.0.0/5, 16.0.0.0/4, 32.0.0.0/3, 64.0.0.0/2, 128.0.0.0/1",
+		"0.0.0.0/1, ::/1",
+		"::/1, 8000::/2, c000::/3, e000::/4",
+	} {
+		if _, err := ParseCIDRs(v); err != nil {
+			t.Errorf("%q refused: %v", v, err)
+		}
+	}
+}

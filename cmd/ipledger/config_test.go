@@ -67,6 +67,7 @@ func TestConfigBadValues(t *testing.T) {
 		{env: "IPLEDGER_TOKEN_LOGIN=maybe", want: `IPLEDGER_TOKEN_LOGIN="maybe": want true or false`},
 		{env: "IPLEDGER_AUTH_PROXY_HEADER=X Forwarded User", want: `IPLEDGER_AUTH_PROXY_HEADER="X Forwarded User": want a header name`},
 		{env: "IPLEDGER_AUTH_PROXY_TRUSTED=10.0.0.0/33", want: `IPLEDGER_AUTH_PROXY_TRUSTED="10.0.0.0/33": "10.0.0.0/33" is not a CIDR`},
+		{env: "IPLEDGER_AUTH_PROXY_TRUSTED=0.0.0.0/1,128.0.0.0/1", want: `together hold every IPv4 address`},
 		{env: "IPLEDGER_TLS_CLIENT_ROLES=spiffe://s/x=root", want: `IPLEDGER_TLS_CLIENT_ROLES="spiffe://s/x=root": "spiffe://s/x=root": unknown role "root"`},
 	} {
 		cmd := newServeCmd()
