@@ -299,3 +299,19 @@ func bindingStatus(active, reserved *string, poolExists bool) string {
 	}
 	return BindingNone
 }
+
+// fleetUnbound is the binding class stored (on a DPU, in fleet_counts;
+// migration 23) for a family without value and reservation.
+const fleetUnbound = "unbound"
+
+// classStatus is the binding status of a stored binding class: a family
+// without value or reservation is missing when its pool exists, else none.
+func classStatus(class string, poolExists bool) string {
+	if class != fleetUnbound {
+		return class
+	}
+	if poolExists {
+		return BindingMissing
+	}
+	return BindingNone
+}

@@ -13,13 +13,10 @@ import (
 // statuses fleet_counts gives equal a walk of every binding.
 func wantFleetExact(t *testing.T, s *lcSite, step string) {
 	t.Helper()
-	res, err := s.a.Check(s.ctx)
-	if err != nil {
-		t.Fatalf("%s: check: %v", step, err)
-	}
+	res := runDBCheck(t, s.ctx, s.db)
 	for _, rule := range []string{"fleet_names", "fleet_bindings", "fleet_counts"} {
 		if res.Failed(rule) {
-			t.Fatalf("%s: %s: %+v", step, rule, res.Findings)
+			t.Fatalf("%s: %s: %+v", step, rule, res)
 		}
 	}
 	hasPool, err := loopbackPoolsExist(s.db)
@@ -205,12 +202,9 @@ func TestFleetCountsBrokenFound(t *testing.T) {
 		if err := s.db.Exec(`UPDATE machines SET sort_name = 'zzz' WHERE kind = 'host'`).Error; err != nil {
 			t.Fatal(err)
 		}
-		res, err := s.a.Check(s.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := runDBCheck(t, s.ctx, s.db)
 		if !res.Failed("fleet_counts") || !res.Failed("fleet_names") || res.Failed("fleet_bindings") {
-			t.Fatalf("findings: %+v", res.Findings)
+			t.Fatalf("findings: %+v", res)
 		}
 	})
 }

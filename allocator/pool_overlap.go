@@ -151,14 +151,15 @@ func (a *Allocator) CheckPools(ctx context.Context) ([]PoolOverlap, error) {
 	var out []PoolOverlap
 	err := a.read(ctx, func(db *gorm.DB) error {
 		var err error
-		out, err = poolOverlaps(db)
+		out, err = PoolOverlaps(db)
 		return err
 	})
 	return out, err
 }
 
-// poolOverlaps lists the overlapping pairs CheckPools answers, read with db.
-func poolOverlaps(db *gorm.DB) ([]PoolOverlap, error) {
+// PoolOverlaps lists the overlapping pairs CheckPools answers, read with
+// db (the consistency check reads them in its own snapshot).
+func PoolOverlaps(db *gorm.DB) ([]PoolOverlap, error) {
 	out := []PoolOverlap{}
 	for _, fam := range []string{"ipv4", "ipv6"} {
 		rows, err := familyRanges(db, fam)

@@ -5,13 +5,54 @@ import (
 	"strings"
 
 	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/models"
 )
 
 // PoolValues is the value arithmetic of one pool, for the readers of
 // formats that write a range otherwise than the API does (package
-// poolfile: an exclusive end, a CIDR prefix). It gives back inclusive
-// RangeSpecs in canonical text, as CreatePool takes them.
+// poolfile: an exclusive end, a CIDR prefix), and for the database's
+// consistency check (package dbcheck), which holds stored values to it.
+// It gives back inclusive RangeSpecs in canonical text, as CreatePool
+// takes them.
 type PoolValues struct{ sp space }
+
+// PoolValuesOf is the value arithmetic of a stored pool (its type and
+// delegate_prefix_len), unchecked.
+func PoolValuesOf(p *models.Pool) PoolValues { return PoolValues{sp: spaceOf(p)} }
+
+// StoredForm reports whether a stored sort key and canonical text name
+// the same value of the pool (ARCHITECTURE.md "Storage"): key is the 32
+// lower-case hexadecimal digits of a value of the pool's type (an
+// ipv6prefix block aligned to the pool's prefix length) and text that
+// value in canonical form. Among keys StoredForm accepts, byte order is
+// value order.
+func (v PoolValues) StoredForm(key, text string) bool {
+	sp := v.sp
+	n, err := parseKey(key)
+	if err != nil || n.key() != key || n.cmp(sp.max()) > 0 {
+		return false
+	}
+	if sp.typ == TypeIPv6Prefix {
+		if st, _ := sp.step().sub(u128{0, 1}); n.hi&st.hi != 0 || n.lo&st.lo != 0 {
+			return false
+		}
+	}
+	return sp.format(n) == text
+}
+
+// NextKey is the sort key of the pool's value after the one key names;
+// false after the type's last value or for a key that does not parse.
+func (v PoolValues) NextKey(key string) (string, bool) {
+	n, err := parseKey(key)
+	if err != nil {
+		return "", false
+	}
+	next, ok := v.sp.next(n)
+	if !ok {
+		return "", false
+	}
+	return next.key(), true
+}
 
 // NewPoolValues checks spec as CreatePool does — name, type,
 // delegate_prefix_len, gateway and ranges; 422 invalid naming the field —

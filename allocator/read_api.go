@@ -67,6 +67,17 @@ func BindingClassStatus(class string, poolExists bool) string {
 	return classStatus(class, poolExists)
 }
 
+// BindingClass is the binding class stored for a binding status: the
+// statuses of a family without value and reservation (missing, none)
+// depend on whether the pool exists, which readers know; they are stored
+// as one class.
+func BindingClass(status string) string {
+	if status == BindingMissing || status == BindingNone {
+		return fleetUnbound
+	}
+	return status
+}
+
 // ExpectedDpuBySerial finds the ExpectedDpu of a serial (globally unique)
 // with db, or nil.
 func ExpectedDpuBySerial(db *gorm.DB, serial string) (*models.ExpectedDpu, error) {

@@ -185,12 +185,8 @@ func upgradeChecks(t *testing.T, db *gorm.DB, from int) {
 			break
 		}
 	}
-	res, err := a.Check(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.OK() {
-		t.Fatalf("upgraded from %d, check finds: %+v", from, res.Findings)
+	if res := runDBCheck(t, ctx, db); !res.OK() {
+		t.Fatalf("upgraded from %d, check finds: %+v", from, res)
 	}
 	for _, w := range []struct{ pool, value, owner string }{
 		{"lo-ip", "10.0.0.2", "b"}, {"lo-ip", "10.0.0.100", DPUMachineID("MT1")}, {"pfx", "2001:db8:0:100::/56", "t2"}, {"vlan", "103", "n103"},
@@ -244,8 +240,7 @@ func upgradeChecks(t *testing.T, db *gorm.DB, from int) {
 	if err := a.Release(ctx, "lo-ip", "10.0.0.2", Owner{Type: "vm", ID: "b"}); err != nil {
 		t.Errorf("release an old allocation: %v", err)
 	}
-	res, err = a.Check(ctx)
-	if err != nil || !res.OK() {
-		t.Fatalf("check after new writes on the upgraded database: %+v, %v", res, err)
+	if res := runDBCheck(t, ctx, db); !res.OK() {
+		t.Fatalf("check after new writes on the upgraded database: %+v", res)
 	}
 }

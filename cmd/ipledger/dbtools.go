@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/dbcheck"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -182,7 +182,7 @@ func runCheck(ctx context.Context, out io.Writer, url, output string) error {
 		return err
 	}
 	defer closeDB(db)
-	res, err := allocator.New(db, allocator.Options{}).Check(ctx)
+	res, err := dbcheck.Check(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func runCheck(ctx context.Context, out io.Writer, url, output string) error {
 	return nil
 }
 
-func printCheck(out io.Writer, res *allocator.CheckResult) {
+func printCheck(out io.Writer, res *dbcheck.Result) {
 	for _, r := range res.Rules {
 		status := "ok  "
 		if res.Failed(r.Name) {

@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/dbcheck"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/internal/testkit/serverkit"
 	"github.com/ipledger/ipledger/internal/upgrade"
@@ -25,7 +26,7 @@ func upgradeChecks(t *testing.T, f upgrade.Fixture, db *gorm.DB) {
 	ctx := context.Background()
 	check := func(when string) {
 		t.Helper()
-		res, err := s.A.Check(ctx)
+		res, err := dbcheck.Check(ctx, s.A.DB())
 		if err != nil {
 			t.Fatalf("check %s: %v", when, err)
 		}

@@ -1,4 +1,14 @@
-package allocator
+// Package dbcheck is the database's own consistency check (`ipledger
+// check`, docs/operations.md "`ipledger check`"). It reads everything
+// in one snapshot — a read-only REPEATABLE READ transaction on
+// PostgreSQL, a deferred read transaction on SQLite (WAL) — so it may run
+// beside a writing server, and it recomputes from the rows themselves
+// what the constraints, triggers and counters claim: a database restored
+// from a backup, repaired by hand, or written around the allocator is
+// held to the same rules as one the allocator wrote. It reads the
+// database directly through the models and takes the value arithmetic
+// and binding rules from the allocator, which never imports it.
+package dbcheck
 
 import (
 	"cmp"
@@ -11,23 +21,14 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// The database's own consistency check (`ipledger check`,
-// docs/operations.md "Checking a database"). It reads everything in one
-// snapshot — a read-only REPEATABLE READ transaction on PostgreSQL, a
-// deferred read transaction on SQLite (WAL) — so it may run beside a
-// writing server, and it recomputes from the rows themselves what the
-// constraints, triggers and counters claim: a database restored from a
-// backup, repaired by hand, or written around the allocator is held to
-// the same rules as one the allocator wrote.
-
-// CheckRule is one rule the check verifies.
-type CheckRule struct {
+// Rule is one rule the check verifies.
+type Rule struct {
 	Name string `json:"name"`
 	Rule string `json:"rule"`
 }
 
-// CheckRules lists the rules in the order they run.
-var CheckRules = []CheckRule{
+// Rules lists the rules in the order they run.
+var Rules = []Rule{
 	{"schema_version", "the schema is at the version of this build"},
 	{"constraints", "every constraint, index and trigger the migrations create is in the catalog"},
 	{"value_held_once", "a value is held once per pool"},
@@ -57,28 +58,28 @@ var CheckRules = []CheckRule{
 	{"fleet_counts", "fleet_counts equal a recount of the machines by kind, state and binding classes"},
 }
 
-// CheckFinding is one thing the check found wrong.
-type CheckFinding struct {
+// Finding is one thing the check found wrong.
+type Finding struct {
 	Rule    string `json:"rule"`
 	Message string `json:"message"`
 }
 
-// CheckResult is the outcome of Check: every rule checked, what was found
+// Result is the outcome of Check: every rule checked, what was found
 // wrong (at most checkShown per rule) and how many findings per rule were
 // left out.
-type CheckResult struct {
-	Dialect  string         `json:"dialect"`
-	Rules    []CheckRule    `json:"rules"`
-	Findings []CheckFinding `json:"findings"`
+type Result struct {
+	Dialect  string    `json:"dialect"`
+	Rules    []Rule    `json:"rules"`
+	Findings []Finding `json:"findings"`
 	// Omitted counts, per rule, the findings beyond the ones listed.
 	Omitted map[string]int `json:"omitted,omitempty"`
 }
 
 // OK reports a database with nothing wrong.
-func (r *CheckResult) OK() bool { return len(r.Findings) == 0 }
+func (r *Result) OK() bool { return len(r.Findings) == 0 }
 
 // Failed reports whether rule found something.
-func (r *CheckResult) Failed(rule string) bool {
+func (r *Result) Failed(rule string) bool {
 	for _, f := range r.Findings {
 		if f.Rule == rule {
 			return true
@@ -94,7 +95,7 @@ const checkShown = 20
 type checker struct {
 	q       *gorm.DB
 	dialect models.Dialect
-	res     *CheckResult
+	res     *Result
 	shown   map[string]int
 	// filled by the pool and range pass, read by later rules
 	pools  map[int64]*checkPool
@@ -107,17 +108,18 @@ func (c *checker) add(rule, format string, args ...any) {
 		return
 	}
 	c.shown[rule]++
-	c.res.Findings = append(c.res.Findings, CheckFinding{Rule: rule, Message: fmt.Sprintf(format, args...)})
+	c.res.Findings = append(c.res.Findings, Finding{Rule: rule, Message: fmt.Sprintf(format, args...)})
 }
 
-// Check runs every rule of CheckRules over one snapshot of the database.
+// Check runs every rule of Rules over one snapshot of the database db.
 // An error means the check could not run (the database was unreachable,
 // a table is missing); what is wrong with the data is in the result.
-func (a *Allocator) Check(ctx context.Context) (*CheckResult, error) {
-	res := &CheckResult{Dialect: string(a.dialect), Rules: CheckRules, Findings: []CheckFinding{}, Omitted: map[string]int{}}
-	err := a.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+func Check(ctx context.Context, db *gorm.DB) (*Result, error) {
+	dialect := models.DialectOf(db)
+	res := &Result{Dialect: string(dialect), Rules: Rules, Findings: []Finding{}, Omitted: map[string]int{}}
+	err := db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
 		begin := "BEGIN"
-		if a.dialect == models.Postgres {
+		if dialect == models.Postgres {
 			begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 		}
 		if err := conn.Exec(begin).Error; err != nil {
@@ -126,7 +128,7 @@ func (a *Allocator) Check(ctx context.Context) (*CheckResult, error) {
 		defer conn.Exec("ROLLBACK")
 		// A fresh session on the pinned connection: each rule's chain
 		// starts from a clean statement.
-		c := &checker{q: conn.Session(&gorm.Session{NewDB: true}), dialect: a.dialect, res: res, shown: map[string]int{}}
+		c := &checker{q: conn.Session(&gorm.Session{NewDB: true}), dialect: dialect, res: res, shown: map[string]int{}}
 		for i, step := range []func(*checker) error{
 			checkSchemaVersion, checkConstraints, checkDuplicates, checkAllocationState, checkPoolsAndRanges,
 			checkAllocations, checkPoolUsage, checkRevisions, checkWebhookDeliveries, checkQueuedOnce,
@@ -230,6 +232,14 @@ func diffCounts[K comparable](recount, stored map[K]int64, compare func(a, b K) 
 			differ(k, stored[k], recount[k])
 		}
 	}
+}
+
+// deref is the string s points at, "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // compareStrings orders keys made of strings field by field.

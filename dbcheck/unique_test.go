@@ -1,4 +1,4 @@
-package allocator
+package dbcheck
 
 import (
 	"regexp"
@@ -107,8 +107,7 @@ func TestCheckConstraintsNamesEachMissingObject(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		t.Parallel()
-		a := New(db, Options{})
-		if res := runCheck(t, a); !res.OK() {
+		if res := runCheck(t, db); !res.OK() {
 			t.Fatalf("a fresh database fails the check: %+v", res.Findings)
 		}
 		execAll(t, db, "DROP INDEX audit_events_at")
@@ -127,7 +126,7 @@ func TestCheckConstraintsNamesEachMissingObject(t *testing.T) {
 		} else {
 			want = append(want, "index sqlite_autoindex_webhooks_1 on webhooks is missing")
 		}
-		res := runCheck(t, a)
+		res := runCheck(t, db)
 		var got []string
 		for _, f := range res.Findings {
 			if f.Rule != "constraints" {

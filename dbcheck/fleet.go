@@ -1,16 +1,17 @@
-package allocator
+package dbcheck
 
 import (
+	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/models"
 )
 
 // The rules of Check over what migration 23's triggers keep: the machines'
 // sort names and binding classes, and the fleet counts. Each is recomputed
 // another way than the triggers compute it: names by a join, bindings by
-// the console's own bindingsOf, counts by grouping the machines.
+// the allocator's own BindingsOf, counts by grouping the machines.
 
 // checkFleetNames compares each machine's sort_name with the name the
-// console derives (names.go), matched by a join rather than the
+// console derives (allocator/names.go), matched by a join rather than the
 // triggers' sub-select.
 func checkFleetNames(c *checker) error {
 	want := `LOWER(COALESCE(NULLIF(TRIM(em.metadata_name), ''), NULLIF(TRIM(m.chassis_serial_number), ''), m.bmc_mac_address, m.machine_id))`
@@ -31,53 +32,26 @@ func checkFleetNames(c *checker) error {
 	return nil
 }
 
-// fleetClass is the stored binding class of a binding status: the
-// statuses of a family without value and reservation (missing, none)
-// depend on whether the pool exists, which readers know; they are stored
-// as one class.
-func fleetClass(status string) string {
-	if status == BindingMissing || status == BindingNone {
-		return fleetUnbound
-	}
-	return status
-}
-
-// classStatus is the binding status of a stored binding class: a family
-// without value or reservation is missing when its pool exists, else none.
-func classStatus(class string, poolExists bool) string {
-	if class != fleetUnbound {
-		return class
-	}
-	if poolExists {
-		return BindingMissing
-	}
-	return BindingNone
-}
-
-// fleetUnbound is the stored class of a family without value and
-// reservation.
-const fleetUnbound = "unbound"
-
 // checkFleetBindings walks the DPUs in keyset batches and compares their
-// stored classes with the bindings bindingsOf computes.
+// stored classes with the bindings allocator.BindingsOf computes.
 func checkFleetBindings(c *checker) error {
 	cursor := ""
 	for {
 		var dpus []models.Machine
-		q := c.q.Where("kind = ?", KindDPU)
+		q := c.q.Where("kind = ?", allocator.KindDPU)
 		if cursor != "" {
 			q = q.Where("machine_id > ?", cursor)
 		}
 		if err := q.Order("machine_id").Limit(1000).Find(&dpus).Error; err != nil {
 			return err
 		}
-		bs, err := bindingsOf(c.q, dpus)
+		bs, err := allocator.BindingsOf(c.q, dpus)
 		if err != nil {
 			return err
 		}
 		for i, b := range bs {
 			d := dpus[i]
-			if deref(d.BindingV4) != fleetClass(b.StatusV4) || deref(d.BindingV6) != fleetClass(b.StatusV6) {
+			if deref(d.BindingV4) != allocator.BindingClass(b.StatusV4) || deref(d.BindingV6) != allocator.BindingClass(b.StatusV6) {
 				c.add("fleet_bindings", "DPU %s (%s): stored binding classes %q/%q, its bindings are %s/%s",
 					d.MachineID, b.SerialNumber, deref(d.BindingV4), deref(d.BindingV6), b.StatusV4, b.StatusV6)
 			}

@@ -1,44 +1,30 @@
-package allocator
+package dbcheck
 
 import (
 	"sort"
 
+	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/models"
 )
 
 // The value rules of Check: one pass over the pools and their ranges, and
 // one ordered pass over every allocation, which checks a value's stored
 // forms, its range, its neighbour's run_end flag and recounts the ranges.
+// Values are compared by their sort keys once allocator.PoolValues'
+// StoredForm has accepted them: a fixed width makes byte order value
+// order.
 
 type checkPool struct {
 	models.Pool
-	sp     space
+	vals   allocator.PoolValues
 	ranges []*checkRange // sorted by first value
 }
 
 type checkRange struct {
 	models.PoolRange
-	first, last u128
-	ok          bool // its keys parse
+	ok          bool // its keys name its values
 	allocated   int64
 	quarantined int64
-}
-
-// checkValueForm reports whether key and text name the same value of sp.
-func checkValueForm(sp space, key, text string) (u128, bool) {
-	v, err := parseKey(key)
-	if err != nil || v.key() != key {
-		return u128{}, false
-	}
-	if v.cmp(sp.max()) > 0 {
-		return v, false
-	}
-	if sp.typ == TypeIPv6Prefix {
-		if st, _ := sp.step().sub(u128{0, 1}); v.hi&st.hi != 0 || v.lo&st.lo != 0 {
-			return v, false
-		}
-	}
-	return v, sp.format(v) == text
 }
 
 func checkPoolsAndRanges(c *checker) error {
@@ -48,7 +34,7 @@ func checkPoolsAndRanges(c *checker) error {
 	}
 	c.pools, c.byName = map[int64]*checkPool{}, map[string]*checkPool{}
 	for i := range pools {
-		p := &checkPool{Pool: pools[i], sp: spaceOf(&pools[i])}
+		p := &checkPool{Pool: pools[i], vals: allocator.PoolValuesOf(&pools[i])}
 		c.pools[p.ID], c.byName[p.Name] = p, p
 	}
 	var ranges []models.PoolRange
@@ -62,14 +48,12 @@ func checkPoolsAndRanges(c *checker) error {
 			c.add("stored_values", "range %d belongs to pool id %d, which does not exist", r.ID, r.PoolID)
 			continue
 		}
-		f, okF := checkValueForm(p.sp, r.FirstKey, r.FirstValue)
-		l, okL := checkValueForm(p.sp, r.LastKey, r.LastValue)
-		if !okF || !okL {
+		if !p.vals.StoredForm(r.FirstKey, r.FirstValue) || !p.vals.StoredForm(r.LastKey, r.LastValue) {
 			c.add("stored_values", "pool %q: range %d (%s..%s) has keys %s..%s that do not name its values", p.Name, r.ID, r.FirstValue, r.LastValue, r.FirstKey, r.LastKey)
 			continue
 		}
-		r.first, r.last, r.ok = f, l, true
-		if f.cmp(l) > 0 {
+		r.ok = true
+		if r.FirstKey > r.LastKey {
 			c.add("range_order", "pool %q: range %d starts at %s, above its last value %s", p.Name, r.ID, r.FirstValue, r.LastValue)
 		}
 		p.ranges = append(p.ranges, r)
@@ -78,15 +62,15 @@ func checkPoolsAndRanges(c *checker) error {
 		cp := c.pools[p.ID]
 		var prev *checkRange
 		for _, r := range cp.ranges {
-			if prev != nil && r.first.cmp(prev.last) <= 0 {
+			if prev != nil && r.FirstKey <= prev.LastKey {
 				c.add("ranges_disjoint", "pool %q: range %s..%s overlaps range %s..%s", p.Name, r.FirstValue, r.LastValue, prev.FirstValue, prev.LastValue)
 			}
-			if prev == nil || r.last.cmp(prev.last) > 0 {
+			if prev == nil || r.LastKey > prev.LastKey {
 				prev = r
 			}
 		}
 	}
-	overlaps, err := poolOverlaps(c.q)
+	overlaps, err := allocator.PoolOverlaps(c.q)
 	if err != nil {
 		return err
 	}
@@ -105,7 +89,7 @@ func checkAllocations(c *checker) error {
 	defer rows.Close()
 	type held struct {
 		pool   *checkPool
-		v      u128
+		key    string
 		value  string
 		runEnd bool
 		ok     bool
@@ -118,10 +102,10 @@ func checkAllocations(c *checker) error {
 		}
 		nextHeld := false
 		if next != nil && next.pool == prev.pool && next.ok {
-			if n, ok := prev.pool.sp.next(prev.v); ok && n == next.v {
+			if n, ok := prev.pool.vals.NextKey(prev.key); ok && n == next.key {
 				nextHeld = true
 			}
-			if next.v == prev.v {
+			if next.key == prev.key {
 				return // a duplicate: value_held_once names it
 			}
 		}
@@ -147,8 +131,8 @@ func checkAllocations(c *checker) error {
 			c.add("stored_values", "allocation %s belongs to pool id %d, which does not exist", val, poolID)
 			continue
 		}
-		h := &held{pool: p, value: val, runEnd: runEnd}
-		h.v, h.ok = checkValueForm(p.sp, key, val)
+		h := &held{pool: p, key: key, value: val, runEnd: runEnd}
+		h.ok = p.vals.StoredForm(key, val)
 		if !h.ok {
 			c.add("stored_values", "pool %q: allocation %q has the key %s, which does not name it", p.Name, val, key)
 		}
@@ -160,15 +144,15 @@ func checkAllocations(c *checker) error {
 		if !h.ok {
 			continue
 		}
-		for ri < len(p.ranges) && (!p.ranges[ri].ok || p.ranges[ri].last.cmp(h.v) < 0) {
+		for ri < len(p.ranges) && (!p.ranges[ri].ok || p.ranges[ri].LastKey < h.key) {
 			ri++
 		}
 		// Ranges sorted by first value: the first one whose last value is
 		// not below v is the only candidate unless ranges overlap, which
 		// ranges_disjoint reports.
 		var in *checkRange
-		for j := ri; j < len(p.ranges) && p.ranges[j].first.cmp(h.v) <= 0; j++ {
-			if p.ranges[j].ok && p.ranges[j].last.cmp(h.v) >= 0 {
+		for j := ri; j < len(p.ranges) && p.ranges[j].FirstKey <= h.key; j++ {
+			if p.ranges[j].ok && p.ranges[j].LastKey >= h.key {
 				in = p.ranges[j]
 				break
 			}

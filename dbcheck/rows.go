@@ -1,6 +1,7 @@
-package allocator
+package dbcheck
 
 import (
+	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
 )
@@ -115,7 +116,7 @@ func checkReservations(c *checker) error {
 	if err := c.q.Raw(`SELECT * FROM expected_dpus WHERE loopback_ip IS NOT NULL OR loopback_ip_v6 IS NOT NULL ORDER BY serial_number`).Scan(&dpus).Error; err != nil {
 		return err
 	}
-	check := func(serial, poolName string, typ PoolType, val, key *string) {
+	check := func(serial, poolName string, typ allocator.PoolType, val, key *string) {
 		if val == nil && key == nil {
 			return
 		}
@@ -124,12 +125,11 @@ func checkReservations(c *checker) error {
 			return
 		}
 		p := c.byName[poolName]
-		sp := newSpace(typ, 0)
+		vals := allocator.PoolValuesOf(&models.Pool{Type: string(typ)})
 		if p != nil {
-			sp = p.sp
+			vals = p.vals
 		}
-		v, ok := checkValueForm(sp, *key, *val)
-		if !ok {
+		if !vals.StoredForm(*key, *val) {
 			c.add("reservations", "serial %s: reservation %q has the key %s, which does not name an %s value", serial, *val, *key, typ)
 			return
 		}
@@ -138,7 +138,7 @@ func checkReservations(c *checker) error {
 			return
 		}
 		for _, r := range p.ranges {
-			if r.first.cmp(v) <= 0 && v.cmp(r.last) <= 0 {
+			if r.FirstKey <= *key && *key <= r.LastKey {
 				if r.AutoAssign {
 					c.add("reservations", "serial %s: %s is reserved in the auto_assign range %s..%s of %s", serial, *val, r.FirstValue, r.LastValue, poolName)
 				}
@@ -148,8 +148,8 @@ func checkReservations(c *checker) error {
 		c.add("reservations", "serial %s: %s is reserved outside every range of %s", serial, *val, poolName)
 	}
 	for _, d := range dpus {
-		check(d.SerialNumber, "lo-ip", TypeIPv4, d.LoopbackIP, d.LoopbackIPKey)
-		check(d.SerialNumber, "lo-ip-v6", TypeIPv6, d.LoopbackIPv6, d.LoopbackIPv6Key)
+		check(d.SerialNumber, "lo-ip", allocator.TypeIPv4, d.LoopbackIP, d.LoopbackIPKey)
+		check(d.SerialNumber, "lo-ip-v6", allocator.TypeIPv6, d.LoopbackIPv6, d.LoopbackIPv6Key)
 	}
 	return nil
 }
@@ -161,7 +161,7 @@ func checkDPULoopbacks(c *checker) error {
 		if err := c.q.Raw(`SELECT n.machine_id, n.`+f.col+` AS value FROM network_configs n WHERE n.`+f.col+` IS NOT NULL
 			AND NOT EXISTS (SELECT 1 FROM allocations a JOIN pools p ON p.id = a.pool_id
 			  WHERE p.name = ? AND a.value = n.`+f.col+` AND a.state = 'allocated' AND a.owner_type = ? AND a.owner_id = n.machine_id)
-			ORDER BY n.machine_id`, f.pool, OwnerTypeMachine).Scan(&rows).Error; err != nil {
+			ORDER BY n.machine_id`, f.pool, allocator.OwnerTypeMachine).Scan(&rows).Error; err != nil {
 			return err
 		}
 		for _, r := range rows {

@@ -1,4 +1,4 @@
-package allocator
+package dbcheck
 
 // Tests of Check: a site written through the allocator passes every rule;
 // each rule is then broken around the allocator (raw SQL, with the
@@ -6,62 +6,68 @@ package allocator
 // and Check must name it. Every case runs on SQLite and PostgreSQL.
 
 import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/webhook"
 )
 
-// checkSite fills s with a bit of everything the rules look at: address,
-// prefix and integer pools with runs and gaps, a reservation and ingested
-// DPUs (one reserved, some automatic, one quarantined by a force delete),
-// a webhook with queued deliveries, and numbered revisions.
-func checkSite(t *testing.T, db *gorm.DB) *lcSite {
+// checkSite fills a site over db with a bit of everything the rules look
+// at: address, prefix and integer pools with runs and gaps, a reservation
+// and ingested DPUs (one reserved, some automatic, one quarantined by a
+// force delete), a webhook with queued deliveries, and numbered
+// revisions.
+func checkSite(t *testing.T, db *gorm.DB) *sitekit.Site {
 	t.Helper()
-	s := newLC(t, db, lcOpts{})
-	if _, err := s.a.CreatePool(s.ctx, PoolSpec{Name: "pfx", Type: "ipv6prefix", DelegatePrefixLen: 56,
-		Ranges: []RangeSpec{rng("2001:db8::", "2001:db8:0:ff00::", true)}}); err != nil {
-		t.Fatal(err)
-	}
-	s.pool("vlan", "integer", rng("100", "199", true), rng("300", "399", false))
-	s.pool("spare", "integer", rng("1000", "1100", false))
+	s := sitekit.New(t, db, allocator.Options{})
+	s.Pool(allocator.PoolLoopbackV4, "ipv4", 0, sitekit.Range("10.0.0.1", "10.0.0.9", true), sitekit.Range("10.0.0.100", "10.0.0.199", false))
+	s.Pool(allocator.PoolLoopbackV6, "ipv6", 0, sitekit.Range("fd00::1", "fd00::ff", true), sitekit.Range("fd00:1::1", "fd00:1::ff", false))
+	s.Pool("pfx", "ipv6prefix", 56, sitekit.Range("2001:db8::", "2001:db8:0:ff00::", true))
+	s.Pool("vlan", "integer", 0, sitekit.Range("100", "199", true), sitekit.Range("300", "399", false))
+	s.Pool("spare", "integer", 0, sitekit.Range("1000", "1100", false))
 	wantTrue := true
-	hooks := webhook.New(s.a.DB(), webhook.Options{})
-	fd := feed.New(s.a.DB(), feed.Options{})
+	hooks := webhook.New(s.DB, webhook.Options{})
+	fd := feed.New(s.DB, feed.Options{})
 	fd.SetDeliveries(hooks)
-	if _, err := hooks.CreateWebhook(s.ctx, webhook.WebhookSpec{Name: "sink", URL: "http://127.0.0.1:9/", Secret: "check-test-secret-0123", Actions: []string{"*"}, Enabled: &wantTrue}); err != nil {
+	if _, err := hooks.CreateWebhook(s.Ctx, webhook.WebhookSpec{Name: "sink", URL: "http://127.0.0.1:9/", Secret: "check-test-secret-0123", Actions: []string{"*"}, Enabled: &wantTrue}); err != nil {
 		t.Fatal(err)
 	}
+	vm := func(id string) allocator.Owner { return allocator.Owner{Type: "vm", ID: id} }
 	for _, p := range []string{"pfx", "vlan"} {
 		for i := 0; i < 6; i++ {
-			if _, _, err := s.a.Allocate(s.ctx, p, Owner{Type: "vm", ID: p + string(rune('a'+i))}, ""); err != nil {
+			if _, _, err := s.A.Allocate(s.Ctx, p, vm(p+string(rune('a'+i))), ""); err != nil {
 				t.Fatalf("allocate %s: %v", p, err)
 			}
 		}
-		al, err := s.a.ListAllocations(s.ctx, p, AllocationFilter{})
+		al, err := s.A.ListAllocations(s.Ctx, p, allocator.AllocationFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.a.Release(s.ctx, p, al.Items[2].Value, Owner{Type: "vm", ID: p + "c"}); err != nil {
+		if err := s.A.Release(s.Ctx, p, al.Items[2].Value, vm(p+"c")); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 	}
-	if _, _, err := s.a.Allocate(s.ctx, "vlan", Owner{Type: "vm", ID: "named"}, "350"); err != nil {
+	if _, _, err := s.A.Allocate(s.Ctx, "vlan", vm("named"), "350"); err != nil {
 		t.Fatal(err)
 	}
-	s.em("1a:1b:1c:1d:1e:01", lcDpu{serial: "MT1", v4: "10.0.0.100"})
-	s.report("1a:1b:1c:1d:1e:01", "MT1", "MT2")
-	s.report("1a:1b:1c:1d:1e:02", "MT3")
-	if _, err := s.a.DeleteMachine(s.ctx, HostMachineID("1a:1b:1c:1d:1e:02"), true); err != nil {
+	s.ExpectedMachine("1a:1b:1c:1d:1e:01", sitekit.DPU{Serial: "MT1", V4: "10.0.0.100"})
+	s.Report("1a:1b:1c:1d:1e:01", "MT1", "MT2")
+	s.Report("1a:1b:1c:1d:1e:02", "MT3")
+	if _, err := s.A.DeleteMachine(s.Ctx, allocator.HostMachineID("1a:1b:1c:1d:1e:02"), true); err != nil {
 		t.Fatalf("force delete: %v", err)
 	}
 	for {
-		n, err := fd.SequenceOnce(s.ctx)
+		n, err := fd.SequenceOnce(s.Ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,14 +78,24 @@ func checkSite(t *testing.T, db *gorm.DB) *lcSite {
 	return s
 }
 
-func runCheck(t *testing.T, a *Allocator) *CheckResult {
+func runCheck(t *testing.T, db *gorm.DB) *Result {
 	t.Helper()
-	res, err := a.Check(t.Context())
+	res, err := Check(t.Context(), db)
 	if err != nil {
 		t.Fatalf("check: %v", err)
 	}
 	return res
 }
+
+// ipv4Key is the sort key of an IPv4 address (ARCHITECTURE.md "Storage":
+// 32 hexadecimal digits, the address in the low 32 bits).
+func ipv4Key(v string) string {
+	a := netip.MustParseAddr(v).As4()
+	return integerKey(uint64(binary.BigEndian.Uint32(a[:])))
+}
+
+// integerKey is the sort key of an integer.
+func integerKey(n uint64) string { return fmt.Sprintf("%032x", n) }
 
 // exec runs statements on one connection (a PRAGMA holds for its own
 // connection only).
@@ -135,7 +151,7 @@ type checkCase struct {
 
 func TestCheckNamesEachBrokenRule(t *testing.T) {
 	t.Parallel()
-	k := func(v string) string { return *lcKey(v) }
+	k := ipv4Key
 	cases := []checkCase{
 		{rule: "schema_version", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, "DELETE FROM schema_migrations WHERE version = (SELECT MAX(version) FROM schema_migrations)")
@@ -231,7 +247,7 @@ func TestCheckNamesEachBrokenRule(t *testing.T) {
 	for _, tc := range cases {
 		covered[tc.rule] = true
 	}
-	for _, r := range CheckRules {
+	for _, r := range Rules {
 		if !covered[r.Name] {
 			t.Errorf("rule %s has no case that breaks it", r.Name)
 		}
@@ -245,12 +261,12 @@ func TestCheckNamesEachBrokenRule(t *testing.T) {
 			t.Parallel()
 			dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 				t.Parallel()
-				s := checkSite(t, db)
-				if res := runCheck(t, s.a); !res.OK() {
+				checkSite(t, db)
+				if res := runCheck(t, db); !res.OK() {
 					t.Fatalf("a site written through the allocator fails the check: %+v", res.Findings)
 				}
 				tc.corrupt(t, db)
-				res := runCheck(t, s.a)
+				res := runCheck(t, db)
 				for _, f := range res.Findings {
 					t.Logf("%s: %s", f.Rule, f.Message)
 				}
@@ -271,5 +287,3 @@ func TestCheckNamesEachBrokenRule(t *testing.T) {
 		})
 	}
 }
-
-func integerKey(n uint64) string { return u128{0, n}.key() }

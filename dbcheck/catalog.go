@@ -1,4 +1,4 @@
-package allocator
+package dbcheck
 
 import (
 	"github.com/ipledger/ipledger/models"
