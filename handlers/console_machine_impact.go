@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -88,13 +87,14 @@ func (h *Console) DeleteMachine(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := h.A.DeleteMachine(Ctx(c), m.MachineID, false); err != nil {
+	imp, err := h.A.DeleteMachine(Ctx(c), m.MachineID, false)
+	if err != nil {
 		if isFormError(err) {
 			return h.impactRefused(c, "delete", err, "")
 		}
 		return err
 	}
-	return h.redirect(c, "/machines", "ok", m.Name+" ("+views.ShortID(m.MachineID)+") deleted; its values are released.")
+	return h.redirect(c, "/machines", "ok", m.Name+" ("+views.ShortID(m.MachineID)+") deleted: "+views.RemovalSummary(imp.Values)+".")
 }
 
 // ForceDeleteMachine: POST /machines/:id/force-delete (admin) —
@@ -131,11 +131,9 @@ func (h *Console) ForceDeleteMachine(c echo.Context) error {
 			links = append(links, views.Link{Href: views.ValueURL(x.Pool, x.Value), Text: x.Pool + " " + x.Value})
 		}
 	}
-	msg := m.Name + " (" + views.ShortID(m.MachineID) + ") force-deleted."
+	msg := m.Name + " (" + views.ShortID(m.MachineID) + ") force-deleted: " + views.RemovalSummary(imp.Values) + "."
 	if len(links) > 0 {
-		msg += fmt.Sprintf(" %d value(s) quarantined — unquarantine them on their pool page once no hardware carries them:", len(links))
-	} else {
-		msg += " No value was quarantined."
+		msg += " Unquarantine a value (on the Quarantine page) once no hardware carries it:"
 	}
 	return h.redirect(c, "/machines", "warn", msg, links...)
 }

@@ -92,6 +92,10 @@ func (h *Console) RedeliverWebhook(c echo.Context) error {
 
 // DeleteWebhook: POST /webhooks/{id}/delete (admin).
 func (h *Console) DeleteWebhook(c echo.Context) error {
+	name := "#" + Param(c, "id")
+	if w, err := h.Hooks.GetWebhook(Ctx(c), Param(c, "id")); err == nil {
+		name = w.Name
+	}
 	if err := h.Hooks.DeleteWebhook(Ctx(c), Param(c, "id"), nil); err != nil {
 		if isFormError(err) {
 			e, _ := kernel.AsError(err)
@@ -99,7 +103,7 @@ func (h *Console) DeleteWebhook(c echo.Context) error {
 		}
 		return err
 	}
-	return h.redirect(c, "/webhooks", "ok", "Webhook deleted with its queue.")
+	return h.redirect(c, "/webhooks", "ok", "Webhook "+name+" deleted with its queue.")
 }
 
 // ConfirmDeleteWebhook: GET /webhooks/{id}/delete (admin) — the

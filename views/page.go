@@ -302,3 +302,27 @@ func Plural(n int, one, many string) string {
 	}
 	return itoa(n) + " " + many
 }
+
+// RemovalSummary says what a machine delete did to its values: "2 values
+// released, 1 returned to its reservation, 1 quarantined" ("no value
+// held" when there was none), in that order.
+func RemovalSummary(values []allocator.ImpactValue) string {
+	n := map[string]int{}
+	for _, v := range values {
+		n[v.Action]++
+	}
+	var parts []string
+	if k := n[allocator.ActionRelease]; k > 0 {
+		parts = append(parts, Plural(k, "value", "values")+" released")
+	}
+	if k := n[allocator.ActionReturnToReservation]; k > 0 {
+		parts = append(parts, Plural(k, "value returned to its reservation", "values returned to their reservations"))
+	}
+	if k := n[allocator.ActionQuarantine]; k > 0 {
+		parts = append(parts, Plural(k, "value", "values")+" quarantined")
+	}
+	if len(parts) == 0 {
+		return "no value held"
+	}
+	return strings.Join(parts, ", ")
+}

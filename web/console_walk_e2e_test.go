@@ -225,3 +225,59 @@ func TestLifecycleDialogFocusE2E(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteFlashSaysWhatHappenedE2E: after a delete the flash says what
+// happened to each kind of value (a reserved value returns to its
+// reservation, it is not "released"), never "value(s)"; a deleted
+// webhook is named.
+func TestDeleteFlashSaysWhatHappenedE2E(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		actx := kernel.WithActor(context.Background(), "console:alice", "")
+		host := allocator.HostMachineID("1a:1b:1c:1d:1e:1f")
+		if _, err := site.a.Decommission(actx, host); err != nil {
+			t.Fatal(err)
+		}
+		w, err := site.hooks.CreateWebhook(actx, webhook.WebhookSpec{Name: "vpc-controller", URL: "http://127.0.0.1:9/hook", Secret: "0123456789abcdef0123", Actions: []string{"*"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, auth.RoleAdmin)
+		flash := func(step string, actions ...chromedp.Action[chromedp.Void]) string {
+			t.Helper()
+			run(t, ctx, step, append(actions, poll(`document.querySelector("#flash") !== null`))...)
+			return evalJS[string](t, ctx, `document.querySelector("#flash").innerText`)
+		}
+		// rack7-u12's DPU holds its reserved 10.180.62.200 and
+		// fd00:180:62:1::c8: both go back to their reservations.
+		msg := flash("delete rack7-u12",
+			chromedp.Navigate(site.srv.URL+"/machines/"+host),
+			chromedp.Click(chromedp.CSS(`.machine-head a[href$='action=delete']`)),
+			poll(`document.querySelector("dialog[open] button[type=submit]") !== null`),
+			chromedp.Click(chromedp.CSS(`dialog[open] button[type=submit]`)),
+		)
+		if !strings.Contains(msg, "2 values returned to their reservations") || strings.Contains(msg, "released") {
+			t.Errorf("after deleting rack7-u12 the flash says %q, want its 2 values returned to their reservations", msg)
+		}
+		msg = flash("force delete rack7-u14",
+			chromedp.Navigate(site.srv.URL+"/machines/"+allocator.HostMachineID("1a:1b:1c:1d:1e:20")),
+			chromedp.Click(chromedp.CSS(`.machine-head a[href$='action=force-delete']`)),
+			poll(`document.querySelector("dialog[open] #confirm-name") !== null`),
+			setInput(`#confirm-name`, "rack7-u14"),
+			chromedp.Click(chromedp.CSS(`dialog[open] button[type=submit]`)),
+		)
+		if strings.Contains(msg, "(s)") || !strings.Contains(msg, "quarantined") {
+			t.Errorf("after force deleting rack7-u14 the flash says %q", msg)
+		}
+		msg = flash("delete the webhook",
+			chromedp.Navigate(site.srv.URL+"/webhooks/"+w.ID),
+			chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("main a, main button")].find(b => b.innerText.includes("Delete webhook")).click(), true`),
+			poll(`document.querySelector("dialog[open] button[type=submit]") !== null`),
+			chromedp.Click(chromedp.CSS(`dialog[open] button[type=submit]`)),
+		)
+		if !strings.Contains(msg, "vpc-controller") {
+			t.Errorf("after deleting webhook vpc-controller the flash says %q", msg)
+		}
+	})
+}
