@@ -366,66 +366,6 @@ func (s *searcher) byText(q string) error {
 	return nil
 }
 
-// macFragmentRE is two or more hex octets joined by '-': part of a MAC.
-var macFragmentRE = regexp.MustCompile(`^[0-9A-Fa-f]{2}(-[0-9A-Fa-f]{2})+$`)
-
-// partial looks for q inside ExpectedMachine names, MACs, chassis and DPU
-// serials (the list page's search) and inside machine serials, chassis
-// serials and ids. These are substring scans of the machine tables (never
-// of allocations); they run only when nothing matched exactly.
-func (s *searcher) partial(q string) error {
-	// Part of a MAC typed with '-' (00-01-03), as some vendors print it,
-	// is looked for in the stored ':' spelling.
-	if macFragmentRE.MatchString(q) {
-		q = strings.ToLower(strings.ReplaceAll(q, "-", ":"))
-	}
-	page, err := s.c.a.ListExpectedMachines(s.ctx, allocator.ExpectedMachineFilter{Search: q, Limit: searchLimit})
-	if err != nil {
-		return err
-	}
-	for _, em := range page.Items {
-		// An ingested ExpectedMachine is its host (as for exact matches).
-		var hosts []models.Machine
-		if err := s.db.Where("bmc_mac_address = ? AND kind = ?", em.BmcMacAddress, allocator.KindHost).Limit(1).Find(&hosts).Error; err != nil {
-			return err
-		}
-		if len(hosts) > 0 {
-			s.add(SearchHit{Kind: HitHost, ID: hosts[0].MachineID, Detail: "ExpectedMachine " + allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)})
-			continue
-		}
-		s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress),
-			Detail: "BMC MAC " + em.BmcMacAddress + ", not ingested yet"})
-	}
-	if page.NextCursor != "" {
-		s.res.More = true
-	}
-	lq := strings.ToLower(q)
-	var conds []string
-	var args []any
-	for _, col := range []string{"machine_id", "serial_number", "chassis_serial_number", "bmc_mac_address"} {
-		cond, arg := models.Contains(s.c.a.Dialect(), col, lq)
-		conds, args = append(conds, cond), append(args, arg)
-	}
-	var rows []models.Machine
-	if err := s.db.Where(strings.Join(conds, " OR "), args...).Order("machine_id").Limit(searchLimit + 1).Find(&rows).Error; err != nil {
-		return err
-	}
-	if len(rows) > searchLimit {
-		rows, s.res.More = rows[:searchLimit], true
-	}
-	for _, m := range rows {
-		kind, d := HitHost, "chassis serial "+m.ChassisSerialNumber
-		if m.Kind == allocator.KindDPU {
-			kind, d = HitDPU, "DPU serial "+deref(m.SerialNumber)
-			if m.BmcMacAddress != nil && strings.Contains(*m.BmcMacAddress, lq) {
-				d = "DPU BMC MAC " + *m.BmcMacAddress
-			}
-		}
-		s.add(SearchHit{Kind: kind, ID: m.MachineID, Detail: d})
-	}
-	return nil
-}
-
 // machineHit adds the machine with this id, if it exists.
 func (s *searcher) machineHit(id, detail string) (bool, error) {
 	var rows []models.Machine

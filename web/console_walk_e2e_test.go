@@ -281,3 +281,24 @@ func TestDeleteFlashSaysWhatHappenedE2E(t *testing.T) {
 		}
 	})
 }
+
+// TestSearchSaysWhatMatchedE2E: a host found by part of a text says which
+// of its fields holds it (an expected DPU's serial, its BMC MAC), not
+// only "ExpectedMachine rack7-u12".
+func TestSearchSaysWhatMatchedE2E(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, auth.RoleViewer)
+		for _, c := range []struct{ q, want string }{
+			{"X00001", "MT2242X00001"},
+			{"1e:1f", "BMC MAC 1a:1b:1c:1d:1e:1f"},
+		} {
+			run(t, ctx, "search "+c.q, chromedp.Navigate(site.srv.URL+"/search?q="+c.q), poll(`document.querySelector("#hit-count") !== null || location.pathname !== "/search"`))
+			row := evalJS[string](t, ctx, `(() => { const r = [...document.querySelectorAll("main tr")].find(r => r.innerText.includes("rack7-u12")); return r ? r.innerText : location.pathname })()`)
+			if !strings.Contains(row, c.want) {
+				t.Errorf("searching %s, rack7-u12's row says %q; want what matched: %s", c.q, row, c.want)
+			}
+		}
+	})
+}
