@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/ipledger/ipledger/buildinfo"
 )
 
 // Funcs returns the plugin's command handlers for skel.PluginMainFuncs.
@@ -25,13 +26,11 @@ func Funcs() skel.CNIFuncs {
 var SupportedVersions = version.All
 
 // About is the line the binary prints on stderr when run without
-// CNI_COMMAND: the plugin name and the module version it was built from.
+// CNI_COMMAND: the plugin name and the build it is, as `ipledger version`
+// names it (the release's stamped version and commit).
 func About() string {
-	v := "(unknown version)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		v = bi.Main.Version
-	}
-	return fmt.Sprintf("CNI IPAM plugin %s %s: applies pre-decided addresses exactly (ipledger)", PluginType, v)
+	in := buildinfo.Get()
+	return fmt.Sprintf("CNI IPAM plugin %s %s (commit %s): applies pre-decided addresses exactly (ipledger)", PluginType, in.Version, in.ShortCommit())
 }
 
 // Add answers ADD: it parses the configuration and prints the result (see

@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -236,10 +239,23 @@ func TestBinaryProtocolErrors(t *testing.T) {
 }
 
 // TestBinaryAbout: run by hand without CNI_COMMAND, the binary says what it
-// is on stderr and exits 0.
+// is on stderr and exits 0: its CNI versions and, for a release build, the
+// version and commit the release stamped (as `ipledger version` shows).
 func TestBinaryAbout(t *testing.T) {
 	p := run(t, pluginBin, nil, nil)
 	if p.exit != 0 || !strings.Contains(string(p.stderr), "galactic-ipam") || !strings.Contains(string(p.stderr), "1.1.0") {
 		t.Fatalf("exit %d stderr %q", p.exit, p.stderr)
+	}
+	stamped := filepath.Join(binDir, "galactic-ipam-stamped")
+	const pkg = "github.com/ipledger/ipledger/buildinfo"
+	cmd := exec.Command(goTool(), "build", "-trimpath", "-o", stamped,
+		"-ldflags", "-X "+pkg+".version=v9.8.7-test -X "+pkg+".commit=0123456789abcdef0123", ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building a stamped plugin: %v\n%s", err, out)
+	}
+	p = run(t, stamped, nil, nil)
+	if p.exit != 0 || !strings.Contains(string(p.stderr), "galactic-ipam v9.8.7-test (commit 0123456789ab)") {
+		t.Fatalf("a release build's stderr %q does not name its stamped version and commit", p.stderr)
 	}
 }
