@@ -52,7 +52,7 @@ func main() {
 	}
 	layoutDir := filepath.Join(o.dist, "oci")
 	tarPath := filepath.Join(o.dist, "ipledger-"+o.version+".oci.tar")
-	if err := write(idx, o.version, layoutDir, tarPath); err != nil {
+	if err := write(idx, o.version, layoutDir, tarPath, o.created); err != nil {
 		fail(err)
 	}
 	d, _ := idx.Digest()

@@ -42,8 +42,17 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	layoutDir, tarPath := filepath.Join(dist, "oci"), filepath.Join(dist, "image.oci.tar")
-	if err := write(idx, o.version, layoutDir, tarPath); err != nil {
+	if err := write(idx, o.version, layoutDir, tarPath, o.created); err != nil {
 		t.Fatal(err)
+	}
+	// A second build of the same release is the same archive, byte for
+	// byte (reproducible: no file times or modes of the build machine).
+	again := filepath.Join(dist, "again.oci.tar")
+	if err := write(idx, o.version, filepath.Join(dist, "oci-again"), again, o.created); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := mustRead(t, tarPath), mustRead(t, again); !bytes.Equal(a, b) {
+		t.Errorf("two writes of one release differ (%d and %d bytes)", len(a), len(b))
 	}
 
 	// The layout as a registry client reads it: index.json names the
@@ -269,4 +278,13 @@ func tarNames(t *testing.T, path string) []string {
 		}
 		names = append(names, h.Name)
 	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -14,8 +15,8 @@ import (
 
 // write puts idx into a fresh OCI layout at dir, named by version
 // (org.opencontainers.image.ref.name), and tars that layout into
-// tarPath.
-func write(idx v1.ImageIndex, version, dir, tarPath string) error {
+// tarPath with every entry dated mtime (the image's creation time).
+func write(idx v1.ImageIndex, version, dir, tarPath string, mtime time.Time) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -26,12 +27,14 @@ func write(idx v1.ImageIndex, version, dir, tarPath string) error {
 	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version})); err != nil {
 		return err
 	}
-	return tarDir(dir, tarPath)
+	return tarDir(dir, tarPath, mtime)
 }
 
 // tarDir writes the files under dir into a tar at out, paths relative to
-// dir, in lexical order.
-func tarDir(dir, out string) error {
+// dir, in lexical order. Each entry is dated mtime, owned by 0:0, mode
+// 0644 (0755 for directories), with no access or change time, so two
+// builds of one release give the same archive byte for byte.
+func tarDir(dir, out string, mtime time.Time) error {
 	f, err := os.Create(out)
 	if err != nil {
 		return err
@@ -55,8 +58,11 @@ func tarDir(dir, out string) error {
 			return err
 		}
 		h.Name, h.Uid, h.Gid, h.Uname, h.Gname = filepath.ToSlash(rel), 0, 0, "", ""
+		h.ModTime, h.AccessTime, h.ChangeTime, h.Format = mtime, time.Time{}, time.Time{}, tar.FormatUSTAR
+		h.Mode = 0o644
 		if d.IsDir() {
 			h.Name += "/"
+			h.Mode = 0o755
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return err
