@@ -372,6 +372,18 @@ func TestChartRefusals(t *testing.T) {
 		{"tls: {enabled: true}", "tls.enabled needs tls.secretName"},
 		{"tls: {clientCASecret: ca}", "tls.clientCASecret needs tls.enabled"},
 		{"identity: {authProxy: {header: X-User}}", "identity.authProxy.header needs identity.authProxy.trusted"},
+		{"identity: {authProxy: {trusted: 10.0.0.0/8}}", "identity.authProxy.groupsHeader and .trusted need identity.authProxy.header"},
+		// What the server refuses at start is refused at render.
+		{"identity: {externalURL: 'https://ipl', oidc: {issuer: 'https://sso'}}", "identity.oidc.issuer needs identity.oidc.clientID"},
+		{"identity: {oidc: {issuer: 'https://sso', clientID: ipl}}", "identity.oidc.issuer needs identity.externalURL"},
+		{"identity: {oidc: {clientID: ipl}}", "identity.oidc.clientID and .clientSecret need identity.oidc.issuer"},
+		{"identity: {tokenLogin: false}", "identity.tokenLogin false leaves the console without a way to sign in"},
+		{"identity: {tokenLogin: 'false'}", "identity.tokenLogin false leaves the console without a way to sign in"},
+		{"tls: {enabled: true, secretName: t, clientRoles: 'a=viewer'}", "tls.clientRoles needs tls.clientCASecret"},
+		{"settings: {goMemLimit: garbage}", "goMemLimit"},
+		{"settings: {secureCookies: 'yes'}", "secureCookies"},
+		{"database: {type: postgres, url: 'postgres://h/db', maxConns: -5}", "maxConns"},
+		{"database: {type: postgres, url: 'postgres://h/db', maxConns: 'many'}", "maxConns"},
 		// values.schema.json: a misspelt or misplaced value is refused, not
 		// silently ignored.
 		{"replicas: 3", "additional properties 'replicas' not allowed"},

@@ -57,6 +57,28 @@ The combinations the server cannot run: checked before anything renders.
 {{- if and .Values.identity.authProxy.header (not .Values.identity.authProxy.trusted) -}}
 {{- fail "identity.authProxy.header needs identity.authProxy.trusted (the proxy's CIDRs)" -}}
 {{- end -}}
+{{- $px := .Values.identity.authProxy -}}
+{{- if and (not $px.header) (or $px.groupsHeader $px.trusted) -}}
+{{- fail "identity.authProxy.groupsHeader and .trusted need identity.authProxy.header" -}}
+{{- end -}}
+{{/* The server's own refusals of identity settings, so that a chart that
+renders is a pod that starts (not one that crash-loops). */}}
+{{- $oidc := .Values.identity.oidc -}}
+{{- if and $oidc.issuer (not $oidc.clientID) -}}
+{{- fail "identity.oidc.issuer needs identity.oidc.clientID" -}}
+{{- end -}}
+{{- if and $oidc.issuer (not .Values.identity.externalURL) -}}
+{{- fail "identity.oidc.issuer needs identity.externalURL: the redirect URI is EXTERNAL_URL/auth/oidc/callback" -}}
+{{- end -}}
+{{- if and (not $oidc.issuer) (or $oidc.clientID $oidc.clientSecret) -}}
+{{- fail "identity.oidc.clientID and .clientSecret need identity.oidc.issuer" -}}
+{{- end -}}
+{{- if and (eq (toString .Values.identity.tokenLogin) "false") (not $oidc.issuer) -}}
+{{- fail "identity.tokenLogin false leaves the console without a way to sign in: set identity.oidc.issuer too" -}}
+{{- end -}}
+{{- if and .Values.tls.clientRoles (not .Values.tls.clientCASecret) -}}
+{{- fail "tls.clientRoles needs tls.clientCASecret: roles are given to certificates that CA signed" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* One environment variable when its value is set. */}}
