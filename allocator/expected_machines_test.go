@@ -570,7 +570,7 @@ func TestExpectedMachineAuditRedactsPassword(t *testing.T) {
 		if _, err := f.a.ReplaceAllExpectedMachines(f.ctx, []ExpectedMachineSpec{{BmcMacAddress: "0a:00:00:00:00:02", BmcPassword: sp("very-secret-pw-3")}}); err != nil {
 			t.Fatal(err)
 		}
-		page, err := f.a.ListEvents(f.ctx, EventFilter{Action: "expected_machine."})
+		page, err := kernel.ListEvents(f.ctx, f.a.DB(), kernel.EventFilter{Action: "expected_machine."})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -106,7 +106,7 @@ func (c *Console) Fleet(ctx context.Context, pools []allocator.Pool, recent int)
 	if err != nil {
 		return nil, err
 	}
-	page, err := c.a.ListEvents(ctx, allocator.EventFilter{Action: "machine.force_delete", Limit: recent * 4})
+	page, err := kernel.ListEvents(ctx, c.db, kernel.EventFilter{Action: "machine.force_delete", Limit: recent * 4})
 	if err != nil {
 		return nil, err
 	}

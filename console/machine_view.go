@@ -147,8 +147,8 @@ func (c *Console) heldValues(db *gorm.DB, ids []string, names map[string]string)
 // (the host or DPU and, for a host, its DPUs), the ExpectedMachine and the
 // values they hold or held. The machine page's History and the audit log
 // filtered by machine read the same scope, so they list the same events.
-func newMachineScope(ids []string, em *allocator.ExpectedMachine, values []HeldValue) allocator.EventScope {
-	s := allocator.EventScope{Machines: ids}
+func newMachineScope(ids []string, em *allocator.ExpectedMachine, values []HeldValue) kernel.EventScope {
+	s := kernel.EventScope{Machines: ids}
 	if em != nil {
 		s.Expected = em.ID
 	}
@@ -159,14 +159,14 @@ func newMachineScope(ids []string, em *allocator.ExpectedMachine, values []HeldV
 }
 
 // MachineEventScope resolves the audit scope of the machine id as the
-// machine page's History reads it (for allocator.EventFilter.Scope). A
+// machine page's History reads it (for kernel.EventFilter.Scope). A
 // machine that no longer exists (force deleted) is its own events only:
 // what is known of it.
-func (c *Console) MachineEventScope(ctx context.Context, id string) (*allocator.EventScope, error) {
+func (c *Console) MachineEventScope(ctx context.Context, id string) (*kernel.EventScope, error) {
 	d, err := c.MachineDetail(ctx, id)
 	if err != nil {
 		if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeNotFound {
-			return &allocator.EventScope{Machines: []string{id}}, nil
+			return &kernel.EventScope{Machines: []string{id}}, nil
 		}
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/kernel"
 )
 
@@ -35,7 +34,7 @@ func (h *API) ListEvents(c echo.Context) error {
 	if p, ok := strings.CutSuffix(action, ".*"); ok {
 		action = p + "." // the feed's prefix syntax means the same here
 	}
-	f := allocator.EventFilter{Actor: c.QueryParam("actor"), Action: action,
+	f := kernel.EventFilter{Actor: c.QueryParam("actor"), Action: action,
 		ObjectType: c.QueryParam("object_type"), ObjectID: c.QueryParam("object_id"), Limit: limit, Cursor: c.QueryParam("cursor")}
 	for _, p := range []struct {
 		name string
@@ -49,7 +48,7 @@ func (h *API) ListEvents(c echo.Context) error {
 			*p.dst = t
 		}
 	}
-	page, err := h.A.ListEvents(Ctx(c), f)
+	page, err := kernel.ListEvents(Ctx(c), h.A.DB(), f)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
@@ -48,7 +47,7 @@ func (h *Console) Machine(c echo.Context) error {
 // deletedMachine is the page of a deleted machine: the name it had, when
 // and by whom it was deleted, its host, and its audit history.
 func (h *Console) deletedMachine(c echo.Context, d *console.DeletedMachine) error {
-	page, err := h.A.ListEvents(Ctx(c), allocator.EventFilter{Scope: &allocator.EventScope{Machines: []string{d.MachineID}}, Limit: 100})
+	page, err := kernel.ListEvents(Ctx(c), h.A.DB(), kernel.EventFilter{Scope: &kernel.EventScope{Machines: []string{d.MachineID}}, Limit: 100})
 	if err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ var apiDocs = map[string]apiDoc{
 	"GET /events": {Summary: "The audit log, newest first (secrets redacted)",
 		Query: query("actor: exact actor (token:NAME)", "action: exact action", "object_type: e.g. pool, expected_machine",
 			"object_id: exact object id", "since: RFC 3339 time", "until: RFC 3339 time"),
-		OK: 200, OKBody: allocator.EventPage{}, Errors: []int{422}},
+		OK: 200, OKBody: kernel.EventPage{}, Errors: []int{422}},
 	"GET /events:stream": {Summary: "The change feed as Server-Sent Events (id: revision, event: action, data: event JSON); Last-Event-ID wins over after",
 		Query: []string{"after: revision to start after (default: the current head)", "object_type: e.g. allocation", "action: exact action, prefix such as allocation.*, or *", "pool: pool name"},
 		OK:    200, Errors: []int{422}},

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 func newEventsCmd(cf *clientFlags) *cobra.Command {
@@ -29,7 +30,7 @@ func newEventsCmd(cf *clientFlags) *cobra.Command {
 			if action != "" {
 				q.Set("action", action)
 			}
-			var page allocator.EventPage
+			var page kernel.EventPage
 			if printed, err := c.get("/api/v1/events?"+q.Encode(), &page); err != nil || printed {
 				return err
 			}

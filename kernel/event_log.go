@@ -1,4 +1,4 @@
-package allocator
+package kernel
 
 import (
 	"context"
@@ -7,9 +7,12 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
+
+// The audit log's read (GET /api/v1/events, the console's audit log,
+// dashboard and machine History), beside the writing of its events
+// (audit.go).
 
 // EventFilter selects audit events; empty fields match everything.
 type EventFilter struct {
@@ -29,12 +32,13 @@ type EventFilter struct {
 
 // EventPage is one page of events, newest first.
 type EventPage struct {
-	Items      []kernel.Event `json:"items"`
-	NextCursor string         `json:"next_cursor,omitempty"`
+	Items      []Event `json:"items"`
+	NextCursor string  `json:"next_cursor,omitempty"`
 }
 
-// ListEvents returns audit events newest first, keyset-paginated by id.
-func (a *Allocator) ListEvents(ctx context.Context, f EventFilter) (*EventPage, error) {
+// ListEvents returns audit events newest first, keyset-paginated by id,
+// read with db.
+func ListEvents(ctx context.Context, db *gorm.DB, f EventFilter) (*EventPage, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
@@ -45,13 +49,13 @@ func (a *Allocator) ListEvents(ctx context.Context, f EventFilter) (*EventPage, 
 	if f.Cursor != "" {
 		n, err := strconv.ParseInt(f.Cursor, 10, 64)
 		if err != nil || n <= 0 {
-			return nil, kernel.Errf(kernel.CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
+			return nil, Errf(CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
 		}
 		cursor = n
 	}
 	scope := f.Scope
 	var rows []models.AuditEvent
-	err := a.read(ctx, func(db *gorm.DB) error {
+	err := Read(ctx, db, func(db *gorm.DB) error {
 		q := db.Model(&models.AuditEvent{})
 		if scope != nil {
 			q = q.Where(scope.Where(db))
@@ -86,13 +90,13 @@ func (a *Allocator) ListEvents(ctx context.Context, f EventFilter) (*EventPage, 
 	if err != nil {
 		return nil, err
 	}
-	page := &EventPage{Items: []kernel.Event{}}
+	page := &EventPage{Items: []Event{}}
 	for i, r := range rows {
 		if i == f.Limit {
 			page.NextCursor = strconv.FormatInt(rows[i-1].ID, 10)
 			break
 		}
-		page.Items = append(page.Items, kernel.EventOut(&r))
+		page.Items = append(page.Items, EventOut(&r))
 	}
 	return page, nil
 }
