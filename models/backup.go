@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,8 +135,12 @@ var ErrBadBackup = errors.New("not a usable backup")
 // Restore puts the SQLite backup from in place of the database to. It
 // refuses a target that holds any table unless force is set, and a target
 // that a running server holds (see HoldSQLite) even with force, and the
-// target itself as the backup. The backup is verified, copied beside the
-// target, synced, the target's WAL and shared-memory files are
+// target itself as the backup. The backup is verified, then copied beside
+// the target through SQLite (VACUUM INTO), never byte for byte: a raw copy
+// of a live database (a volume snapshot: FILE, FILE-wal, FILE-shm) holds
+// committed transactions in its WAL that a copy of the main file alone
+// would drop, while SQLite applies them when it reads the file. The copy
+// is verified and synced, the target's WAL and shared-memory files are
 // removed (a stale WAL would be replayed over the restored file), and the
 // copy is renamed over the target.
 func Restore(from string, to Target, force bool) (schemaVersion int, err error) {
@@ -168,7 +171,7 @@ func Restore(from string, to Target, force bool) (schemaVersion int, err error) 
 		return 0, fmt.Errorf("database %q is not empty (%d tables): stop the server using it and restore with --force to replace it", to.Path, n)
 	}
 	tmp := to.Path + ".restore"
-	if err := copyFile(from, tmp); err != nil {
+	if err := copySQLite(from, tmp); err != nil {
 		os.Remove(tmp)
 		return 0, err
 	}
@@ -241,25 +244,31 @@ func takeOwner(tmp, target string) error {
 	return nil
 }
 
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
+// copySQLite writes a self-contained image of the SQLite database at from
+// (its main file with whatever its WAL holds) to to, verified and synced.
+func copySQLite(from, to string) error {
+	if err := os.Remove(to); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	// VACUUM INTO writes into an empty file as into a new one, and keeps
+	// its mode: the database holds secrets.
+	if err := os.WriteFile(to, nil, 0o600); err != nil {
+		return err
+	}
+	db, _, err := OpenTarget(sqliteReadOnly(from))
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
+	if s, e := db.DB(); e == nil {
+		defer s.Close()
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
+	if err := db.Exec(`VACUUM INTO ?`, to).Error; err != nil {
+		return fmt.Errorf("copy %q: %w", from, err)
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
+	if _, err := VerifySQLiteFile(to); err != nil {
+		return fmt.Errorf("the copy of %q does not verify: %w", from, err)
 	}
-	return out.Close()
+	return syncFile(to)
 }
 
 func syncFile(path string) error {
