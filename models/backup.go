@@ -40,11 +40,13 @@ func Backup(ctx context.Context, db *gorm.DB, path string) (schemaVersion int, e
 	tmp := path + ".partial"
 	_ = os.Remove(tmp)
 	defer os.Remove(tmp)
+	// VACUUM INTO writes into an empty file as into a new one and keeps
+	// its mode: the backup holds secrets (webhook secrets), so it is
+	// created readable by its owner alone, whatever the umask.
+	if err := os.WriteFile(tmp, nil, 0o600); err != nil {
+		return 0, err
+	}
 	if f, _ := ctx.Value(beforeCopyKey{}).(func(string) error); f != nil {
-		// VACUUM INTO writes into an empty file as into a new one.
-		if err := os.WriteFile(tmp, nil, 0o600); err != nil {
-			return 0, err
-		}
 		if err := f(tmp); err != nil {
 			return 0, err
 		}

@@ -1,6 +1,7 @@
 package models_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -83,5 +84,33 @@ func TestRestoreKeepsTheSourcesWAL(t *testing.T) {
 	}
 	if n != rows {
 		t.Errorf("restored file holds %d of the %d committed rows", n, rows)
+	}
+}
+
+// A backup holds the webhook secrets: it is written readable by its owner
+// alone, whatever the process's umask.
+func TestBackupFileIsPrivate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db, _, err := models.Open("sqlite:" + filepath.Join(dir, "live.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := db.DB(); err == nil {
+		defer s.Close()
+	}
+	if err := models.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if _, err := models.Backup(context.Background(), db, backup); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := fi.Mode().Perm(); m != 0o600 {
+		t.Errorf("backup file mode %o, want 600", m)
 	}
 }
