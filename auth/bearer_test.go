@@ -33,6 +33,8 @@ type jwtIssuer struct {
 	// gate, when set, holds every JWKS answer until it is closed (an
 	// issuer that is slow to answer).
 	gate chan struct{}
+	// idToken is what the token endpoint answers any code with.
+	idToken string
 }
 
 func newJWTIssuer(t *testing.T) *jwtIssuer {
@@ -64,6 +66,12 @@ func newJWTIssuer(t *testing.T) *jwtIssuer {
 			}
 			is.mu.Unlock()
 			_ = json.NewEncoder(w).Encode(set)
+		case "/token":
+			is.mu.Lock()
+			idt := is.idToken
+			is.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"access_token": "opaque-access-token", "token_type": "Bearer", "expires_in": 300, "id_token": idt})
 		default:
 			http.NotFound(w, r)
 		}

@@ -342,7 +342,7 @@ func (e *LoginError) Error() string { return "sign-in refused: " + e.Reason }
 
 // Finish ends a sign-in at the callback: it checks state against the
 // browser's, exchanges the code with the PKCE verifier, verifies the ID
-// token (signature against the issuer's JWKS, iss, aud, exp, nonce), reads
+// token (signature against the issuer's JWKS, iss, aud, exp, nonce, azp), reads
 // the name and groups (from the ID token, else from userinfo) and maps the
 // groups to a role.
 func (o *OIDC) Finish(ctx context.Context, st LoginState, state, code string) (*Person, error) {
@@ -383,6 +383,9 @@ func (o *OIDC) Finish(ctx context.Context, st LoginState, state, code string) (*
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(st.Nonce)) != 1 {
 		return nil, &LoginError{"the ID token's nonce is not this sign-in's"}
 	}
+	if err := checkAZP(idt.Audience, claims["azp"], o.cfg.ClientID); err != nil {
+		return nil, &LoginError{err.Error()}
+	}
 	groups, present, err := groupsFrom(claims, o.cfg.GroupsClaim)
 	if err != nil {
 		return nil, &LoginError{err.Error()}
@@ -417,6 +420,22 @@ func (o *OIDC) Finish(ctx context.Context, st LoginState, state, code string) (*
 		return nil, &NoRoleError{Name: name, Claim: o.cfg.GroupsClaim, Groups: groups}
 	}
 	return &Person{Actor: "user:" + name, Name: name, Role: role, IDToken: Secret(raw)}, nil
+}
+
+// checkAZP holds an ID token to OIDC Core 3.1.3.7: one with several
+// audiences must name ipledger's client as its authorized party (azp),
+// and an azp, when present, must be the client id. An ID token issued to
+// another client that merely lists ipledger among its audiences is that
+// client's sign-in, not ours.
+func checkAZP(aud []string, azp any, clientID string) error {
+	s, present := azp.(string)
+	switch {
+	case azp != nil && (!present || s != clientID):
+		return fmt.Errorf("the ID token was issued to another client (azp %.80q), not %s", fmt.Sprint(azp), clientID)
+	case len(aud) > 1 && azp == nil:
+		return fmt.Errorf("the ID token has several audiences (%s) and no azp naming %s", strings.Join(aud, ", "), clientID)
+	}
+	return nil
 }
 
 // EndSessionURL is the issuer's end_session_endpoint with client_id,

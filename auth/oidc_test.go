@@ -256,3 +256,41 @@ func waitReady(t *testing.T, o *OIDC) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestOIDCSignInChecksAZP: an ID token with several audiences must name
+// ipledger's client as its authorized party (azp), and an azp must be the
+// client id (OIDC Core 3.1.3.7): an ID token another client of the issuer
+// obtained, listing ipledger among its audiences, signs nobody in.
+func TestOIDCSignInChecksAZP(t *testing.T) {
+	t.Parallel()
+	is := newJWTIssuer(t)
+	o, c := newBearerRP(t, is, "ipledger")
+	for _, tc := range []struct {
+		name string
+		aud  any
+		azp  any
+		ok   bool
+	}{
+		{"one audience, no azp", "ipledger", nil, true},
+		{"one audience, azp the client", []string{"ipledger"}, "ipledger", true},
+		{"several audiences, azp the client", []string{"ipledger", "grafana"}, "ipledger", true},
+		{"several audiences, no azp", []string{"grafana", "ipledger"}, nil, false},
+		{"several audiences, azp another client", []string{"grafana", "ipledger"}, "grafana", false},
+		{"one audience, azp another client", "ipledger", "grafana", false},
+		{"azp not a string", []string{"ipledger", "grafana"}, []string{"ipledger"}, false},
+	} {
+		st := LoginState{State: "st-" + tc.name, Nonce: "n-" + tc.name, Verifier: "v"}
+		idt := is.sign(t, is.claims(c, map[string]any{"aud": tc.aud, "azp": tc.azp, "nonce": st.Nonce, "groups": []string{"ipam-admins"}}))
+		is.mu.Lock()
+		is.idToken = idt
+		is.mu.Unlock()
+		who, err := o.Finish(context.Background(), st, st.State, "code")
+		var le *LoginError
+		switch {
+		case tc.ok && (err != nil || who.Actor != "user:alice"):
+			t.Errorf("%s: refused: %+v %v", tc.name, who, err)
+		case !tc.ok && (!errors.As(err, &le) || !strings.Contains(err.Error(), "azp")):
+			t.Errorf("%s: want a LoginError naming azp, got %+v %v", tc.name, who, err)
+		}
+	}
+}
