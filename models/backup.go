@@ -149,6 +149,14 @@ func Restore(from string, to Target, force bool) (schemaVersion int, err error) 
 	if to.Dialect != SQLite {
 		return 0, ErrPostgresBackup
 	}
+	// Work on the file itself: a symlink's path would take a lock of its
+	// own, beside the one a server holds on the real path, and the rename
+	// would replace the link instead of the database.
+	p, err := resolveSQLitePath(to.Path)
+	if err != nil {
+		return 0, err
+	}
+	to.Path = p
 	// The database restored over itself: the copy would take the main
 	// file alone, and removing the WAL would drop what it still holds.
 	if a, err := os.Stat(from); err == nil {
@@ -192,6 +200,23 @@ func Restore(from string, to Target, force bool) (schemaVersion int, err error) 
 		return 0, err
 	}
 	return v, syncDir(filepath.Dir(to.Path))
+}
+
+// resolveSQLitePath returns path with its symlinks resolved; for a file
+// that does not exist yet, its directory's.
+func resolveSQLitePath(path string) (string, error) {
+	r, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, filepath.Base(path)), nil
 }
 
 // sqliteTables counts the tables of the SQLite file of t (0 when the file

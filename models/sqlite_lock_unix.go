@@ -10,7 +10,8 @@ import (
 )
 
 // A SQLite database's servers and its restore agree through an advisory
-// lock on a file beside it (PATH.lock): every process serving the database
+// lock on a file beside it (PATH.lock, PATH with its symlinks resolved):
+// every process serving the database
 // holds it shared for as long as it runs, a restore takes it exclusively.
 // The kernel drops the lock when its process ends, kill -9 included, so a
 // crashed server never blocks a restore. Without it a restore beside a
@@ -24,7 +25,13 @@ var ErrSQLiteInUse = errors.New("in use")
 func sqliteLockPath(path string) string { return path + ".lock" }
 
 func lockFile(path string, how int) (func(), error) {
-	f, err := os.OpenFile(sqliteLockPath(path), os.O_RDWR|os.O_CREATE, 0o644)
+	// The lock belongs to the file, not to one of its names: a symlink to
+	// a served database takes the lock beside the real file.
+	real, err := resolveSQLitePath(path)
+	if err != nil {
+		return nil, fmt.Errorf("lock file of database %q: %w", path, err)
+	}
+	f, err := os.OpenFile(sqliteLockPath(real), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock file of database %q: %w", path, err)
 	}
