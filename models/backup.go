@@ -248,9 +248,9 @@ func sqliteReadOnly(path string) Target {
 	return Target{Dialect: SQLite, DSN: "file:" + esc + "?mode=ro&_pragma=busy_timeout(10000)", Path: path}
 }
 
-// takeOwner gives the restored copy at tmp the owner of the file it
-// replaces (or, for a new file, of its directory). A restore is run as
-// root while the server runs as a user of its own (the systemd unit's
+// takeOwner gives the restored copy (or the lock file) at tmp the owner
+// of the file it replaces (or, for a new file, of its directory). A
+// restore is run as root while the server runs as a user of its own (the systemd unit's
 // dynamic user, the image's uid 65532): a copy left owned by root would
 // keep the server from opening its database at the next start.
 func takeOwner(tmp, target string) error {
@@ -266,7 +266,7 @@ func takeOwner(tmp, target string) error {
 		return nil
 	}
 	if err := os.Chown(tmp, uid, gid); err != nil && os.Geteuid() == 0 {
-		return fmt.Errorf("give the restored file the owner of %q (uid %d, gid %d): %w", target, uid, gid, err)
+		return fmt.Errorf("give %q the owner of %q (uid %d, gid %d): %w", tmp, target, uid, gid, err)
 	}
 	return nil
 }

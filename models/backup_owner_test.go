@@ -56,3 +56,55 @@ func TestRestoreKeepsTheTargetsOwner(t *testing.T) {
 		t.Errorf("restored file owned by %d:%d, want the replaced file's %d:%d", st.Uid, st.Gid, uid, gid)
 	}
 }
+
+// A restore run as root to a new path leaves the lock file, like the
+// database, to the directory's owner: the server's own user must open it
+// at its next start.
+func TestRestoreLockFileTakesTheDatabasesOwner(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("changing a file's owner needs root; as another user every file is the user's own")
+	}
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	db, _, err := models.Open("sqlite:" + live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := models.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if _, err := models.Backup(context.Background(), db, backup); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := db.DB(); err == nil {
+		s.Close()
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const uid, gid = 65532, 65533
+	if err := os.Chown(data, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	restored := filepath.Join(data, "restored.db")
+	target, err := models.ParseURL("sqlite:" + restored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := models.Restore(backup, target, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{restored, restored + ".lock"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != uid || st.Gid != gid {
+			t.Errorf("%s owned by %d:%d, want the directory's %d:%d", filepath.Base(p), st.Uid, st.Gid, uid, gid)
+		}
+	}
+}

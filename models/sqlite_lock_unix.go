@@ -11,8 +11,8 @@ import (
 
 // A SQLite database's servers and its restore agree through an advisory
 // lock on a file beside it (PATH.lock, PATH with its symlinks resolved):
-// every process serving the database
-// holds it shared for as long as it runs, a restore takes it exclusively.
+// every process serving the database holds it shared for as long as it
+// runs, a restore takes it exclusively.
 // The kernel drops the lock when its process ends, kill -9 included, so a
 // crashed server never blocks a restore. Without it a restore beside a
 // running server would swap the file under the server, which would keep
@@ -33,6 +33,13 @@ func lockFile(path string, how int) (func(), error) {
 	}
 	f, err := os.OpenFile(sqliteLockPath(real), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
+		return nil, fmt.Errorf("lock file of database %q: %w", path, err)
+	}
+	// The lock file has the database's owner (its directory's, for a new
+	// file): one created by a restore run as root would be root's, 0644,
+	// and the server's own user could not open it at its next start.
+	if err := takeOwner(sqliteLockPath(real), real); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("lock file of database %q: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
