@@ -35,27 +35,27 @@ func looksLikeMAC(s string) bool {
 }
 
 // DecodeExpectedMachineSpec reads one ExpectedMachine JSON object with
-// the strict rules of every door (strict_json.go): broken JSON is 400
+// the strict rules of every door (kernel/strict_json.go): broken JSON is 400
 // bad_request; a repeated or case-variant member name, or a member of the
 // wrong JSON type, is 422 invalid naming its path
 // (expected_dpus[1].loopback_ip). Members ipledger does not store are
 // ignored, as NICo's own readers do.
 func DecodeExpectedMachineSpec(b []byte) (ExpectedMachineSpec, error) {
 	var s ExpectedMachineSpec
-	b = TrimBOM(b)
-	if err := CheckJSON(b, JSONOptions{}); err != nil {
+	b = kernel.TrimBOM(b)
+	if err := kernel.CheckJSON(b, kernel.JSONOptions{}); err != nil {
 		return s, err
 	}
 	return s, decodeSpec(b, "", &s)
 }
 
-// decodeSpec decodes one record already checked by CheckJSON; prefix is
+// decodeSpec decodes one record already checked by kernel.CheckJSON; prefix is
 // its path in the file ("" for a body of its own).
 func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
 	if v := bytes.TrimSpace(b); string(v) == "null" || (len(v) > 0 && v[0] != '{') {
 		got := "null"
 		if string(v) != "null" {
-			got = kindName(jsontext.Value(v).Kind(), nil)
+			got = kernel.KindName(jsontext.Value(v).Kind(), nil)
 		}
 		if prefix != "" {
 			return kernel.Errf(kernel.CodeInvalid, prefix, "%s must be a JSON object, not %s", prefix, got)
@@ -63,7 +63,7 @@ func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
 		return kernel.Errf(kernel.CodeBadRequest, "", "request body must be a JSON object, not %s", got)
 	}
 	if err := jsonv2.Unmarshal(b, s); err != nil {
-		return jsonError(err, JSONOptions{Prefix: prefix})
+		return kernel.JSONError(err, kernel.JSONOptions{Prefix: prefix})
 	}
 	if s.ExpectedDpus != nil && len(*s.ExpectedDpus) > 0 {
 		// expected_dpus is ipledger's own member, which no NICo tool
@@ -74,12 +74,12 @@ func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
 			ExpectedDpus []jsontext.Value `json:"expected_dpus"`
 		}
 		if err := jsonv2.Unmarshal(b, &raw); err != nil {
-			return jsonError(err, JSONOptions{Prefix: prefix})
+			return kernel.JSONError(err, kernel.JSONOptions{Prefix: prefix})
 		}
 		for i, d := range raw.ExpectedDpus {
 			var known ExpectedDpu
 			if err := jsonv2.Unmarshal(d, &known, jsonv2.RejectUnknownMembers(true)); err != nil {
-				return jsonError(err, JSONOptions{Prefix: joinField(prefix, fmt.Sprintf("expected_dpus[%d]", i))})
+				return kernel.JSONError(err, kernel.JSONOptions{Prefix: kernel.JoinField(prefix, fmt.Sprintf("expected_dpus[%d]", i))})
 			}
 		}
 	}
@@ -96,9 +96,9 @@ type expectedMachinesFile struct {
 // from its top: expected_machines[3].metadata.name) and splits it into
 // records.
 func readExpectedMachinesFile(b []byte) ([]jsontext.Value, error) {
-	b = TrimBOM(b)
-	o := JSONOptions{What: "the file"}
-	if err := CheckJSON(b, o); err != nil {
+	b = kernel.TrimBOM(b)
+	o := kernel.JSONOptions{What: "the file"}
+	if err := kernel.CheckJSON(b, o); err != nil {
 		return nil, err
 	}
 	if v := bytes.TrimSpace(b); len(v) == 0 || v[0] != '{' {
@@ -110,7 +110,7 @@ func readExpectedMachinesFile(b []byte) ([]jsontext.Value, error) {
 		if errors.As(err, &se) && se.JSONPointer != "" {
 			return nil, kernel.Errf(kernel.CodeInvalid, "expected_machines", "expected_machines must be a JSON array")
 		}
-		return nil, jsonError(err, o)
+		return nil, kernel.JSONError(err, o)
 	}
 	if file.ExpectedMachines == nil {
 		return nil, kernel.Errf(kernel.CodeInvalid, "expected_machines", `expected_machines is required: the file format is {"expected_machines": [...]} (an empty list removes every ExpectedMachine)`)
@@ -134,16 +134,6 @@ func ParseExpectedMachinesFile(b []byte) ([]ExpectedMachineSpec, error) {
 		}
 	}
 	return out, nil
-}
-
-func joinField(prefix, f string) string {
-	if prefix == "" {
-		return f
-	}
-	if f == "" {
-		return prefix
-	}
-	return prefix + "." + f
 }
 
 // ParseExpectedMachinesFileRecords reads the NICo file like

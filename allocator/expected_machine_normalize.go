@@ -38,7 +38,7 @@ type emRecord struct {
 	clearPassword bool
 }
 
-func (r *emRecord) f(field string) string { return joinField(r.prefix, field) }
+func (r *emRecord) f(field string) string { return kernel.JoinField(r.prefix, field) }
 
 // problems collects validation errors in field order.
 type problems []*kernel.Error

@@ -295,8 +295,8 @@ func mergePatch(target any, patch any) any {
 // password, a non-empty string sets it, absent or "" keeps it. A patch
 // that is not a JSON object is 400 bad_request.
 func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, patch []byte, ifMatch kernel.IfMatch) (*ExpectedMachine, error) {
-	patch = TrimBOM(patch)
-	if err := CheckJSON(patch, JSONOptions{}); err != nil {
+	patch = kernel.TrimBOM(patch)
+	if err := kernel.CheckJSON(patch, kernel.JSONOptions{}); err != nil {
 		return nil, err
 	}
 	var p map[string]any
@@ -364,7 +364,7 @@ func caseVariantMember(doc, patch map[string]any, path string) error {
 		if _, ok := doc[k]; ok {
 			if dm, ok := doc[k].(map[string]any); ok {
 				if pm, ok := v.(map[string]any); ok {
-					if err := caseVariantMember(dm, pm, joinField(path, k)); err != nil {
+					if err := caseVariantMember(dm, pm, kernel.JoinField(path, k)); err != nil {
 						return err
 					}
 				}
@@ -383,7 +383,7 @@ func caseVariantMember(doc, patch map[string]any, path string) error {
 		}
 		for _, dk := range names {
 			if strings.EqualFold(dk, k) {
-				f := joinField(path, k)
+				f := kernel.JoinField(path, k)
 				return kernel.Errf(kernel.CodeInvalid, f, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", f, k, dk)
 			}
 		}

@@ -103,7 +103,7 @@ func TooLarge(limit int64) error {
 }
 
 // DecodeJSON reads a JSON body into v with the strict rules every door
-// shares (allocator.DecodeJSON: no repeated or case-variant member names,
+// shares (kernel.DecodeJSON: no repeated or case-variant member names,
 // exact-case matching, a leading BOM ignored): unparseable JSON is 400
 // bad_request, a member of the wrong JSON type is 422 invalid naming it.
 // Members the body type does not have are ignored (reports and discovery
@@ -133,10 +133,10 @@ func DecodeJSONStrict(c echo.Context, v any) error {
 func UnmarshalJSON(b []byte, v any) error { return decode(b, v, false) }
 
 func decode(b []byte, v any, rejectUnknown bool) error {
-	if strings.TrimSpace(string(allocator.TrimBOM(b))) == "null" {
+	if strings.TrimSpace(string(kernel.TrimBOM(b))) == "null" {
 		return kernel.Errf(kernel.CodeBadRequest, "", "request body must be a JSON object or array, not null")
 	}
-	return allocator.DecodeJSON(b, v, allocator.JSONOptions{RejectUnknown: rejectUnknown})
+	return kernel.DecodeJSON(b, v, kernel.JSONOptions{RejectUnknown: rejectUnknown})
 }
 
 // ErrorBody is the error shape of docs/api.md.

@@ -433,7 +433,7 @@ func sanitizeRequestID(next echo.HandlerFunc) echo.HandlerFunc {
 // either (SQLite would, and the two databases would then disagree), and
 // no name, address or identifier of ipledger needs them; a filter that
 // PostgreSQL cannot compare was a 500. JSON bodies are checked where they
-// are decoded (allocator.CheckJSON).
+// are decoded (kernel.CheckJSON).
 func rejectNUL(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()

@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/kernel"
 )
 
 // readFileArg reads -f FILE (or - for stdin).
@@ -29,12 +29,12 @@ func readJSONFile(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data = allocator.TrimBOM(data)
+	data = kernel.TrimBOM(data)
 	what := name
 	if name == "-" {
 		what = "stdin"
 	}
-	if err := allocator.CheckJSON(data, allocator.JSONOptions{What: what}); err != nil {
+	if err := kernel.CheckJSON(data, kernel.JSONOptions{What: what}); err != nil {
 		return nil, err
 	}
 	return data, nil

@@ -1,4 +1,4 @@
-package allocator
+package kernel
 
 import (
 	"errors"
@@ -9,7 +9,6 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/strictjson"
 )
 
@@ -70,33 +69,35 @@ func DecodeJSON(b []byte, v any, o JSONOptions) error {
 	if err == nil {
 		return nil
 	}
-	return jsonError(err, o)
+	return JSONError(err, o)
 }
 
-// jsonError maps an error of jsonv2.Unmarshal to the API's error.
-func jsonError(err error, o JSONOptions) error {
+// JSONError maps an error of jsonv2.Unmarshal to the API's error: 422
+// naming the member's path for a value of the wrong type or an unknown
+// member, 400 for a document that is not JSON.
+func JSONError(err error, o JSONOptions) error {
 	var se *jsonv2.SemanticError
 	if errors.As(err, &se) {
 		field := pointerPath(o.Prefix, se.JSONPointer)
 		if errors.Is(se.Err, jsonv2.ErrUnknownName) {
 			name := se.JSONPointer.LastToken()
-			return kernel.Errf(kernel.CodeInvalid, field, "unknown field %q (misspelt?); nothing was changed", name)
+			return Errf(CodeInvalid, field, "unknown field %q (misspelt?); nothing was changed", name)
 		}
-		got := kindName(se.JSONKind, se.JSONValue)
+		got := KindName(se.JSONKind, se.JSONValue)
 		want := goKindName(se.GoType)
 		if field == "" {
-			return kernel.Errf(kernel.CodeBadRequest, "", "%s must be a JSON %s, not %s", o.what(), want, got)
+			return Errf(CodeBadRequest, "", "%s must be a JSON %s, not %s", o.what(), want, got)
 		}
 		if want == "number" && se.JSONKind == '0' {
-			return kernel.Errf(kernel.CodeInvalid, field, "%s: %s does not fit (a whole number in range is expected)", field, got)
+			return Errf(CodeInvalid, field, "%s: %s does not fit (a whole number in range is expected)", field, got)
 		}
-		return kernel.Errf(kernel.CodeInvalid, field, "%s must be a JSON %s, not %s", field, want, got)
+		return Errf(CodeInvalid, field, "%s must be a JSON %s, not %s", field, want, got)
 	}
 	var sy *jsontext.SyntacticError
 	if errors.As(err, &sy) {
-		return kernel.Errf(kernel.CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), sy.Err)
+		return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), sy.Err)
 	}
-	return kernel.Errf(kernel.CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), err)
+	return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), err)
 }
 
 // CheckJSON enforces the rules of strict JSON on a whole document (see the
@@ -110,22 +111,22 @@ func CheckJSON(b []byte, o JSONOptions) error {
 	}
 	switch p.Kind {
 	case strictjson.Empty:
-		return kernel.Errf(kernel.CodeBadRequest, "", "%s is empty; a JSON object is expected", o.what())
+		return Errf(CodeBadRequest, "", "%s is empty; a JSON object is expected", o.what())
 	case strictjson.NotUTF8:
-		return kernel.Errf(kernel.CodeBadRequest, "", "%s is not valid UTF-8", o.what())
+		return Errf(CodeBadRequest, "", "%s is not valid UTF-8", o.what())
 	case strictjson.Duplicate:
-		return kernel.Errf(kernel.CodeInvalid, p.Path, "%s: member %q appears twice in one object; nothing was changed", p.Path, p.Name)
+		return Errf(CodeInvalid, p.Path, "%s: member %q appears twice in one object; nothing was changed", p.Path, p.Name)
 	case strictjson.CaseVariant:
-		return kernel.Errf(kernel.CodeInvalid, p.Path, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", p.Path, p.Name, p.Prev)
+		return Errf(CodeInvalid, p.Path, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", p.Path, p.Name, p.Prev)
 	case strictjson.NULName:
-		return kernel.Errf(kernel.CodeInvalid, p.Path, "member name %q contains a NUL character", p.Name)
+		return Errf(CodeInvalid, p.Path, "member name %q contains a NUL character", p.Name)
 	case strictjson.NULString:
-		return kernel.Errf(kernel.CodeInvalid, p.Path, "%s contains a NUL character", p.Path)
+		return Errf(CodeInvalid, p.Path, "%s contains a NUL character", p.Path)
 	}
 	if p.Offset >= 0 {
-		return kernel.Errf(kernel.CodeBadRequest, "", "%s is not valid JSON: %v (at byte %d)", o.what(), p.Err, p.Offset)
+		return Errf(CodeBadRequest, "", "%s is not valid JSON: %v (at byte %d)", o.what(), p.Err, p.Offset)
 	}
-	return kernel.Errf(kernel.CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), p.Err)
+	return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), p.Err)
 }
 
 // pointerPath turns a JSON pointer (/expected_dpus/1/loopback_ip) into the
@@ -138,13 +139,13 @@ func pointerPath(prefix string, p jsontext.Pointer) string {
 			path = fmt.Sprintf("%s[%s]", path, tok)
 			continue
 		}
-		path = joinField(path, tok)
+		path = JoinField(path, tok)
 	}
 	return path
 }
 
-// kindName names a JSON value in messages ("string", "number 1.5").
-func kindName(k jsontext.Kind, v jsontext.Value) string {
+// KindName names a JSON value in messages ("string", "number 1.5").
+func KindName(k jsontext.Kind, v jsontext.Value) string {
 	switch k {
 	case '"':
 		return "string"
@@ -188,4 +189,17 @@ func goKindName(t reflect.Type) string {
 		return "object"
 	}
 	return "value"
+}
+
+// JoinField joins a JSON path and a member name: "expected_dpus[1]" and
+// "loopback_ip" give "expected_dpus[1].loopback_ip"; an empty side is
+// left out.
+func JoinField(prefix, f string) string {
+	if prefix == "" {
+		return f
+	}
+	if f == "" {
+		return prefix
+	}
+	return prefix + "." + f
 }
