@@ -250,9 +250,10 @@ func sqliteReadOnly(path string) Target {
 
 // takeOwner gives the restored copy (or the lock file) at tmp the owner
 // of the file it replaces (or, for a new file, of its directory). A
-// restore is run as root while the server runs as a user of its own (the systemd unit's
-// dynamic user, the image's uid 65532): a copy left owned by root would
-// keep the server from opening its database at the next start.
+// restore is run as root while the server runs as a user of its own (the
+// systemd unit's dynamic user, the image's uid 65532): a copy left owned
+// by root would keep the server from opening its database at the next
+// start.
 func takeOwner(tmp, target string) error {
 	ref, err := os.Stat(target)
 	if errors.Is(err, os.ErrNotExist) {
