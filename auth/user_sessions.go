@@ -51,7 +51,9 @@ func sessionHash(id string) string {
 // any, is stored sealed under a key derived from the id (see
 // sealIDToken). Expired sessions are swept in the same transaction; the
 // sign-in is audited (session.open, with the role), never the id or the
-// token.
+// token. When the sign-in gives the person a lower role than an open
+// session of theirs has, their groups have changed since: every other
+// session of theirs ends in the same transaction (endDemoted).
 func (p *People) Open(ctx context.Context, who *Person, source string) (string, time.Time, error) {
 	if who == nil || who.Role == "" {
 		return "", time.Time{}, kernel.Errf(kernel.CodeForbidden, "", "no session without a role")
@@ -73,6 +75,9 @@ func (p *People) Open(ctx context.Context, who *Person, source string) (string, 
 		if err := t.Exec(`DELETE FROM user_sessions WHERE expires_at <= ?`, now.Unix()).Error; err != nil {
 			return err
 		}
+		if err := endDemoted(t, who); err != nil {
+			return err
+		}
 		if err := t.Exec(`INSERT INTO user_sessions (id, username, role, source, created_at, last_seen_at, expires_at, id_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			sessionHash(id), who.Name, string(who.Role), source, now.Unix(), now.Unix(), exp.Unix(), sealed).Error; err != nil {
 			return err
@@ -83,6 +88,41 @@ func (p *People) Open(ctx context.Context, who *Person, source string) (string, 
 		return "", time.Time{}, err
 	}
 	return id, exp, nil
+}
+
+// endDemoted ends every open session of who's when one of them holds a
+// higher role than who's sign-in gives (docs/identity.md "Decisions"):
+// the person was removed from a group, and the sessions opened before
+// must not keep the role the provider no longer gives. Each is audited
+// as session.end by the person, with the reason.
+func endDemoted(t *kernel.Tx, who *Person) error {
+	var open []struct {
+		ID        string
+		Role      string
+		CreatedAt int64
+	}
+	if err := t.Raw(`SELECT id, role, created_at FROM user_sessions WHERE username = ? ORDER BY created_at, id`, who.Name).Scan(&open).Error; err != nil {
+		return err
+	}
+	demoted := false
+	for _, o := range open {
+		if r := Role(o.Role); r != who.Role && r.Allows(who.Role) {
+			demoted = true
+		}
+	}
+	if !demoted {
+		return nil
+	}
+	for _, o := range open {
+		if err := t.Exec(`DELETE FROM user_sessions WHERE id = ?`, o.ID).Error; err != nil {
+			return err
+		}
+		if err := t.Audit("session.end", "session", who.Actor, map[string]any{"session": who.Actor, "role": o.Role,
+			"since": time.Unix(o.CreatedAt, 0).UTC().Format(time.RFC3339), "reason": "a later sign-in gave the role " + string(who.Role)}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Lookup returns the live session with this id, or 401 unauthorized when it

@@ -155,3 +155,79 @@ func TestPeopleSessionIDToken(t *testing.T) {
 		}
 	})
 }
+
+// TestSignInWithLowerRoleEndsOtherSessions: when a sign-in gives a person
+// a lower role than an open session of theirs holds (they left a group),
+// every other session of theirs ends with it, audited with the reason;
+// another person's sessions are untouched. A sign-in with the same or a
+// higher role ends nothing.
+func TestSignInWithLowerRoleEndsOtherSessions(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		t.Parallel()
+		clk := testkit.NewClock(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
+		p := &People{Service: New(db, Options{Now: clk.Now}), TTL: 2 * time.Hour}
+		ctx := context.Background()
+		open := func(name string, role Role) string {
+			t.Helper()
+			id, _, err := p.Open(ctx, &Person{Actor: "user:" + name, Name: name, Role: role}, "oidc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(time.Minute)
+			return id
+		}
+		live := func(id string) bool {
+			_, err := p.Lookup(ctx, id)
+			return err == nil
+		}
+		laptop, desktop := open("alice", RoleAdmin), open("alice", RoleAdmin)
+		bob := open("bob", RoleAdmin)
+		if !live(laptop) || !live(desktop) {
+			t.Fatal("a second sign-in with the same role ended the first")
+		}
+		// alice has left the admins' group: her next sign-in is an
+		// operator's.
+		phone := open("alice", RoleOperator)
+		if live(laptop) || live(desktop) || !live(phone) || !live(bob) {
+			t.Fatalf("after alice's operator sign-in: laptop %v desktop %v phone %v bob %v; want only phone and bob",
+				live(laptop), live(desktop), live(phone), live(bob))
+		}
+		var ended []models.AuditEvent
+		db.Where("action = ?", "session.end").Order("id").Find(&ended)
+		if len(ended) != 2 {
+			t.Fatalf("%d session.end events, want 2", len(ended))
+		}
+		for i, role := range []string{"admin", "admin"} {
+			e := ended[i]
+			if e.Actor != "user:alice" || e.ObjectID != "user:alice" || e.BeforeJSON == nil ||
+				!strings.Contains(*e.BeforeJSON, `"role":"`+role+`"`) || !strings.Contains(*e.BeforeJSON, "a later sign-in gave the role operator") {
+				t.Errorf("session.end %d: %s %s %v", i, e.Actor, e.ObjectID, deref(e.BeforeJSON))
+			}
+		}
+		// The same role again, then a higher one: nothing ends.
+		tablet := open("alice", RoleOperator)
+		admin := open("alice", RoleAdmin)
+		if !live(phone) || !live(tablet) || !live(admin) {
+			t.Fatalf("a sign-in without a lower role ended a session: phone %v tablet %v admin %v", live(phone), live(tablet), live(admin))
+		}
+		// An expired admin session does not count.
+		clk.Advance(3 * time.Hour)
+		fresh := open("alice", RoleViewer)
+		if !live(fresh) {
+			t.Fatal("the new session does not work")
+		}
+		var n int64
+		db.Raw(`SELECT COUNT(*) FROM audit_events WHERE action = 'session.end'`).Scan(&n)
+		if n != 2 {
+			t.Fatalf("%d session.end events, want still 2: expired sessions are swept, not ended", n)
+		}
+	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
