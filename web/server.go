@@ -84,6 +84,11 @@ type Server struct {
 	sessions SessionAuth
 	// htmlError renders errors of console pages; nil renders JSON.
 	htmlError func(err error, c echo.Context)
+	// stopping ends when an http.Server of this Server shuts down; event
+	// streams and long polls end with it, so a graceful shutdown does not
+	// wait for readers that would otherwise stay for minutes.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // SessionAuth lets the console's session cookie authenticate requests.
@@ -127,6 +132,7 @@ func New(cfg Config) *Server {
 	e.HideBanner = true
 	e.HidePort = true
 	s := &Server{e: e, a: cfg.Allocator, reads: console.New(cfg.Allocator), auth: cfg.Auth, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator, Feed: cfg.Feed, Hooks: cfg.Webhooks, StreamKeepAlive: cfg.StreamKeepAlive}, cfg: cfg}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.metrics = cfg.Metrics
 	s.metrics.watch(cfg.Allocator, cfg.Feed, cfg.Webhooks)
 	e.HTTPErrorHandler = s.handleError
@@ -170,6 +176,7 @@ var handlerWrap func(http.Handler) http.Handler
 // certificate re-read when its files change.
 func (s *Server) HTTPServer() *http.Server {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(s.stop)
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	if s.cfg.TLS != nil {
@@ -182,7 +189,9 @@ func (s *Server) HTTPServer() *http.Server {
 }
 
 // Serve listens on addr until ctx ends, then shuts down gracefully: the
-// listener closes, in-flight requests get up to 20 seconds to finish.
+// listener closes, event streams end (their clients reconnect elsewhere),
+// long polls answer with what they have, and other in-flight requests get
+// up to 20 seconds to finish.
 func (s *Server) Serve(ctx context.Context, addr string, ready func(addr string)) error {
 	srv := s.HTTPServer()
 	ln, err := listen(addr)
@@ -220,10 +229,21 @@ func (s *Server) timeout(next echo.HandlerFunc) echo.HandlerFunc {
 			limit := s.cfg.RequestTimeout
 			switch {
 			case p == "/api/v1/events:stream":
-				// An event stream lasts as long as its reader.
+				// An event stream lasts as long as its reader, or until
+				// the server shuts down.
+				ctx, cancel := context.WithCancel(c.Request().Context())
+				defer context.AfterFunc(s.stopping, cancel)()
+				defer cancel()
+				c.SetRequest(c.Request().WithContext(ctx))
 				return next(c)
 			case p == "/api/v1/events" && c.QueryParams().Has("wait"):
 				limit += feed.MaxFeedWait // a long poll waits first
+				// Shutdown ends the wait: the poll answers with what it
+				// has (an empty page is a true answer).
+				ctx, cancel := context.WithCancel(c.Request().Context())
+				defer context.AfterFunc(s.stopping, cancel)()
+				defer cancel()
+				c.SetRequest(c.Request().WithContext(ctx))
 			case isBulk(c.Request().Method, p):
 				limit = s.cfg.BulkTimeout
 			}
