@@ -221,6 +221,9 @@ func printCheck(out io.Writer, res *dbcheck.Result) {
 			fmt.Fprintf(out, "       - … and %d more\n", n)
 		}
 	}
+	if res.NotRun != "" {
+		fmt.Fprintf(out, "%s\n", res.NotRun)
+	}
 	if res.OK() {
 		fmt.Fprintf(out, "%s database: consistent (%d rules)\n", res.Dialect, len(res.Rules))
 	}
