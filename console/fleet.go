@@ -64,33 +64,8 @@ func (c *Console) Fleet(ctx context.Context, pools []allocator.Pool, recent int)
 		f.Bindings[s] = 0
 	}
 	err := c.read(ctx, func(db *gorm.DB) error {
-		hasPool, err := allocator.LoopbackPoolsExist(db)
-		if err != nil {
+		if err := f.count(db); err != nil {
 			return err
-		}
-		var cs []struct {
-			Kind, State, BindingV4, BindingV6 string
-			N                                 int64
-		}
-		if err := db.Raw(`SELECT kind, state, binding_v4, binding_v6, n FROM fleet_counts WHERE n <> 0`).Scan(&cs).Error; err != nil {
-			return err
-		}
-		for _, r := range cs {
-			if r.Kind == allocator.KindHost {
-				f.HostsByState[r.State] += r.N
-				f.Hosts += r.N
-				continue
-			}
-			v4 := allocator.BindingClassStatus(r.BindingV4, hasPool[allocator.PoolLoopbackV4])
-			v6 := allocator.BindingClassStatus(r.BindingV6, hasPool[allocator.PoolLoopbackV6])
-			f.DPUs += r.N
-			f.Bindings[v4] += r.N
-			f.Bindings[v6] += r.N
-			if incomplete(v4) || incomplete(v6) {
-				f.DPUsIncomplete += r.N
-			} else {
-				f.DPUsComplete += r.N
-			}
 		}
 		if recent <= 0 {
 			return nil
@@ -100,6 +75,7 @@ func (c *Console) Fleet(ctx context.Context, pools []allocator.Pool, recent int)
 			Order("machine_id").Limit(recent).Find(&dpus).Error; err != nil {
 			return err
 		}
+		var err error
 		f.Conflicts, err = allocator.BindingsOf(db, dpus)
 		return err
 	})
@@ -135,6 +111,50 @@ func (c *Console) Fleet(ctx context.Context, pools []allocator.Pool, recent int)
 		return x.Used > y.Used
 	})
 	return f, nil
+}
+
+// count fills the host, DPU and binding counts from fleet_counts (kept by
+// triggers: one short read whatever the fleet's size).
+func (f *Fleet) count(db *gorm.DB) error {
+	hasPool, err := allocator.LoopbackPoolsExist(db)
+	if err != nil {
+		return err
+	}
+	var cs []struct {
+		Kind, State, BindingV4, BindingV6 string
+		N                                 int64
+	}
+	if err := db.Raw(`SELECT kind, state, binding_v4, binding_v6, n FROM fleet_counts WHERE n <> 0`).Scan(&cs).Error; err != nil {
+		return err
+	}
+	for _, r := range cs {
+		if r.Kind == allocator.KindHost {
+			f.HostsByState[r.State] += r.N
+			f.Hosts += r.N
+			continue
+		}
+		v4 := allocator.BindingClassStatus(r.BindingV4, hasPool[allocator.PoolLoopbackV4])
+		v6 := allocator.BindingClassStatus(r.BindingV6, hasPool[allocator.PoolLoopbackV6])
+		f.DPUs += r.N
+		f.Bindings[v4] += r.N
+		f.Bindings[v6] += r.N
+		if incomplete(v4) || incomplete(v6) {
+			f.DPUsIncomplete += r.N
+		} else {
+			f.DPUsComplete += r.N
+		}
+	}
+	return nil
+}
+
+// BindingCounts is the number of DPU families in each binding status
+// (the NOC's counts, without the rest of the fleet summary).
+func (c *Console) BindingCounts(ctx context.Context) (map[string]int64, error) {
+	f := &Fleet{HostsByState: map[string]int64{}, Bindings: map[string]int64{}}
+	if err := c.read(ctx, f.count); err != nil {
+		return nil, err
+	}
+	return f.Bindings, nil
 }
 
 // incomplete: a family whose pool exists but that has no value.

@@ -302,3 +302,48 @@ func TestSearchSaysWhatMatchedE2E(t *testing.T) {
 		}
 	})
 }
+
+// TestDashboardBindingAlertsBoundedE2E: many pending bindings (a batch of
+// reservation edits) do not bury the dashboard: it lists a few per status
+// and one line counting the rest, linked to the DPU bindings page, so the
+// pool utilization stays near the top.
+func TestDashboardBindingAlertsBoundedE2E(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, site *consoleSite) {
+		actx := kernel.WithActor(context.Background(), "console:alice", "")
+		for mac, dpus := range map[string]string{
+			"1a:1b:1c:1d:1e:1f": `[{"serial_number":"MT2242X00001","loopback_ip":"10.180.62.240","loopback_ip_v6":"fd00:180:62:1::f0"}]`,
+			"1a:1b:1c:1d:1e:20": `[{"serial_number":"MT2242X00002","loopback_ip":"10.180.62.241","loopback_ip_v6":"fd00:180:62:1::f1"},{"serial_number":"MT2242X00003","loopback_ip":"10.180.62.242","loopback_ip_v6":"fd00:180:62:1::f2"}]`,
+		} {
+			if _, err := site.a.PatchExpectedMachine(actx, mac, []byte(`{"expected_dpus":`+dpus+`}`), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bindings, err := site.a.ListBindings(actx, allocator.BindingFilter{Status: allocator.BindingPending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending := 0
+		for _, b := range bindings.Items {
+			for _, s := range []string{b.StatusV4, b.StatusV6} {
+				if s == allocator.BindingPending {
+					pending++
+				}
+			}
+		}
+		if pending <= 5 {
+			t.Fatalf("the test needs more than 5 pending bindings, has %d", pending)
+		}
+		ctx := newBrowser(t, 1280, 900)
+		signIn(t, ctx, site, auth.RoleViewer)
+		run(t, ctx, "the dashboard", chromedp.Navigate(site.srv.URL+"/"), poll(`document.querySelector("section[aria-label=alerts]") !== null`))
+		listed := evalJS[int](t, ctx, `[...document.querySelectorAll("section[aria-label=alerts] .alert")].filter(a => a.querySelector(".badge.pending") && !a.dataset.bindingMore).length`)
+		more := evalJS[string](t, ctx, `(document.querySelector("[data-binding-more=pending]") || {innerText: ""}).innerText`)
+		if listed > 5 {
+			t.Errorf("the dashboard lists %d pending bindings one by one, want at most 5", listed)
+		}
+		if want := fmt.Sprintf("And %d more DPU famil", pending-listed); !strings.Contains(more, want) || !evalJS[bool](t, ctx, `document.querySelector("[data-binding-more=pending] a[href='/bindings?status=pending']") !== null`) {
+			t.Errorf("the line counting the other pending bindings says %q, want %q… linked to /bindings?status=pending", more, want)
+		}
+	})
+}
