@@ -20,10 +20,9 @@ import (
 func TestShutdownEndsStreamsAndLongPolls(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		e := newFeedEnv(t, db)
+		e, s := newFeedServer(t, db, 10*time.Second)
 		e.must(t, "POST", "/api/v1/pools", `{"name":"sd","type":"integer","ranges":[{"first":"1","last":"9"}]}`, 201)
 		waitNumbered(t, e.feed)
-		s := New(Config{Allocator: e.a, Feed: e.feed, Webhooks: e.hooks, StreamKeepAlive: 10 * time.Second})
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
 		ready := make(chan string, 1)

@@ -32,6 +32,15 @@ type feedEnv struct {
 }
 
 func newFeedEnv(t *testing.T, db *gorm.DB) *feedEnv {
+	e, _ := newFeedServer(t, db, 100*time.Millisecond)
+	return e
+}
+
+// newFeedServer is newFeedEnv with the Server it serves, its streams'
+// keep-alive given. The Server is built before the feed runs, as serve
+// does: New sets the feed's hooks, which must not change under a running
+// sequencer.
+func newFeedServer(t *testing.T, db *gorm.DB, keepAlive time.Duration) (*feedEnv, *Server) {
 	fd := feed.New(db, feed.Options{})
 	hooks := webhook.New(db, webhook.Options{OnCommit: fd.Committed})
 	fd.SetDeliveries(hooks)
@@ -47,13 +56,14 @@ func newFeedEnv(t *testing.T, db *gorm.DB) *feedEnv {
 		t.Fatal(err)
 	}
 	e.viewer = v
-	e.h = New(Config{Allocator: a, Feed: fd, Webhooks: hooks, StreamKeepAlive: 100 * time.Millisecond}).Handler()
+	srv := New(Config{Allocator: a, Feed: fd, Webhooks: hooks, StreamKeepAlive: keepAlive})
+	e.h = srv.Handler()
 	fctx, cancel := context.WithCancel(ctx)
 	done := fd.RunFeed(fctx, feed.FeedOptions{Poll: 50 * time.Millisecond})
 	t.Cleanup(func() { cancel(); <-done })
 	e.srv = httptest.NewServer(e.h)
 	t.Cleanup(e.srv.Close)
-	return e
+	return e, srv
 }
 
 func (e *feedEnv) call(t *testing.T, method, path, token, body string) (int, []byte) {
