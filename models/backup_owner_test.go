@@ -3,7 +3,6 @@
 package models_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -21,21 +20,7 @@ func TestRestoreKeepsTheTargetsOwner(t *testing.T) {
 		t.Skip("changing a file's owner needs root")
 	}
 	dir := t.TempDir()
-	live := filepath.Join(dir, "live.db")
-	db, _, err := models.Open("sqlite:" + live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := models.Migrate(db); err != nil {
-		t.Fatal(err)
-	}
-	backup := filepath.Join(dir, "backup.db")
-	if _, err := models.Backup(context.Background(), db, backup); err != nil {
-		t.Fatal(err)
-	}
-	if s, err := db.DB(); err == nil {
-		s.Close()
-	}
+	live, backup := backedUpSQLite(t, dir)
 	const uid, gid = 65532, 65533
 	if err := os.Chown(live, uid, gid); err != nil {
 		t.Fatal(err)
@@ -66,21 +51,7 @@ func TestRestoreLockFileTakesTheDatabasesOwner(t *testing.T) {
 		t.Skip("changing a file's owner needs root; as another user every file is the user's own")
 	}
 	dir := t.TempDir()
-	live := filepath.Join(dir, "live.db")
-	db, _, err := models.Open("sqlite:" + live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := models.Migrate(db); err != nil {
-		t.Fatal(err)
-	}
-	backup := filepath.Join(dir, "backup.db")
-	if _, err := models.Backup(context.Background(), db, backup); err != nil {
-		t.Fatal(err)
-	}
-	if s, err := db.DB(); err == nil {
-		s.Close()
-	}
+	_, backup := backedUpSQLite(t, dir)
 	data := filepath.Join(dir, "data")
 	if err := os.Mkdir(data, 0o755); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package models_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -91,21 +90,7 @@ func TestRestoreKeepsTheSourcesWAL(t *testing.T) {
 // alone, whatever the process's umask.
 func TestBackupFileIsPrivate(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	db, _, err := models.Open("sqlite:" + filepath.Join(dir, "live.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s, err := db.DB(); err == nil {
-		defer s.Close()
-	}
-	if err := models.Migrate(db); err != nil {
-		t.Fatal(err)
-	}
-	backup := filepath.Join(dir, "backup.db")
-	if _, err := models.Backup(context.Background(), db, backup); err != nil {
-		t.Fatal(err)
-	}
+	_, backup := backedUpSQLite(t, t.TempDir())
 	fi, err := os.Stat(backup)
 	if err != nil {
 		t.Fatal(err)

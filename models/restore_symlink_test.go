@@ -3,7 +3,6 @@
 package models_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,21 +17,7 @@ import (
 func TestRestoreThroughASymlinkIsRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	live := filepath.Join(dir, "live.db")
-	db, _, err := models.Open("sqlite:" + live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := models.Migrate(db); err != nil {
-		t.Fatal(err)
-	}
-	backup := filepath.Join(dir, "backup.db")
-	if _, err := models.Backup(context.Background(), db, backup); err != nil {
-		t.Fatal(err)
-	}
-	if s, err := db.DB(); err == nil {
-		s.Close()
-	}
+	live, backup := backedUpSQLite(t, dir)
 	link := filepath.Join(dir, "link.db")
 	if err := os.Symlink(live, link); err != nil {
 		t.Fatal(err)
