@@ -11,6 +11,7 @@ import (
 
 	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/strictjson"
 )
 
 // NormalizeMAC reads a MAC address by the one rule of package ident and
@@ -79,7 +80,7 @@ func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
 		for i, d := range raw.ExpectedDpus {
 			var known ExpectedDpu
 			if err := jsonv2.Unmarshal(d, &known, jsonv2.RejectUnknownMembers(true)); err != nil {
-				return kernel.JSONError(err, kernel.JSONOptions{Prefix: kernel.JoinField(prefix, fmt.Sprintf("expected_dpus[%d]", i))})
+				return kernel.JSONError(err, kernel.JSONOptions{Prefix: strictjson.JoinField(prefix, fmt.Sprintf("expected_dpus[%d]", i))})
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/strictjson"
 )
 
 // emDpu is one validated expected DPU.
@@ -38,7 +39,7 @@ type emRecord struct {
 	clearPassword bool
 }
 
-func (r *emRecord) f(field string) string { return kernel.JoinField(r.prefix, field) }
+func (r *emRecord) f(field string) string { return strictjson.JoinField(r.prefix, field) }
 
 // problems collects validation errors in field order.
 type problems []*kernel.Error

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/strictjson"
 )
 
 // emAudit is an ExpectedMachine as audit events record it: never the
@@ -364,7 +365,7 @@ func caseVariantMember(doc, patch map[string]any, path string) error {
 		if _, ok := doc[k]; ok {
 			if dm, ok := doc[k].(map[string]any); ok {
 				if pm, ok := v.(map[string]any); ok {
-					if err := caseVariantMember(dm, pm, kernel.JoinField(path, k)); err != nil {
+					if err := caseVariantMember(dm, pm, strictjson.JoinField(path, k)); err != nil {
 						return err
 					}
 				}
@@ -383,7 +384,7 @@ func caseVariantMember(doc, patch map[string]any, path string) error {
 		}
 		for _, dk := range names {
 			if strings.EqualFold(dk, k) {
-				f := kernel.JoinField(path, k)
+				f := strictjson.JoinField(path, k)
 				return kernel.Errf(kernel.CodeInvalid, f, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", f, k, dk)
 			}
 		}

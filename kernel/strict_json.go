@@ -139,7 +139,7 @@ func pointerPath(prefix string, p jsontext.Pointer) string {
 			path = fmt.Sprintf("%s[%s]", path, tok)
 			continue
 		}
-		path = JoinField(path, tok)
+		path = strictjson.JoinField(path, tok)
 	}
 	return path
 }
@@ -189,17 +189,4 @@ func goKindName(t reflect.Type) string {
 		return "object"
 	}
 	return "value"
-}
-
-// JoinField joins a JSON path and a member name: "expected_dpus[1]" and
-// "loopback_ip" give "expected_dpus[1].loopback_ip"; an empty side is
-// left out.
-func JoinField(prefix, f string) string {
-	if prefix == "" {
-		return f
-	}
-	if f == "" {
-		return prefix
-	}
-	return prefix + "." + f
 }
