@@ -87,16 +87,21 @@ func call(method, url, body string, out any) (int, error) {
 }
 
 // retry calls until a definite answer, moving to the next server after a
-// transport error or a 503.
-func retry(srv []string, start int, method, path, body string, out any) (int, error) {
+// transport error or a 503. retried reports whether an earlier attempt
+// went unanswered, so it may have committed before its server died.
+func retry(srv []string, start int, method, path, body string, out any) (code int, retried bool, err error) {
 	for i := start; ; i++ {
 		code, err := call(method, srv[i%len(srv)]+path, body, out)
 		if err == nil || (code != 0 && code != 503) {
-			return code, err
+			return code, retried, err
 		}
+		retried = retried || code == 0
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// release is a release whose first attempt went unanswered.
+type release struct{ pool, value, owner string }
 
 type event struct {
 	Revision int64  `json:"revision"`
@@ -140,6 +145,7 @@ func order(srv, pools []string) {
 	var acked atomic.Int64
 	var mu sync.Mutex
 	allocated := map[string]bool{} // pool/value of acknowledged allocations
+	var unanswered []release       // releases whose answer was lost
 	start := time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -151,7 +157,7 @@ func order(srv, pools []string) {
 			for n := 0; acked.Load() < int64(*events); n++ {
 				owner := fmt.Sprintf("w%d-%d", w, n)
 				var a struct{ Value string }
-				if _, err := retry(srv, w, "POST", "/api/v1/pools/"+pool+"/allocations", fmt.Sprintf(`{"owner_type":"feed","owner_id":%q}`, owner), &a); err != nil {
+				if _, _, err := retry(srv, w, "POST", "/api/v1/pools/"+pool+"/allocations", fmt.Sprintf(`{"owner_type":"feed","owner_id":%q}`, owner), &a); err != nil {
 					fail("allocate: %v", err)
 				}
 				mu.Lock()
@@ -159,7 +165,16 @@ func order(srv, pools []string) {
 				mu.Unlock()
 				acked.Add(1)
 				if n%3 == 0 {
-					if _, err := retry(srv, w, "DELETE", "/api/v1/pools/"+pool+"/allocations/"+a.Value+"?owner_type=feed&owner_id="+owner, "", nil); err != nil {
+					code, retried, err := retry(srv, w, "DELETE", "/api/v1/pools/"+pool+"/allocations/"+a.Value+"?owner_type=feed&owner_id="+owner, "", nil)
+					switch {
+					case err != nil && retried && (code == 404 || code == 409):
+						// The unanswered attempt released the value and
+						// another writer may hold it now; the final check
+						// looks for that release in the stored events.
+						mu.Lock()
+						unanswered = append(unanswered, release{pool, a.Value, owner})
+						mu.Unlock()
+					case err != nil:
 						fail("release: %v", err)
 					}
 					acked.Add(1)
@@ -189,7 +204,7 @@ func order(srv, pools []string) {
 	)
 	readPage := func(wait string) int {
 		var p page
-		if _, err := retry(srv, pages, "GET", fmt.Sprintf("/api/v1/events?after=%d&limit=1000&wait=%s", after, wait), "", &p); err != nil {
+		if _, _, err := retry(srv, pages, "GET", fmt.Sprintf("/api/v1/events?after=%d&limit=1000&wait=%s", after, wait), "", &p); err != nil {
 			fail("read feed: %v", err)
 		}
 		pages++
@@ -255,6 +270,16 @@ loop:
 	if missing > 0 {
 		violations = append(violations, fmt.Sprintf("%d stored events never read", missing))
 	}
+	for _, r := range unanswered {
+		var n int64
+		if err := conn.QueryRow(context.Background(), `SELECT COUNT(*) FROM audit_events WHERE action = 'allocation.release' AND object_id = $1 AND before_json::jsonb->>'owner_id' = $2`,
+			r.pool+"/"+r.value, r.owner).Scan(&n); err != nil {
+			fail("look up release of %s/%s: %v", r.pool, r.value, err)
+		}
+		if n != 1 {
+			violations = append(violations, fmt.Sprintf("release of %s/%s by %s went unanswered, was refused on retry, and %d release events are stored", r.pool, r.value, r.owner, n))
+		}
+	}
 	lost := 0
 	for k := range allocated {
 		if seenAlloc[k] == 0 {
@@ -266,7 +291,7 @@ loop:
 	}
 	out, _ := json.Marshal(map[string]any{"mode": "order", "writers": *writers, "servers": len(srv), "pools": len(pools),
 		"acknowledged_writes": acked.Load(), "events_stored": total, "events_read": len(seen), "max_revision": maxRev,
-		"pages": pages, "write_seconds": wrote.Seconds(), "events_per_second": float64(total) / wrote.Seconds(),
+		"pages": pages, "unanswered_releases": len(unanswered), "write_seconds": wrote.Seconds(), "events_per_second": float64(total) / wrote.Seconds(),
 		"violations": violations})
 	fmt.Println(string(out))
 	if len(violations) > 0 {
