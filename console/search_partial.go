@@ -56,14 +56,11 @@ func (s *searcher) partial(q string) error {
 		rows, s.res.More = rows[:searchLimit], true
 	}
 	for _, m := range rows {
-		kind, d := HitHost, "chassis serial "+m.ChassisSerialNumber
+		kind := HitHost
 		if m.Kind == allocator.KindDPU {
-			kind, d = HitDPU, "DPU serial "+deref(m.SerialNumber)
-			if m.BmcMacAddress != nil && strings.Contains(*m.BmcMacAddress, lq) {
-				d = "DPU BMC MAC " + *m.BmcMacAddress
-			}
+			kind = HitDPU
 		}
-		s.add(SearchHit{Kind: kind, ID: m.MachineID, Detail: d})
+		s.add(SearchHit{Kind: kind, ID: m.MachineID, Detail: machineMatched(&m, lq)})
 	}
 	return nil
 }

@@ -1,0 +1,30 @@
+package console
+
+import (
+	"strings"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/models"
+)
+
+// machineMatched says which field of a machine holds the text lq (lower
+// case, as partial's substring scan found it): a DPU's serial or a host's
+// chassis serial, its BMC MAC, or its machine_id. The label names the
+// field that matched, never another one the machine happens to have.
+func machineMatched(m *models.Machine, lq string) string {
+	has := func(v string) bool { return v != "" && strings.Contains(strings.ToLower(v), lq) }
+	dpu := m.Kind == allocator.KindDPU
+	switch {
+	case dpu && has(deref(m.SerialNumber)):
+		return "DPU serial " + deref(m.SerialNumber)
+	case !dpu && has(m.ChassisSerialNumber):
+		return "chassis serial " + m.ChassisSerialNumber
+	case dpu && has(deref(m.BmcMacAddress)):
+		return "DPU BMC MAC " + deref(m.BmcMacAddress)
+	case has(deref(m.BmcMacAddress)):
+		return "BMC MAC " + deref(m.BmcMacAddress)
+	case has(m.MachineID):
+		return "machine_id " + m.MachineID
+	}
+	return "chassis serial " + m.ChassisSerialNumber
+}
