@@ -304,7 +304,7 @@ func EventsPage(v EventsView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			for _, o := range []string{"", "pool", "allocation", "expected_machine", "machine", "token"} {
+			for _, o := range append([]string{""}, kernel.ObjectTypes...) {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<option value=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
