@@ -33,6 +33,7 @@ func TestWebhookAPI(t *testing.T) {
 			}
 			return b
 		}
+		call("POST", "/api/v1/pools", e.admin, `{"name":"lo-ip","type":"ipv4","ranges":[{"first":"10.180.62.1","last":"10.180.62.9"}]}`, 201)
 		create := `{"name":"vpc","url":"` + recv.URL + `/hook?token=abc","secret":"` + hookSecret + `","actions":["allocation.*"],"pools":["lo-ip"]}`
 		call("POST", "/api/v1/webhooks", e.viewer, create, 403)
 		req := httptest.NewRequest("POST", "/api/v1/webhooks", strings.NewReader(create))
@@ -68,6 +69,7 @@ func TestWebhookAPI(t *testing.T) {
 			{`{"name":"x","url":"http://h/","secret":"` + hookSecret + `","actions":["allocation.%"]}`, "actions[0]"},
 			{`{"name":"x","url":"http://h/","secret":"` + hookSecret + `","actions":["*"],"pools":[]}`, "pools"},
 			{`{"name":"x","url":"http://h/","secret":"` + hookSecret + `","actions":["*"],"pools":["a b"]}`, "pools[0]"},
+			{`{"name":"x","url":"http://h/","secret":"` + hookSecret + `","actions":["*"],"pools":["lo-ip","no-such-pool"]}`, "pools[1]"},
 			{`{"name":"x y","url":"http://h/","secret":"` + hookSecret + `","actions":["*"]}`, "name"},
 			{`{"url":"http://h/","secret":"` + hookSecret + `","actions":["*"]}`, "name"},
 			{`{"name":"x","url":"http://h/","actions":["*"]}`, "secret"},
@@ -81,6 +83,15 @@ func TestWebhookAPI(t *testing.T) {
 			if code != 422 || eb.Error.Field != c.field {
 				t.Errorf("%s: %d %s, want 422 naming %s", c.body, code, b, c.field)
 			}
+		}
+		// A pool that does not exist is refused on PATCH too, naming it,
+		// and the webhook is left as it was.
+		if code, b := e.call(t, "PATCH", "/api/v1/webhooks/"+w.ID, e.admin, `{"pools":["no-such-pool"],"enabled":false}`); code != 422 ||
+			!strings.Contains(string(b), `"field":"pools[0]"`) || !strings.Contains(string(b), `\"no-such-pool\"`) {
+			t.Errorf("PATCH to an unknown pool: %d %s, want 422 naming pools[0] and the value", code, b)
+		}
+		if b := call("GET", "/api/v1/webhooks/"+w.ID, e.admin, "", 200); !strings.Contains(string(b), `"pools":["lo-ip"]`) || !strings.Contains(string(b), `"version":1`) {
+			t.Errorf("a refused PATCH changed the webhook: %s", b)
 		}
 		// PATCH: If-Match stale is 412; pools null means every pool.
 		req = httptest.NewRequest("PATCH", "/api/v1/webhooks/"+w.ID, strings.NewReader(`{"enabled":false}`))

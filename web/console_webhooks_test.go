@@ -55,6 +55,16 @@ func TestConsoleWebhooks(t *testing.T) {
 		if rec.Code != 422 || !strings.Contains(body, `data-field="url"`) || !strings.Contains(body, `value="ctl"`) || strings.Contains(body, secret) {
 			t.Fatalf("refused form: %d %s", rec.Code, body)
 		}
+		// A pool filter naming a pool that does not exist is refused beside
+		// the pools field, naming the value; nothing is stored.
+		rec = post("/webhooks", url.Values{"name": {"ctl"}, "url": {recv.URL}, "secret": {secret}, "actions": {"allocation.*"}, "pools": {"no-such-pool"}, "enabled": {"true"}})
+		body = rec.Body.String()
+		if rec.Code != 422 || !strings.Contains(body, `data-field="pools"`) || !strings.Contains(body, "no-such-pool") || strings.Contains(body, "Webhook ctl created") {
+			t.Fatalf("unknown pool: %d %s", rec.Code, body)
+		}
+		if ws, err := env.hooks.ListWebhooks(context.Background()); err != nil || len(ws) != 0 {
+			t.Fatalf("a refused webhook was stored: %v %v", ws, err)
+		}
 		rec = post("/webhooks", url.Values{"name": {"ctl"}, "url": {recv.URL}, "secret": {secret}, "actions": {"pool.*, allocation.*"}, "enabled": {"true"}})
 		if rec.Code != http.StatusSeeOther {
 			t.Fatalf("create: %d %s", rec.Code, rec.Body)

@@ -218,6 +218,9 @@ func (wh *Service) CreateWebhook(ctx context.Context, spec WebhookSpec) (*Webhoo
 		return nil, err
 	}
 	err := wh.write(ctx, func(t *kernel.Tx) error {
+		if err := checkPoolsExist(t, spec.Pools, nil); err != nil {
+			return err
+		}
 		w.CreatedAt, w.UpdatedAt = t.Now, t.Now
 		var n int64
 		if err := t.Model(&models.Webhook{}).Where("name = ?", w.Name).Count(&n).Error; err != nil {
@@ -324,9 +327,9 @@ func (wh *Service) PatchWebhook(ctx context.Context, id string, p WebhookPatch, 
 		}
 		before := webhookAudit(w)
 		cur := webhookOut(w, 0)
-		actions, pools := cur.Actions, []string(nil)
+		actions, pools, kept := cur.Actions, []string(nil), []string(nil)
 		if cur.Pools != nil {
-			pools = *cur.Pools
+			pools, kept = *cur.Pools, *cur.Pools
 		}
 		if p.Name != nil {
 			w.Name = *p.Name
@@ -347,6 +350,9 @@ func (wh *Service) PatchWebhook(ctx context.Context, id string, p WebhookPatch, 
 			w.Enabled = *p.Enabled
 		}
 		if err := validateWebhook(w, actions, pools); err != nil {
+			return err
+		}
+		if err := checkPoolsExist(t, pools, kept); err != nil {
 			return err
 		}
 		var n int64
