@@ -234,7 +234,11 @@ func IsUnavailable(err error) bool {
 		return true
 	}
 	m := err.Error()
-	for _, s := range []string{"connection refused", "broken pipe", "connection reset", "failed to connect",
+	for _, s := range []string{
+		// database/sql's own "database is closed" (unexported, so matched
+		// by text): the pool was closed under the request, as at shutdown.
+		"sql: database is closed",
+		"connection refused", "broken pipe", "connection reset", "failed to connect",
 		"conn closed", "unexpected EOF", "server closed the connection", "the database system is",
 		// SQLite: a statement interrupted because the request's deadline passed.
 		"interrupted (9)", "SQLITE_INTERRUPT"} {

@@ -203,6 +203,9 @@ func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		} else {
 			id = s.sessions.Identify(c)
 		}
+		if err, ok := c.Get(sessionUnavailableKey).(error); ok && id == nil {
+			return err
+		}
 		if id == nil {
 			return kernel.Errf(kernel.CodeUnauthorized, "", "sign in to use the console")
 		}

@@ -72,7 +72,7 @@ var errorText = map[int]string{
 	412: "stale_version: If-Match names a version that is no longer current",
 	413: "the body is over the size limit",
 	422: "invalid: a field or query parameter is malformed; `field` names it",
-	503: "unavailable: the database cannot be reached (also while PostgreSQL fails over) or the request's 30 s deadline passed; no Retry-After header: retry with backoff",
+	503: "unavailable: the database cannot be reached (also while PostgreSQL fails over) or the request's 30 s deadline passed; retry after the Retry-After header's seconds, with backoff",
 }
 
 var (
@@ -245,10 +245,15 @@ func (g *schemaGen) operation(r Route, d apiDoc, path string) map[string]any {
 	sort.Ints(codes)
 	for _, st := range codes {
 		ex := errorExample(r, d, st)
-		responses[fmt.Sprint(st)] = map[string]any{"description": errorText[st], "content": map[string]any{"application/json": map[string]any{
+		resp := map[string]any{"description": errorText[st], "content": map[string]any{"application/json": map[string]any{
 			"schema":  map[string]any{"$ref": "#/components/schemas/Error"},
 			"example": map[string]any{"error": errorExampleJSON(ex)},
 		}}}
+		if st == http.StatusServiceUnavailable {
+			resp["headers"] = map[string]any{"Retry-After": map[string]any{"description": "seconds to wait before retrying",
+				"schema": map[string]any{"type": "string", "example": RetryAfterSeconds}}}
+		}
+		responses[fmt.Sprint(st)] = resp
 	}
 	responses["default"] = map[string]any{"description": "any other error, in the same shape", "content": errRef}
 	op["responses"] = responses

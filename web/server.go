@@ -310,6 +310,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	if _, status := handlers.ToAPIError(err); status == http.StatusServiceUnavailable {
+		// docs/api.md "Errors": a 503 is worth retrying, and says when.
+		c.Response().Header().Set("Retry-After", RetryAfterSeconds)
+	}
 	var jr *jwtRefused
 	if errors.As(err, &jr) {
 		c.Response().Header().Set("WWW-Authenticate", WWWAuthenticateInvalid)
@@ -336,6 +340,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	_ = handlers.WriteError(c, err)
 }
+
+// RetryAfterSeconds is the Retry-After header of every 503 answer (REST
+// and console): a database that is restarting or failing over is
+// usually back within seconds.
+const RetryAfterSeconds = "5"
 
 // authenticate resolves the caller from a bearer token (ipledger's own or
 // a JWT of the issuer), else the trusted proxy's header or a client

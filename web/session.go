@@ -226,6 +226,27 @@ func (s *sessions) sessionID(c echo.Context) (kind, id string) {
 	return f[0], f[1]
 }
 
+// sessionUnavailableKey holds, on the request, the 503 of a session
+// look-up that could not reach the database: the console answers it
+// (retry shortly) instead of sending a signed-in operator to the login
+// page.
+const sessionUnavailableKey = "ipledger.session_unavailable"
+
+// lookupFailed logs a session look-up that failed for another reason
+// than an unknown or ended session, and keeps an unavailable database's
+// error on the request for consoleAuth.
+func (s *sessions) lookupFailed(c echo.Context, err error) {
+	e, ok := kernel.AsError(err)
+	if ok && e.Code == kernel.CodeUnauthorized {
+		return
+	}
+	if ok && e.Code == kernel.CodeUnavailable {
+		c.Set(sessionUnavailableKey, err)
+		return
+	}
+	s.log.Error("console session: look-up failed", "error", err)
+}
+
 // Identify returns the identity of a live session (with its token's
 // current role), renews the session's expiry when it is used, and puts the
 // session's CSRF token on the context for the templates.
@@ -238,9 +259,7 @@ func (s *sessions) Identify(c echo.Context) *handlers.Identity {
 	if kind == personCookie {
 		p, err := s.people.Lookup(ctx, id)
 		if err != nil {
-			if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeUnauthorized {
-				s.log.Error("console session: look-up failed", "error", err)
-			}
+			s.lookupFailed(c, err)
 			return nil
 		}
 		key, _ := s.signingKey(ctx)
@@ -250,9 +269,7 @@ func (s *sessions) Identify(c echo.Context) *handlers.Identity {
 	}
 	sess, err := s.auth.Session(ctx, id, s.ttl, sessionRenewEvery)
 	if err != nil {
-		if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeUnauthorized {
-			s.log.Error("console session: look-up failed", "error", err)
-		}
+		s.lookupFailed(c, err)
 		return nil
 	}
 	key, _ := s.signingKey(ctx)

@@ -1,0 +1,55 @@
+package web_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/web"
+)
+
+// TestClosedDatabaseIs503WithRetryAfter: once the database handle is
+// closed under the server (as at shutdown), the REST API answers 503
+// unavailable and the console a 503 page, never a 500, and both carry a
+// Retry-After header, on both databases.
+func TestClosedDatabaseIs503WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			if d == models.Postgres {
+				dbtest.RequirePostgres(t)
+			}
+			db := dbtest.Open(t, d)
+			site := newConsoleSite(t, db)
+			b := site.login(auth.RoleAdmin)
+			s, err := db.DB()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest("GET", site.srv.URL+"/api/v1/pools", nil)
+			req.Header.Set("Authorization", "Bearer "+site.tokens[auth.RoleAdmin])
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readBody(t, res)
+			if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"unavailable"`) || res.Header.Get("Retry-After") != web.RetryAfterSeconds {
+				t.Errorf("REST on a closed database: %d Retry-After %q %s, want 503 unavailable with Retry-After %s",
+					res.StatusCode, res.Header.Get("Retry-After"), body, web.RetryAfterSeconds)
+			}
+			for _, p := range []string{"/pools", "/events"} {
+				res = b.get(p)
+				body = readBody(t, res)
+				if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != web.RetryAfterSeconds {
+					t.Errorf("console %s on a closed database: %d Retry-After %q\n%s", p, res.StatusCode, res.Header.Get("Retry-After"), clip(body))
+				}
+			}
+		})
+	}
+}
