@@ -615,9 +615,9 @@ func RangeEditForm(v RangeEditView, dialog bool) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var29 string
-		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(v.Range.Size)
+		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(Count(v.Range.Size))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `confirm.templ`, Line: 120, Col: 84}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `confirm.templ`, Line: 120, Col: 91}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 		if templ_7745c5c3_Err != nil {
@@ -628,9 +628,9 @@ func RangeEditForm(v RangeEditView, dialog bool) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var30 string
-		templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(v.Range.Allocated)
+		templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(Count(v.Range.Allocated))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `confirm.templ`, Line: 120, Col: 114}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `confirm.templ`, Line: 120, Col: 128}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
 		if templ_7745c5c3_Err != nil {
@@ -641,9 +641,9 @@ func RangeEditForm(v RangeEditView, dialog bool) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var31 string
-		templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(v.Range.Reserved)
+		templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(Count(v.Range.Reserved))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `confirm.templ`, Line: 120, Col: 146}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `confirm.templ`, Line: 120, Col: 167}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var31))
 		if templ_7745c5c3_Err != nil {
@@ -654,9 +654,9 @@ func RangeEditForm(v RangeEditView, dialog bool) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var32 string
-		templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(v.Range.Quar)
+		templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(Count(v.Range.Quar))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `confirm.templ`, Line: 120, Col: 173}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `confirm.templ`, Line: 120, Col: 201}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var32))
 		if templ_7745c5c3_Err != nil {

@@ -195,10 +195,10 @@ func NewPoolBar(p allocator.Pool) PoolBar {
 		b.ExplicitHot = r > HotThreshold
 	}
 	b.Segs = []Seg{
-		{"auto", pct(num(p.Stats.Auto.Allocated)), "allocated (auto_assign ranges): " + p.Stats.Auto.Allocated},
-		{"explicit", pct(num(p.Stats.Explicit.Allocated)), "allocated (explicit ranges): " + p.Stats.Explicit.Allocated},
-		{"reserved", pct(resv), "reserved for an ExpectedDpu: " + bigText(resv)},
-		{"quarantined", pct(quar), "quarantined: " + bigText(quar)},
+		{"auto", pct(num(p.Stats.Auto.Allocated)), "allocated (auto_assign ranges): " + Count(p.Stats.Auto.Allocated)},
+		{"explicit", pct(num(p.Stats.Explicit.Allocated)), "allocated (explicit ranges): " + Count(p.Stats.Explicit.Allocated)},
+		{"reserved", pct(resv), "reserved for an ExpectedDpu: " + Count(bigText(resv))},
+		{"quarantined", pct(quar), "quarantined: " + Count(bigText(quar))},
 	}
 	return b
 }
@@ -217,10 +217,11 @@ func bigText(f *big.Float) string {
 	return i.String()
 }
 
-// Short abbreviates a huge decimal count (an IPv6 pool's size) as "1.8e19".
+// Short abbreviates a huge decimal count (an IPv6 pool's size) as "1.8e19";
+// a count of at most 12 digits is shown whole, with separators (Count).
 func Short(s string) string {
 	if len(s) <= 12 {
-		return s
+		return Count(s)
 	}
 	f, ok := new(big.Float).SetString(s)
 	if !ok {
@@ -300,7 +301,7 @@ func Plural(n int, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	return itoa(n) + " " + many
+	return CountInt(n) + " " + many
 }
 
 // RemovalSummary says what a machine delete did to its values: "2 values

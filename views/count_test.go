@@ -1,0 +1,24 @@
+package views
+
+import "testing"
+
+// Counts get a thousands separator, however long; short counts and
+// anything that is not a decimal integer are left as they are.
+func TestCountSeparatesThousands(t *testing.T) {
+	for in, want := range map[string]string{
+		"0": "0", "999": "999", "1000": "1,000", "65536": "65,536", "1234567": "1,234,567",
+		"-1234": "-1,234", "18446744073709551616": "18,446,744,073,709,551,616",
+		"340282366920938463463374607431768211456": "340,282,366,920,938,463,463,374,607,431,768,211,456",
+		"": "", "10.180.62.1": "10.180.62.1", "1.84e+19": "1.84e+19", "12a4": "12a4", "-": "-",
+	} {
+		if got := Count(in); got != want {
+			t.Errorf("Count(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := CountInt(int64(4096)); got != "4,096" {
+		t.Errorf("CountInt(4096) = %q", got)
+	}
+	if got := Short("1234567"); got != "1,234,567" {
+		t.Errorf("Short of a 7-digit count = %q, want it with separators", got)
+	}
+}
