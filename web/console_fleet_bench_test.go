@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -21,13 +22,19 @@ import (
 // one machine, DPU and ExpectedMachine, pools, bindings, the audit log,
 // search, quarantine and webhooks. Each page is requested b.N times; the
 // benchmark reports the median and the 95th percentile (p50-ms, p95-ms).
-// PostgreSQL only: the size a site runs on PostgreSQL.
+// On PostgreSQL; IPLEDGER_BENCH_DB=sqlite runs it on SQLite (the embedded
+// default).
 //
 //	go test ./web -run '^$' -bench BenchmarkConsoleFleet -benchtime 20x -timeout 30m
 func BenchmarkConsoleFleet(b *testing.B) {
-	dbtest.RequirePostgres(b)
+	d := models.Postgres
+	if os.Getenv("IPLEDGER_BENCH_DB") == "sqlite" {
+		d = models.SQLite
+	} else {
+		dbtest.RequirePostgres(b)
+	}
 	n := benchMachines()
-	site := newConsoleSite(b, dbtest.Open(b, models.Postgres))
+	site := newConsoleSite(b, dbtest.Open(b, d))
 	fs := seedFleet(b, site, n)
 	viewer := site.login(auth.RoleViewer)
 	admin := site.login(auth.RoleAdmin)
