@@ -417,8 +417,15 @@ func ordered(list []Migration) []Migration {
 // migration whose version is lower than the highest one the database has
 // already applied: such a migration would run last on an old database and
 // first on a new one, so the two would end up with different schemas.
-// Unused version numbers (gaps) are fine.
-func Migrate(db *gorm.DB) error { return migrate(db, Migrations, SchemaVersion()) }
+// Unused version numbers (gaps) are fine. Then, on PostgreSQL, it creates
+// the search indexes that need pg_trgm when they are missing and the
+// extension is there or can be created (search_index.go).
+func Migrate(db *gorm.DB) error {
+	if err := migrate(db, Migrations, SchemaVersion()); err != nil {
+		return err
+	}
+	return ensureSearchIndexes(db)
+}
 
 // MigrateTo is Migrate stopping after version upTo: upgrade tests build an
 // older schema with it, fill it, then Migrate.

@@ -81,6 +81,13 @@ SELECT c.relname, 'trigger', t.tgname
 // and nowhere else; a UNIQUE one is enforced by its sqlite_autoindex_).
 var sqliteConstraintName = regexp.MustCompile(`(?i)\bCONSTRAINT\s+"?(\w+)"?`)
 
+// IsSearchIndex reports one of the SearchIndexes: an index a PostgreSQL
+// database holds when pg_trgm is available, which SchemaObjects leaves
+// out (a database without it is not broken; SearchIndexStatus reports it).
+func IsSearchIndex(o SchemaObject) bool {
+	return slices.Contains(searchIndexObjects(), o)
+}
+
 // MissingSchemaObjects returns the objects of nil that
 // present lacks.
 func MissingSchemaObjects(d Dialect, present []SchemaObject) []SchemaObject {

@@ -53,6 +53,12 @@ func adminDB() (*gorm.DB, error) {
 		s.SetMaxOpenConns(2)
 		s.SetMaxIdleConns(1)
 	}
+	// pg_trgm in public, once for the whole database, so that
+	// models.Migrate creates the search indexes in every test schema
+	// without creating the extension there (dropping a test's schema would
+	// drop it under the other tests). A database that refuses it runs the
+	// tests on the search's slower path.
+	db.Exec(`CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public`)
 	admin = db
 	return admin, nil
 }
