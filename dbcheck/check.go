@@ -76,6 +76,10 @@ type Result struct {
 	// NotRun says why the rules after the failed ones were not run (a
 	// schema of another version: they read this build's tables).
 	NotRun string `json:"not_run,omitempty"`
+	// Notes are what an operator may want to know that breaks no rule:
+	// the console's search for part of a text scanning the fleet because
+	// PostgreSQL's pg_trgm is missing (models.SearchIndexStatus).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // OK reports a database with nothing wrong.
@@ -150,7 +154,11 @@ func Check(ctx context.Context, db *gorm.DB) (*Result, error) {
 				return nil
 			}
 		}
-		return nil
+		st, err := models.SearchIndexStatus(c.q)
+		if st != "" {
+			res.Notes = append(res.Notes, st)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -224,6 +224,9 @@ func printCheck(out io.Writer, res *dbcheck.Result) {
 	if res.NotRun != "" {
 		fmt.Fprintf(out, "%s\n", res.NotRun)
 	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(out, "note: %s\n", n)
+	}
 	if res.OK() {
 		fmt.Fprintf(out, "%s database: consistent (%d rules)\n", res.Dialect, len(res.Rules))
 	}

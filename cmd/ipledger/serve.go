@@ -71,8 +71,10 @@ func openDatabaseWith(c config, opts allocator.Options) (*allocator.Allocator, f
 
 // storedProblems lists what an older database holds against rules that
 // are newer than its data: address pools that overlap and token names
-// shared by several tokens. Nothing is changed; each line says how to fix
-// it. The start-up log and `ipledger migrate` print them.
+// shared by several tokens; and, on PostgreSQL without pg_trgm, that the
+// console's search for part of a text scans the fleet
+// (models.SearchIndexStatus). Nothing is changed; each line says how to
+// fix it. The start-up log and `ipledger migrate` print them.
 func storedProblems(ctx context.Context, a *allocator.Allocator, db *gorm.DB) []string {
 	var out []string
 	ov, err := a.CheckPools(ctx)
@@ -88,6 +90,11 @@ func storedProblems(ctx context.Context, a *allocator.Allocator, db *gorm.DB) []
 	}
 	for _, n := range names {
 		out = append(out, fmt.Sprintf("several tokens are named %q: the audit actor token:%s names none of them alone; delete the extra ones by id (`ipledger token list`, `ipledger token delete --id N`)", n, n))
+	}
+	if st, err := models.SearchIndexStatus(db.WithContext(ctx)); err != nil {
+		out = append(out, "cannot read the search indexes: "+err.Error())
+	} else if st != "" {
+		out = append(out, st)
 	}
 	return out
 }
