@@ -1,0 +1,202 @@
+package console
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/dbcheck"
+	"github.com/ipledger/ipledger/models"
+)
+
+// TestSearchPartialFollowsWritesAndIndexes: the search for part of a text
+// finds exactly what a scan of the rows finds — the same hits in the same
+// order — over a varied fleet after every kind of write (ingestion,
+// ExpectedMachine create, rename by PATCH and PUT, delete, bulk import,
+// force delete of a machine), for texts in any case and texts holding
+// LIKE's metacharacters (%, _, \). On PostgreSQL the hits with the
+// trigram indexes (models.SearchIndexes, which the test database has)
+// are then compared with the hits without them: the indexes change the
+// cost of the search, never its result.
+func TestSearchPartialFollowsWritesAndIndexes(t *testing.T) {
+	t.Parallel()
+	siteEach(t, siteOpts{}, func(t *testing.T, s *site) {
+		em := func(mac, name, chassis string, dpus ...string) *allocator.ExpectedMachine {
+			t.Helper()
+			spec := allocator.ExpectedMachineSpec{BmcMacAddress: mac, ChassisSerialNumber: chassis, Metadata: &allocator.Metadata{Name: name}}
+			var ds []allocator.ExpectedDpu
+			for _, d := range dpus {
+				ds = append(ds, allocator.ExpectedDpu{SerialNumber: d})
+			}
+			spec.ExpectedDpus = &ds
+			out, err := s.a.CreateExpectedMachine(s.ctx, spec)
+			if err != nil {
+				t.Fatalf("create %s: %v", name, err)
+			}
+			return out
+		}
+		em("0a:00:00:00:00:01", "Rack-A_01", "CH-A01", "MTA001", "MTA002")
+		em("0a:00:00:00:00:02", "rack%b", "CH_B02", "MTB001")
+		em("0a:00:00:00:00:03", `node\x`, "chB03")
+		em("0a:00:00:00:00:04", "MiXeD Case", "ch.c04", "mt_c01")
+		old := em("0a:00:00:00:00:05", "old-name-5", "CH-E05")
+		gone := em("0a:00:00:00:00:06", "gone-6", "CH-F06", "MTF001")
+		em("0a:00:00:00:00:07", "Ünit-É 7", "CH-G07")
+		put := em("0a:00:00:00:00:08", "put-me-8", "CH-H08")
+		s.report("0a:00:00:00:00:01", "MTA001", "MTA002")
+		s.report("0a:00:00:00:00:04", "mt_c01")
+		s.report("0a:00:00:00:00:05")
+		s.report("0b:00:00:00:00:10", "MTZ010", "MTZ011") // no ExpectedMachine
+		s.report("0b:00:00:00:00:11", "MTZ020")
+		if _, err := s.a.PatchExpectedMachine(s.ctx, old.ID, []byte(`{"metadata":{"name":"Renamed_5%"}}`), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.a.ReplaceExpectedMachine(s.ctx, put.ID, allocator.ExpectedMachineSpec{BmcMacAddress: put.BmcMacAddress,
+			ChassisSerialNumber: "CH-PUT", Metadata: &allocator.Metadata{Name: "replaced-8"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.a.DeleteExpectedMachine(s.ctx, gone.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.a.ImportExpectedMachines(s.ctx, []allocator.ExpectedMachineSpec{
+			{BmcMacAddress: "0a:00:00:00:00:02", ChassisSerialNumber: "CH_B02", Metadata: &allocator.Metadata{Name: "rack%b-imported"}},
+			{BmcMacAddress: "0a:00:00:00:00:09", ChassisSerialNumber: "CH-I09", Metadata: &allocator.Metadata{Name: "Imported_9"}},
+		}, allocator.ImportMerge); err != nil {
+			t.Fatal(err)
+		}
+		s.delete(allocator.HostMachineID("0b:00:00:00:00:11"), true)
+
+		texts := []string{"rack", "RACK", "ack-a", "a_0", "%", "_", `\`, `%b`, `k%b-`, `e\x`, `de\`, "_5%", "renamed", "old-name",
+			"gone", "put-me", "replaced", "imported", "mt", "MTZ", "mtz02", "ch_", "ch.", "ch-", "c04", "0a:00", "00:00:0", "mixed c",
+			"case", "fm", "zzz-none", "ünit", "Ü", "é 7"}
+		got := map[string][]SearchHit{}
+		for _, q := range texts {
+			r, err := s.c.Search(s.ctx, q)
+			if err != nil {
+				t.Fatalf("search %q: %v", q, err)
+			}
+			got[q] = r.Hits
+			if ascii(q) {
+				if want := scanSearch(t, s, q); !slices.Equal(hitKeys(r.Hits), want) {
+					t.Errorf("search %q: %v, a scan of the rows finds %v", q, hitKeys(r.Hits), want)
+				}
+			}
+		}
+		for q, want := range map[string]string{"renamed": "host", "old-name": "", "gone": "", "put-me": "", "replaced": "expected_machine", "mtz02": ""} {
+			if keys := hitKeys(got[q]); (want == "") != (len(keys) == 0) || want != "" && !strings.HasPrefix(keys[0], want+" ") {
+				t.Errorf("search %q after the writes: %v, want %q", q, keys, want)
+			}
+		}
+		if models.DialectOf(s.db) != models.Postgres {
+			return
+		}
+		for _, x := range models.SearchIndexes {
+			if err := s.db.Exec("DROP INDEX " + x.Name).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st, err := models.SearchIndexStatus(s.db); err != nil || !strings.Contains(st, "missing") {
+			t.Errorf("status without the indexes: %q, %v", st, err)
+		}
+		// Not a broken database: check passes, with a note.
+		if res, err := dbcheck.Check(s.ctx, s.db); err != nil || !res.OK() || len(res.Notes) != 1 {
+			t.Errorf("check without the indexes: %+v, %v; want no finding and one note", res, err)
+		}
+		for _, q := range texts {
+			r, err := s.c.Search(s.ctx, q)
+			if err != nil {
+				t.Fatalf("search %q: %v", q, err)
+			}
+			if !slices.Equal(r.Hits, got[q]) {
+				t.Errorf("search %q: %+v with the trigram indexes, %+v without", q, got[q], r.Hits)
+			}
+		}
+		if err := models.Migrate(s.db); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := models.SearchIndexStatus(s.db); err != nil || st != "" {
+			t.Errorf("status after Migrate: %q, %v", st, err)
+		}
+	})
+}
+
+func ascii(s string) bool {
+	for _, r := range s {
+		if r >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func hitKeys(hs []SearchHit) []string {
+	out := []string{}
+	for _, h := range hs {
+		out = append(out, h.Kind+" "+h.ID)
+	}
+	return out
+}
+
+// scanSearch is the search for part of a text as a scan of every row:
+// the ExpectedMachines holding q (lower-cased) in their name, BMC MAC,
+// chassis serial or an expected DPU's serial, by BMC MAC, each as its
+// host when one carries its BMC MAC; then the machines holding it in
+// their machine_id, serial, chassis serial or BMC MAC, by machine_id;
+// each object once.
+func scanSearch(t *testing.T, s *site, q string) []string {
+	t.Helper()
+	var ems []models.ExpectedMachine
+	var eds []models.ExpectedDpu
+	var ms []models.Machine
+	for _, err := range []error{s.db.Order("bmc_mac_address").Find(&ems).Error, s.db.Find(&eds).Error, s.db.Order("machine_id").Find(&ms).Error} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	lq := strings.ToLower(q)
+	if macFragmentRE.MatchString(q) {
+		lq = strings.ReplaceAll(lq, "-", ":")
+	}
+	has := func(vs ...*string) bool {
+		for _, v := range vs {
+			if v != nil && strings.Contains(strings.ToLower(*v), lq) {
+				return true
+			}
+		}
+		return false
+	}
+	out, seen := []string{}, map[string]bool{}
+	add := func(k string) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	for _, em := range ems {
+		hit := has(&em.MetadataName, &em.BmcMacAddress, &em.ChassisSerialNumber)
+		for _, d := range eds {
+			hit = hit || d.ExpectedMachineID == em.ID && has(&d.SerialNumber)
+		}
+		if !hit {
+			continue
+		}
+		k := HitExpectedMachine + " " + em.ID
+		for _, m := range ms {
+			if m.Kind == allocator.KindHost && m.BmcMacAddress != nil && *m.BmcMacAddress == em.BmcMacAddress {
+				k = HitHost + " " + m.MachineID
+			}
+		}
+		add(k)
+	}
+	for _, m := range ms {
+		id := m.MachineID
+		if has(&id, m.SerialNumber, &m.ChassisSerialNumber, m.BmcMacAddress) {
+			add(map[string]string{allocator.KindHost: HitHost, allocator.KindDPU: HitDPU}[m.Kind] + " " + m.MachineID)
+		}
+	}
+	if len(out) > searchLimit {
+		t.Fatalf("search %q: %d hits; the fleet is meant to stay under the limit", q, len(out))
+	}
+	return out
+}
