@@ -175,20 +175,30 @@ func (a *Allocator) ListExpectedMachines(ctx context.Context, f ExpectedMachineF
 			}
 			q = q.Where(fmt.Sprintf(contains, "metadata_labels"), pat)
 		}
+		if cursor != "" {
+			q = q.Where("bmc_mac_address > ?", cursor)
+		}
+		var rows []models.ExpectedMachine
 		if s := strings.ToLower(strings.TrimSpace(f.Search)); s != "" {
+			// The records holding s in a column of their own, and those
+			// holding it in an expected DPU's serial: each its own query,
+			// which PostgreSQL answers from the trigram indexes
+			// (models.SearchIndexes) or by walking the BMC MAC order,
+			// whichever finds the page sooner. One OR over both would
+			// make it walk every record whenever few match.
 			var conds [4]string
 			var args [4]any
 			for i, col := range []string{"bmc_mac_address", "chassis_serial_number", "metadata_name", "serial_number"} {
 				conds[i], args[i] = models.Contains(a.dialect, col, s)
 			}
-			q = q.Where("("+conds[0]+" OR "+conds[1]+" OR "+conds[2]+
-				" OR id IN (SELECT expected_machine_id FROM expected_dpus WHERE "+conds[3]+"))", args[:]...)
-		}
-		if cursor != "" {
-			q = q.Where("bmc_mac_address > ?", cursor)
-		}
-		var rows []models.ExpectedMachine
-		if err := q.Order("bmc_mac_address").Limit(f.Limit + 1).Find(&rows).Error; err != nil {
+			base := q.Session(&gorm.Session{})
+			own := base.Where("("+conds[0]+" OR "+conds[1]+" OR "+conds[2]+")", args[:3]...).Order("bmc_mac_address").Limit(f.Limit + 1)
+			dpus := base.Where("id IN (SELECT expected_machine_id FROM expected_dpus WHERE "+conds[3]+")", args[3]).Order("bmc_mac_address").Limit(f.Limit + 1)
+			if err := db.Raw(`SELECT * FROM (?) own UNION SELECT * FROM (?) dpus ORDER BY bmc_mac_address LIMIT ?`, own, dpus, f.Limit+1).
+				Scan(&rows).Error; err != nil {
+				return err
+			}
+		} else if err := q.Order("bmc_mac_address").Limit(f.Limit + 1).Find(&rows).Error; err != nil {
 			return err
 		}
 		if len(rows) > f.Limit {

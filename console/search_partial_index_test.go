@@ -83,6 +83,27 @@ func TestSearchPartialFollowsWritesAndIndexes(t *testing.T) {
 				}
 			}
 		}
+		// The ExpectedMachine list's search, page by page (two records a
+		// page), lists what a scan of the rows finds, in BMC MAC order.
+		for _, q := range []string{"rack", "a0", "mt", "ch", "_", "%", "0a:00", "zzz"} {
+			var got []string
+			cursor := ""
+			for range 20 {
+				page, err := s.a.ListExpectedMachines(s.ctx, allocator.ExpectedMachineFilter{Search: q, Limit: 2, Cursor: cursor})
+				if err != nil {
+					t.Fatalf("list %q: %v", q, err)
+				}
+				for _, em := range page.Items {
+					got = append(got, em.ID)
+				}
+				if cursor = page.NextCursor; cursor == "" {
+					break
+				}
+			}
+			if want := scanExpectedMachines(t, s, q); !slices.Equal(got, want) {
+				t.Errorf("list %q: %v, a scan of the rows finds %v", q, got, want)
+			}
+		}
 		for q, want := range map[string]string{"renamed": "host", "old-name": "", "gone": "", "put-me": "", "replaced": "expected_machine", "mtz02": ""} {
 			if keys := hitKeys(got[q]); (want == "") != (len(keys) == 0) || want != "" && !strings.HasPrefix(keys[0], want+" ") {
 				t.Errorf("search %q after the writes: %v, want %q", q, keys, want)
@@ -134,6 +155,34 @@ func hitKeys(hs []SearchHit) []string {
 	out := []string{}
 	for _, h := range hs {
 		out = append(out, h.Kind+" "+h.ID)
+	}
+	return out
+}
+
+// scanExpectedMachines returns the ids of the ExpectedMachines holding q
+// (lower-cased) in their name, BMC MAC, chassis serial or an expected
+// DPU's serial, by BMC MAC.
+func scanExpectedMachines(t *testing.T, s *site, q string) []string {
+	t.Helper()
+	var ems []models.ExpectedMachine
+	var eds []models.ExpectedDpu
+	if err := s.db.Order("bmc_mac_address").Find(&ems).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Find(&eds).Error; err != nil {
+		t.Fatal(err)
+	}
+	lq := strings.ToLower(q)
+	has := func(v string) bool { return strings.Contains(strings.ToLower(v), lq) }
+	out := []string{}
+	for _, em := range ems {
+		hit := has(em.MetadataName) || has(em.BmcMacAddress) || has(em.ChassisSerialNumber)
+		for _, d := range eds {
+			hit = hit || d.ExpectedMachineID == em.ID && has(d.SerialNumber)
+		}
+		if hit {
+			out = append(out, em.ID)
+		}
 	}
 	return out
 }
