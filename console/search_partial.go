@@ -13,8 +13,10 @@ var macFragmentRE = regexp.MustCompile(`^[0-9A-Fa-f]{2}(-[0-9A-Fa-f]{2})+$`)
 
 // partial looks for q inside ExpectedMachine names, MACs, chassis and DPU
 // serials (the list page's search) and inside machine serials, chassis
-// serials and ids. These are substring scans of the machine tables (never
-// of allocations); they run only when nothing matched exactly.
+// serials and ids; they run only when nothing matched exactly, and read
+// the machine tables, never the allocations. On PostgreSQL with pg_trgm
+// each substring test is answered from a trigram index
+// (models.SearchIndexes); without it, and on SQLite, it scans them.
 func (s *searcher) partial(q string) error {
 	// Part of a MAC typed with '-' (00-01-03), as some vendors print it,
 	// is looked for in the stored ':' spelling.
