@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"sort"
 	"strings"
 
 	"gorm.io/gorm"
@@ -102,20 +103,13 @@ func (a *Allocator) ListBindings(ctx context.Context, f BindingFilter) (*Binding
 				}
 			}
 		}
+		if f.Status != "" && len(conds) == 0 {
+			return nil
+		}
 		for {
-			var dpus []models.Machine
-			q := db.Where("kind = ?", KindDPU)
-			if f.Status != "" {
-				if len(conds) == 0 {
-					return nil
-				}
-				q = q.Where("("+strings.Join(conds, " OR ")+")", args...)
-			}
-			if cursor != "" {
-				q = q.Where("machine_id > ?", cursor)
-			}
 			batch := f.Limit + 1
-			if err := q.Order("machine_id").Limit(batch).Find(&dpus).Error; err != nil {
+			dpus, err := dpusOfClasses(db, conds, args, cursor, batch)
+			if err != nil {
 				return err
 			}
 			bs, err := bindingsOf(db, dpus)
@@ -142,6 +136,48 @@ func (a *Allocator) ListBindings(ctx context.Context, f BindingFilter) (*Binding
 		return nil, err
 	}
 	return page, nil
+}
+
+// dpusOfClasses reads the first n DPUs by machine_id after cursor ("" from
+// the start) that meet any of conds (each "binding_vN = ?" with its class
+// in args; none: every DPU). Each condition is read on its own, in order,
+// through its binding-class index and at most n rows, and the reads are
+// merged: the cost follows n, not how many DPUs are in the class (one
+// read with OR collects every DPU of the classes and sorts them).
+func dpusOfClasses(db *gorm.DB, conds []string, args []any, cursor string, n int) ([]models.Machine, error) {
+	read := func(cond string, arg any) ([]models.Machine, error) {
+		q := db.Where("kind = ?", KindDPU)
+		if cond != "" {
+			q = q.Where(cond, arg)
+		}
+		if cursor != "" {
+			q = q.Where("machine_id > ?", cursor)
+		}
+		var rows []models.Machine
+		return rows, q.Order("machine_id").Limit(n).Find(&rows).Error
+	}
+	if len(conds) == 0 {
+		return read("", nil)
+	}
+	seen := map[string]bool{}
+	var out []models.Machine
+	for i, cond := range conds {
+		rows, err := read(cond, args[i])
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			if !seen[r.MachineID] {
+				seen[r.MachineID] = true
+				out = append(out, r)
+			}
+		}
+	}
+	// machine_ids are of one length in lower-case base32
+	// (machineIDRE), so byte order is the database's order, that of the
+	// keyset cursor.
+	sort.Slice(out, func(i, j int) bool { return out[i].MachineID < out[j].MachineID })
+	return out[:min(n, len(out))], nil
 }
 
 // GetBinding returns the binding of one DPU (machine_id or serial number).

@@ -10,7 +10,9 @@ import (
 
 // wantFleetExact checks that the stored sort names, binding classes and
 // fleet counts equal a recount (the check's fleet rules) and that the
-// statuses fleet_counts gives equal a walk of every binding.
+// statuses fleet_counts gives equal a walk of every binding, and that the
+// pages of each status filter (read through the binding-class indexes)
+// hold exactly the walk's DPUs of that status, in its order.
 func wantFleetExact(t *testing.T, s *lcSite, step string) {
 	t.Helper()
 	res := runDBCheck(t, s.ctx, s.db)
@@ -48,6 +50,7 @@ func wantFleetExact(t *testing.T, s *lcSite, step string) {
 	}
 	want := map[string]int64{}
 	var dpus, incomplete int64
+	byStatus := map[string][]string{}
 	cursor := ""
 	for {
 		page, err := s.a.ListBindings(s.ctx, BindingFilter{Limit: 2, Cursor: cursor})
@@ -58,6 +61,10 @@ func wantFleetExact(t *testing.T, s *lcSite, step string) {
 			dpus++
 			want[b.StatusV4]++
 			want[b.StatusV6]++
+			byStatus[b.StatusV4] = append(byStatus[b.StatusV4], b.MachineID)
+			if b.StatusV6 != b.StatusV4 {
+				byStatus[b.StatusV6] = append(byStatus[b.StatusV6], b.MachineID)
+			}
 			if b.StatusV4 == BindingMissing || b.StatusV4 == BindingConflict || b.StatusV6 == BindingMissing || b.StatusV6 == BindingConflict {
 				incomplete++
 			}
@@ -73,6 +80,26 @@ func wantFleetExact(t *testing.T, s *lcSite, step string) {
 	for _, st := range []string{BindingReserved, BindingAutomatic, BindingPending, BindingConflict, BindingMissing, BindingNone} {
 		if want[st] != counted[st] {
 			t.Fatalf("%s: fleet_counts count %d %s families; the walk finds %d (%v)", step, counted[st], st, want[st], counted)
+		}
+	}
+	for _, st := range []string{BindingReserved, BindingAutomatic, BindingPending, BindingConflict, BindingMissing, BindingNone} {
+		var got []string
+		cursor := ""
+		for {
+			page, err := s.a.ListBindings(s.ctx, BindingFilter{Status: st, Limit: 2, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range page.Items {
+				got = append(got, b.MachineID)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+		}
+		if fmt.Sprint(got) != fmt.Sprint(byStatus[st]) {
+			t.Fatalf("%s: status %s lists %v; the walk finds %v", step, st, got, byStatus[st])
 		}
 	}
 	var hosts []models.Machine
