@@ -9,7 +9,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/kernel"
-	"github.com/ipledger/ipledger/models"
 
 	"github.com/ipledger/ipledger/allocator"
 )
@@ -63,24 +62,17 @@ func (c *Console) Fleet(ctx context.Context, pools []allocator.Pool, recent int)
 	for _, s := range []string{allocator.BindingReserved, allocator.BindingAutomatic, allocator.BindingPending, allocator.BindingConflict, allocator.BindingMissing, allocator.BindingNone} {
 		f.Bindings[s] = 0
 	}
-	err := c.read(ctx, func(db *gorm.DB) error {
-		if err := f.count(db); err != nil {
-			return err
-		}
-		if recent <= 0 {
-			return nil
-		}
-		var dpus []models.Machine
-		if err := db.Where("kind = ? AND (binding_v4 = ? OR binding_v6 = ?)", allocator.KindDPU, allocator.BindingConflict, allocator.BindingConflict).
-			Order("machine_id").Limit(recent).Find(&dpus).Error; err != nil {
-			return err
-		}
-		var err error
-		f.Conflicts, err = allocator.BindingsOf(db, dpus)
-		return err
-	})
-	if err != nil {
+	if err := c.read(ctx, f.count); err != nil {
 		return nil, err
+	}
+	if recent > 0 {
+		// The first DPUs in conflict by machine_id, read through the
+		// binding-class indexes (allocator.ListBindings).
+		page, err := c.a.ListBindings(ctx, allocator.BindingFilter{Status: allocator.BindingConflict, Limit: recent})
+		if err != nil {
+			return nil, err
+		}
+		f.Conflicts = page.Items
 	}
 	page, err := kernel.ListEvents(ctx, c.db, kernel.EventFilter{Action: "machine.force_delete", Limit: recent * 4})
 	if err != nil {
@@ -124,7 +116,12 @@ func (f *Fleet) count(db *gorm.DB) error {
 		Kind, State, BindingV4, BindingV6 string
 		N                                 int64
 	}
-	if err := db.Raw(`SELECT kind, state, binding_v4, binding_v6, n FROM fleet_counts WHERE n <> 0`).Scan(&cs).Error; err != nil {
+	// Through the primary key (kind first): each machine write updates a
+	// row of this small table, so after an ingestion of the fleet its file
+	// holds thousands of pages, nearly all empty, that a sequential scan
+	// would read on every refresh (machines.kind is host or dpu).
+	if err := db.Raw(`SELECT kind, state, binding_v4, binding_v6, n FROM fleet_counts WHERE kind IN (?, ?) AND n <> 0`,
+		allocator.KindHost, allocator.KindDPU).Scan(&cs).Error; err != nil {
 		return err
 	}
 	for _, r := range cs {
