@@ -380,6 +380,11 @@ func TestChartRefusals(t *testing.T) {
 		{"identity: {tokenLogin: false}", "identity.tokenLogin false leaves the console without a way to sign in"},
 		{"identity: {tokenLogin: 'false'}", "identity.tokenLogin false leaves the console without a way to sign in"},
 		{"tls: {enabled: true, secretName: t, clientRoles: 'a=viewer'}", "tls.clientRoles needs tls.clientCASecret"},
+		// A Secret of one's own replaces the chart's: a secret value beside
+		// it would be silently unused.
+		{"database: {type: postgres, url: 'postgres://h/db'}\nsecret: {existingSecret: mine}", `database.url is set with secret.existingSecret "mine"`},
+		{"adminToken: t0k3n\nsecret: {existingSecret: mine, adminTokenKey: token}", `adminToken is set with secret.existingSecret "mine", which replaces the chart's Secret, so the value would be ignored: put it under the key "token" of that Secret`},
+		{"identity: {externalURL: 'https://ipl', oidc: {issuer: 'https://sso', clientID: ipl, clientSecret: s3cr3t}}\nsecret: {existingSecret: mine}", `identity.oidc.clientSecret is set with secret.existingSecret "mine"`},
 		{"settings: {goMemLimit: garbage}", "goMemLimit"},
 		{"settings: {secureCookies: 'yes'}", "secureCookies"},
 		{"database: {type: postgres, url: 'postgres://h/db', maxConns: -5}", "maxConns"},

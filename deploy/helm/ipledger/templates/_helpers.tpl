@@ -48,6 +48,16 @@ The combinations the server cannot run: checked before anything renders.
 {{- if and (eq $db.type "postgres") (not $db.url) (not .Values.secret.existingSecret) -}}
 {{- fail "database.type postgres needs database.url or secret.existingSecret (with the key secret.databaseURLKey)" -}}
 {{- end -}}
+{{/* A Secret of one's own replaces the chart's: a secret value given
+beside it would be silently unused, so it is refused by name. */}}
+{{- $sec := .Values.secret -}}
+{{- if $sec.existingSecret -}}
+{{- range $v := list (list "database.url" $db.url $sec.databaseURLKey) (list "adminToken" $.Values.adminToken $sec.adminTokenKey) (list "identity.oidc.clientSecret" $.Values.identity.oidc.clientSecret $sec.oidcClientSecretKey) -}}
+{{- if index $v 1 -}}
+{{- fail (printf "%s is set with secret.existingSecret %q, which replaces the chart's Secret, so the value would be ignored: put it under the key %q of that Secret and leave %s empty" (index $v 0) $sec.existingSecret (index $v 2) (index $v 0)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
 {{- fail "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret)" -}}
 {{- end -}}
