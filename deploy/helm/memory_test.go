@@ -36,7 +36,7 @@ func TestMemoryAlertFiresBeforeTheMemoryLimit(t *testing.T) {
 		goMemLimit  string
 		alertsAbove float64 // share of the limit from which the alert must fire
 	}{
-		{"", 256 << 20, "170MiB", 0.90}, // the chart's defaults
+		{"", 512 << 20, "341MiB", 0.90}, // the chart's defaults
 		{"resources: {limits: {memory: 1Gi}}", 1 << 30, "682MiB", 0.90},
 		{"resources: {limits: {memory: 600M}}", 600e6, "381MiB", 0.90},
 		{"resources: {limits: {memory: 512Mi}}\nsettings: {goMemLimit: 300MiB}", 512 << 20, "300MiB", 0.90},
@@ -69,6 +69,24 @@ func TestMemoryAlertFiresBeforeTheMemoryLimit(t *testing.T) {
 	m := decode(t, "resources: {limits: {memory: null}}")
 	if v, ok := env(m.deployment.Spec.Template.Spec.Containers[0])["GOMEMLIMIT"]; ok {
 		t.Errorf("GOMEMLIMIT %q without a memory limit", v.Value)
+	}
+}
+
+// importPeakMiB is the peak RSS of a server through the largest import
+// measured, three replace-alls of 60,000 ExpectedMachines, with the
+// GOMEMLIMIT the chart's default memory limit gives (docs/benchmarks.md,
+// "Imports").
+const importPeakMiB = 269
+
+// The chart's default memory limit holds that import with room to spare
+// (a quarter above its peak), so that a site's first import of its
+// ExpectedMachines is not an OOM kill.
+func TestDefaultMemoryLimitHoldsTheLargestImport(t *testing.T) {
+	t.Parallel()
+	c := decode(t, "").deployment.Spec.Template.Spec.Containers[0]
+	limit := c.Resources.Limits.Memory().Value()
+	if need := int64(importPeakMiB) << 20 * 5 / 4; limit < need {
+		t.Errorf("default memory limit %d MiB, want at least %d MiB: a 60,000-record import peaks at %d MiB", limit>>20, need>>20, importPeakMiB)
 	}
 }
 
