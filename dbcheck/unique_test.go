@@ -50,10 +50,19 @@ func uniqueCheckCases() []checkCase {
 				[]string{"DROP TRIGGER machines_bmc_mac_canonical_update"})...)
 			execAll(t, db, "UPDATE machines SET bmc_mac_address = '1A:1B:1C:1D:1E:01' WHERE bmc_mac_address = '1a:1b:1c:1d:1e:01'")
 		}},
-		// Nothing in the database refuses a second spelling of an
-		// ExpectedMachine's MAC (its unique key compares the text): the
-		// recount compares them in any case.
+		// A second spelling of an ExpectedMachine's MAC, past its canonical
+		// constraint (the unique key compares the text): the recount
+		// compares them in any case, and names the spelling.
 		{rule: "bmc_macs", want: "is declared by 2 ExpectedMachines", corrupt: func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, onDialect(db,
+				[]string{"ALTER TABLE expected_machines DROP CONSTRAINT expected_machines_bmc_mac_canonical"},
+				[]string{"DROP TRIGGER expected_machines_bmc_mac_canonical_insert"})...)
+			dupRow(t, db, "expected_machines", "bmc_mac_address = '1a:1b:1c:1d:1e:01'", "id = 'em-dup', bmc_mac_address = UPPER(bmc_mac_address)")
+		}},
+		{rule: "bmc_macs", want: `ExpectedMachine em-dup: BMC MAC "1A:1B:1C:1D:1E:01" is not in the canonical form`, corrupt: func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, onDialect(db,
+				[]string{"ALTER TABLE expected_machines DROP CONSTRAINT expected_machines_bmc_mac_canonical"},
+				[]string{"DROP TRIGGER expected_machines_bmc_mac_canonical_insert"})...)
 			dupRow(t, db, "expected_machines", "bmc_mac_address = '1a:1b:1c:1d:1e:01'", "id = 'em-dup', bmc_mac_address = UPPER(bmc_mac_address)")
 		}},
 		{rule: "token_names", want: `token name "ops" is given to 2 tokens`, corrupt: func(t *testing.T, db *gorm.DB) {

@@ -86,6 +86,10 @@ var Migrations = []Migration{
 	// Version 27 (migration_v27.go): a single sign-on session keeps its
 	// ID token, sealed, for sign-out's id_token_hint.
 	{Version: 27, Name: "sealed ID tokens of single sign-on sessions", SQL: schemaV27},
+	// Version 28 (migration_v28.go): ExpectedMachines' BMC MACs only in
+	// ParseMAC's canonical spelling; single sign-on user names by the rule
+	// of auth's checkName, as far as SQL can say it.
+	{Version: 28, Name: "canonical ExpectedMachine BMC MACs and user names", Postgres: schemaV28Postgres, SQLite: schemaV28SQLite},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when
