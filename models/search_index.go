@@ -105,6 +105,11 @@ func ensureSearchIndexes(db *gorm.DB) error {
 				return err
 			}
 		}
+		if usable, err := trigramUsable(tx, ns); err != nil || !usable {
+			// pg_trgm lives in a schema this user may not use: the
+			// search scans, and SearchIndexStatus says why.
+			return err
+		}
 		for _, x := range SearchIndexes {
 			q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s USING gin (lower(%s) %s.gin_trgm_ops)`, x.Name, x.Table, x.Column, ns)
 			if err := tx.Exec(q).Error; err != nil {
@@ -113,6 +118,14 @@ func ensureSearchIndexes(db *gorm.DB) error {
 		}
 		return nil
 	})
+}
+
+// trigramUsable says whether the current user may use the schema ns that
+// pg_trgm is installed in (its operator classes live there).
+func trigramUsable(db *gorm.DB, ns string) (bool, error) {
+	var ok []bool
+	err := db.Raw(`SELECT has_schema_privilege(?::regnamespace, 'USAGE')`, ns).Scan(&ok).Error
+	return err == nil && len(ok) == 1 && ok[0], err
 }
 
 // SearchIndexStatus says how db answers the console's search for part of
@@ -135,6 +148,11 @@ func SearchIndexStatus(db *gorm.DB) (string, error) {
 		return "search for part of a text scans every machine and ExpectedMachine: the PostgreSQL extension pg_trgm " +
 			"is not installed and this database user may not create it (run CREATE EXTENSION pg_trgm as the database's " +
 			"owner, then restart ipledger or run ipledger migrate)", nil
+	}
+	if usable, err := trigramUsable(db, ns); err != nil || !usable {
+		return fmt.Sprintf("search for part of a text scans every machine and ExpectedMachine: the PostgreSQL extension pg_trgm "+
+			"is installed in the schema %s, which this database user may not use (GRANT USAGE ON SCHEMA %s to it, then "+
+			"restart ipledger or run ipledger migrate)", ns, ns), err
 	}
 	return fmt.Sprintf("search for part of a text scans every machine and ExpectedMachine: %d of its %d trigram indexes "+
 		"are missing (restart ipledger or run ipledger migrate to create them)", len(SearchIndexes)-n, len(SearchIndexes)), nil
