@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"testing"
 	"time"
 
@@ -105,7 +106,11 @@ func (f *fnd) quarantine(pool, value string) {
 // writes store them.
 func (f *fnd) declare(serial, v4, v6 string) {
 	f.t.Helper()
-	em := models.ExpectedMachine{ID: "em-" + serial, BmcMacAddress: "bmc-" + serial,
+	h := fnv.New32a()
+	h.Write([]byte(serial))
+	k := h.Sum32() // a BMC MAC of its own per serial, in the canonical spelling the database holds
+	mac := fmt.Sprintf("0e:00:%02x:%02x:%02x:%02x", byte(k>>24), byte(k>>16), byte(k>>8), byte(k))
+	em := models.ExpectedMachine{ID: "em-" + serial, BmcMacAddress: mac,
 		FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
 	if err := f.db.Create(&em).Error; err != nil {
 		f.t.Fatalf("insert expected machine: %v", err)
