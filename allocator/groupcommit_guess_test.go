@@ -13,9 +13,10 @@ import (
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
-// checkRangeCounts fails unless range_counts matches the allocations in
-// each range of pool (the statement-level trigger of migration 11 keeps it
-// on PostgreSQL, row triggers on SQLite).
+// checkRangeCounts fails unless range_counts matches the allocations and
+// the reservations no allocation holds in each range of pool (the
+// statement-level triggers of migrations 11 and 28 keep it on PostgreSQL,
+// row triggers on SQLite).
 func (f *fnd) checkRangeCounts(pool string) {
 	f.t.Helper()
 	if err := f.rangeCountsWrong(pool); err != nil {
@@ -27,21 +28,24 @@ func (f *fnd) checkRangeCounts(pool string) {
 // exact.
 func (f *fnd) rangeCountsWrong(pool string) error {
 	type row struct {
-		RangeID               int64
-		Allocated, Counted    int64
-		Quarantined, QCounted int64
+		RangeID                  int64
+		Allocated, Counted       int64
+		Quarantined, QCounted    int64
+		ReservedUnheld, RCounted int64
 	}
 	var rows []row
-	err := f.db.Raw(`SELECT r.id AS range_id, c.allocated, c.quarantined,
+	err := f.db.Raw(`SELECT r.id AS range_id, c.allocated, c.quarantined, c.reserved_unheld,
 	  (SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'allocated') AS counted,
-	  (SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'quarantined') AS q_counted
+	  (SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'quarantined') AS q_counted,
+	  `+reservedUnheldTruth+` AS r_counted
 	  FROM pool_ranges r JOIN pools p ON p.id = r.pool_id JOIN range_counts c ON c.range_id = r.id WHERE p.name = ?`, pool).Scan(&rows).Error
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
-		if r.Allocated != r.Counted || r.Quarantined != r.QCounted {
-			return fmt.Errorf("range %d: range_counts says %d allocated / %d quarantined, the rows %d / %d", r.RangeID, r.Allocated, r.Quarantined, r.Counted, r.QCounted)
+		if r.Allocated != r.Counted || r.Quarantined != r.QCounted || r.ReservedUnheld != r.RCounted {
+			return fmt.Errorf("range %d: range_counts says %d allocated / %d quarantined / %d reserved and not held, the rows %d / %d / %d",
+				r.RangeID, r.Allocated, r.Quarantined, r.ReservedUnheld, r.Counted, r.QCounted, r.RCounted)
 		}
 	}
 	return nil

@@ -22,26 +22,40 @@ import (
 	"github.com/ipledger/ipledger/models/dbtest"
 )
 
+// reservedUnheldTruth recounts range_counts.reserved_unheld of the range
+// r of pool p: the values ExpectedDpus reserve in it that no allocation of
+// the pool holds, in any state (migration 29).
+const reservedUnheldTruth = `(SELECT COUNT(*) FROM expected_dpus d WHERE
+	  (p.name = 'lo-ip' AND d.loopback_ip_key BETWEEN r.first_key AND r.last_key
+	   AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key = d.loopback_ip_key))
+	  OR (p.name = 'lo-ip-v6' AND d.loopback_ip_v6_key BETWEEN r.first_key AND r.last_key
+	   AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key = d.loopback_ip_v6_key)))`
+
 // requireCountsTruth compares range_counts with COUNT(*) per range and
-// state, and pool_usage_days with the audit events.
+// state and with the reservations no allocation holds, and
+// pool_usage_days with the audit events.
 func requireCountsTruth(t *testing.T, db *gorm.DB, when string) {
 	t.Helper()
 	type rc struct {
 		RangeID                int64
 		Allocated, Quarantined int64
-		TrueA, TrueQ           int64
+		ReservedUnheld         int64
+		TrueA, TrueQ, TrueR    int64
 	}
 	var rows []rc
 	err := db.Raw(`SELECT r.id AS range_id, COALESCE(c.allocated, -1) AS allocated, COALESCE(c.quarantined, -1) AS quarantined,
+		COALESCE(c.reserved_unheld, -1) AS reserved_unheld,
 		(SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'allocated') AS true_a,
-		(SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'quarantined') AS true_q
-		FROM pool_ranges r LEFT JOIN range_counts c ON c.range_id = r.id ORDER BY r.id`).Scan(&rows).Error
+		(SELECT COUNT(*) FROM allocations a WHERE a.pool_id = r.pool_id AND a.value_key BETWEEN r.first_key AND r.last_key AND a.state = 'quarantined') AS true_q,
+		` + reservedUnheldTruth + ` AS true_r
+		FROM pool_ranges r JOIN pools p ON p.id = r.pool_id LEFT JOIN range_counts c ON c.range_id = r.id ORDER BY r.id`).Scan(&rows).Error
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if r.Allocated != r.TrueA || r.Quarantined != r.TrueQ {
-			t.Fatalf("%s: range %d counts allocated=%d quarantined=%d, truth %d/%d", when, r.RangeID, r.Allocated, r.Quarantined, r.TrueA, r.TrueQ)
+		if r.Allocated != r.TrueA || r.Quarantined != r.TrueQ || r.ReservedUnheld != r.TrueR {
+			t.Fatalf("%s: range %d counts allocated=%d quarantined=%d reserved_unheld=%d, truth %d/%d/%d", when, r.RangeID,
+				r.Allocated, r.Quarantined, r.ReservedUnheld, r.TrueA, r.TrueQ, r.TrueR)
 		}
 	}
 	var orphans int64

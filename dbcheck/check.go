@@ -40,7 +40,7 @@ var Rules = []Rule{
 	{"pools_disjoint", "address pools never overlap one another"},
 	{"allocation_in_range", "an allocation lies in a range of its pool"},
 	{"run_end", "an allocation's run_end is true exactly when the pool's next value is not held"},
-	{"range_counts", "range_counts equal a recount of each range's allocations and quarantines"},
+	{"range_counts", "range_counts equal a recount of each range's allocations, quarantines and reservations no allocation holds"},
 	{"pool_usage", "pool_usage_days equal a recount of the allocation audit events"},
 	{"revisions", "numbered audit events have the revisions 1..N, without a gap or a repeat"},
 	{"webhook_deliveries", "a webhook delivery carries the revision of its event"},

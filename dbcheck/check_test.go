@@ -23,10 +23,10 @@ import (
 )
 
 // checkSite fills a site over db with a bit of everything the rules look
-// at: address, prefix and integer pools with runs and gaps, a reservation
-// and ingested DPUs (one reserved, some automatic, one quarantined by a
-// force delete), a webhook with queued deliveries, and numbered
-// revisions.
+// at: address, prefix and integer pools with runs and gaps, reservations
+// (one held by its DPU, two that no DPU holds yet) and ingested DPUs (one
+// reserved, some automatic, one quarantined by a force delete), a webhook
+// with queued deliveries, and numbered revisions.
 func checkSite(t *testing.T, db *gorm.DB) *sitekit.Site {
 	t.Helper()
 	s := sitekit.New(t, db, allocator.Options{})
@@ -61,6 +61,7 @@ func checkSite(t *testing.T, db *gorm.DB) *sitekit.Site {
 		t.Fatal(err)
 	}
 	s.ExpectedMachine("1a:1b:1c:1d:1e:01", sitekit.DPU{Serial: "MT1", V4: "10.0.0.100"})
+	s.ExpectedMachine("1a:1b:1c:1d:1e:09", sitekit.DPU{Serial: "MT8", V4: "10.0.0.120", V6: "fd00:1::20"})
 	s.Report("1a:1b:1c:1d:1e:01", "MT1", "MT2")
 	s.Report("1a:1b:1c:1d:1e:02", "MT3")
 	if _, err := s.A.DeleteMachine(s.Ctx, allocator.HostMachineID("1a:1b:1c:1d:1e:02"), true); err != nil {
@@ -206,6 +207,12 @@ func TestCheckNamesEachBrokenRule(t *testing.T) {
 		}},
 		{rule: "range_counts", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE range_counts SET allocated = allocated + 1 WHERE range_id = (SELECT MIN(id) FROM pool_ranges)`)
+		}},
+		{rule: "range_counts", want: "counts 0 reserved values no allocation holds; a recount finds 1", corrupt: func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE range_counts SET reserved_unheld = 0 WHERE range_id IN (SELECT id FROM pool_ranges WHERE first_value = 'fd00:1::1')`)
+		}},
+		{rule: "range_counts", want: "counts 2 reserved values no allocation holds; a recount finds 1", corrupt: func(t *testing.T, db *gorm.DB) {
+			execAll(t, db, `UPDATE range_counts SET reserved_unheld = reserved_unheld + 1 WHERE range_id IN (SELECT id FROM pool_ranges WHERE first_value = '10.0.0.100')`)
 		}},
 		{rule: "pool_usage", corrupt: func(t *testing.T, db *gorm.DB) {
 			execAll(t, db, `UPDATE pool_usage_days SET n = n + 1 WHERE pool = 'vlan' AND action = 'allocation.create'`)

@@ -18,6 +18,9 @@ type checkPool struct {
 	models.Pool
 	vals   allocator.PoolValues
 	ranges []*checkRange // sorted by first value
+	// held: the values of a reservation pool that an allocation holds
+	// (any state), filled by the allocation pass
+	held map[string]bool
 }
 
 type checkRange struct {
@@ -25,6 +28,9 @@ type checkRange struct {
 	ok          bool // its keys name its values
 	allocated   int64
 	quarantined int64
+	// reservedUnheld: ExpectedDpu reservations in the range that no
+	// allocation of the pool holds
+	reservedUnheld int64
 }
 
 func checkPoolsAndRanges(c *checker) error {
@@ -35,6 +41,9 @@ func checkPoolsAndRanges(c *checker) error {
 	c.pools, c.byName = map[int64]*checkPool{}, map[string]*checkPool{}
 	for i := range pools {
 		p := &checkPool{Pool: pools[i], vals: allocator.PoolValuesOf(&pools[i])}
+		if reservationKeys[p.Name] != "" {
+			p.held = map[string]bool{}
+		}
 		c.pools[p.ID], c.byName[p.Name] = p, p
 	}
 	var ranges []models.PoolRange
@@ -132,6 +141,9 @@ func checkAllocations(c *checker) error {
 			continue
 		}
 		h := &held{pool: p, key: key, value: val, runEnd: runEnd}
+		if p.held != nil {
+			p.held[key] = true
+		}
 		h.ok = p.vals.StoredForm(key, val)
 		if !h.ok {
 			c.add("stored_values", "pool %q: allocation %q has the key %s, which does not name it", p.Name, val, key)
@@ -174,14 +186,61 @@ func checkAllocations(c *checker) error {
 	return checkRangeCounts(c)
 }
 
+// reservationKeys names, per reservation pool, the expected_dpus column
+// whose keys reserve its values.
+var reservationKeys = map[string]string{allocator.PoolLoopbackV4: "loopback_ip_key", allocator.PoolLoopbackV6: "loopback_ip_v6_key"}
+
+// countUnheldReservations counts, per range of each reservation pool, the
+// reserved keys that no allocation of the pool holds (in every range that
+// holds the key: overlapping ranges are ranges_disjoint's finding).
+func countUnheldReservations(c *checker) error {
+	for _, name := range []string{allocator.PoolLoopbackV4, allocator.PoolLoopbackV6} {
+		if p := c.byName[name]; p != nil && len(p.ranges) > 0 {
+			if err := countUnheldIn(c, p, reservationKeys[name]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// countUnheldIn counts the keys of column col of expected_dpus on the
+// ranges of p that hold them, unless an allocation of p holds them.
+func countUnheldIn(c *checker, p *checkPool, col string) error {
+	rows, err := c.q.Raw(`SELECT ` + col + ` FROM expected_dpus WHERE ` + col + ` IS NOT NULL`).Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return err
+		}
+		if p.held[k] {
+			continue
+		}
+		for _, r := range p.ranges {
+			if r.FirstKey <= k && k <= r.LastKey {
+				r.reservedUnheld++
+			}
+		}
+	}
+	return rows.Err()
+}
+
 func checkRangeCounts(c *checker) error {
+	if err := countUnheldReservations(c); err != nil {
+		return err
+	}
 	type count struct {
-		RangeID     int64
-		Allocated   int64
-		Quarantined int64
+		RangeID        int64
+		Allocated      int64
+		Quarantined    int64
+		ReservedUnheld int64
 	}
 	var counts []count
-	if err := c.q.Raw(`SELECT range_id, allocated, quarantined FROM range_counts`).Scan(&counts).Error; err != nil {
+	if err := c.q.Raw(`SELECT range_id, allocated, quarantined, reserved_unheld FROM range_counts`).Scan(&counts).Error; err != nil {
 		return err
 	}
 	stored := map[int64]count{}
@@ -201,10 +260,15 @@ func checkRangeCounts(c *checker) error {
 			k, ok := stored[r.ID]
 			switch {
 			case !ok:
-				c.add("range_counts", "pool %q: range %s..%s has no range_counts row (recount: %d allocated, %d quarantined)", p.Name, r.FirstValue, r.LastValue, r.allocated, r.quarantined)
+				c.add("range_counts", "pool %q: range %s..%s has no range_counts row (recount: %d allocated, %d quarantined, %d reserved and not held)",
+					p.Name, r.FirstValue, r.LastValue, r.allocated, r.quarantined, r.reservedUnheld)
 			case k.Allocated != r.allocated || k.Quarantined != r.quarantined:
 				c.add("range_counts", "pool %q: range %s..%s counts %d allocated, %d quarantined; a recount finds %d and %d",
 					p.Name, r.FirstValue, r.LastValue, k.Allocated, k.Quarantined, r.allocated, r.quarantined)
+			}
+			if ok && k.ReservedUnheld != r.reservedUnheld {
+				c.add("range_counts", "pool %q: range %s..%s counts %d reserved values no allocation holds; a recount finds %d",
+					p.Name, r.FirstValue, r.LastValue, k.ReservedUnheld, r.reservedUnheld)
 			}
 		}
 	}

@@ -90,6 +90,9 @@ var Migrations = []Migration{
 	// ParseMAC's canonical spelling; single sign-on user names by the rule
 	// of auth's checkName, as far as SQL can say it.
 	{Version: 28, Name: "canonical ExpectedMachine BMC MACs and user names", Postgres: schemaV28Postgres, SQLite: schemaV28SQLite},
+	// Version 29 (migration_v29.go): the reservations no allocation holds,
+	// per range, kept by triggers on every write.
+	{Version: 29, Name: "reserved counts kept on write", Postgres: schemaV29Postgres, SQLite: schemaV29SQLite},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when
