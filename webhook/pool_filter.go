@@ -15,21 +15,29 @@ import (
 // still be edited without touching its filter (docs/decisions.md,
 // "A webhook's pool filter"). It runs in the writing transaction.
 func checkPoolsExist(t *kernel.Tx, pools, kept []string) error {
+	known := map[string]bool{}
+	for _, p := range kept {
+		known[p] = true
+	}
 	var check []string
 	for _, p := range pools {
-		if !slices.Contains(kept, p) {
+		if !known[p] {
 			check = append(check, p)
 		}
 	}
-	if len(check) == 0 {
-		return nil
-	}
-	var found []string
-	if err := t.Model(&models.Pool{}).Where("name IN ?", check).Pluck("name", &found).Error; err != nil {
-		return err
+	// In batches: a statement takes at most 32,766 parameters on SQLite
+	// and 65,535 on PostgreSQL, and the filter's length is not bounded.
+	for chunk := range slices.Chunk(check, 1000) {
+		var found []string
+		if err := t.Model(&models.Pool{}).Where("name IN ?", chunk).Pluck("name", &found).Error; err != nil {
+			return err
+		}
+		for _, p := range found {
+			known[p] = true
+		}
 	}
 	for i, p := range pools {
-		if !slices.Contains(kept, p) && !slices.Contains(found, p) {
+		if !known[p] {
 			f := fmt.Sprintf("pools[%d]", i)
 			return kernel.Errf(kernel.CodeInvalid, f, "%s %q: no pool of that name exists", f, p)
 		}

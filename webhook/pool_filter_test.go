@@ -83,3 +83,27 @@ func TestWebhookKeepsAPoolThatHasGone(t *testing.T) {
 		}
 	})
 }
+
+// A filter of more pool names than a statement takes parameters (SQLite's
+// limit is 32,766, PostgreSQL's 65,535) is looked up in batches: an
+// unknown name in it is refused as in a short one (422 naming pools[i]),
+// not failed as an internal error.
+func TestWebhookRefusesUnknownPoolInALongList(t *testing.T) {
+	t.Parallel()
+	hookEach(t, func(t *testing.T, f *fnd) {
+		f.Pool("wp", "integer", 0, sitekit.Range("1", "100", true))
+		pools := []string{"wp"}
+		for i := range 70000 {
+			pools = append(pools, "p"+strconv.Itoa(i))
+		}
+		_, err := f.hooks.CreateWebhook(f.Ctx, WebhookSpec{Name: "long", URL: "https://example.com/h", Secret: testSecret,
+			Actions: []string{"allocation.*"}, Pools: pools})
+		var ke *kernel.Error
+		if !errors.As(err, &ke) || ke.Code != kernel.CodeInvalid || ke.Field != "pools[1]" || !strings.Contains(ke.Message, `"p0"`) {
+			t.Errorf("create with %d pools: %v, want invalid naming pools[1] and \"p0\"", len(pools), err)
+		}
+		if n := f.Count(&models.Webhook{}, "name = ?", "long"); n != 0 {
+			t.Errorf("a refused webhook was stored (%d)", n)
+		}
+	})
+}
