@@ -208,6 +208,12 @@ func TestWebhookCLI(t *testing.T) {
 		if _, err := run("webhook", "create", "--name", "ctl", "--url", "ftp://x/", "--action", "*"); err == nil || !strings.Contains(err.Error(), "url") {
 			t.Fatalf("bad url: %v", err)
 		}
+		// An empty --pool is an empty filter, refused by the server, not
+		// a webhook of every pool.
+		if out, err := run("webhook", "create", "--name", "nopool", "--url", recv.URL, "--action", "*", "--pool", ""); err == nil ||
+			!strings.Contains(err.Error(), "pools") {
+			t.Fatalf("create with --pool '': %v %s, want the empty filter refused", err, out)
+		}
 		if out, err := run("webhook", "delete", w.ID); err != nil {
 			t.Fatalf("delete: %v %s", err, out)
 		}

@@ -59,7 +59,9 @@ func newWebhookCreateCmd(cf *clientFlags) *cobra.Command {
 				return fmt.Errorf("no secret: set IPLEDGER_WEBHOOK_SECRET or give --secret-file")
 			}
 			body := map[string]any{"name": name, "url": target, "secret": secret, "actions": actions, "enabled": !disabled}
-			if len(pools) > 0 {
+			if cmd.Flags().Changed("pool") {
+				// Sent as given: --pool '' is an empty filter, which the
+				// server refuses, not a webhook of every pool.
 				body["pools"] = pools
 			}
 			var w webhook.Webhook
