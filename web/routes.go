@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -129,7 +130,12 @@ func (s *Server) routes() {
 	e.GET("/readyz", s.readyz)
 	e.GET("/api/v1/openapi.json", s.serveOpenAPI)
 	s.consoleRoutes()
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	// ContinueOnError: a collector that reads the database (pool values,
+	// queue depths) must not fail the whole scrape while the database is
+	// unreachable, or IpledgerDown would fire for a running server and
+	// the 503s that IpledgerErrors counts would go unseen.
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})))
 	g := e.Group("/api/v1", s.authenticate)
 	for _, r := range s.APIRoutes() {
 		g.Add(r.Method, r.Path, s.require(r.Role, withQueryRoles(r, s.APIQueryRoles(), r.Handler)))

@@ -53,3 +53,36 @@ func TestClosedDatabaseIs503WithRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsWhileDatabaseIsDown: /metrics still answers 200 with the
+// metrics that do not read the database (the process, the requests and
+// their 503s) when the database is unreachable: a failed scrape would
+// fire IpledgerDown for a running server and hide the 5xx rate that
+// IpledgerErrors watches (docs/operations.md, "Monitoring").
+func TestMetricsWhileDatabaseIsDown(t *testing.T) {
+	t.Parallel()
+	for _, d := range dbtest.Dialects {
+		t.Run(string(d), func(t *testing.T) {
+			if d == models.Postgres {
+				dbtest.RequirePostgres(t)
+			}
+			db := dbtest.Open(t, d)
+			site := newConsoleSite(t, db)
+			s, err := db.DB()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.Get(site.srv.URL + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readBody(t, res)
+			if res.StatusCode != http.StatusOK || !strings.Contains(body, "ipledger_build_info") || !strings.Contains(body, "go_goroutines") {
+				t.Errorf("/metrics on a closed database: %d\n%s", res.StatusCode, clip(body))
+			}
+		})
+	}
+}
