@@ -1,6 +1,10 @@
 package views
 
-import "testing"
+import (
+	"context"
+	"strings"
+	"testing"
+)
 
 // Counts get a thousands separator, however long; short counts and
 // anything that is not a decimal integer are left as they are.
@@ -20,5 +24,19 @@ func TestCountSeparatesThousands(t *testing.T) {
 	}
 	if got := Short("1234567"); got != "1,234,567" {
 		t.Errorf("Short of a 7-digit count = %q, want it with separators", got)
+	}
+}
+
+// A sortable column showing a count with separators sorts on the raw
+// number (data-sort-value): app.js's parseFloat reads "1,234" as 1.
+func TestPoolsPageSortsRangesOnTheRawNumber(t *testing.T) {
+	var b strings.Builder
+	v := PoolsView{Page: Page{Title: "Pools", Nav: "pools", User: "token:admin"},
+		Pools: []PoolBar{{Name: "lo-ip", Type: "ipv4", Size: "65536", Free: "65536", Ranges: 1234, Reserved: "0", Quar: "0"}}}
+	if err := PoolsPage(v).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if html := b.String(); !strings.Contains(html, `data-sort-value="1234">1,234<`) {
+		t.Errorf("the Ranges cell of 1234 ranges lacks data-sort-value=\"1234\":\n%s", html)
 	}
 }
