@@ -18,11 +18,20 @@ var macFragmentRE = regexp.MustCompile(`^[0-9A-Fa-f]{2}(-[0-9A-Fa-f]{2})+$`)
 // each substring test is answered from a trigram index
 // (models.SearchIndexes); without it, and on SQLite, it scans them.
 func (s *searcher) partial(q string) error {
-	// Part of a MAC typed with '-' (00-01-03), as some vendors print it,
-	// is looked for in the stored ':' spelling.
-	if macFragmentRE.MatchString(q) {
-		q = strings.ToLower(strings.ReplaceAll(q, "-", ":"))
+	if err := s.partialOf(q); err != nil {
+		return err
 	}
+	// Part of a MAC typed with '-' (00-01-03), as some vendors print it,
+	// is also looked for in the stored ':' spelling; the text as typed
+	// may be part of a name or serial (rack-10-20).
+	if macFragmentRE.MatchString(q) {
+		return s.partialOf(strings.ToLower(strings.ReplaceAll(q, "-", ":")))
+	}
+	return nil
+}
+
+// partialOf is partial for one spelling of the text.
+func (s *searcher) partialOf(q string) error {
 	page, err := s.c.a.ListExpectedMachines(s.ctx, allocator.ExpectedMachineFilter{Search: q, Limit: searchLimit})
 	if err != nil {
 		return err

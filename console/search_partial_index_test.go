@@ -43,6 +43,7 @@ func TestSearchPartialFollowsWritesAndIndexes(t *testing.T) {
 		old := em("0a:00:00:00:00:05", "old-name-5", "CH-E05")
 		gone := em("0a:00:00:00:00:06", "gone-6", "CH-F06", "MTF001")
 		em("0a:00:00:00:00:07", "Ünit-É 7", "CH-G07")
+		em("0a:00:00:00:00:0a", "rack-10-20", "SN-0a-00")
 		put := em("0a:00:00:00:00:08", "put-me-8", "CH-H08")
 		s.report("0a:00:00:00:00:01", "MTA001", "MTA002")
 		s.report("0a:00:00:00:00:04", "mt_c01")
@@ -69,7 +70,7 @@ func TestSearchPartialFollowsWritesAndIndexes(t *testing.T) {
 
 		texts := []string{"rack", "RACK", "ack-a", "a_0", "%", "_", `\`, `%b`, `k%b-`, `e\x`, `de\`, "_5%", "renamed", "old-name",
 			"gone", "put-me", "replaced", "imported", "mt", "MTZ", "mtz02", "ch_", "ch.", "ch-", "c04", "0a:00", "00:00:0", "mixed c",
-			"case", "fm", "zzz-none", "ünit", "Ü", "é 7"}
+			"case", "fm", "zzz-none", "ünit", "Ü", "é 7", "10-20", "0a-00", "00-00-00"}
 		got := map[string][]SearchHit{}
 		for _, q := range texts {
 			r, err := s.c.Search(s.ctx, q)
@@ -104,7 +105,7 @@ func TestSearchPartialFollowsWritesAndIndexes(t *testing.T) {
 				t.Errorf("list %q: %v, a scan of the rows finds %v", q, got, want)
 			}
 		}
-		for q, want := range map[string]string{"renamed": "host", "old-name": "", "gone": "", "put-me": "", "replaced": "expected_machine", "mtz02": ""} {
+		for q, want := range map[string]string{"10-20": "expected_machine", "renamed": "host", "old-name": "", "gone": "", "put-me": "", "replaced": "expected_machine", "mtz02": ""} {
 			if keys := hitKeys(got[q]); (want == "") != (len(keys) == 0) || want != "" && !strings.HasPrefix(keys[0], want+" ") {
 				t.Errorf("search %q after the writes: %v, want %q", q, keys, want)
 			}
@@ -203,10 +204,19 @@ func scanSearch(t *testing.T, s *site, q string) []string {
 			t.Fatal(err)
 		}
 	}
-	lq := strings.ToLower(q)
+	out, seen := []string{}, map[string]bool{}
+	scanSearchOf(strings.ToLower(q), &out, seen, ems, eds, ms)
 	if macFragmentRE.MatchString(q) {
-		lq = strings.ReplaceAll(lq, "-", ":")
+		scanSearchOf(strings.ToLower(strings.ReplaceAll(q, "-", ":")), &out, seen, ems, eds, ms)
 	}
+	if len(out) > searchLimit {
+		t.Fatalf("search %q: %d hits; the fleet is meant to stay under the limit", q, len(out))
+	}
+	return out
+}
+
+// scanSearchOf adds to out the hits of one spelling lq of the text.
+func scanSearchOf(lq string, out *[]string, seen map[string]bool, ems []models.ExpectedMachine, eds []models.ExpectedDpu, ms []models.Machine) {
 	has := func(vs ...*string) bool {
 		for _, v := range vs {
 			if v != nil && strings.Contains(strings.ToLower(*v), lq) {
@@ -215,11 +225,10 @@ func scanSearch(t *testing.T, s *site, q string) []string {
 		}
 		return false
 	}
-	out, seen := []string{}, map[string]bool{}
 	add := func(k string) {
 		if !seen[k] {
 			seen[k] = true
-			out = append(out, k)
+			*out = append(*out, k)
 		}
 	}
 	for _, em := range ems {
@@ -244,8 +253,4 @@ func scanSearch(t *testing.T, s *site, q string) []string {
 			add(map[string]string{allocator.KindHost: HitHost, allocator.KindDPU: HitDPU}[m.Kind] + " " + m.MachineID)
 		}
 	}
-	if len(out) > searchLimit {
-		t.Fatalf("search %q: %d hits; the fleet is meant to stay under the limit", q, len(out))
-	}
-	return out
 }
