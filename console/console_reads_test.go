@@ -155,6 +155,12 @@ func TestSearchFindsEveryKind(t *testing.T) {
 		}
 		_, err = s.c.Search(s.ctx, strings.Repeat("x", 201))
 		testkit.WantCode(t, err, kernel.CodeInvalid, "", "at most 200")
+		// Characters, not bytes: 200 accented letters are 400 bytes.
+		if _, err = s.c.Search(s.ctx, strings.Repeat("é", 200)); err != nil {
+			t.Errorf("200 characters of two bytes each: %v", err)
+		}
+		_, err = s.c.Search(s.ctx, strings.Repeat("é", 201))
+		testkit.WantCode(t, err, kernel.CodeInvalid, "", "201 characters long")
 		// The allocations filter takes a value or a prefix.
 		page, err := s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "10.0.0.0/28"})
 		if err != nil || len(page.Items) == 0 {

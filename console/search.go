@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 
@@ -87,8 +88,8 @@ func (c *Console) Search(ctx context.Context, q string) (*SearchResult, error) {
 	if q == "" {
 		return res, nil
 	}
-	if len(q) > 200 {
-		return nil, kernel.Errf(kernel.CodeInvalid, "q", "the search text is %d characters long; at most 200", len(q))
+	if n := utf8.RuneCountInString(q); n > 200 {
+		return nil, kernel.Errf(kernel.CodeInvalid, "q", "the search text is %d characters long; at most 200", n)
 	}
 	s := &searcher{c: c, ctx: ctx, res: res, seen: map[string]bool{}}
 	err := c.read(ctx, func(db *gorm.DB) error {
