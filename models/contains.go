@@ -8,12 +8,12 @@ import "strings"
 // escaped: the trigram indexes of search_index.go answer lower(col) LIKE
 // from the index, and without them PostgreSQL scans LIKE several times
 // faster than strpos() (docs/benchmarks.md, "Console pages at 100,000
-// machines"). SQLite keeps instr(), whose LIKE would fold case only for
-// ASCII.
+// machines"). SQLite keeps instr() over ipledger_lower (sqlite_lower.go):
+// its own lower() and LIKE fold case only for ASCII.
 func Contains(d Dialect, col, needle string) (string, any) {
 	if d == Postgres {
 		r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 		return "lower(" + col + ") LIKE ?", "%" + r.Replace(needle) + "%"
 	}
-	return "instr(lower(" + col + "), ?) > 0", needle
+	return "instr(" + sqliteLower + "(" + col + "), ?) > 0", needle
 }

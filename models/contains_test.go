@@ -24,7 +24,7 @@ func TestContains(t *testing.T) {
 		if err := db.Exec(`CREATE TABLE t_contains (v text)`).Error; err != nil {
 			t.Fatal(err)
 		}
-		vals := []string{"Rack0500-U01", "a_b", "axb", "50%", "500", `c\d`, `cd`, ""}
+		vals := []string{"Rack0500-U01", "a_b", "axb", "50%", "500", `c\d`, `cd`, "", "Ünit-É 7", "ÀÉÎ"}
 		for _, v := range vals {
 			if err := db.Exec(`INSERT INTO t_contains (v) VALUES (?)`, v).Error; err != nil {
 				t.Fatal(err)
@@ -44,6 +44,10 @@ func TestContains(t *testing.T) {
 			`c\d`:      `c\d`,
 			"50":       "50% 500 Rack0500-U01",
 			"zz":       "",
+			"ünit":     "Ünit-É 7",
+			"é 7":      "Ünit-É 7",
+			"àéî":      "ÀÉÎ",
+			"é":        "ÀÉÎ Ünit-É 7",
 		} {
 			cond, arg := models.Contains(d, "v", needle)
 			var got []string
