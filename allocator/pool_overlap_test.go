@@ -141,17 +141,17 @@ func TestExistingOverlapsReported(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := newFnd(t, db, 0)
-			f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.99", true))
-			f.mkPool("blocks", "ipv6prefix", 96, rng("fd00::", "fd00::1:0:0", true))
+			f.mkPoolAtSchema11("lo-ip", "ipv4", 0, rng("10.0.0.1", "10.0.0.99", true))
+			f.mkPoolAtSchema11("blocks", "ipv6prefix", 96, rng("fd00::", "fd00::1:0:0", true))
 			// Overlaps written before the rule existed (the allocator
 			// refuses them now): moved into place in SQL.
 			for _, c := range []struct{ pool, typ, first, last, toFirst, toLast string }{
 				{"mgmt", "ipv4", "10.0.1.50", "10.0.1.150", "10.0.0.50", "10.0.0.150"},
 				{"v6", "ipv6", "fd00:9::1", "fd00:9::9", "fd00::1:0:1", "fd00::1:0:9"},
 			} {
-				p := f.mkPool(c.pool, c.typ, 0, rng(c.first, c.last, true))
+				ids := f.mkPoolAtSchema11(c.pool, c.typ, 0, rng(c.first, c.last, true))
 				if err := db.Exec(`UPDATE pool_ranges SET first_key = ?, last_key = ?, first_value = ?, last_value = ? WHERE id = ?`,
-					*lcKey(c.toFirst), *lcKey(c.toLast), c.toFirst, c.toLast, p.Ranges[0].ID).Error; err != nil {
+					*lcKey(c.toFirst), *lcKey(c.toLast), c.toFirst, c.toLast, ids[0]).Error; err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -195,4 +195,18 @@ func TestExistingOverlapsReported(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mkPoolAtSchema11 creates a pool on a database migrated only to schema
+// 11 and returns its range ids. Today's CreatePool writes there, but its
+// answer reads range counts that later migrations added, so the pool is
+// read back from its rows instead.
+func (f *fnd) mkPoolAtSchema11(name, typ string, plen int, ranges ...RangeSpec) []int64 {
+	f.t.Helper()
+	_, err := f.a.CreatePool(f.ctx, PoolSpec{Name: name, Type: typ, DelegatePrefixLen: plen, Ranges: ranges})
+	var ids []int64
+	if e := f.a.DB().Raw(`SELECT r.id FROM pool_ranges r JOIN pools p ON p.id = r.pool_id WHERE p.name = ? ORDER BY r.id`, name).Scan(&ids).Error; e != nil || len(ids) != len(ranges) {
+		f.t.Fatalf("create pool %s at schema 11: %v; ranges stored: %v (%v)", name, err, ids, e)
+	}
+	return ids
 }
