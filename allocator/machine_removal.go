@@ -283,7 +283,10 @@ func (a *Allocator) DeleteMachine(ctx context.Context, id string, force bool) (*
 			}
 		}
 		var members []models.Machine
-		if err := t.Where("machine_id = ? OR host_machine_id = ?", row.MachineID, row.MachineID).Find(&members).Error; err != nil {
+		// The host first, then its DPUs by id: the audit events follow
+		// this order, which must not depend on the plan the database picks.
+		if err := t.Where("machine_id = ? OR host_machine_id = ?", row.MachineID, row.MachineID).
+			Order("host_machine_id IS NOT NULL, machine_id").Find(&members).Error; err != nil {
 			return err
 		}
 		ids := make([]string, 0, len(members))
