@@ -76,9 +76,12 @@ func reservedUnheldSQL(r string) string {
 // reservedDeltaSQL adds to reserved_unheld, per range, the sum of s over
 // the rows that parts select (each a range id and s).
 func reservedDeltaSQL(parts []string) string {
-	return `UPDATE range_counts AS c SET reserved_unheld = c.reserved_unheld + d.n
+	// No alias on range_counts: SQLite before 3.45 or so (the sqlite3
+	// tool of Debian 12 among them) refuses one in a trigger's UPDATE and
+	// then cannot open the database at all.
+	return `UPDATE range_counts SET reserved_unheld = range_counts.reserved_unheld + d.n
 FROM (SELECT x.id, SUM(x.s) AS n FROM (` + strings.Join(parts, "\n  UNION ALL\n  ") + `) x GROUP BY x.id) d
-WHERE c.range_id = d.id AND d.n <> 0`
+WHERE range_counts.range_id = d.id AND d.n <> 0`
 }
 
 // reservedDpuDeltaSQL: src has the columns loopback_ip_key,
