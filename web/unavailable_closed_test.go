@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"gorm.io/gorm"
+
 	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
 )
@@ -17,41 +18,29 @@ import (
 // Retry-After header, on both databases.
 func TestClosedDatabaseIs503WithRetryAfter(t *testing.T) {
 	t.Parallel()
-	for _, d := range dbtest.Dialects {
-		t.Run(string(d), func(t *testing.T) {
-			if d == models.Postgres {
-				dbtest.RequirePostgres(t)
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		b := site.login(auth.RoleAdmin)
+		closeDatabase(t, db)
+		req, _ := http.NewRequest("GET", site.srv.URL+"/api/v1/pools", nil)
+		req.Header.Set("Authorization", "Bearer "+site.tokens[auth.RoleAdmin])
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readBody(t, res)
+		if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"unavailable"`) || res.Header.Get("Retry-After") != web.RetryAfterSeconds {
+			t.Errorf("REST on a closed database: %d Retry-After %q %s, want 503 unavailable with Retry-After %s",
+				res.StatusCode, res.Header.Get("Retry-After"), body, web.RetryAfterSeconds)
+		}
+		for _, p := range []string{"/pools", "/events"} {
+			res = b.get(p)
+			body = readBody(t, res)
+			if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != web.RetryAfterSeconds {
+				t.Errorf("console %s on a closed database: %d Retry-After %q\n%s", p, res.StatusCode, res.Header.Get("Retry-After"), clip(body))
 			}
-			db := dbtest.Open(t, d)
-			site := newConsoleSite(t, db)
-			b := site.login(auth.RoleAdmin)
-			s, err := db.DB()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			req, _ := http.NewRequest("GET", site.srv.URL+"/api/v1/pools", nil)
-			req.Header.Set("Authorization", "Bearer "+site.tokens[auth.RoleAdmin])
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body := readBody(t, res)
-			if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"unavailable"`) || res.Header.Get("Retry-After") != web.RetryAfterSeconds {
-				t.Errorf("REST on a closed database: %d Retry-After %q %s, want 503 unavailable with Retry-After %s",
-					res.StatusCode, res.Header.Get("Retry-After"), body, web.RetryAfterSeconds)
-			}
-			for _, p := range []string{"/pools", "/events"} {
-				res = b.get(p)
-				body = readBody(t, res)
-				if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != web.RetryAfterSeconds {
-					t.Errorf("console %s on a closed database: %d Retry-After %q\n%s", p, res.StatusCode, res.Header.Get("Retry-After"), clip(body))
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestMetricsWhileDatabaseIsDown: /metrics still answers 200 with the
@@ -61,28 +50,30 @@ func TestClosedDatabaseIs503WithRetryAfter(t *testing.T) {
 // IpledgerErrors watches (docs/operations.md, "Monitoring").
 func TestMetricsWhileDatabaseIsDown(t *testing.T) {
 	t.Parallel()
-	for _, d := range dbtest.Dialects {
-		t.Run(string(d), func(t *testing.T) {
-			if d == models.Postgres {
-				dbtest.RequirePostgres(t)
-			}
-			db := dbtest.Open(t, d)
-			site := newConsoleSite(t, db)
-			s, err := db.DB()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			res, err := http.Get(site.srv.URL + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body := readBody(t, res)
-			if res.StatusCode != http.StatusOK || !strings.Contains(body, "ipledger_build_info") || !strings.Contains(body, "go_goroutines") {
-				t.Errorf("/metrics on a closed database: %d\n%s", res.StatusCode, clip(body))
-			}
-		})
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		site := newConsoleSite(t, db)
+		closeDatabase(t, db)
+		res, err := http.Get(site.srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readBody(t, res)
+		if res.StatusCode != http.StatusOK || !strings.Contains(body, "ipledger_build_info") || !strings.Contains(body, "go_goroutines") {
+			t.Errorf("/metrics on a closed database: %d\n%s", res.StatusCode, clip(body))
+		}
+	})
+}
+
+// closeDatabase closes the server's database handle under it, as at
+// shutdown: every later query fails with database/sql's "database is
+// closed".
+func closeDatabase(t *testing.T, db *gorm.DB) {
+	t.Helper()
+	s, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
