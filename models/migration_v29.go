@@ -156,33 +156,9 @@ BEGIN
   PERFORM pg_advisory_xact_lock_shared(` + reservedLockKey + `);
 END $$
 --;
-CREATE FUNCTION ipledger_expected_dpus_reserved_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM new_dpus WHERE loopback_ip_key IS NOT NULL OR loopback_ip_v6_key IS NOT NULL) THEN
-    RETURN NULL;
-  END IF;
-  PERFORM ipledger_lock_reservations();
-  ` + reservedDpuDeltaSQL(`(SELECT loopback_ip_key, loopback_ip_v6_key, 1 AS s FROM new_dpus)`) + `;
-  RETURN NULL;
-END $$
+` + pgDpuReservedTrigger("INSERT", "NEW", "new_dpus", "1") + `
 --;
-CREATE TRIGGER expected_dpus_reserved_insert AFTER INSERT ON expected_dpus
-  REFERENCING NEW TABLE AS new_dpus
-  FOR EACH STATEMENT EXECUTE FUNCTION ipledger_expected_dpus_reserved_insert()
---;
-CREATE FUNCTION ipledger_expected_dpus_reserved_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM old_dpus WHERE loopback_ip_key IS NOT NULL OR loopback_ip_v6_key IS NOT NULL) THEN
-    RETURN NULL;
-  END IF;
-  PERFORM ipledger_lock_reservations();
-  ` + reservedDpuDeltaSQL(`(SELECT loopback_ip_key, loopback_ip_v6_key, -1 AS s FROM old_dpus)`) + `;
-  RETURN NULL;
-END $$
---;
-CREATE TRIGGER expected_dpus_reserved_delete AFTER DELETE ON expected_dpus
-  REFERENCING OLD TABLE AS old_dpus
-  FOR EACH STATEMENT EXECUTE FUNCTION ipledger_expected_dpus_reserved_delete()
+` + pgDpuReservedTrigger("DELETE", "OLD", "old_dpus", "-1") + `
 --;
 CREATE FUNCTION ipledger_expected_dpus_reserved_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -196,33 +172,9 @@ CREATE TRIGGER expected_dpus_reserved_update AFTER UPDATE OF loopback_ip_key, lo
   FOR EACH ROW WHEN (OLD.loopback_ip_key IS DISTINCT FROM NEW.loopback_ip_key OR OLD.loopback_ip_v6_key IS DISTINCT FROM NEW.loopback_ip_v6_key)
   EXECUTE FUNCTION ipledger_expected_dpus_reserved_update()
 --;
-CREATE FUNCTION ipledger_allocations_reserved_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM 1 FROM pools WHERE name IN ` + reservationPoolNames + ` AND id IN (SELECT pool_id FROM new_allocations) ORDER BY name FOR SHARE;
-  IF NOT FOUND THEN
-    RETURN NULL;
-  END IF;
-  ` + reservedAllocationDeltaSQL(`(SELECT pool_id, value_key, -1 AS s FROM new_allocations)`) + `;
-  RETURN NULL;
-END $$
+` + pgAllocationReservedTrigger("INSERT", "NEW", "new_allocations", "-1") + `
 --;
-CREATE TRIGGER allocations_reserved_insert AFTER INSERT ON allocations
-  REFERENCING NEW TABLE AS new_allocations
-  FOR EACH STATEMENT EXECUTE FUNCTION ipledger_allocations_reserved_insert()
---;
-CREATE FUNCTION ipledger_allocations_reserved_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM 1 FROM pools WHERE name IN ` + reservationPoolNames + ` AND id IN (SELECT pool_id FROM old_allocations) ORDER BY name FOR SHARE;
-  IF NOT FOUND THEN
-    RETURN NULL;
-  END IF;
-  ` + reservedAllocationDeltaSQL(`(SELECT pool_id, value_key, 1 AS s FROM old_allocations)`) + `;
-  RETURN NULL;
-END $$
---;
-CREATE TRIGGER allocations_reserved_delete AFTER DELETE ON allocations
-  REFERENCING OLD TABLE AS old_allocations
-  FOR EACH STATEMENT EXECUTE FUNCTION ipledger_allocations_reserved_delete()
+` + pgAllocationReservedTrigger("DELETE", "OLD", "old_allocations", "1") + `
 --;
 CREATE FUNCTION ipledger_allocations_reserved_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -322,3 +274,41 @@ BEGIN
 END
 --;
 ` + schemaV29Backfill
+
+// pgReservedStatementTrigger is the AFTER statement trigger
+// TABLE_reserved_EVENT (event INSERT or DELETE, its transition table ref
+// of kind NEW or OLD) and its function, which runs body.
+func pgReservedStatementTrigger(table, event, kind, ref, body string) string {
+	name := table + "_reserved_" + strings.ToLower(event)
+	return `CREATE FUNCTION ipledger_` + name + `() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+` + body + `
+  RETURN NULL;
+END $$
+--;
+CREATE TRIGGER ` + name + ` AFTER ` + event + ` ON ` + table + `
+  REFERENCING ` + kind + ` TABLE AS ` + ref + `
+  FOR EACH STATEMENT EXECUTE FUNCTION ipledger_` + name + `()`
+}
+
+// pgDpuReservedTrigger counts the reservations a statement on
+// expected_dpus made (sign 1) or removed (sign -1), after taking the
+// reservation pools' locks (ipledger_lock_reservations).
+func pgDpuReservedTrigger(event, kind, ref, sign string) string {
+	return pgReservedStatementTrigger("expected_dpus", event, kind, ref, `  IF NOT EXISTS (SELECT 1 FROM `+ref+` WHERE loopback_ip_key IS NOT NULL OR loopback_ip_v6_key IS NOT NULL) THEN
+    RETURN NULL;
+  END IF;
+  PERFORM ipledger_lock_reservations();
+  `+reservedDpuDeltaSQL(`(SELECT loopback_ip_key, loopback_ip_v6_key, `+sign+` AS s FROM `+ref+`)`)+`;`)
+}
+
+// pgAllocationReservedTrigger counts the reservations a statement on
+// allocations stopped (sign -1) or started (sign 1) leaving unheld, after
+// locking the reservation pools it touched FOR SHARE.
+func pgAllocationReservedTrigger(event, kind, ref, sign string) string {
+	return pgReservedStatementTrigger("allocations", event, kind, ref, `  PERFORM 1 FROM pools WHERE name IN `+reservationPoolNames+` AND id IN (SELECT pool_id FROM `+ref+`) ORDER BY name FOR SHARE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  `+reservedAllocationDeltaSQL(`(SELECT pool_id, value_key, `+sign+` AS s FROM `+ref+`)`)+`;`)
+}
