@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -244,7 +245,7 @@ func (t *tx) insertAllocation(p *models.Pool, v u128, owner Owner) (*models.Allo
 	row := models.Allocation{PoolID: p.ID, ValueKey: v.key(), Value: sp.format(v), State: models.StateAllocated,
 		OwnerType: strp(owner.Type), OwnerID: strp(owner.ID), RunEnd: runEnd, AllocatedAt: t.now}
 	if err := t.Create(&row).Error; err != nil {
-		if models.IsUniqueViolation(err) {
+		if database.IsUniqueViolation(err) {
 			return nil, kernel.Errf(kernel.CodeNotAvailable, "value", "%s was taken meanwhile in pool %q", row.Value, p.Name)
 		}
 		return nil, err

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // docs/pools.md: an owner holds at most one value per pool; asking again

@@ -22,9 +22,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 var benchPoolSeq atomic.Int64

@@ -8,9 +8,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // concurrencyURL gives a fresh database URL of dialect d that several
@@ -32,7 +33,7 @@ func allocators(t *testing.T, u string, n int) []*Allocator {
 			db = dbtest.OpenURL(t, u)
 		} else {
 			var err error
-			db, _, err = models.Open(u)
+			db, _, err = database.Open(u)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/strictjson"
@@ -80,7 +81,7 @@ func (t *tx) writeDpus(id string, r *emRecord) error {
 // emConstraintError maps a unique violation of expected_machines /
 // expected_dpus to the 409 of docs/api.md naming the field.
 func emConstraintError(err error, dpuField, macField string) error {
-	if !models.IsUniqueViolation(err) {
+	if !database.IsUniqueViolation(err) {
 		return err
 	}
 	name := err.Error()

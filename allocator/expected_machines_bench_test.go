@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // emBenchAllocator is an allocator over a fresh database with wide

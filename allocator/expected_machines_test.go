@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -444,7 +445,7 @@ func TestExpectedDpuUniqueConstraints(t *testing.T) {
 			"v4 key":         {ExpectedMachineID: "em-x", SerialNumber: "MT-4", LoopbackIP: sp("10.180.62.201 "), LoopbackIPKey: &k4},
 		} {
 			err := f.db.Create(&d).Error
-			if !models.IsUniqueViolation(err) {
+			if !database.IsUniqueViolation(err) {
 				t.Fatalf("%s: duplicate accepted or wrong error: %v", name, err)
 			}
 			mapped := emConstraintError(err, "expected_dpus[0]", "bmc_mac_address")

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -277,7 +278,7 @@ func (a *Allocator) runGroupCommitOn(lc *leaderConn, pool string, batch []*alloc
 		}
 		return
 	}
-	if e, ok := kernel.AsError(err); ctx.Err() != nil || models.IsUnavailable(err) || (ok && e.Code == kernel.CodeUnavailable) {
+	if e, ok := kernel.AsError(err); ctx.Err() != nil || database.IsUnavailable(err) || (ok && e.Code == kernel.CodeUnavailable) {
 		// Cut short by a deadline, or the database went away: the commit
 		// may have happened all the same (a deadline passing while COMMIT
 		// is in flight cannot stop it). Look before answering.

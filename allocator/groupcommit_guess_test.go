@@ -7,10 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // checkRangeCounts fails unless range_counts matches the allocations and

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -162,7 +163,7 @@ func (a *Allocator) groupCommitPG(ctx context.Context, lc *leaderConn, pool stri
 		if _, ok := kernel.AsError(err); ok {
 			return nil, err
 		}
-		if models.IsUnavailable(err) || ctx.Err() != nil {
+		if database.IsUnavailable(err) || ctx.Err() != nil {
 			return nil, kernel.MapCtxError(ctx, err)
 		}
 		return nil, err

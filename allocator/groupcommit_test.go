@@ -14,10 +14,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // oracleFree lists, by brute force over every value of pool's auto_assign

@@ -15,10 +15,11 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 type lcSite struct {
@@ -729,23 +730,23 @@ func TestMachineConstraints(t *testing.T) {
 		s.report(macA, "S1")
 		now := time.Now().UTC()
 		dup := models.Machine{MachineID: "other", Kind: KindDPU, State: StateReady, SerialNumber: strp("S1"), Version: 1, CreatedAt: now, UpdatedAt: now}
-		if err := s.db.Create(&dup).Error; !models.IsConstraintViolation(err) {
+		if err := s.db.Create(&dup).Error; !database.IsConstraintViolation(err) {
 			t.Fatalf("second machine with serial S1: %v", err)
 		}
 		bad := models.Machine{MachineID: "bad", Kind: KindHost, State: "broken", Version: 1, CreatedAt: now, UpdatedAt: now}
-		if err := s.db.Create(&bad).Error; !models.IsConstraintViolation(err) {
+		if err := s.db.Create(&bad).Error; !database.IsConstraintViolation(err) {
 			t.Fatalf("state outside ready/decommissioned: %v", err)
 		}
 		var p models.Pool
 		s.db.Where("name = ?", PoolLoopbackV4).Take(&p)
 		second := models.Allocation{PoolID: p.ID, ValueKey: *lcKey("10.0.0.5"), Value: "10.0.0.5", State: models.StateAllocated,
 			OwnerType: strp(OwnerTypeMachine), OwnerID: strp(DPUMachineID("S1")), RunEnd: true, AllocatedAt: now}
-		if err := s.db.Create(&second).Error; !models.IsConstraintViolation(err) {
+		if err := s.db.Create(&second).Error; !database.IsConstraintViolation(err) {
 			t.Fatalf("second lo-ip value for one DPU: %v", err)
 		}
 		other := models.Allocation{PoolID: p.ID, ValueKey: *lcKey("10.0.0.1"), Value: "10.0.0.1", State: models.StateAllocated,
 			OwnerType: strp(OwnerTypeMachine), OwnerID: strp("someone-else"), RunEnd: true, AllocatedAt: now}
-		if err := s.db.Create(&other).Error; !models.IsConstraintViolation(err) {
+		if err := s.db.Create(&other).Error; !database.IsConstraintViolation(err) {
 			t.Fatalf("two DPUs with one loopback: %v", err)
 		}
 		// The network configs themselves never share a loopback (migration 3).
@@ -754,7 +755,7 @@ func TestMachineConstraints(t *testing.T) {
 			v4, v6 := s.loopbacks("S1")
 			v := map[string]string{"loopback_ip": v4, "loopback_ip_v6": v6}[col]
 			err := s.db.Model(&models.NetworkConfig{}).Where("machine_id = ?", DPUMachineID("S2")).Update(col, v).Error
-			if !models.IsConstraintViolation(err) {
+			if !database.IsConstraintViolation(err) {
 				t.Fatalf("two network configs with %s %s: %v", col, v, err)
 			}
 		}
@@ -774,7 +775,7 @@ func TestMachineConstraints(t *testing.T) {
 					mu.Lock()
 					wins++
 					mu.Unlock()
-				} else if !models.IsConstraintViolation(err) && !models.IsRetryable(err) {
+				} else if !database.IsConstraintViolation(err) && !database.IsRetryable(err) {
 					t.Errorf("writer %d: %v", i, err)
 				}
 			}(i)

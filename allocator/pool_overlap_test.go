@@ -6,10 +6,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // Address pools never overlap one another, on every door that creates or
@@ -130,7 +131,7 @@ func TestExistingOverlapsReported(t *testing.T) {
 			} else {
 				u = dbtest.NewSQLiteURL(t)
 			}
-			db, _, err := models.Open(u)
+			db, _, err := database.Open(u)
 			if err != nil {
 				t.Fatal(err)
 			}

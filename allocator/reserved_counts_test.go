@@ -20,10 +20,11 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // reservedOracle is the reserved count of each range of pool (by range
@@ -424,7 +425,7 @@ func TestReservedCountUnderConcurrentWriters(t *testing.T) {
 						}
 					}
 					var ke *kernel.Error
-					if err != nil && !errors.As(err, &ke) && !models.IsConstraintViolation(err) && !models.IsRetryable(err) {
+					if err != nil && !errors.As(err, &ke) && !database.IsConstraintViolation(err) && !database.IsRetryable(err) {
 						t.Errorf("writer %d step %d: %v", w, i, err)
 						return
 					}

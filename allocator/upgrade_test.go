@@ -21,10 +21,11 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 const (
@@ -154,7 +155,7 @@ func TestUpgradeFromEverySchemaVersion(t *testing.T) {
 				if d == models.Postgres {
 					u = dbtest.NewPostgresURL(t)
 				}
-				old, _, err := models.Open(u)
+				old, _, err := database.Open(u)
 				if err != nil {
 					t.Fatal(err)
 				}

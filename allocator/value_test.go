@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // Keys are 32 hex digits whose byte order is numeric order, across the

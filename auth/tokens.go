@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -99,7 +100,7 @@ func (s *Service) CreateToken(ctx context.Context, name string, role Role, value
 		}
 		row := models.APIToken{Name: name, Role: string(role), TokenHash: hashToken(value), CreatedAt: t.Now}
 		if err := t.Create(&row).Error; err != nil {
-			if models.IsConstraintViolation(err) && strings.Contains(err.Error(), "name") {
+			if database.IsConstraintViolation(err) && strings.Contains(err.Error(), "name") {
 				return tokenNameTaken(name, 0)
 			}
 			return err

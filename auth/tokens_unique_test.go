@@ -7,9 +7,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // Token names are unique, also when two creations race; a changed

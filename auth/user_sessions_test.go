@@ -9,10 +9,11 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 func TestPeopleSessions(t *testing.T) {
@@ -85,7 +86,7 @@ func TestPeopleSessions(t *testing.T) {
 		for _, role := range []string{"", "root"} {
 			err := db.Exec(`INSERT INTO user_sessions (id, username, role, source, created_at, last_seen_at, expires_at) VALUES (?, 'm', ?, 'oidc', 1, 1, 2)`,
 				sessionHash(role+"x"), role).Error
-			if !models.IsConstraintViolation(err) {
+			if !database.IsConstraintViolation(err) {
 				t.Errorf("role %q: %v", role, err)
 			}
 		}
@@ -149,7 +150,7 @@ func TestPeopleSessionIDToken(t *testing.T) {
 		for _, bad := range []string{raw, "v1." + strings.Repeat("A", 16384)} {
 			err := db.Exec(`INSERT INTO user_sessions (id, username, role, source, created_at, last_seen_at, expires_at, id_token) VALUES (?, 'm', 'admin', 'oidc', 1, 1, 2, ?)`,
 				sessionHash(bad[:8]), bad).Error
-			if !models.IsConstraintViolation(err) {
+			if !database.IsConstraintViolation(err) {
 				t.Errorf("id_token %.12s… (%d bytes): %v", bad, len(bad), err)
 			}
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/bench/emfile"
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/web"
 )

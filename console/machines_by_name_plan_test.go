@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // TestHostsByNameUsesIndexes: the sort name's ExpectedMachine look-up

@@ -9,8 +9,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // TestConsolePoolUsage replays a known history: the counts per UTC day

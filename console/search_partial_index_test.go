@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/dbcheck"
 	"github.com/ipledger/ipledger/models"
 )
@@ -116,7 +117,7 @@ func TestSearchPartialFollowsWritesAndIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if st, err := models.SearchIndexStatus(s.db); err != nil || !strings.Contains(st, "missing") {
+		if st, err := database.SearchIndexStatus(s.db); err != nil || !strings.Contains(st, "missing") {
 			t.Errorf("status without the indexes: %q, %v", st, err)
 		}
 		// Not a broken database: check passes, with a note.
@@ -135,7 +136,7 @@ func TestSearchPartialFollowsWritesAndIndexes(t *testing.T) {
 		if err := models.Migrate(s.db); err != nil {
 			t.Fatal(err)
 		}
-		if st, err := models.SearchIndexStatus(s.db); err != nil || st != "" {
+		if st, err := database.SearchIndexStatus(s.db); err != nil || st != "" {
 			t.Errorf("status after Migrate: %q, %v", st, err)
 		}
 	})

@@ -7,9 +7,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/kernel"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // site is a database with the two loopback pools, the allocator writing

@@ -18,6 +18,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -78,7 +79,7 @@ type Result struct {
 	NotRun string `json:"not_run,omitempty"`
 	// Notes are what an operator may want to know that breaks no rule:
 	// the console's search for part of a text scanning the fleet because
-	// PostgreSQL's pg_trgm is missing (models.SearchIndexStatus).
+	// PostgreSQL's pg_trgm is missing (database.SearchIndexStatus).
 	Notes []string `json:"notes,omitempty"`
 }
 
@@ -154,7 +155,7 @@ func Check(ctx context.Context, db *gorm.DB) (*Result, error) {
 				return nil
 			}
 		}
-		st, err := models.SearchIndexStatus(c.q)
+		st, err := database.SearchIndexStatus(c.q)
 		if st != "" {
 			res.Notes = append(res.Notes, st)
 		}

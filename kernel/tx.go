@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -42,7 +43,7 @@ type WriteOptions struct {
 const Attempts = 5
 
 // FailoverAttempts bounds the extra runs of a write whose PostgreSQL
-// server went away or turned read-only (models.IsFailover); between them
+// server went away or turned read-only (database.IsFailover); between them
 // Write waits 25 ms, 50 ms, … up to 400 ms, about 0.8 s in all, the time a
 // promoted standby takes to accept writes on this machine
 // (docs/reliability.md, "PostgreSQL failover").
@@ -54,7 +55,7 @@ const FailoverAttempts = 5
 // It runs fn again when the attempt could not have committed:
 //   - a lost race (deadlock, serialization failure, SQLite busy), up to
 //     Attempts runs in all;
-//   - a failover (models.IsFailover: 57P01, 25006, a lost or refused
+//   - a failover (database.IsFailover: 57P01, 25006, a lost or refused
 //     connection) met before COMMIT was sent, up to FailoverAttempts more
 //     runs, each on a fresh connection: on PostgreSQL every attempt runs
 //     on a connection of its own, which is discarded after such an error,
@@ -87,7 +88,7 @@ func Write(ctx context.Context, db *gorm.DB, opts WriteOptions, fn func(t *Tx) e
 					t.Conn = conn
 				}
 				err := run(c)
-				if err != nil && conn != nil && models.IsFailover(err) {
+				if err != nil && conn != nil && database.IsFailover(err) {
 					// The server went away or refuses writes: never hand
 					// this connection to another write.
 					_ = conn.Raw(func(any) error { return driver.ErrBadConn })
@@ -101,10 +102,10 @@ func Write(ctx context.Context, db *gorm.DB, opts WriteOptions, fn func(t *Tx) e
 			return nil
 		}
 		switch {
-		case models.IsRetryable(err) && races < Attempts-1:
+		case database.IsRetryable(err) && races < Attempts-1:
 			races++
 			time.Sleep(time.Duration(races) * 15 * time.Millisecond)
-		case models.IsFailover(err) && !committing && ctx.Err() == nil && failovers < FailoverAttempts:
+		case database.IsFailover(err) && !committing && ctx.Err() == nil && failovers < FailoverAttempts:
 			failovers++
 			slog.Warn("database failover: running the transaction again on a fresh connection", "attempt", failovers, "error", err)
 			select {
@@ -151,10 +152,10 @@ func MapDBError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return Errf(CodeUnavailable, "", "request cancelled or timed out: %v", err)
 	}
-	if models.IsConstraintViolation(err) {
+	if database.IsConstraintViolation(err) {
 		return Errf(CodeConflict, "", "the change collides with stored state (%s)", constraintText(err))
 	}
-	if models.IsUnavailable(err) {
+	if database.IsUnavailable(err) {
 		// The driver's text names the database's user, host and port: it
 		// goes to the server log, the client gets a plain 503.
 		slog.Warn("database unavailable", "error", err)

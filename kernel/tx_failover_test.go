@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 )
 
 // failoverDB opens a fresh PostgreSQL schema with one table, through a
@@ -26,7 +26,7 @@ import (
 func failoverDB(t *testing.T, maxConns int, params url.Values) (*gorm.DB, *gorm.DB) {
 	t.Helper()
 	raw := dbtest.NewPostgresURL(t)
-	admin, _, err := models.Open(raw)
+	admin, _, err := database.Open(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func failoverDB(t *testing.T, maxConns int, params url.Values) (*gorm.DB, *gorm.
 		q[k] = v
 	}
 	u.RawQuery = q.Encode()
-	db, _, err := models.OpenWith(u.String(), models.OpenOptions{MaxConns: maxConns})
+	db, _, err := database.OpenWith(u.String(), database.OpenOptions{MaxConns: maxConns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestWriteRetriesATransactionWhoseBackendWasTerminated(t *testing.T) {
 	if err != nil {
 		t.Fatalf("write: %v", err)
 	}
-	if len(errs) != 2 || errs[0] == nil || !models.IsFailover(errs[0]) || errs[1] != nil {
+	if len(errs) != 2 || errs[0] == nil || !database.IsFailover(errs[0]) || errs[1] != nil {
 		t.Fatalf("attempts: %v; want a lost connection, then success", errs)
 	}
 	// The first attempt's row died with its transaction.
@@ -197,12 +197,12 @@ func TestFailoverErrorsMapTo503(t *testing.T) {
 	for _, code := range []string{"57P01", "57P02", "57P03", "25006", "08006"} {
 		err := MapDBError(&pgconn.PgError{Code: code, Message: "x"})
 		wantUnavailable(t, err)
-		if !models.IsFailover(&pgconn.PgError{Code: code}) {
+		if !database.IsFailover(&pgconn.PgError{Code: code}) {
 			t.Errorf("%s is not classified as a failover", code)
 		}
 	}
 	for _, code := range []string{"57014", "23505", "40001", "42P01"} {
-		if models.IsFailover(&pgconn.PgError{Code: code}) {
+		if database.IsFailover(&pgconn.PgError{Code: code}) {
 			t.Errorf("%s is classified as a failover", code)
 		}
 	}

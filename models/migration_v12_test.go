@@ -7,8 +7,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // v6key is the sort key of an IPv6 address given as its two 64-bit halves.
@@ -30,7 +31,7 @@ func wantViolation(t *testing.T, what string, err error) {
 	if err == nil {
 		t.Fatalf("%s: accepted, want a constraint violation", what)
 	}
-	if !models.IsConstraintViolation(err) {
+	if !database.IsConstraintViolation(err) {
 		t.Fatalf("%s: error %v is not recognised as a constraint violation", what, err)
 	}
 }

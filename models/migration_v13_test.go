@@ -6,8 +6,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // Migration 13 numbers the events that exist before it in id order, 1..N.
@@ -46,7 +47,7 @@ func numbersExistingEvents(t *testing.T, db *gorm.DB) {
 	}
 	// Two events cannot share a revision (the feed's order rests on it).
 	err := db.Exec(`UPDATE audit_events SET revision = 1 WHERE revision = 2`).Error
-	if err == nil || !models.IsConstraintViolation(err) {
+	if err == nil || !database.IsConstraintViolation(err) {
 		t.Fatalf("a duplicate revision: %v", err)
 	}
 }
@@ -76,7 +77,7 @@ func TestWebhookConstraintsHoldWithoutTheAllocator(t *testing.T) {
 			"ftp URL":                      db.Exec(hook, "g", "ftp://r/", t0, t0).Error,
 			"same name":                    db.Exec(hook, "h", "http://r/", t0, t0).Error,
 		} {
-			if err == nil || !models.IsConstraintViolation(err) {
+			if err == nil || !database.IsConstraintViolation(err) {
 				t.Errorf("%s: %v, want a constraint violation", name, err)
 			}
 		}
@@ -94,7 +95,7 @@ func TestWebhookConstraintsHoldWithoutTheAllocator(t *testing.T) {
 // the schema an older release left, for a migration test to fill.
 func openAt(t *testing.T, d models.Dialect, version int) *gorm.DB {
 	t.Helper()
-	db, _, err := models.Open(dbtest.NewURL(t, d))
+	db, _, err := database.Open(dbtest.NewURL(t, d))
 	must(t, err)
 	if s, e := db.DB(); e == nil {
 		t.Cleanup(func() { s.Close() })

@@ -5,8 +5,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 )
 
 // An audit event's actor role is NULL (a system actor) or one of the
@@ -20,7 +20,7 @@ func TestAuditEventActorRoleConstraint(t *testing.T) {
 			must(t, db.Exec(ins, t0, "user:alice", r).Error)
 		}
 		for _, bad := range []string{"root", "", "Operator"} {
-			if err := db.Exec(ins, t0, "user:mallory", bad).Error; err == nil || !models.IsConstraintViolation(err) {
+			if err := db.Exec(ins, t0, "user:mallory", bad).Error; err == nil || !database.IsConstraintViolation(err) {
 				t.Fatalf("role %q: %v", bad, err)
 			}
 		}

@@ -6,9 +6,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // The database refuses, without ipledger, a host name, chassis serial
@@ -35,7 +36,7 @@ VALUES (?, 'host', 'ready', ?, ?, ?)`, id, chassis, t0, t0).Error
 		must(t, host("host-ok", "CHS-1"))
 		refused := func(what string, r rune, err error) {
 			t.Helper()
-			if err == nil || !models.IsConstraintViolation(err) {
+			if err == nil || !database.IsConstraintViolation(err) {
 				t.Errorf("%s with U+%04X: %v, want a constraint violation", what, r, err)
 			}
 		}

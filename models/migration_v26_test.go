@@ -5,8 +5,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 )
 
 // A machine's BMC MAC (a host's or a DPU's) is stored only in the
@@ -26,14 +26,14 @@ func TestMachineBMCMACConstraints(t *testing.T) {
 		must(t, dpu("d2", nil, "S2")) // a DPU without a BMC MAC
 		must(t, dpu("d3", nil, "S3")) // NULLs never collide
 		for _, bad := range []string{"1A:00:00:00:00:02", "1a-00-00-00-00-02", "1a00.0000.0002", "1a:00:00:00:00:0g", "1a:00:00:00:00:02:03", ""} {
-			if err := dpu("dx", bad, "SX"); err == nil || !models.IsConstraintViolation(err) {
+			if err := dpu("dx", bad, "SX"); err == nil || !database.IsConstraintViolation(err) {
 				t.Errorf("DPU BMC MAC %q: %v, want a constraint violation", bad, err)
 			}
 			if bad == "" {
 				continue
 			}
 			err := db.Exec(`UPDATE machines SET bmc_mac_address = ? WHERE machine_id = 'd2'`, bad).Error
-			if err == nil || !models.IsConstraintViolation(err) {
+			if err == nil || !database.IsConstraintViolation(err) {
 				t.Errorf("update to %q: %v, want a constraint violation", bad, err)
 			}
 		}
@@ -44,7 +44,7 @@ func TestMachineBMCMACConstraints(t *testing.T) {
 			"host taking a dpu's":     host("hx", "1a:00:00:00:00:01"),
 			"dpu updated to a host's": db.Exec(`UPDATE machines SET bmc_mac_address = '0a:00:00:00:00:01' WHERE machine_id = 'd2'`).Error,
 		} {
-			if err == nil || !models.IsUniqueViolation(err) {
+			if err == nil || !database.IsUniqueViolation(err) {
 				t.Errorf("%s: %v, want a unique violation", name, err)
 			}
 		}

@@ -7,8 +7,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 const insertEM = `INSERT INTO expected_machines (id, bmc_mac_address, chassis_serial_number, fallback_dpu_serial_numbers,

@@ -10,8 +10,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 func key(n uint64) string { return fmt.Sprintf("%032x", n) }
@@ -135,7 +136,7 @@ func TestMigrateConcurrentStarts(t *testing.T) {
 				const n = 4
 				dbs := make([]*gorm.DB, n)
 				for i := range dbs {
-					db, _, err := models.Open(u)
+					db, _, err := database.Open(u)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -292,10 +293,10 @@ func TestConstraintsHoldWithoutTheAllocator(t *testing.T) {
 			if strings.HasPrefix(inner.Error(), "setup:") {
 				t.Fatalf("%s: %v", c.name, inner)
 			}
-			if !models.IsConstraintViolation(inner) {
+			if !database.IsConstraintViolation(inner) {
 				t.Fatalf("%s: error %v is not recognised as a constraint violation", c.name, inner)
 			}
-			if models.IsRetryable(inner) || models.IsUnavailable(inner) {
+			if database.IsRetryable(inner) || database.IsUnavailable(inner) {
 				t.Fatalf("%s: constraint violation %v classified as retryable/unavailable", c.name, inner)
 			}
 			if err != errRollback {
@@ -343,7 +344,7 @@ func TestSQLiteBeginImmediateQueuesWriters(t *testing.T) {
 	t.Parallel()
 	u := dbtest.NewSQLiteURL(t)
 	db1 := dbtest.OpenURL(t, u)
-	db2, _, err := models.Open(u)
+	db2, _, err := database.Open(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +414,7 @@ func TestParseURL(t *testing.T) {
 		{"mysql://u@h/db", "", "", true},
 		{"ipledger", "", "", true},
 	} {
-		got, err := models.ParseURL(c.in)
+		got, err := database.ParseURL(c.in)
 		if c.bad {
 			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", c.in)) {
 				t.Fatalf("%q: want an error naming it, got %v", c.in, err)
@@ -446,7 +447,7 @@ func TestRangeRemovalRacesAllocationInsert(t *testing.T) {
 					u = dbtest.NewSQLiteURL(t)
 				}
 				g1 := dbtest.OpenURL(t, u)
-				g2, _, err := models.Open(u)
+				g2, _, err := database.Open(u)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -499,7 +500,7 @@ func TestRangeRemovalRacesAllocationInsert(t *testing.T) {
 				}
 				must(t, tx1.Commit())
 				err = <-done
-				if err == nil || !models.IsConstraintViolation(err) {
+				if err == nil || !database.IsConstraintViolation(err) {
 					t.Fatalf("second writer: %v, want a constraint violation", err)
 				}
 				var orphans int64
@@ -532,7 +533,7 @@ func TestConstraintsUnderConcurrentWriters(t *testing.T) {
 			const n = 8
 			handles := make([]*gorm.DB, n)
 			for i := range handles {
-				h, _, err := models.Open(u)
+				h, _, err := database.Open(u)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -554,7 +555,7 @@ func TestConstraintsUnderConcurrentWriters(t *testing.T) {
 						// and so does this writer.
 						for attempt := 0; attempt < 10; attempt++ {
 							errs[i] = handles[i].Transaction(func(tx *gorm.DB) error { return write(i, tx) })
-							if !models.IsRetryable(errs[i]) {
+							if !database.IsRetryable(errs[i]) {
 								break
 							}
 						}
@@ -567,7 +568,7 @@ func TestConstraintsUnderConcurrentWriters(t *testing.T) {
 					switch {
 					case err == nil:
 						wins++
-					case models.IsConstraintViolation(err):
+					case database.IsConstraintViolation(err):
 					default:
 						t.Fatalf("%s: writer %d: %v", name, i, err)
 					}

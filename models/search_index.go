@@ -22,7 +22,7 @@ import (
 // versioned migrations, whenever pg_trgm is installed or can be created,
 // and does nothing (search scans, slower and with the same results) when
 // it cannot. A later start creates them once pg_trgm is there.
-// SearchIndexStatus says which path a database is on; the start-up log,
+// database.SearchIndexStatus says which path a database is on; the start-up log,
 // `ipledger migrate` and `ipledger check` print it (docs/operations.md,
 // "Search for part of a text").
 
@@ -54,9 +54,9 @@ func searchIndexObjects() []SchemaObject {
 	return out
 }
 
-// trigramSchema returns the schema pg_trgm is installed in, quoted as an
+// TrigramSchema returns the schema pg_trgm is installed in, quoted as an
 // identifier, or "" when it is not installed in the database.
-func trigramSchema(db *gorm.DB) (string, error) {
+func TrigramSchema(db *gorm.DB) (string, error) {
 	var ns []string
 	err := db.Raw(`SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_trgm'`).Scan(&ns).Error
 	if err != nil || len(ns) == 0 {
@@ -65,8 +65,8 @@ func trigramSchema(db *gorm.DB) (string, error) {
 	return ns[0], nil
 }
 
-// presentSearchIndexes counts the SearchIndexes in db's current schema.
-func presentSearchIndexes(db *gorm.DB) (int, error) {
+// PresentSearchIndexes counts the SearchIndexes in db's current schema.
+func PresentSearchIndexes(db *gorm.DB) (int, error) {
 	names := make([]string, len(SearchIndexes))
 	for i, x := range SearchIndexes {
 		names[i] = x.Name
@@ -79,19 +79,19 @@ func presentSearchIndexes(db *gorm.DB) (int, error) {
 // ensureSearchIndexes creates the missing SearchIndexes on PostgreSQL,
 // creating pg_trgm first (in the current schema, beside the tables) when
 // it is not installed. A database that refuses the extension is left as
-// it is: no error, the search scans (SearchIndexStatus).
+// it is: no error, the search scans (database.SearchIndexStatus).
 func ensureSearchIndexes(db *gorm.DB) error {
 	if DialectOf(db) != Postgres {
 		return nil
 	}
-	if n, err := presentSearchIndexes(db); err != nil || n == len(SearchIndexes) {
+	if n, err := PresentSearchIndexes(db); err != nil || n == len(SearchIndexes) {
 		return err
 	}
 	return db.Transaction(func(tx *gorm.DB) error {
 		if err := migrateLock(tx, Postgres); err != nil {
 			return err
 		}
-		ns, err := trigramSchema(tx)
+		ns, err := TrigramSchema(tx)
 		if err != nil {
 			return err
 		}
@@ -101,13 +101,13 @@ func ensureSearchIndexes(db *gorm.DB) error {
 			if tx.Transaction(func(sp *gorm.DB) error { return sp.Exec(`CREATE EXTENSION IF NOT EXISTS pg_trgm`).Error }) != nil {
 				return nil
 			}
-			if ns, err = trigramSchema(tx); err != nil || ns == "" {
+			if ns, err = TrigramSchema(tx); err != nil || ns == "" {
 				return err
 			}
 		}
-		if usable, err := trigramUsable(tx, ns); err != nil || !usable {
+		if usable, err := TrigramUsable(tx, ns); err != nil || !usable {
 			// pg_trgm lives in a schema this user may not use: the
-			// search scans, and SearchIndexStatus says why.
+			// search scans, and database.SearchIndexStatus says why.
 			return err
 		}
 		for _, x := range SearchIndexes {
@@ -120,40 +120,10 @@ func ensureSearchIndexes(db *gorm.DB) error {
 	})
 }
 
-// trigramUsable says whether the current user may use the schema ns that
+// TrigramUsable says whether the current user may use the schema ns that
 // pg_trgm is installed in (its operator classes live there).
-func trigramUsable(db *gorm.DB, ns string) (bool, error) {
+func TrigramUsable(db *gorm.DB, ns string) (bool, error) {
 	var ok []bool
 	err := db.Raw(`SELECT has_schema_privilege(?::regnamespace, 'USAGE')`, ns).Scan(&ok).Error
 	return err == nil && len(ok) == 1 && ok[0], err
-}
-
-// SearchIndexStatus says how db answers the console's search for part of
-// a text: "" when every SearchIndex is in place (PostgreSQL with pg_trgm),
-// else one sentence saying that the search scans the fleet and why, for
-// the start-up log, `ipledger migrate` and `ipledger check`.
-func SearchIndexStatus(db *gorm.DB) (string, error) {
-	if DialectOf(db) != Postgres {
-		return "", nil
-	}
-	n, err := presentSearchIndexes(db)
-	if err != nil || n == len(SearchIndexes) {
-		return "", err
-	}
-	ns, err := trigramSchema(db)
-	if err != nil {
-		return "", err
-	}
-	if ns == "" {
-		return "search for part of a text scans every machine and ExpectedMachine: the PostgreSQL extension pg_trgm " +
-			"is not installed and this database user may not create it (run CREATE EXTENSION pg_trgm as the database's " +
-			"owner, then restart ipledger or run ipledger migrate)", nil
-	}
-	if usable, err := trigramUsable(db, ns); err != nil || !usable {
-		return fmt.Sprintf("search for part of a text scans every machine and ExpectedMachine: the PostgreSQL extension pg_trgm "+
-			"is installed in the schema %s, which this database user may not use (GRANT USAGE ON SCHEMA %s to it, then "+
-			"restart ipledger or run ipledger migrate)", ns, ns), err
-	}
-	return fmt.Sprintf("search for part of a text scans every machine and ExpectedMachine: %d of its %d trigram indexes "+
-		"are missing (restart ipledger or run ipledger migrate to create them)", len(SearchIndexes)-n, len(SearchIndexes)), nil
 }

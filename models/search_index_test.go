@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // TestSearchIndexesWithUnusableTrigramSchema: pg_trgm installed (by a
@@ -19,7 +20,7 @@ import (
 // database, and the shared test database has it in public.
 func TestSearchIndexesWithUnusableTrigramSchema(t *testing.T) {
 	dbtest.RequirePostgres(t)
-	admin, _, err := models.Open(dbtest.PostgresBase())
+	admin, _, err := database.Open(dbtest.PostgresBase())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestSearchIndexesWithUnusableTrigramSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	base.Path = "/" + name
-	super, _, err := models.Open(base.String())
+	super, _, err := database.Open(base.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestSearchIndexesWithUnusableTrigramSchema(t *testing.T) {
 	q := u.Query()
 	q.Set("search_path", "app")
 	u.RawQuery = q.Encode()
-	db, _, err := models.Open(u.String())
+	db, _, err := database.Open(u.String())
 	if err != nil {
 		t.Fatalf("open as a user without USAGE on pg_trgm's schema: %v", err)
 	}
@@ -77,7 +78,7 @@ func TestSearchIndexesWithUnusableTrigramSchema(t *testing.T) {
 	if err := models.Migrate(db); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if st, err := models.SearchIndexStatus(db); err != nil || !strings.Contains(st, "schema ext") {
+	if st, err := database.SearchIndexStatus(db); err != nil || !strings.Contains(st, "schema ext") {
 		t.Errorf("status: %q, %v; want it to name the schema ext", st, err)
 	}
 	if err := super.Exec(`GRANT USAGE ON SCHEMA ext TO ` + name).Error; err != nil {
@@ -86,7 +87,7 @@ func TestSearchIndexesWithUnusableTrigramSchema(t *testing.T) {
 	if err := models.Migrate(db); err != nil {
 		t.Fatalf("Migrate after the grant: %v", err)
 	}
-	if st, err := models.SearchIndexStatus(db); err != nil || st != "" {
+	if st, err := database.SearchIndexStatus(db); err != nil || st != "" {
 		t.Errorf("status after the grant: %q, %v; want the indexes in place", st, err)
 	}
 }

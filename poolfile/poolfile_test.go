@@ -14,11 +14,11 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/console"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/docs/samples"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // site is one test's allocator on a fresh database.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/docs/samples"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // emSample is docs/samples/expected-machines.json: the NICo file

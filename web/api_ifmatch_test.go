@@ -6,7 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database/dbtest"
 )
 
 // If-Match compares entity tags as strings: only the quoted canonical

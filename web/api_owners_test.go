@@ -12,7 +12,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/cni"
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database/dbtest"
 )
 
 func ownersCall(t *testing.T, srv http.Handler, method, path, token, body string) (int, []byte) {

@@ -9,7 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database/dbtest"
 )
 
 const hookSecret = "webhook-secret-never-shown"

@@ -10,8 +10,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/kernel"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // TestConsoleEventsObjectTypeFilter: the audit log's object-type filter

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // BenchmarkConsoleFleet measures every console page over HTTP with a

@@ -7,9 +7,10 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // The dashboard and the NOC wallboard show an alert for address pools that
@@ -17,7 +18,7 @@ import (
 func TestConsoleOverlapAlert(t *testing.T) {
 	t.Parallel()
 	u := dbtest.NewSQLiteURL(t)
-	db, _, err := models.Open(u)
+	db, _, err := database.Open(u)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database/dbtest"
 )
 
 // TestConsoleSessionsRowCount: the admin's sessions page says how many

@@ -24,9 +24,9 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/proto/gen/common"
 	"github.com/ipledger/ipledger/proto/gen/forge"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"

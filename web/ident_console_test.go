@@ -10,7 +10,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database/dbtest"
 )
 
 // consoleMixedMAC: see mixedMAC in ident_doors_test.go.

@@ -19,8 +19,8 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
 	"github.com/ipledger/ipledger/web"
 )

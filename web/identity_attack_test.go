@@ -12,8 +12,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 func sessionsStored(t *testing.T, db *gorm.DB) int64 {

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // TestSSOCallbackErrorIsNotReflected: anyone can send a link to the

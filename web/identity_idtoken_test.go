@@ -12,7 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/auth/oidctest"
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
 	"github.com/ipledger/ipledger/web"
 )

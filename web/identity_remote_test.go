@@ -7,7 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database/dbtest"
 )
 
 // remotesLogged returns the "remote" of every request log line.

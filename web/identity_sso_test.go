@@ -20,10 +20,10 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/auth/oidctest"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
 	"github.com/ipledger/ipledger/webhook"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/auth/certtest"
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
 	"github.com/ipledger/ipledger/web"
 )

@@ -14,10 +14,10 @@ import (
 	"github.com/pb33f/libopenapi-validator/paths"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // docErrorExamples reads the error examples of the served document:

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // Every query parameter the OpenAPI document lists for an operation is one

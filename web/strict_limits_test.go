@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // A body over the limit is 413 too_large with the API's error shape,

@@ -19,12 +19,12 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/buildinfo"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // hookReq is one request a test receiver got.

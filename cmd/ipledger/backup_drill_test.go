@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // The backup drill: writers allocate through an `ipledger serve` process
@@ -89,7 +90,7 @@ func TestBackupDrill(t *testing.T) {
 	if err := w.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := models.VerifySQLiteFile(strings.TrimPrefix(restored, "sqlite:")); err != nil || v != models.SchemaVersion() {
+	if v, err := database.VerifySQLiteFile(strings.TrimPrefix(restored, "sqlite:")); err != nil || v != models.SchemaVersion() {
 		t.Errorf("restored file: version %d, %v", v, err)
 	}
 }
@@ -166,7 +167,7 @@ func heldBackup(t *testing.T, w *drillWriters, src, to string) (before, held []d
 	cmd.SetArgs([]string{"backup", "--database", src, "--to", to})
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
-	err := cmd.ExecuteContext(models.WithBeforeCopy(context.Background(), hold))
+	err := cmd.ExecuteContext(database.WithBeforeCopy(context.Background(), hold))
 	finished.Store(true)
 	if err != nil {
 		t.Fatalf("backup: %v\n%s", err, out.String())

@@ -16,10 +16,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/kernel"
-	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // The documented PostgreSQL procedure (docs/operations.md, "Backups"):
@@ -91,7 +91,7 @@ func TestPostgresDumpRestoreCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		admin, _, err := models.Open(dbtest.PostgresBase())
+		admin, _, err := database.Open(dbtest.PostgresBase())
 		if err == nil {
 			admin.Exec(`DROP DATABASE IF EXISTS ` + target + ` WITH (FORCE)`)
 			closeDB(admin)

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // `ipledger check` on a database of an older schema reports the
@@ -17,7 +18,7 @@ func TestCheckOlderSchemaReportsVersionOnly(t *testing.T) {
 	for _, d := range []models.Dialect{models.SQLite, models.Postgres} {
 		t.Run(string(d), func(t *testing.T) {
 			u := dbtest.NewURL(t, d)
-			db, _, err := models.Open(u)
+			db, _, err := database.Open(u)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/database"
 )
 
 // config is every setting of ipledger. It is read in one place,
@@ -62,8 +62,8 @@ type setting struct {
 var settings = []setting{
 	{env: "IPLEDGER_LISTEN", flag: "listen", def: "127.0.0.1:8080", usage: "address to listen on",
 		set: func(c *config, v string) error { c.Listen = v; return hostPort(v) }},
-	{env: "IPLEDGER_DATABASE_URL", flag: "database", def: models.DefaultURL, usage: "database URL: sqlite:PATH or postgres://…",
-		set: func(c *config, v string) error { c.DatabaseURL = v; _, err := models.ParseURL(v); return err }},
+	{env: "IPLEDGER_DATABASE_URL", flag: "database", def: database.DefaultURL, usage: "database URL: sqlite:PATH or postgres://…",
+		set: func(c *config, v string) error { c.DatabaseURL = v; _, err := database.ParseURL(v); return err }},
 	{env: "IPLEDGER_POOLS", flag: "pools", usage: "NICo pool file loaded additively at start",
 		set: func(c *config, v string) error { c.PoolFile = v; return nil }},
 	{env: "IPLEDGER_QUARANTINE_HOLD", flag: "quarantine-hold", def: "0", usage: "how long a quarantined value is held before it is free again (0: until an admin releases it)",

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/dbcheck"
 	"github.com/ipledger/ipledger/models"
 )
@@ -36,19 +37,19 @@ func newBackupCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if t, err := models.ParseURL(c.DatabaseURL); err != nil {
+			if t, err := database.ParseURL(c.DatabaseURL); err != nil {
 				return err
 			} else if t.Dialect == models.Postgres {
-				return models.ErrPostgresBackup
+				return database.ErrPostgresBackup
 			} else if err := requireSQLiteFile(t); err != nil {
 				return err
 			}
-			db, _, err := models.Open(c.DatabaseURL)
+			db, _, err := database.Open(c.DatabaseURL)
 			if err != nil {
 				return fmt.Errorf("--database %s: %w", c.DatabaseURL, err)
 			}
 			defer closeDB(db)
-			v, err := models.Backup(cmd.Context(), db, to)
+			v, err := database.Backup(cmd.Context(), db, to)
 			if err != nil {
 				return err
 			}
@@ -79,7 +80,7 @@ func newRestoreCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, err := models.ParseURL(c.DatabaseURL)
+			t, err := database.ParseURL(c.DatabaseURL)
 			if err != nil {
 				return err
 			}
@@ -88,8 +89,8 @@ func newRestoreCmd(cf *clientFlags) *cobra.Command {
 					return err
 				}
 			}
-			v, err := models.Restore(from, t, force)
-			if errors.Is(err, models.ErrBadBackup) {
+			v, err := database.Restore(from, t, force)
+			if errors.Is(err, database.ErrBadBackup) {
 				return fmt.Errorf("--from %s: %w", from, err)
 			}
 			if err != nil {
@@ -119,7 +120,7 @@ func newCheckCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, err := models.ParseURL(c.DatabaseURL)
+			t, err := database.ParseURL(c.DatabaseURL)
 			if err != nil {
 				return err
 			}
@@ -151,7 +152,7 @@ func requireDir(flag, path string) error {
 // where an operator mistyped a path, and `backup` or `check` would then
 // fail with a confusing message about a missing table, having changed the
 // disk.
-func requireSQLiteFile(t models.Target) error {
+func requireSQLiteFile(t database.Target) error {
 	if t.Dialect != models.SQLite {
 		return nil
 	}
@@ -172,12 +173,12 @@ func runCheck(ctx context.Context, out io.Writer, url, output string) error {
 	// SQLite's own integrity check first: the rules below read only the
 	// rows they need, and would call a file with a damaged index or page
 	// elsewhere consistent.
-	if t, err := models.ParseURL(url); err == nil && t.Dialect == models.SQLite {
-		if err := models.CheckSQLiteIntegrity(t.Path); err != nil {
+	if t, err := database.ParseURL(url); err == nil && t.Dialect == models.SQLite {
+		if err := database.CheckSQLiteIntegrity(t.Path); err != nil {
 			return fmt.Errorf("--database sqlite:%s: the file is damaged: %w", t.Path, err)
 		}
 	}
-	db, _, err := models.OpenWith(url, models.OpenOptions{MaxConns: 2})
+	db, _, err := database.OpenWith(url, database.OpenOptions{MaxConns: 2})
 	if err != nil {
 		return err
 	}

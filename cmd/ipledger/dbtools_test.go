@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // A mistyped SQLite path given to backup or check is refused by name, and
@@ -146,7 +147,7 @@ func TestCheckNamesADatabaseWithoutTheSchema(t *testing.T) {
 			if d == models.Postgres {
 				url = dbtest.NewPostgresURL(t)
 			}
-			db, _, err := models.Open(url)
+			db, _, err := database.Open(url)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,8 +6,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit/serverkit"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // TestEventsShowRole: `ipledger events` shows beside each actor the role

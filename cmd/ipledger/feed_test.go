@@ -17,9 +17,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit/serverkit"
 	"github.com/ipledger/ipledger/kernel"
-	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/webhook"
 )
 

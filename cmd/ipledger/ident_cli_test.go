@@ -1,12 +1,13 @@
 package main
 
 import (
+	"strings"
+	"testing"
+
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit/serverkit"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
-	"strings"
-	"testing"
 )
 
 // TestCLIMixedSeparatorMAC: the CLI door of the one MAC rule

@@ -12,11 +12,11 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit/serverkit"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // TestDemoMachines: --demo builds a site whose DPU bindings show each

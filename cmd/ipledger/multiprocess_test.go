@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 )
 
 const mpAdminToken = "mp-admin-token-0123456789abcdef"
@@ -260,7 +260,7 @@ func mpScenario(t *testing.T, u string, n int) {
 			t.Fatalf("server %d pool: %d %s", i, code, body)
 		}
 	}
-	db, _, err := models.Open(u)
+	db, _, err := database.Open(u)
 	if err != nil {
 		t.Fatal(err)
 	}

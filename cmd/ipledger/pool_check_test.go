@@ -10,8 +10,9 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 	"github.com/ipledger/ipledger/web"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestPoolCheckCLI(t *testing.T) {
 	t.Parallel()
 	u := dbtest.NewSQLiteURL(t)
-	db, _, err := models.Open(u)
+	db, _, err := database.Open(u)
 	if err != nil {
 		t.Fatal(err)
 	}

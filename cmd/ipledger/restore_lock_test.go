@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/database"
 )
 
 // A restore never replaces a SQLite file that a server is using, --force
@@ -55,11 +55,11 @@ func TestRestoreRefusesADatabaseInUse(t *testing.T) {
 		t.Fatalf("restore after the server stopped: %v\n%s", err, out)
 	}
 
-	target, err := models.ParseURL(live)
+	target, err := database.ParseURL(live)
 	if err != nil {
 		t.Fatal(err)
 	}
-	release, err := models.ClaimSQLite(target.Path)
+	release, err := database.ClaimSQLite(target.Path)
 	if err != nil {
 		t.Fatal(err)
 	}

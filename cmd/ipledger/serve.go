@@ -17,6 +17,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/buildinfo"
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -38,7 +39,7 @@ func openDatabase(c config) (*allocator.Allocator, func(), error) {
 // openDatabaseWith is openDatabase with the allocator's hooks (serve's
 // metrics) given at construction.
 func openDatabaseWith(c config, opts allocator.Options) (*allocator.Allocator, func(), error) {
-	t, err := models.ParseURL(c.DatabaseURL)
+	t, err := database.ParseURL(c.DatabaseURL)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -46,11 +47,11 @@ func openDatabaseWith(c config, opts allocator.Options) (*allocator.Allocator, f
 	if t.Dialect == models.SQLite {
 		// Held while the process runs: a restore refuses to replace the
 		// file under a server (docs/operations.md, "Restore").
-		if release, err = models.HoldSQLite(t.Path); err != nil {
+		if release, err = database.HoldSQLite(t.Path); err != nil {
 			return nil, nil, err
 		}
 	}
-	db, _, err := models.OpenWith(c.DatabaseURL, models.OpenOptions{MaxConns: c.DBMaxConns})
+	db, _, err := database.OpenWith(c.DatabaseURL, database.OpenOptions{MaxConns: c.DBMaxConns})
 	if err != nil {
 		release()
 		return nil, nil, err
@@ -73,7 +74,7 @@ func openDatabaseWith(c config, opts allocator.Options) (*allocator.Allocator, f
 // are newer than its data: address pools that overlap and token names
 // shared by several tokens; and, on PostgreSQL without pg_trgm, that the
 // console's search for part of a text scans the fleet
-// (models.SearchIndexStatus). Nothing is changed; each line says how to
+// (database.SearchIndexStatus). Nothing is changed; each line says how to
 // fix it. The start-up log and `ipledger migrate` print them.
 func storedProblems(ctx context.Context, a *allocator.Allocator, db *gorm.DB) []string {
 	var out []string
@@ -91,7 +92,7 @@ func storedProblems(ctx context.Context, a *allocator.Allocator, db *gorm.DB) []
 	for _, n := range names {
 		out = append(out, fmt.Sprintf("several tokens are named %q: the audit actor token:%s names none of them alone; delete the extra ones by id (`ipledger token list`, `ipledger token delete --id N`)", n, n))
 	}
-	if st, err := models.SearchIndexStatus(db.WithContext(ctx)); err != nil {
+	if st, err := database.SearchIndexStatus(db.WithContext(ctx)); err != nil {
 		out = append(out, "cannot read the search indexes: "+err.Error())
 	} else if st != "" {
 		out = append(out, st)
@@ -237,7 +238,7 @@ func bootstrapAdmin(ctx context.Context, a *auth.Service, cmd *cobra.Command, to
 }
 
 func redactURL(u string) string {
-	t, err := models.ParseURL(u)
+	t, err := database.ParseURL(u)
 	if err != nil || t.Dialect == models.SQLite {
 		return u
 	}
@@ -254,7 +255,7 @@ func newMigrateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			db, _, err := models.OpenWith(c.DatabaseURL, models.OpenOptions{MaxConns: c.DBMaxConns})
+			db, _, err := database.OpenWith(c.DatabaseURL, database.OpenOptions{MaxConns: c.DBMaxConns})
 			if err != nil {
 				return err
 			}

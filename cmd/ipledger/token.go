@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -25,7 +26,7 @@ func openExistingDatabase(cmd *cobra.Command) (*allocator.Allocator, func(), err
 	if err != nil {
 		return nil, nil, err
 	}
-	if t, err := models.ParseURL(c.DatabaseURL); err == nil && t.Dialect == models.SQLite {
+	if t, err := database.ParseURL(c.DatabaseURL); err == nil && t.Dialect == models.SQLite {
 		if _, err := os.Stat(t.Path); err != nil {
 			return nil, nil, fmt.Errorf("--database %s: no database file at %s (a typo? run the server or `ipledger migrate` there first)", c.DatabaseURL, t.Path)
 		}

@@ -9,8 +9,9 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // TestTokenListDelete: `token list` shows every token with its live
@@ -24,7 +25,7 @@ func TestTokenListDelete(t *testing.T) {
 			var dbURL string
 			if dialect == "sqlite" {
 				dbURL = dbtest.NewSQLiteURL(t)
-				db, _, err := models.Open(dbURL)
+				db, _, err := database.Open(dbURL)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,8 +8,9 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // Token names are unique: a second `token create` with a name in use
@@ -26,7 +27,7 @@ func TestTokenNamesUnique(t *testing.T) {
 			} else {
 				dbURL = dbtest.NewPostgresURL(t)
 			}
-			db, _, err := models.Open(dbURL)
+			db, _, err := database.Open(dbURL)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -32,9 +32,9 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/upgrade"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // volatile are the fields of a write's answer that hold when it was made.

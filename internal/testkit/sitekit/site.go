@@ -12,8 +12,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/kernel"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // Site is one test's allocator over its own database. Ctx carries the

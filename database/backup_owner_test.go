@@ -1,6 +1,6 @@
 //go:build unix
 
-package models_test
+package database_test
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/database"
 )
 
 // A restore run as root gives the restored file the owner of the file it
@@ -25,11 +25,11 @@ func TestRestoreKeepsTheTargetsOwner(t *testing.T) {
 	if err := os.Chown(live, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	target, err := models.ParseURL("sqlite:" + live)
+	target, err := database.ParseURL("sqlite:" + live)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := models.Restore(backup, target, true); err != nil {
+	if _, err := database.Restore(backup, target, true); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(live)
@@ -61,11 +61,11 @@ func TestRestoreLockFileTakesTheDatabasesOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored := filepath.Join(data, "restored.db")
-	target, err := models.ParseURL("sqlite:" + restored)
+	target, err := database.ParseURL("sqlite:" + restored)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := models.Restore(backup, target, false); err != nil {
+	if _, err := database.Restore(backup, target, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{restored, restored + ".lock"} {

@@ -1,4 +1,4 @@
-package models
+package database
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ipledger/ipledger/models"
 	"gorm.io/gorm"
 )
 
@@ -29,7 +30,7 @@ var ErrPostgresBackup = errors.New("a PostgreSQL database is backed up and resto
 // schema version) and synced, then renamed: path is either absent or a
 // complete backup. path must not exist.
 func Backup(ctx context.Context, db *gorm.DB, path string) (schemaVersion int, err error) {
-	if DialectOf(db) != SQLite {
+	if models.DialectOf(db) != models.SQLite {
 		return 0, ErrPostgresBackup
 	}
 	if _, err := os.Stat(path); err == nil {
@@ -98,8 +99,8 @@ func VerifySQLiteFile(path string) (int, error) {
 	if err := db.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v).Error; err != nil {
 		return 0, fmt.Errorf("%q is not an ipledger database: %w", path, err)
 	}
-	if v > SchemaVersion() {
-		return v, fmt.Errorf("%q holds schema version %d, newer than this build's %d: restore it with the release that wrote it", path, v, SchemaVersion())
+	if v > models.SchemaVersion() {
+		return v, fmt.Errorf("%q holds schema version %d, newer than this build's %d: restore it with the release that wrote it", path, v, models.SchemaVersion())
 	}
 	return v, nil
 }
@@ -146,7 +147,7 @@ var ErrBadBackup = errors.New("not a usable backup")
 // removed (a stale WAL would be replayed over the restored file), and the
 // copy is renamed over the target.
 func Restore(from string, to Target, force bool) (schemaVersion int, err error) {
-	if to.Dialect != SQLite {
+	if to.Dialect != models.SQLite {
 		return 0, ErrPostgresBackup
 	}
 	// Work on the file itself: a symlink's path would take a lock of its
@@ -245,7 +246,7 @@ func sqliteTables(t Target) (int, error) {
 // (journal_mode) or the immediate transactions of a server's handle.
 func sqliteReadOnly(path string) Target {
 	esc := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
-	return Target{Dialect: SQLite, DSN: "file:" + esc + "?mode=ro&_pragma=busy_timeout(10000)", Path: path}
+	return Target{Dialect: models.SQLite, DSN: "file:" + esc + "?mode=ro&_pragma=busy_timeout(10000)", Path: path}
 }
 
 // takeOwner gives the restored copy (or the lock file) at tmp the owner

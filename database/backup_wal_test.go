@@ -1,10 +1,11 @@
-package models_test
+package database_test
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -15,7 +16,7 @@ func TestRestoreKeepsTheSourcesWAL(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	live := filepath.Join(dir, "live.db")
-	db, _, err := models.Open("sqlite:" + live)
+	db, _, err := database.Open("sqlite:" + live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +59,11 @@ func TestRestoreKeepsTheSourcesWAL(t *testing.T) {
 	}
 
 	restored := filepath.Join(dir, "restored.db")
-	target, err := models.ParseURL("sqlite:" + restored)
+	target, err := database.ParseURL("sqlite:" + restored)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := models.Restore(snap, target, false); err != nil {
+	if _, err := database.Restore(snap, target, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, suffix := range []string{"-wal", "-shm"} {
@@ -70,7 +71,7 @@ func TestRestoreKeepsTheSourcesWAL(t *testing.T) {
 			t.Errorf("the restore left %s beside the restored file", suffix)
 		}
 	}
-	rdb, _, err := models.Open("sqlite:" + restored)
+	rdb, _, err := database.Open("sqlite:" + restored)
 	if err != nil {
 		t.Fatal(err)
 	}

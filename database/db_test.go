@@ -1,9 +1,11 @@
-package models
+package database
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ipledger/ipledger/models"
 )
 
 // A SQLite path with URI-special characters ('#', '?', '%', spaces) opens
@@ -17,10 +19,10 @@ func TestSQLitePathWithSpecialCharacters(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if d != SQLite {
+		if d != models.SQLite {
 			t.Fatalf("%s: dialect %s", name, d)
 		}
-		if err := Migrate(db); err != nil {
+		if err := models.Migrate(db); err != nil {
 			t.Fatalf("%s: migrate: %v", name, err)
 		}
 		if s, err := db.DB(); err == nil {

@@ -1,4 +1,4 @@
-package models_test
+package database_test
 
 import (
 	"database/sql"
@@ -7,8 +7,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/models"
-	"github.com/ipledger/ipledger/models/dbtest"
 )
 
 // TestClosedDatabaseIsUnavailable: a read or a transaction on a database
@@ -17,7 +18,7 @@ import (
 // error, on both databases; so is database/sql's ErrConnDone.
 func TestClosedDatabaseIsUnavailable(t *testing.T) {
 	t.Parallel()
-	if !models.IsUnavailable(fmt.Errorf("commit: %w", sql.ErrConnDone)) {
+	if !database.IsUnavailable(fmt.Errorf("commit: %w", sql.ErrConnDone)) {
 		t.Error("sql.ErrConnDone is not unavailable")
 	}
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
@@ -29,11 +30,11 @@ func TestClosedDatabaseIsUnavailable(t *testing.T) {
 			t.Fatal(err)
 		}
 		var n int64
-		if err := db.Model(&models.Pool{}).Count(&n).Error; !models.IsUnavailable(err) {
+		if err := db.Model(&models.Pool{}).Count(&n).Error; !database.IsUnavailable(err) {
 			t.Errorf("a read on a closed database: %v, not unavailable", err)
 		}
 		err = db.Transaction(func(tx *gorm.DB) error { return tx.Exec("SELECT 1").Error })
-		if err == nil || !models.IsUnavailable(err) {
+		if err == nil || !database.IsUnavailable(err) {
 			t.Errorf("a transaction on a closed database: %v, not unavailable", err)
 		}
 	})

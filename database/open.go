@@ -1,8 +1,11 @@
-// Package models holds ipledger's gorm models, its versioned schema
-// migrations, and opening the embedded SQLite file or PostgreSQL from a
-// database URL (ARCHITECTURE.md, README.md). Only the allocator writes pool state
-// through these models.
-package models
+// Package database opens the embedded SQLite file or PostgreSQL from a
+// database URL (README.md), and holds what concerns the database as a
+// running thing rather than its schema: backups and restores of the SQLite
+// file, the file lock a server holds on it, the classification of
+// database errors (constraint violation, lost race, failover, outage), the
+// search indexes' status and the connection a LISTEN keeps open. The
+// schema, its rows and its migrations are package models.
+package database
 
 import (
 	"context"
@@ -14,17 +17,10 @@ import (
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"github.com/ipledger/ipledger/models"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-)
-
-// Dialect names the database behind a *gorm.DB.
-type Dialect string
-
-const (
-	SQLite   Dialect = "sqlite"
-	Postgres Dialect = "postgres"
 )
 
 // DefaultURL is the zero-setup default: an SQLite file in the working
@@ -33,7 +29,7 @@ const DefaultURL = "sqlite:ipledger.db"
 
 // Target is a parsed database URL.
 type Target struct {
-	Dialect Dialect
+	Dialect models.Dialect
 	// DSN is what the driver receives: a libpq URL for PostgreSQL, a file
 	// path with pragmas for SQLite.
 	DSN string
@@ -51,7 +47,7 @@ func ParseURL(raw string) (Target, error) {
 		if _, err := url.Parse(s); err != nil {
 			return Target{}, fmt.Errorf("database URL %q: %v", raw, err)
 		}
-		return Target{Dialect: Postgres, DSN: s}, nil
+		return Target{Dialect: models.Postgres, DSN: s}, nil
 	case strings.HasPrefix(s, "sqlite:"):
 		p := strings.TrimPrefix(s, "sqlite:")
 		p = strings.TrimPrefix(p, "//")
@@ -80,12 +76,12 @@ func sqliteTarget(path string) Target {
 	// The path is a URI path: '%', '?' and '#' would otherwise be read as
 	// an escape, the start of the parameters or a fragment.
 	esc := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
-	return Target{Dialect: SQLite, DSN: "file:" + esc + "?" + q.Encode(), Path: path}
+	return Target{Dialect: models.SQLite, DSN: "file:" + esc + "?" + q.Encode(), Path: path}
 }
 
 // Open connects to the database named by rawURL and pings it. It does not
 // migrate; call Migrate.
-func Open(rawURL string) (*gorm.DB, Dialect, error) {
+func Open(rawURL string) (*gorm.DB, models.Dialect, error) {
 	return OpenWith(rawURL, OpenOptions{})
 }
 
@@ -98,7 +94,7 @@ type OpenOptions struct {
 }
 
 // OpenWith is Open with options.
-func OpenWith(rawURL string, o OpenOptions) (*gorm.DB, Dialect, error) {
+func OpenWith(rawURL string, o OpenOptions) (*gorm.DB, models.Dialect, error) {
 	t, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, "", err
@@ -107,9 +103,9 @@ func OpenWith(rawURL string, o OpenOptions) (*gorm.DB, Dialect, error) {
 }
 
 // OpenTarget connects to a parsed Target.
-func OpenTarget(t Target) (*gorm.DB, Dialect, error) { return openTarget(t, OpenOptions{}) }
+func OpenTarget(t Target) (*gorm.DB, models.Dialect, error) { return openTarget(t, OpenOptions{}) }
 
-func openTarget(t Target, o OpenOptions) (*gorm.DB, Dialect, error) {
+func openTarget(t Target, o OpenOptions) (*gorm.DB, models.Dialect, error) {
 	cfg := &gorm.Config{
 		Logger:                                   logger.Discard,
 		SkipDefaultTransaction:                   true,
@@ -121,9 +117,9 @@ func openTarget(t Target, o OpenOptions) (*gorm.DB, Dialect, error) {
 		err error
 	)
 	switch t.Dialect {
-	case Postgres:
+	case models.Postgres:
 		db, err = gorm.Open(postgres.New(postgres.Config{DSN: t.DSN}), cfg)
-	case SQLite:
+	case models.SQLite:
 		if dir := filepath.Dir(t.Path); dir != "" && dir != "." {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, "", fmt.Errorf("database directory %q: %w", dir, err)
@@ -140,7 +136,7 @@ func openTarget(t Target, o OpenOptions) (*gorm.DB, Dialect, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if t.Dialect == SQLite {
+	if t.Dialect == models.SQLite {
 		// One writer at a time anyway; a small pool keeps readers going
 		// beside it without piling up BUSY waits.
 		sqlDB.SetMaxOpenConns(o.maxConns(4))
@@ -163,12 +159,4 @@ func (o OpenOptions) maxConns(def int) int {
 		return o.MaxConns
 	}
 	return def
-}
-
-// DialectOf tells which database a handle talks to.
-func DialectOf(db *gorm.DB) Dialect {
-	if db.Dialector.Name() == "postgres" {
-		return Postgres
-	}
-	return SQLite
 }

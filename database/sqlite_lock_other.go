@@ -1,6 +1,6 @@
 //go:build !unix
 
-package models
+package database
 
 // HoldSQLite has no advisory lock on this platform: stop the server
 // before a restore.

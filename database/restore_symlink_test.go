@@ -1,6 +1,6 @@
 //go:build unix
 
-package models_test
+package database_test
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/database"
 )
 
 // A restore through a symlink to a served database is refused as through
@@ -31,16 +31,16 @@ func TestRestoreThroughASymlinkIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	release, err := models.HoldSQLite(live)
+	release, err := database.HoldSQLite(live)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{link, filepath.Join(linkedDir, "live.db")} {
-		target, err := models.ParseURL("sqlite:" + p)
+		target, err := database.ParseURL("sqlite:" + p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := models.Restore(backup, target, true); err == nil || !strings.Contains(err.Error(), "in use by a running ipledger server") {
+		if _, err := database.Restore(backup, target, true); err == nil || !strings.Contains(err.Error(), "in use by a running ipledger server") {
 			t.Errorf("restore through %q beside a running server: %v", p, err)
 		}
 	}
@@ -49,21 +49,21 @@ func TestRestoreThroughASymlinkIsRefused(t *testing.T) {
 		t.Fatalf("a refused restore changed the database file (%v)", err)
 	}
 
-	release, err = models.HoldSQLite(link)
+	release, err = database.HoldSQLite(link)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := models.ClaimSQLite(live); err == nil {
+	if r, err := database.ClaimSQLite(live); err == nil {
 		r()
 		t.Error("a restore claimed the real path while a server held it through a symlink")
 	}
 	release()
 
-	target, err := models.ParseURL("sqlite:" + link)
+	target, err := database.ParseURL("sqlite:" + link)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := models.Restore(backup, target, true); err != nil {
+	if _, err := database.Restore(backup, target, true); err != nil {
 		t.Fatalf("restore through a symlink after the server stopped: %v", err)
 	}
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {

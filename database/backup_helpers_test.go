@@ -1,10 +1,11 @@
-package models_test
+package database_test
 
 import (
 	"context"
 	"path/filepath"
 	"testing"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -14,7 +15,7 @@ import (
 func backedUpSQLite(t *testing.T, dir string) (live, backup string) {
 	t.Helper()
 	live, backup = filepath.Join(dir, "live.db"), filepath.Join(dir, "backup.db")
-	db, _, err := models.Open("sqlite:" + live)
+	db, _, err := database.Open("sqlite:" + live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func backedUpSQLite(t *testing.T, dir string) (live, backup string) {
 	if err := models.Migrate(db); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := models.Backup(context.Background(), db, backup); err != nil {
+	if _, err := database.Backup(context.Background(), db, backup); err != nil {
 		t.Fatal(err)
 	}
 	return live, backup

@@ -16,6 +16,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -45,7 +46,7 @@ func adminDB() (*gorm.DB, error) {
 	if admin != nil {
 		return admin, nil
 	}
-	db, _, err := models.Open(PostgresBase())
+	db, _, err := database.Open(PostgresBase())
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +69,7 @@ func adminDB() (*gorm.DB, error) {
 func RequirePostgres(t testing.TB) {
 	t.Helper()
 	pgOnce.Do(func() {
-		db, _, err := models.Open(PostgresBase())
+		db, _, err := database.Open(PostgresBase())
 		if err == nil {
 			if s, e := db.DB(); e == nil {
 				s.Close()
@@ -129,7 +130,7 @@ func Open(t testing.TB, d models.Dialect) *gorm.DB {
 // OpenURL opens and migrates the database at u, closed when t ends.
 func OpenURL(t testing.TB, u string) *gorm.DB {
 	t.Helper()
-	db, _, err := models.Open(u)
+	db, _, err := database.Open(u)
 	if err != nil {
 		t.Fatalf("open %s: %v", u, err)
 	}
@@ -181,7 +182,7 @@ func Handles(t testing.TB, u string, n int) []*gorm.DB {
 			out[i] = OpenURL(t, u)
 			continue
 		}
-		db, _, err := models.Open(u)
+		db, _, err := database.Open(u)
 		if err != nil {
 			t.Fatalf("open %s: %v", u, err)
 		}
