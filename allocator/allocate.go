@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -30,10 +31,10 @@ func (o Owner) String() string { return o.Type + "/" + o.ID }
 // Validate checks the owner's fields (422 invalid naming the field).
 func (o Owner) Validate() error {
 	if !ownerTypeRE.MatchString(o.Type) {
-		return kernel.Errf(kernel.CodeInvalid, "owner_type", "owner_type %q must match ^[a-z][a-z0-9_-]{0,31}$", o.Type)
+		return fault.Errf(fault.CodeInvalid, "owner_type", "owner_type %q must match ^[a-z][a-z0-9_-]{0,31}$", o.Type)
 	}
 	if o.ID == "" || len(o.ID) > 128 {
-		return kernel.Errf(kernel.CodeInvalid, "owner_id", "owner_id must be 1 to 128 characters, got %d", len(o.ID))
+		return fault.Errf(fault.CodeInvalid, "owner_id", "owner_id must be 1 to 128 characters, got %d", len(o.ID))
 	}
 	return nil
 }
@@ -125,7 +126,7 @@ func (t *tx) allocate(p *models.Pool, owner Owner, requested string) (*models.Al
 	if strings.TrimSpace(requested) != "" {
 		v, err := sp.parse(requested)
 		if err != nil {
-			return nil, false, kernel.Errf(kernel.CodeInvalid, "value", "%v", err)
+			return nil, false, fault.Errf(fault.CodeInvalid, "value", "%v", err)
 		}
 		want = &v
 	}
@@ -146,7 +147,7 @@ func (t *tx) allocate(p *models.Pool, owner Owner, requested string) (*models.Al
 	err := t.Where("pool_id = ? AND owner_type = ? AND owner_id = ?", p.ID, owner.Type, owner.ID).Take(&held).Error
 	if err == nil {
 		if want.key() != held.ValueKey {
-			return nil, false, kernel.Errf(kernel.CodeConflict, "value", "owner %s already holds %s in pool %q, not %s",
+			return nil, false, fault.Errf(fault.CodeConflict, "value", "owner %s already holds %s in pool %q, not %s",
 				owner, held.Value, p.Name, sp.format(*want))
 		}
 		return &held, false, nil
@@ -175,13 +176,13 @@ func (t *tx) checkRequestable(p *models.Pool, v u128, owner Owner) (*models.Allo
 	var r models.PoolRange
 	err := t.Where("pool_id = ? AND first_key <= ? AND last_key >= ?", p.ID, v.key(), v.key()).Take(&r).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeNotAvailable, "value", "%s is not in pool %q", val, p.Name)
+		return nil, fault.Errf(fault.CodeNotAvailable, "value", "%s is not in pool %q", val, p.Name)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if r.AutoAssign {
-		return nil, kernel.Errf(kernel.CodeNotAvailable, "value", "%s is in an auto-assign range (%s..%s) of pool %q; only values of auto_assign=false ranges can be requested",
+		return nil, fault.Errf(fault.CodeNotAvailable, "value", "%s is in an auto-assign range (%s..%s) of pool %q; only values of auto_assign=false ranges can be requested",
 			val, r.FirstValue, r.LastValue, p.Name)
 	}
 	var row models.Allocation
@@ -191,9 +192,9 @@ func (t *tx) checkRequestable(p *models.Pool, v u128, owner Owner) (*models.Allo
 			if deref(row.FormerOwnerType) == owner.Type && deref(row.FormerOwnerID) == owner.ID {
 				return &row, nil
 			}
-			return nil, kernel.Errf(kernel.CodeNotAvailable, "value", "%s is quarantined (former owner %s)", val, ownerText(t.DB, row.FormerOwnerType, row.FormerOwnerID))
+			return nil, fault.Errf(fault.CodeNotAvailable, "value", "%s is quarantined (former owner %s)", val, ownerText(t.DB, row.FormerOwnerType, row.FormerOwnerID))
 		}
-		return nil, kernel.Errf(kernel.CodeNotAvailable, "value", "%s is allocated to %s", val, ownerText(t.DB, row.OwnerType, row.OwnerID))
+		return nil, fault.Errf(fault.CodeNotAvailable, "value", "%s is allocated to %s", val, ownerText(t.DB, row.OwnerType, row.OwnerID))
 	}
 	if !errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, err
@@ -201,7 +202,7 @@ func (t *tx) checkRequestable(p *models.Pool, v u128, owner Owner) (*models.Allo
 	if serial, ok, err := t.declaredFor(p, v); err != nil {
 		return nil, err
 	} else if ok && !(owner.Type == OwnerTypeMachine && owner.ID == DPUMachineID(serial)) {
-		return nil, kernel.Errf(kernel.CodeNotAvailable, "value", "%s is declared for DPU %s", val, serial)
+		return nil, fault.Errf(fault.CodeNotAvailable, "value", "%s is declared for DPU %s", val, serial)
 	}
 	return nil, nil
 }
@@ -246,7 +247,7 @@ func (t *tx) insertAllocation(p *models.Pool, v u128, owner Owner) (*models.Allo
 		OwnerType: strp(owner.Type), OwnerID: strp(owner.ID), RunEnd: runEnd, AllocatedAt: t.now}
 	if err := t.Create(&row).Error; err != nil {
 		if database.IsUniqueViolation(err) {
-			return nil, kernel.Errf(kernel.CodeNotAvailable, "value", "%s was taken meanwhile in pool %q", row.Value, p.Name)
+			return nil, fault.Errf(fault.CodeNotAvailable, "value", "%s was taken meanwhile in pool %q", row.Value, p.Name)
 		}
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -144,7 +144,7 @@ func fillResults(p *models.Pool, reqs []autoOwner, res []allocResult, fresh []in
 		res[fresh[k]] = allocResult{row: &rows[k], created: true}
 	}
 	for _, i := range fresh[len(rows):] {
-		res[i] = allocResult{err: kernel.Errf(kernel.CodePoolExhausted, "", "pool %q has no free value in its auto_assign ranges", p.Name)}
+		res[i] = allocResult{err: fault.Errf(fault.CodePoolExhausted, "", "pool %q has no free value in its auto_assign ranges", p.Name)}
 	}
 	fillDuplicates(reqs, res, firstOf)
 }

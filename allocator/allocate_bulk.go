@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -44,19 +44,19 @@ func bulkField(i int, member string) string { return fmt.Sprintf("allocations[%d
 // the one of the first item, in list order, that meets it.
 func (a *Allocator) AllocateBulk(ctx context.Context, pool string, items []BulkItem) ([]Allocation, []bool, error) {
 	if len(items) == 0 {
-		return nil, nil, kernel.Errf(kernel.CodeInvalid, "allocations", "allocations must list at least one allocation")
+		return nil, nil, fault.Errf(fault.CodeInvalid, "allocations", "allocations must list at least one allocation")
 	}
 	if len(items) > MaxBulkAllocations {
-		return nil, nil, kernel.Errf(kernel.CodeInvalid, "allocations", "allocations lists %d allocations; at most %d fit in one request", len(items), MaxBulkAllocations)
+		return nil, nil, fault.Errf(fault.CodeInvalid, "allocations", "allocations lists %d allocations; at most %d fit in one request", len(items), MaxBulkAllocations)
 	}
 	seen := make(map[Owner]int, len(items))
 	for i, it := range items {
 		if err := it.Owner.Validate(); err != nil {
-			e, _ := kernel.AsError(err)
-			return nil, nil, kernel.Errf(e.Code, bulkField(i, e.Field), "%s", e.Message)
+			e, _ := fault.AsError(err)
+			return nil, nil, fault.Errf(e.Code, bulkField(i, e.Field), "%s", e.Message)
 		}
 		if j, dup := seen[it.Owner]; dup {
-			return nil, nil, kernel.Errf(kernel.CodeInvalid, bulkField(i, "owner_id"), "owner %s is already listed at allocations[%d]; an owner holds one value per pool", it.Owner, j)
+			return nil, nil, fault.Errf(fault.CodeInvalid, bulkField(i, "owner_id"), "owner %s is already listed at allocations[%d]; an owner holds one value per pool", it.Owner, j)
 		}
 		seen[it.Owner] = i
 	}
@@ -97,10 +97,10 @@ func (t *tx) allocateBulk(p *models.Pool, items []BulkItem) ([]*models.Allocatio
 		}
 		v, err := sp.parse(it.Value)
 		if err != nil {
-			return nil, nil, kernel.Errf(kernel.CodeInvalid, bulkField(i, "value"), "%v", err)
+			return nil, nil, fault.Errf(fault.CodeInvalid, bulkField(i, "value"), "%v", err)
 		}
 		if j, dup := byValue[v]; dup {
-			return nil, nil, kernel.Errf(kernel.CodeInvalid, bulkField(i, "value"), "%s is already requested by allocations[%d]", sp.format(v), j)
+			return nil, nil, fault.Errf(fault.CodeInvalid, bulkField(i, "value"), "%s is already requested by allocations[%d]", sp.format(v), j)
 		}
 		byValue[v] = i
 		wants[i] = &v
@@ -130,7 +130,7 @@ func (t *tx) allocateBulk(p *models.Pool, items []BulkItem) ([]*models.Allocatio
 	for i, it := range items {
 		if h, ok := held[it.Owner]; ok {
 			if wants[i] != nil && wants[i].key() != h.ValueKey {
-				fail.add(i, kernel.Errf(kernel.CodeConflict, bulkField(i, "value"), "owner %s already holds %s in pool %q, not %s",
+				fail.add(i, fault.Errf(fault.CodeConflict, bulkField(i, "value"), "owner %s already holds %s in pool %q, not %s",
 					it.Owner, h.Value, p.Name, sp.format(*wants[i])))
 			}
 			out[i] = h
@@ -152,7 +152,7 @@ func (t *tx) allocateBulk(p *models.Pool, items []BulkItem) ([]*models.Allocatio
 	}
 	if len(picks) < len(auto) {
 		i := auto[len(picks)]
-		fail.add(i, kernel.Errf(kernel.CodePoolExhausted, bulkField(i, "value"), "pool %q has no free value in its auto_assign ranges for allocations[%d] (%d automatic allocations asked, %d free)",
+		fail.add(i, fault.Errf(fault.CodePoolExhausted, bulkField(i, "value"), "pool %q has no free value in its auto_assign ranges for allocations[%d] (%d automatic allocations asked, %d free)",
 			p.Name, i, len(auto), len(picks)))
 	}
 	if err := fail.err(); err != nil {
@@ -192,13 +192,13 @@ func (t *tx) allocateBulk(p *models.Pool, items []BulkItem) ([]*models.Allocatio
 // firstFailure keeps the refusal of the lowest item index.
 type firstFailure struct {
 	at  int
-	e   *kernel.Error
+	e   *fault.Error
 	set bool
 }
 
 func newFirstFailure() *firstFailure { return &firstFailure{} }
 
-func (f *firstFailure) add(i int, e *kernel.Error) {
+func (f *firstFailure) add(i int, e *fault.Error) {
 	if !f.set || i < f.at {
 		f.at, f.e, f.set = i, e, true
 	}
@@ -262,22 +262,22 @@ func (t *tx) checkRequestedBulk(p *models.Pool, items []BulkItem, wants []*u128,
 		r := rangeHolding(ranges, k)
 		switch {
 		case r == nil:
-			fail.add(i, kernel.Errf(kernel.CodeNotAvailable, field, "%s is not in pool %q", val, p.Name))
+			fail.add(i, fault.Errf(fault.CodeNotAvailable, field, "%s is not in pool %q", val, p.Name))
 		case r.AutoAssign:
-			fail.add(i, kernel.Errf(kernel.CodeNotAvailable, field, "%s is in an auto-assign range (%s..%s) of pool %q; only values of auto_assign=false ranges can be requested",
+			fail.add(i, fault.Errf(fault.CodeNotAvailable, field, "%s is in an auto-assign range (%s..%s) of pool %q; only values of auto_assign=false ranges can be requested",
 				val, r.FirstValue, r.LastValue, p.Name))
 		case rows[k] != nil && rows[k].State == models.StateQuarantined:
 			row := rows[k]
 			if deref(row.FormerOwnerType) == owner.Type && deref(row.FormerOwnerID) == owner.ID {
 				reclaims[i] = row
 			} else {
-				fail.add(i, kernel.Errf(kernel.CodeNotAvailable, field, "%s is quarantined (former owner %s)", val, ownerText(t.DB, row.FormerOwnerType, row.FormerOwnerID)))
+				fail.add(i, fault.Errf(fault.CodeNotAvailable, field, "%s is quarantined (former owner %s)", val, ownerText(t.DB, row.FormerOwnerType, row.FormerOwnerID)))
 			}
 		case rows[k] != nil:
-			fail.add(i, kernel.Errf(kernel.CodeNotAvailable, field, "%s is allocated to %s", val, ownerText(t.DB, rows[k].OwnerType, rows[k].OwnerID)))
+			fail.add(i, fault.Errf(fault.CodeNotAvailable, field, "%s is allocated to %s", val, ownerText(t.DB, rows[k].OwnerType, rows[k].OwnerID)))
 		default:
 			if serial, ok := declared[k]; ok && !(owner.Type == OwnerTypeMachine && owner.ID == DPUMachineID(serial)) {
-				fail.add(i, kernel.Errf(kernel.CodeNotAvailable, field, "%s is declared for DPU %s", val, serial))
+				fail.add(i, fault.Errf(fault.CodeNotAvailable, field, "%s is declared for DPU %s", val, serial))
 			}
 		}
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -170,26 +170,26 @@ func TestAllocateBulkRefusals(t *testing.T) {
 		cases := []struct {
 			name  string
 			items []BulkItem
-			code  kernel.Code
+			code  fault.Code
 			field string
 			msg   string
 		}{
-			{"empty list", nil, kernel.CodeInvalid, "allocations", "at least one"},
-			{"too many", many, kernel.CodeInvalid, "allocations", "at most 10000"},
-			{"bad owner type", []BulkItem{{Owner: own("a")}, {Owner: Owner{Type: "Machine", ID: "b"}}}, kernel.CodeInvalid, "allocations[1].owner_type", "must match"},
-			{"empty owner id", []BulkItem{{Owner: own("")}}, kernel.CodeInvalid, "allocations[0].owner_id", "1 to 128"},
-			{"owner twice: the later one", bulkOf("a", "b", "a"), kernel.CodeInvalid, "allocations[2].owner_id", "already listed at allocations[0]"},
-			{"value twice: the later one", bulkOf("a=10.0.0.104", "b=10.0.0.104"), kernel.CodeInvalid, "allocations[1].value", "already requested by allocations[0]"},
-			{"malformed value", bulkOf("a", "b=10.0.0.300"), kernel.CodeInvalid, "allocations[1].value", "not an IP address"},
-			{"wrong family", bulkOf("a=fd00::1"), kernel.CodeInvalid, "allocations[0].value", "not an IPv4"},
-			{"allocated to another", bulkOf("a", "b=10.0.0.101"), kernel.CodeNotAvailable, "allocations[1].value", "allocated to machine/holder"},
-			{"quarantined for another", bulkOf("a=10.0.0.102"), kernel.CodeNotAvailable, "allocations[0].value", "quarantined (former owner machine/gone)"},
-			{"declared for a DPU", bulkOf("a=10.0.0.103"), kernel.CodeNotAvailable, "allocations[0].value", "declared for DPU MT-1"},
-			{"not in pool", bulkOf("a=10.9.9.9"), kernel.CodeNotAvailable, "allocations[0].value", "not in pool"},
-			{"auto-assign range", bulkOf("a=10.0.0.2"), kernel.CodeNotAvailable, "allocations[0].value", "auto-assign range"},
-			{"held, other value asked", bulkOf("a", "holder=10.0.0.104"), kernel.CodeConflict, "allocations[1].value", "already holds 10.0.0.101"},
-			{"first refusal in list order", bulkOf("a", "b=10.0.0.103", "c=10.0.0.101"), kernel.CodeNotAvailable, "allocations[1].value", "declared for DPU"},
-			{"exhausted", bulkOf("a", "b", "c", "d", "e", "f", "g"), kernel.CodePoolExhausted, "allocations[5].value", "no free value"},
+			{"empty list", nil, fault.CodeInvalid, "allocations", "at least one"},
+			{"too many", many, fault.CodeInvalid, "allocations", "at most 10000"},
+			{"bad owner type", []BulkItem{{Owner: own("a")}, {Owner: Owner{Type: "Machine", ID: "b"}}}, fault.CodeInvalid, "allocations[1].owner_type", "must match"},
+			{"empty owner id", []BulkItem{{Owner: own("")}}, fault.CodeInvalid, "allocations[0].owner_id", "1 to 128"},
+			{"owner twice: the later one", bulkOf("a", "b", "a"), fault.CodeInvalid, "allocations[2].owner_id", "already listed at allocations[0]"},
+			{"value twice: the later one", bulkOf("a=10.0.0.104", "b=10.0.0.104"), fault.CodeInvalid, "allocations[1].value", "already requested by allocations[0]"},
+			{"malformed value", bulkOf("a", "b=10.0.0.300"), fault.CodeInvalid, "allocations[1].value", "not an IP address"},
+			{"wrong family", bulkOf("a=fd00::1"), fault.CodeInvalid, "allocations[0].value", "not an IPv4"},
+			{"allocated to another", bulkOf("a", "b=10.0.0.101"), fault.CodeNotAvailable, "allocations[1].value", "allocated to machine/holder"},
+			{"quarantined for another", bulkOf("a=10.0.0.102"), fault.CodeNotAvailable, "allocations[0].value", "quarantined (former owner machine/gone)"},
+			{"declared for a DPU", bulkOf("a=10.0.0.103"), fault.CodeNotAvailable, "allocations[0].value", "declared for DPU MT-1"},
+			{"not in pool", bulkOf("a=10.9.9.9"), fault.CodeNotAvailable, "allocations[0].value", "not in pool"},
+			{"auto-assign range", bulkOf("a=10.0.0.2"), fault.CodeNotAvailable, "allocations[0].value", "auto-assign range"},
+			{"held, other value asked", bulkOf("a", "holder=10.0.0.104"), fault.CodeConflict, "allocations[1].value", "already holds 10.0.0.101"},
+			{"first refusal in list order", bulkOf("a", "b=10.0.0.103", "c=10.0.0.101"), fault.CodeNotAvailable, "allocations[1].value", "declared for DPU"},
+			{"exhausted", bulkOf("a", "b", "c", "d", "e", "f", "g"), fault.CodePoolExhausted, "allocations[5].value", "no free value"},
 		}
 		for _, c := range cases {
 			_, _, err := f.a.AllocateBulk(f.ctx, PoolLoopbackV4, c.items)
@@ -200,7 +200,7 @@ func TestAllocateBulkRefusals(t *testing.T) {
 			f.unchanged(before, c.name)
 		}
 		_, _, err := f.a.AllocateBulk(f.ctx, "nope", bulkOf("a"))
-		testkit.WantCode(t, err, kernel.CodeNotFound, "")
+		testkit.WantCode(t, err, fault.CodeNotFound, "")
 		// The five auto values fit exactly.
 		out, _, err := f.a.AllocateBulk(f.ctx, PoolLoopbackV4, bulkOf("a", "b", "c", "d", "e"))
 		if err != nil || out[4].Value != "10.0.0.5" {

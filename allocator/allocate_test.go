@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -38,7 +38,7 @@ func TestAllocateIdempotentPerOwner(t *testing.T) {
 		}
 		before := f.snap()
 		_, _, err = f.a.Allocate(f.ctx, "lo-ip", own("a"), "10.0.0.100")
-		e := testkit.WantCode(t, err, kernel.CodeConflict, "", "already holds 10.0.0.1", "10.0.0.100")
+		e := testkit.WantCode(t, err, fault.CodeConflict, "", "already holds 10.0.0.1", "10.0.0.100")
 		if e.Field != "value" {
 			t.Fatalf("field %q, want value", e.Field)
 		}
@@ -71,20 +71,20 @@ func TestAllocateRequestedValue(t *testing.T) {
 
 		refusals := []struct {
 			name, value string
-			code        kernel.Code
+			code        fault.Code
 			msg         string
 		}{
-			{"not in pool", "10.9.9.9", kernel.CodeNotAvailable, "is not in pool"},
-			{"just past the pool", "10.180.63.0", kernel.CodeNotAvailable, "is not in pool"},
-			{"in an auto-assign range", "10.180.62.5", kernel.CodeNotAvailable, "auto-assign range"},
-			{"allocated to another owner", "10.180.62.201", kernel.CodeNotAvailable, "allocated to machine/holder"},
-			{"quarantined for another machine", "10.180.62.202", kernel.CodeNotAvailable, "quarantined (former owner machine/gone)"},
-			{"declared for another DPU", "10.180.62.203", kernel.CodeNotAvailable, "declared for DPU MT-1"},
-			{"wrong family", "fd00::1", kernel.CodeInvalid, "not an IPv4 address"},
-			{"malformed", "10.180.62.300", kernel.CodeInvalid, "not an IP address"},
-			{"IPv4-mapped IPv6", "::ffff:10.180.62.204", kernel.CodeInvalid, "IPv4-mapped"},
-			{"zoned", "fe80::1%eth0", kernel.CodeInvalid, "zoned"},
-			{"CIDR instead of address", "10.180.62.204/32", kernel.CodeInvalid, "not an IP address"},
+			{"not in pool", "10.9.9.9", fault.CodeNotAvailable, "is not in pool"},
+			{"just past the pool", "10.180.63.0", fault.CodeNotAvailable, "is not in pool"},
+			{"in an auto-assign range", "10.180.62.5", fault.CodeNotAvailable, "auto-assign range"},
+			{"allocated to another owner", "10.180.62.201", fault.CodeNotAvailable, "allocated to machine/holder"},
+			{"quarantined for another machine", "10.180.62.202", fault.CodeNotAvailable, "quarantined (former owner machine/gone)"},
+			{"declared for another DPU", "10.180.62.203", fault.CodeNotAvailable, "declared for DPU MT-1"},
+			{"wrong family", "fd00::1", fault.CodeInvalid, "not an IPv4 address"},
+			{"malformed", "10.180.62.300", fault.CodeInvalid, "not an IP address"},
+			{"IPv4-mapped IPv6", "::ffff:10.180.62.204", fault.CodeInvalid, "IPv4-mapped"},
+			{"zoned", "fe80::1%eth0", fault.CodeInvalid, "zoned"},
+			{"CIDR instead of address", "10.180.62.204/32", fault.CodeInvalid, "not an IP address"},
 		}
 		for _, c := range refusals {
 			before := f.snap()
@@ -129,7 +129,7 @@ func TestAllocateLowestFreeAndGapReuse(t *testing.T) {
 		}
 		before := f.snap()
 		_, _, err := f.a.Allocate(f.ctx, "vlan", own("late"), "")
-		testkit.WantCode(t, err, kernel.CodePoolExhausted, "", `"vlan"`)
+		testkit.WantCode(t, err, fault.CodePoolExhausted, "", `"vlan"`)
 		f.unchanged(before, "pool_exhausted")
 
 		f.release("vlan", "107", "o7")
@@ -152,7 +152,7 @@ func TestAllocateLowestFreeAndGapReuse(t *testing.T) {
 			t.Fatalf("got %s, want 105 (100 is quarantined)", al.Value)
 		}
 		_, _, err = f.a.Allocate(f.ctx, "vlan", own("more"), "")
-		testkit.WantCode(t, err, kernel.CodePoolExhausted, "")
+		testkit.WantCode(t, err, fault.CodePoolExhausted, "")
 		if err := f.a.Unquarantine(f.ctx, "vlan", "100"); err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func TestAllocateSkipsDeclaredValues(t *testing.T) {
 			t.Fatalf("got %s, want 10.0.0.3", al.Value)
 		}
 		_, _, err := f.a.Allocate(f.ctx, "lo-ip", own("y"), "")
-		testkit.WantCode(t, err, kernel.CodePoolExhausted, "")
+		testkit.WantCode(t, err, fault.CodePoolExhausted, "")
 	})
 }
 
@@ -225,7 +225,7 @@ func TestAllocateAtEdgesOfSpace(t *testing.T) {
 					f.checkRunEnds("p")
 				}
 				_, _, err := f.a.Allocate(f.ctx, "p", own("extra"), "")
-				testkit.WantCode(t, err, kernel.CodePoolExhausted, "")
+				testkit.WantCode(t, err, fault.CodePoolExhausted, "")
 				// Free the first and the last value and take them again in order.
 				last := len(c.want) - 1
 				f.release("p", c.want[last], fmt.Sprint("o", last))
@@ -289,11 +289,11 @@ func TestIPv6PrefixBlocks(t *testing.T) {
 			{"::ffff:10.0.0.0/96", "not an IPv6 prefix"},
 		} {
 			_, _, err := f.a.Allocate(f.ctx, "endpoint-v6", own("bad"), bad.v)
-			testkit.WantCode(t, err, kernel.CodeInvalid, "", bad.msg)
+			testkit.WantCode(t, err, fault.CodeInvalid, "", bad.msg)
 		}
 		// A well-formed block of the auto range cannot be requested.
 		_, _, err = f.a.Allocate(f.ctx, "endpoint-v6", own("bad"), "fd00:10:ff01::9:0:0/96")
-		testkit.WantCode(t, err, kernel.CodeNotAvailable, "", "auto-assign range")
+		testkit.WantCode(t, err, fault.CodeNotAvailable, "", "auto-assign range")
 		// The address inside a block finds that block.
 		info, err := f.a.LookupAddress(f.ctx, "fd00:10:ff01::2:0:7")
 		if err != nil {
@@ -317,15 +317,15 @@ func TestRelease(t *testing.T) {
 
 		before := f.snap()
 		err := f.a.Release(f.ctx, "vlan", "1", own("b"))
-		testkit.WantCode(t, err, kernel.CodeNotOwner, "", "held by machine/a", "not machine/b")
+		testkit.WantCode(t, err, fault.CodeNotOwner, "", "held by machine/a", "not machine/b")
 		err = f.a.Release(f.ctx, "vlan", "1", Owner{Type: "instance", ID: "a"})
-		testkit.WantCode(t, err, kernel.CodeNotOwner, "")
+		testkit.WantCode(t, err, fault.CodeNotOwner, "")
 		err = f.a.Release(f.ctx, "vlan", "2", own("b"))
-		testkit.WantCode(t, err, kernel.CodeNotOwner, "", "quarantined")
-		testkit.WantCode(t, f.a.Release(f.ctx, "vlan", "x1", own("a")), kernel.CodeInvalid, "")
-		testkit.WantCode(t, f.a.Release(f.ctx, "vlan", "1", Owner{Type: "Machine", ID: "a"}), kernel.CodeInvalid, "")
-		testkit.WantCode(t, f.a.Release(f.ctx, "vlan", "1", Owner{Type: "machine", ID: ""}), kernel.CodeInvalid, "")
-		testkit.WantCode(t, f.a.Release(f.ctx, "nope", "1", own("a")), kernel.CodeNotFound, "")
+		testkit.WantCode(t, err, fault.CodeNotOwner, "", "quarantined")
+		testkit.WantCode(t, f.a.Release(f.ctx, "vlan", "x1", own("a")), fault.CodeInvalid, "")
+		testkit.WantCode(t, f.a.Release(f.ctx, "vlan", "1", Owner{Type: "Machine", ID: "a"}), fault.CodeInvalid, "")
+		testkit.WantCode(t, f.a.Release(f.ctx, "vlan", "1", Owner{Type: "machine", ID: ""}), fault.CodeInvalid, "")
+		testkit.WantCode(t, f.a.Release(f.ctx, "nope", "1", own("a")), fault.CodeNotFound, "")
 		// A free value, and a value outside the pool, are no-ops.
 		if err := f.a.Release(f.ctx, "vlan", "7", own("a")); err != nil {
 			t.Fatalf("releasing a free value: %v", err)
@@ -378,14 +378,14 @@ func TestQuarantineAndUnquarantine(t *testing.T) {
 			t.Fatalf("stats %+v", p.Stats.Auto)
 		}
 		before := f.snap()
-		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "vlan", "2"), kernel.CodeConflict, "", "allocated to machine/b")
-		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "vlan", "x"), kernel.CodeInvalid, "")
-		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "nope", "1"), kernel.CodeNotFound, "")
+		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "vlan", "2"), fault.CodeConflict, "", "allocated to machine/b")
+		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "vlan", "x"), fault.CodeInvalid, "")
+		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "nope", "1"), fault.CodeNotFound, "")
 		f.unchanged(before, "refused unquarantine")
 		if err := f.a.Unquarantine(f.ctx, "vlan", "1"); err != nil {
 			t.Fatal(err)
 		}
-		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "vlan", "1"), kernel.CodeNotFound, "")
+		testkit.WantCode(t, f.a.Unquarantine(f.ctx, "vlan", "1"), fault.CodeNotFound, "")
 		if got := f.alloc("vlan", "c", ""); got.Value != "1" {
 			t.Fatalf("after unquarantine got %s, want 1", got.Value)
 		}
@@ -416,7 +416,7 @@ func TestQuarantineHoldExpiry(t *testing.T) {
 
 			f.clock.Advance(59 * time.Minute)
 			_, _, err := f.a.Allocate(f.ctx, "lo-ip", own("d"), "")
-			testkit.WantCode(t, err, kernel.CodePoolExhausted, "")
+			testkit.WantCode(t, err, fault.CodePoolExhausted, "")
 			p, _ := f.a.GetPool(f.ctx, "lo-ip")
 			if p.Stats.Auto.Quarantined != "1" || p.Stats.Explicit.Quarantined != "1" || p.Stats.Explicit.Reserved != "0" {
 				t.Fatalf("within the hold: %+v", p.Stats)
@@ -447,7 +447,7 @@ func TestQuarantineHoldExpiry(t *testing.T) {
 			if err := f.a.RemoveRange(f.ctx, "lo-ip", ranges[1].ID); err == nil {
 				t.Fatal("range with a declared value was removed")
 			} else {
-				e := testkit.WantCode(t, err, kernel.CodeConflict, "", "declared for DPU MT-C")
+				e := testkit.WantCode(t, err, fault.CodeConflict, "", "declared for DPU MT-C")
 				if strings.Contains(e.Message, "quarantined") {
 					t.Fatalf("expired quarantine named as blocker: %s", e.Message)
 				}
@@ -516,11 +516,11 @@ func TestListAllocationsKeyset(t *testing.T) {
 			t.Fatalf("owner filter: %+v", page)
 		}
 		_, err := f.a.ListAllocations(f.ctx, "vni", AllocationFilter{State: "free"})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "", "unknown state")
+		testkit.WantCode(t, err, fault.CodeInvalid, "", "unknown state")
 		_, err = f.a.ListAllocations(f.ctx, "vni", AllocationFilter{Cursor: "zz"})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "", "cursor")
+		testkit.WantCode(t, err, fault.CodeInvalid, "", "cursor")
 		_, err = f.a.ListAllocations(f.ctx, "nope", AllocationFilter{})
-		testkit.WantCode(t, err, kernel.CodeNotFound, "")
+		testkit.WantCode(t, err, fault.CodeNotFound, "")
 	})
 }
 
@@ -580,7 +580,7 @@ func TestLookupAcrossPools(t *testing.T) {
 		for _, bad := range []string{"garbage", "10.0.0.256", "fe80::1%eth0", "::ffff:10.0.0.1", "10.0.0.0/8",
 			"10.0.0.12/31", "fd00::12/127", "fd00::/64", "::ffff:10.0.0.1/128", "fe80::1%eth0/128"} {
 			_, err := f.a.LookupAddress(f.ctx, bad)
-			testkit.WantCode(t, err, kernel.CodeInvalid, "")
+			testkit.WantCode(t, err, fault.CodeInvalid, "")
 		}
 	})
 }
@@ -620,7 +620,7 @@ func TestAllocateRandomizedAgainstModel(t *testing.T) {
 						t.Fatalf("step %d: repeat for %s: %+v %t %v", step, o, al, created, err)
 					}
 				case lowest < 0:
-					testkit.WantCode(t, err, kernel.CodePoolExhausted, "")
+					testkit.WantCode(t, err, fault.CodePoolExhausted, "")
 				default:
 					if err != nil || al.Value != fmt.Sprint(lowest) {
 						t.Fatalf("step %d: got %+v %v, want %d", step, al, err, lowest)

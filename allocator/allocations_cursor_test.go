@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // An allocations cursor belongs to its pool: another pool's cursor, or a
@@ -31,12 +31,12 @@ func TestAllocationCursorBelongsToItsPool(t *testing.T) {
 			t.Fatalf("second lo-ip page: %+v %v", next, err)
 		}
 		_, err = f.a.ListAllocations(f.ctx, "vni", AllocationFilter{Limit: 2, Cursor: page.NextCursor})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "", "cursor")
-		if e, ok := kernel.AsError(err); !ok || e.Field != "cursor" {
+		testkit.WantCode(t, err, fault.CodeInvalid, "", "cursor")
+		if e, ok := fault.AsError(err); !ok || e.Field != "cursor" {
 			t.Fatalf("another pool's cursor: %v", err)
 		}
 		_, key, _ := strings.Cut(page.NextCursor, "-")
 		_, err = f.a.ListAllocations(f.ctx, "lo-ip", AllocationFilter{Cursor: key})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "", "cursor")
+		testkit.WantCode(t, err, fault.CodeInvalid, "", "cursor")
 	})
 }

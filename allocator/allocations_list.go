@@ -8,7 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -41,13 +41,13 @@ func (a *Allocator) ListAllocations(ctx context.Context, pool string, f Allocati
 	switch f.State {
 	case "", models.StateAllocated, models.StateQuarantined:
 	default:
-		return nil, kernel.Errf(kernel.CodeInvalid, "state", "unknown state %q: want allocated or quarantined", f.State)
+		return nil, fault.Errf(fault.CodeInvalid, "state", "unknown state %q: want allocated or quarantined", f.State)
 	}
 	if f.OwnerType != "" && !ownerTypeRE.MatchString(f.OwnerType) {
-		return nil, kernel.Errf(kernel.CodeInvalid, "owner_type", "owner_type %q must match ^[a-z][a-z0-9_-]{0,31}$", f.OwnerType)
+		return nil, fault.Errf(fault.CodeInvalid, "owner_type", "owner_type %q must match ^[a-z][a-z0-9_-]{0,31}$", f.OwnerType)
 	}
 	if len(f.OwnerID) > 128 {
-		return nil, kernel.Errf(kernel.CodeInvalid, "owner_id", "owner_id is %d characters long; at most 128", len(f.OwnerID))
+		return nil, fault.Errf(fault.CodeInvalid, "owner_id", "owner_id is %d characters long; at most 128", len(f.OwnerID))
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
@@ -58,7 +58,7 @@ func (a *Allocator) ListAllocations(ctx context.Context, pool string, f Allocati
 	var p models.Pool
 	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", pool).Take(&p).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q does not exist", pool)
+		return nil, fault.Errf(fault.CodeNotFound, "", "pool %q does not exist", pool)
 	}
 	if err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func (a *Allocator) ListAllocations(ctx context.Context, pool string, f Allocati
 		id, key, ok := strings.Cut(f.Cursor, "-")
 		k, err := parseKey(key)
 		if !ok || err != nil || id != strconv.FormatInt(p.ID, 10) {
-			return nil, kernel.Errf(kernel.CodeInvalid, "cursor", "cursor %q is not one this API returned for the allocations of pool %q", f.Cursor, pool)
+			return nil, fault.Errf(fault.CodeInvalid, "cursor", "cursor %q is not one this API returned for the allocations of pool %q", f.Cursor, pool)
 		}
 		f.Cursor = k.key() // canonical lower-case: keys compare bytewise
 	}
@@ -119,14 +119,14 @@ func (a *Allocator) GetAllocation(ctx context.Context, pool, value string) (*All
 	var p models.Pool
 	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", pool).Take(&p).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q does not exist", pool)
+		return nil, fault.Errf(fault.CodeNotFound, "", "pool %q does not exist", pool)
 	}
 	if err != nil {
 		return nil, err
 	}
 	v, err := spaceOf(&p).parse(value)
 	if err != nil {
-		return nil, kernel.Errf(kernel.CodeInvalid, "value", "%v", err)
+		return nil, fault.Errf(fault.CodeInvalid, "value", "%v", err)
 	}
 	var row models.Allocation
 	err = a.read(ctx, func(db *gorm.DB) error {
@@ -137,7 +137,7 @@ func (a *Allocator) GetAllocation(ctx context.Context, pool, value string) (*All
 		return q.Take(&row).Error
 	})
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "%s is not allocated in pool %q", spaceOf(&p).format(v), pool)
+		return nil, fault.Errf(fault.CodeNotFound, "", "%s is not allocated in pool %q", spaceOf(&p).format(v), pool)
 	}
 	if err != nil {
 		return nil, err

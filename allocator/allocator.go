@@ -39,6 +39,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -275,7 +276,7 @@ func (t *tx) lockPool(name string) (*models.Pool, error) {
 	}
 	p, ok := m[name]
 	if !ok {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q does not exist", name)
+		return nil, fault.Errf(fault.CodeNotFound, "", "pool %q does not exist", name)
 	}
 	return p, nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -75,7 +75,7 @@ func (a *Allocator) ListBindings(ctx context.Context, f BindingFilter) (*Binding
 	switch f.Status {
 	case "", BindingReserved, BindingAutomatic, BindingPending, BindingConflict, BindingMissing, BindingNone:
 	default:
-		return nil, kernel.Errf(kernel.CodeInvalid, "status", "unknown status %q: want reserved, automatic, pending, conflict, missing or none", f.Status)
+		return nil, fault.Errf(fault.CodeInvalid, "status", "unknown status %q: want reserved, automatic, pending, conflict, missing or none", f.Status)
 	}
 	if err := checkMachineCursor(f.Cursor); err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func (a *Allocator) GetBinding(ctx context.Context, id string) (*Binding, error)
 			return err
 		}
 		if row.Kind != KindDPU {
-			return kernel.Errf(kernel.CodeNotFound, "", "machine %s is a host; bindings belong to DPUs", row.MachineID)
+			return fault.Errf(fault.CodeNotFound, "", "machine %s is a host; bindings belong to DPUs", row.MachineID)
 		}
 		bs, err := bindingsOf(db, []models.Machine{*row})
 		if err != nil {

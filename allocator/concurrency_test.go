@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -90,7 +91,7 @@ func TestConcurrentAllocationsExhaustExactly(t *testing.T) {
 				exhausted := 0
 				for i, r := range res {
 					if r.err != nil {
-						if e, ok := kernel.AsError(r.err); ok && e.Code == kernel.CodePoolExhausted {
+						if e, ok := fault.AsError(r.err); ok && e.Code == fault.CodePoolExhausted {
 							exhausted++
 							continue
 						}
@@ -162,7 +163,7 @@ func TestConcurrentRequestsForOneValue(t *testing.T) {
 					wins++
 					continue
 				}
-				if e, ok := kernel.AsError(r.err); !ok || e.Code != kernel.CodeNotAvailable {
+				if e, ok := fault.AsError(r.err); !ok || e.Code != fault.CodeNotAvailable {
 					t.Fatalf("goroutine %d: %v", i, r.err)
 				}
 			}
@@ -216,7 +217,7 @@ func TestConcurrentMixedWritersNoDeadlock(t *testing.T) {
 							mu.Lock()
 							createWins++
 							mu.Unlock()
-						} else if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeConflict || e.Field != "name" {
+						} else if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeConflict || e.Field != "name" {
 							report(fmt.Errorf("create %d: %w", i, err))
 						}
 					default:

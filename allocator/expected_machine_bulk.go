@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -324,7 +325,7 @@ func (b *emBulk) deleteEMs(gone []models.ExpectedMachine, befores []ExpectedMach
 		return err
 	}
 	if n != int64(len(gone)) {
-		return kernel.Errf(kernel.CodeStaleVersion, "", "%d of %d ExpectedMachines changed meanwhile; read them again and retry", int64(len(gone))-n, len(gone))
+		return fault.Errf(fault.CodeStaleVersion, "", "%d of %d ExpectedMachines changed meanwhile; read them again and retry", int64(len(gone))-n, len(gone))
 	}
 	for i := range befores {
 		if err := b.event("expected_machine.delete", gone[i].ID, emAudit{ExpectedMachine: befores[i]}, nil); err != nil {

@@ -3,7 +3,7 @@ package allocator
 import (
 	"strings"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -42,7 +42,7 @@ func staleUpdate(affected int64, n int) error {
 	if affected == int64(n) {
 		return nil
 	}
-	return kernel.Errf(kernel.CodeStaleVersion, "", "%d of %d ExpectedMachines changed meanwhile; read them again and retry", int64(n)-affected, n)
+	return fault.Errf(fault.CodeStaleVersion, "", "%d of %d ExpectedMachines changed meanwhile; read them again and retry", int64(n)-affected, n)
 }
 
 // bumpEMVersions sets the next version and the update time of records

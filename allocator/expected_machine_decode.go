@@ -9,6 +9,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/strictjson"
@@ -19,11 +20,11 @@ import (
 // else is 422 invalid on field.
 func NormalizeMAC(s, field string) (string, error) {
 	if strings.TrimSpace(s) == "" {
-		return "", kernel.Errf(kernel.CodeInvalid, field, "%s is required", field)
+		return "", fault.Errf(fault.CodeInvalid, field, "%s is required", field)
 	}
 	mac, err := ident.ParseMAC(s)
 	if err != nil {
-		return "", kernel.Errf(kernel.CodeInvalid, field, "%q is not a MAC address: want %s", s, ident.MACRule)
+		return "", fault.Errf(fault.CodeInvalid, field, "%q is not a MAC address: want %s", s, ident.MACRule)
 	}
 	return mac, nil
 }
@@ -59,9 +60,9 @@ func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
 			got = kernel.KindName(jsontext.Value(v).Kind(), nil)
 		}
 		if prefix != "" {
-			return kernel.Errf(kernel.CodeInvalid, prefix, "%s must be a JSON object, not %s", prefix, got)
+			return fault.Errf(fault.CodeInvalid, prefix, "%s must be a JSON object, not %s", prefix, got)
 		}
-		return kernel.Errf(kernel.CodeBadRequest, "", "request body must be a JSON object, not %s", got)
+		return fault.Errf(fault.CodeBadRequest, "", "request body must be a JSON object, not %s", got)
 	}
 	if err := jsonv2.Unmarshal(b, s); err != nil {
 		return kernel.JSONError(err, kernel.JSONOptions{Prefix: prefix})
@@ -103,18 +104,18 @@ func readExpectedMachinesFile(b []byte) ([]jsontext.Value, error) {
 		return nil, err
 	}
 	if v := bytes.TrimSpace(b); len(v) == 0 || v[0] != '{' {
-		return nil, kernel.Errf(kernel.CodeBadRequest, "", `the body must be a JSON object {"expected_machines": [...]}`)
+		return nil, fault.Errf(fault.CodeBadRequest, "", `the body must be a JSON object {"expected_machines": [...]}`)
 	}
 	var file expectedMachinesFile
 	if err := jsonv2.Unmarshal(b, &file); err != nil {
 		var se *jsonv2.SemanticError
 		if errors.As(err, &se) && se.JSONPointer != "" {
-			return nil, kernel.Errf(kernel.CodeInvalid, "expected_machines", "expected_machines must be a JSON array")
+			return nil, fault.Errf(fault.CodeInvalid, "expected_machines", "expected_machines must be a JSON array")
 		}
 		return nil, kernel.JSONError(err, o)
 	}
 	if file.ExpectedMachines == nil {
-		return nil, kernel.Errf(kernel.CodeInvalid, "expected_machines", `expected_machines is required: the file format is {"expected_machines": [...]} (an empty list removes every ExpectedMachine)`)
+		return nil, fault.Errf(fault.CodeInvalid, "expected_machines", `expected_machines is required: the file format is {"expected_machines": [...]} (an empty list removes every ExpectedMachine)`)
 	}
 	return *file.ExpectedMachines, nil
 }

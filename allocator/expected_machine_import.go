@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm/clause"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -35,7 +36,7 @@ func ParseImportMode(s string) (ImportMode, error) {
 	case ImportMerge, ImportReplace:
 		return m, nil
 	}
-	return "", kernel.Errf(kernel.CodeInvalid, "mode", "unknown import mode %q: want merge or replace", s)
+	return "", fault.Errf(fault.CodeInvalid, "mode", "unknown import mode %q: want merge or replace", s)
 }
 
 // Outcomes of one record of an import.
@@ -56,7 +57,7 @@ type ImportRecord struct {
 	ID            string `json:"id,omitempty"`
 	// Problems are every problem of a failed record, fields prefixed with
 	// expected_machines[i].
-	Problems []*kernel.Error `json:"problems,omitempty"`
+	Problems []*fault.Error `json:"problems,omitempty"`
 }
 
 // ImportResult is the outcome of an import. Created, Updated and
@@ -109,7 +110,7 @@ func (a *Allocator) importExpectedMachines(ctx context.Context, specs []Expected
 	}
 	for _, err := range bad {
 		if err != nil {
-			if _, ok := kernel.AsError(err); !ok {
+			if _, ok := fault.AsError(err); !ok {
 				return nil, err
 			}
 		}
@@ -129,7 +130,7 @@ func (a *Allocator) importExpectedMachines(ctx context.Context, specs []Expected
 // refused builds the result of a refused import from every problem (in
 // validation order: malformed before colliding) and returns it with the
 // first problem.
-func refused(mode ImportMode, specs []ExpectedMachineSpec, ps []*kernel.Error) (*ImportResult, error) {
+func refused(mode ImportMode, specs []ExpectedMachineSpec, ps []*fault.Error) (*ImportResult, error) {
 	res := &ImportResult{Mode: mode, Records: make([]ImportRecord, len(specs))}
 	for i, s := range specs {
 		res.Records[i] = ImportRecord{Index: i, BmcMacAddress: s.BmcMacAddress, Outcome: ImportSkipped}
@@ -162,7 +163,7 @@ func (t *tx) importMerge(specs []ExpectedMachineSpec, bad []error) (*ImportResul
 	recs := make([]*emRecord, 0, len(specs))
 	at := make([]int, 0, len(specs)) // recs[j] is record at[j] of the file
 	for i, s := range specs {
-		if e, ok := kernel.AsError(bad[i]); ok {
+		if e, ok := fault.AsError(bad[i]); ok {
 			ps.add(e)
 			continue
 		}
@@ -295,8 +296,8 @@ func (a *Allocator) importReplace(ctx context.Context, specs []ExpectedMachineSp
 			}
 			return res, nil
 		}
-		e, ok := kernel.AsError(err)
-		if !ok || e.Code == kernel.CodeInternal || e.Code == kernel.CodeUnavailable {
+		e, ok := fault.AsError(err)
+		if !ok || e.Code == fault.CodeInternal || e.Code == fault.CodeUnavailable {
 			return nil, err
 		}
 		cause = e
@@ -305,7 +306,7 @@ func (a *Allocator) importReplace(ctx context.Context, specs []ExpectedMachineSp
 	if err != nil {
 		return nil, err
 	}
-	if c, ok := kernel.AsError(cause); ok && cause != nil {
+	if c, ok := fault.AsError(cause); ok && cause != nil {
 		found := false
 		for _, p := range ps {
 			found = found || (p.Field == c.Field && p.Message == c.Message)
@@ -330,12 +331,12 @@ func (a *Allocator) importReplace(ctx context.Context, specs []ExpectedMachineSp
 // final state: stored records absent from the list go, a record that
 // leaves expected_dpus out keeps its stored DPUs) and returns every
 // problem. It writes nothing.
-func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedMachineSpec, bad []error) ([]*kernel.Error, error) {
+func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedMachineSpec, bad []error) ([]*fault.Error, error) {
 	var ps problems
 	t := &tx{DB: a.db.WithContext(ctx), a: a, ctx: ctx, now: a.now(), locked: map[string]*models.Pool{}, everyProblem: true}
 	var recs []*emRecord
 	for i, s := range specs {
-		if e, ok := kernel.AsError(bad[i]); ok {
+		if e, ok := fault.AsError(bad[i]); ok {
 			ps.add(e)
 			continue
 		}

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // A merge updates the records whose BMC MAC is stored (they keep their
@@ -73,7 +73,7 @@ func TestImportRefusedListsEveryProblem(t *testing.T) {
 		for _, mode := range []ImportMode{ImportMerge, ImportReplace} {
 			before := f.emSnap()
 			res, err := f.a.ImportExpectedMachinesFile(f.ctx, []byte(file), mode)
-			testkit.WantCode(t, err, kernel.CodeInvalid, "expected_machines[1].bmc_mac_address")
+			testkit.WantCode(t, err, fault.CodeInvalid, "expected_machines[1].bmc_mac_address")
 			if f.emSnap() != before {
 				t.Fatalf("%s: a refused import changed the database", mode)
 			}
@@ -105,7 +105,7 @@ func TestImportRefusedListsEveryProblem(t *testing.T) {
 		if _, err := f.a.ImportExpectedMachines(f.ctx, nil, ImportMode("upsert")); err == nil {
 			t.Fatal("an unknown mode is accepted")
 		} else {
-			testkit.WantCode(t, err, kernel.CodeInvalid, "mode")
+			testkit.WantCode(t, err, fault.CodeInvalid, "mode")
 		}
 	})
 }

@@ -7,8 +7,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/ident"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/strictjson"
 )
 
@@ -42,9 +42,9 @@ type emRecord struct {
 func (r *emRecord) f(field string) string { return strictjson.JoinField(r.prefix, field) }
 
 // problems collects validation errors in field order.
-type problems []*kernel.Error
+type problems []*fault.Error
 
-func (p *problems) add(e *kernel.Error) { *p = append(*p, e) }
+func (p *problems) add(e *fault.Error) { *p = append(*p, e) }
 
 func (p problems) first() error {
 	if len(p) == 0 {
@@ -60,13 +60,13 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 	r := &emRecord{prefix: prefix}
 	mac, err := NormalizeMAC(s.BmcMacAddress, r.f("bmc_mac_address"))
 	if err != nil {
-		e, _ := kernel.AsError(err)
+		e, _ := fault.AsError(err)
 		ps.add(e)
 	}
 	r.mac = mac
 	text := func(field, v string, max int) string {
 		if len(v) > max {
-			ps.add(kernel.Errf(kernel.CodeInvalid, r.f(field), "%s is %d bytes long; at most %d", field, len(v), max))
+			ps.add(fault.Errf(fault.CodeInvalid, r.f(field), "%s is %d bytes long; at most %d", field, len(v), max))
 		}
 		return v
 	}
@@ -84,7 +84,7 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 		// alike, and the message never repeats the password.
 		if i := strings.IndexFunc(pw, unicode.IsControl); i >= 0 {
 			c, _ := utf8.DecodeRuneInString(pw[i:])
-			ps.add(kernel.Errf(kernel.CodeInvalid, r.f("bmc_password"), "bmc_password holds the control character U+%04X at byte %d; want no control characters", c, i))
+			ps.add(fault.Errf(fault.CodeInvalid, r.f("bmc_password"), "bmc_password holds the control character U+%04X at byte %d; want no control characters", c, i))
 		}
 		r.password = &pw
 	}
@@ -100,16 +100,16 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 		r.meta.Description = text("metadata.description", s.Metadata.Description, emMaxDescription)
 		visible("metadata.description", r.meta.Description, true)
 		if len(s.Metadata.Labels) > emMaxLabels {
-			ps.add(kernel.Errf(kernel.CodeInvalid, r.f("metadata.labels"), "at most %d labels, got %d", emMaxLabels, len(s.Metadata.Labels)))
+			ps.add(fault.Errf(fault.CodeInvalid, r.f("metadata.labels"), "at most %d labels, got %d", emMaxLabels, len(s.Metadata.Labels)))
 		}
 		seen := map[string]int{}
 		for i, l := range s.Metadata.Labels {
 			f := fmt.Sprintf("metadata.labels[%d]", i)
 			k := strings.TrimSpace(l.Key)
 			if k == "" {
-				ps.add(kernel.Errf(kernel.CodeInvalid, r.f(f+".key"), "a label needs a non-empty key"))
+				ps.add(fault.Errf(fault.CodeInvalid, r.f(f+".key"), "a label needs a non-empty key"))
 			} else if j, dup := seen[k]; dup {
-				ps.add(kernel.Errf(kernel.CodeInvalid, r.f(f+".key"), "label key %q is already used by metadata.labels[%d]", k, j))
+				ps.add(fault.Errf(fault.CodeInvalid, r.f(f+".key"), "label key %q is already used by metadata.labels[%d]", k, j))
 			} else {
 				seen[k] = i
 			}
@@ -133,7 +133,7 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 	r.dpusGiven = true
 	list := *s.ExpectedDpus
 	if len(list) > emMaxDpus {
-		ps.add(kernel.Errf(kernel.CodeInvalid, r.f("expected_dpus"), "at most %d expected DPUs per machine, got %d", emMaxDpus, len(list)))
+		ps.add(fault.Errf(fault.CodeInvalid, r.f("expected_dpus"), "at most %d expected DPUs per machine, got %d", emMaxDpus, len(list)))
 	}
 	serials, seen := map[string]int{}, [2]map[netip.Addr]int{{}, {}}
 	for i, in := range list {
@@ -141,13 +141,13 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 		d.serial = strings.TrimSpace(in.SerialNumber)
 		switch {
 		case d.serial == "":
-			ps.add(kernel.Errf(kernel.CodeInvalid, d.field+".serial_number", "serial_number is required"))
+			ps.add(fault.Errf(fault.CodeInvalid, d.field+".serial_number", "serial_number is required"))
 		case !ident.ValidSerial(d.serial):
-			ps.add(kernel.Errf(kernel.CodeInvalid, d.field+".serial_number", "serial_number %q must be %s", in.SerialNumber, ident.SerialRule))
+			ps.add(fault.Errf(fault.CodeInvalid, d.field+".serial_number", "serial_number %q must be %s", in.SerialNumber, ident.SerialRule))
 			d.serial = "" // left out of the collision checks
 		default:
 			if j, dup := serials[d.serial]; dup {
-				ps.add(kernel.Errf(kernel.CodeInvalid, d.field+".serial_number", "serial_number %s is already used by expected_dpus[%d] of this machine", d.serial, j))
+				ps.add(fault.Errf(fault.CodeInvalid, d.field+".serial_number", "serial_number %s is already used by expected_dpus[%d] of this machine", d.serial, j))
 			} else {
 				serials[d.serial] = i
 			}
@@ -180,13 +180,13 @@ func reservation(f loopbackFamily, raw *string, field string, i int, seen map[ne
 	a, err := parseAddr(strings.TrimSpace(*raw))
 	switch {
 	case err != nil:
-		ps.add(kernel.Errf(kernel.CodeInvalid, field, "%v", err))
+		ps.add(fault.Errf(fault.CodeInvalid, field, "%v", err))
 	case !f.holds(a):
 		o := f.other()
-		ps.add(kernel.Errf(kernel.CodeInvalid, field, "%q is not an %s address; an %s reservation goes in %s", *raw, f.label, o.label, o.column))
+		ps.add(fault.Errf(fault.CodeInvalid, field, "%q is not an %s address; an %s reservation goes in %s", *raw, f.label, o.label, o.column))
 	default:
 		if j, dup := seen[a]; dup {
-			ps.add(kernel.Errf(kernel.CodeInvalid, field, "%s is already reserved by expected_dpus[%d] of this machine", a, j))
+			ps.add(fault.Errf(fault.CodeInvalid, field, "%s is already reserved by expected_dpus[%d] of this machine", a, j))
 			return netip.Addr{}
 		}
 		seen[a] = i
@@ -199,6 +199,6 @@ func reservation(f loopbackFamily, raw *string, field string, i int, seen map[ne
 // (ident.Invisible): a host is shown by its name and a force delete is
 // confirmed by typing it, so a bidirectional override or a zero-width
 // space would make one host's name read as another's.
-func invisibleError(field, v string, c rune) *kernel.Error {
-	return kernel.Errf(kernel.CodeInvalid, field, "%s %q holds the invisible or control character U+%04X; want %s", field, v, c, ident.VisibleRule)
+func invisibleError(field, v string, c rune) *fault.Error {
+	return fault.Errf(fault.CodeInvalid, field, "%s %q holds the invisible or control character U+%04X; want %s", field, v, c, ident.VisibleRule)
 }

@@ -10,7 +10,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -36,7 +36,7 @@ func findExpectedMachine(db *gorm.DB, idOrMAC string) (*models.ExpectedMachine, 
 		err = db.Where("id = ?", strings.TrimSpace(idOrMAC)).Take(&em).Error
 	}
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "no ExpectedMachine with id or BMC MAC %q", idOrMAC)
+		return nil, fault.Errf(fault.CodeNotFound, "", "no ExpectedMachine with id or BMC MAC %q", idOrMAC)
 	}
 	if err != nil {
 		return nil, err
@@ -147,7 +147,7 @@ func (a *Allocator) ListExpectedMachines(ctx context.Context, f ExpectedMachineF
 	if f.Cursor != "" {
 		m, err := NormalizeMAC(f.Cursor, "cursor")
 		if err != nil {
-			return nil, kernel.Errf(kernel.CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
+			return nil, fault.Errf(fault.CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
 		}
 		cursor = m
 	}

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -53,25 +54,25 @@ func (t *tx) loopbackPools() (*loopbackPools, error) {
 // These are 422 invalid (outside the pool, auto-assign range).
 func checkMember(p *models.Pool, ranges []models.PoolRange, want PoolType, poolName, field string, a netip.Addr, ps *problems) bool {
 	if p == nil {
-		ps.add(kernel.Errf(kernel.CodeInvalid, field, "%s cannot be reserved: pool %q does not exist (define it before reserving %s loopbacks)", a, poolName, want))
+		ps.add(fault.Errf(fault.CodeInvalid, field, "%s cannot be reserved: pool %q does not exist (define it before reserving %s loopbacks)", a, poolName, want))
 		return false
 	}
 	if PoolType(p.Type) != want {
-		ps.add(kernel.Errf(kernel.CodeInvalid, field, "%s cannot be reserved: pool %q is of type %s, not %s", a, poolName, p.Type, want))
+		ps.add(fault.Errf(fault.CodeInvalid, field, "%s cannot be reserved: pool %q is of type %s, not %s", a, poolName, p.Type, want))
 		return false
 	}
 	k := fromAddr(a).key()
 	for _, r := range ranges {
 		if r.FirstKey <= k && k <= r.LastKey {
 			if r.AutoAssign {
-				ps.add(kernel.Errf(kernel.CodeInvalid, field, "%s is in an auto-assign range (%s..%s) of pool %q; a reservation must lie in an auto_assign=false range",
+				ps.add(fault.Errf(fault.CodeInvalid, field, "%s is in an auto-assign range (%s..%s) of pool %q; a reservation must lie in an auto_assign=false range",
 					a, r.FirstValue, r.LastValue, poolName))
 				return false
 			}
 			return true
 		}
 	}
-	ps.add(kernel.Errf(kernel.CodeInvalid, field, "%s is not in pool %q", a, poolName))
+	ps.add(fault.Errf(fault.CodeInvalid, field, "%s is not in pool %q", a, poolName))
 	return false
 }
 
@@ -97,7 +98,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 	for _, r := range recs {
 		if r.mac != "" && len(recs) > 1 {
 			if other, dup := macs[r.mac]; dup {
-				ps.add(kernel.Errf(kernel.CodeInvalid, r.f("bmc_mac_address"), "bmc_mac_address %s is already used by %s", r.mac, other))
+				ps.add(fault.Errf(fault.CodeInvalid, r.f("bmc_mac_address"), "bmc_mac_address %s is already used by %s", r.mac, other))
 			} else {
 				macs[r.mac] = r.prefix
 			}
@@ -109,7 +110,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 			}
 			if d.serial != "" {
 				if other, dup := serials[d.serial]; dup && len(recs) > 1 {
-					ps.add(kernel.Errf(kernel.CodeInvalid, d.field+".serial_number", "serial_number %s is already used by %s", d.serial, other))
+					ps.add(fault.Errf(fault.CodeInvalid, d.field+".serial_number", "serial_number %s is already used by %s", d.serial, other))
 				} else if !dup {
 					serials[d.serial] = d.field
 				}
@@ -121,7 +122,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 				}
 				p, ranges := lp.of(f)
 				if other, dup := declared[j][*a]; dup && len(recs) > 1 {
-					ps.add(kernel.Errf(kernel.CodeInvalid, d.field+"."+f.column, "%s is already reserved by %s", *a, other))
+					ps.add(fault.Errf(fault.CodeInvalid, d.field+"."+f.column, "%s is already reserved by %s", *a, other))
 					*a = netip.Addr{}
 				} else if !checkMember(p, ranges, f.typ, f.pool, d.field+"."+f.column, *a, ps) {
 					*a = netip.Addr{}
@@ -150,7 +151,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 			}
 			err := q.Take(&other).Error
 			if err == nil {
-				ps.add(kernel.Errf(kernel.CodeConflict, r.f("bmc_mac_address"), "bmc_mac_address %s is already used by ExpectedMachine %s", r.mac, emLabelOf(&other)))
+				ps.add(fault.Errf(fault.CodeConflict, r.f("bmc_mac_address"), "bmc_mac_address %s is already used by ExpectedMachine %s", r.mac, emLabelOf(&other)))
 			} else if !errors.Is(err, gorm.ErrRecordNotFound) {
 				return err
 			}
@@ -173,13 +174,13 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 			}
 			owner := fmt.Sprintf("%s (kept: %s leaves expected_dpus out)", r.mac, r.prefix)
 			if f, dup := serials[d.serial]; dup {
-				ps.add(kernel.Errf(kernel.CodeConflict, f+".serial_number", "serial_number %s is declared by ExpectedMachine %s", d.serial, owner))
+				ps.add(fault.Errf(fault.CodeConflict, f+".serial_number", "serial_number %s is declared by ExpectedMachine %s", d.serial, owner))
 			}
 			if f, dup := v4s[d.v4]; d.v4.IsValid() && dup {
-				ps.add(kernel.Errf(kernel.CodeNotAvailable, f+".loopback_ip", "%s is declared for DPU %s of ExpectedMachine %s", d.v4, d.serial, owner))
+				ps.add(fault.Errf(fault.CodeNotAvailable, f+".loopback_ip", "%s is declared for DPU %s of ExpectedMachine %s", d.v4, d.serial, owner))
 			}
 			if f, dup := v6s[d.v6]; d.v6.IsValid() && dup {
-				ps.add(kernel.Errf(kernel.CodeNotAvailable, f+".loopback_ip_v6", "%s is declared for DPU %s of ExpectedMachine %s", d.v6, d.serial, owner))
+				ps.add(fault.Errf(fault.CodeNotAvailable, f+".loopback_ip_v6", "%s is declared for DPU %s of ExpectedMachine %s", d.v6, d.serial, owner))
 			}
 		}
 	}
@@ -213,7 +214,7 @@ func (t *tx) checkDpuCollisions(d emDpu, lp *loopbackPools, held map[string]*mod
 			return err
 		}
 		if o != nil {
-			ps.add(kernel.Errf(kernel.CodeConflict, d.field+".serial_number", "serial_number %s is already declared by ExpectedMachine %s", d.serial, t.emLabel(o.ExpectedMachineID)))
+			ps.add(fault.Errf(fault.CodeConflict, d.field+".serial_number", "serial_number %s is already declared by ExpectedMachine %s", d.serial, t.emLabel(o.ExpectedMachineID)))
 		}
 	}
 	owner := Owner{Type: OwnerTypeMachine, ID: DPUMachineID(d.serial)}
@@ -232,7 +233,7 @@ func (t *tx) checkDpuCollisions(d emDpu, lp *loopbackPools, held map[string]*mod
 			return err
 		}
 		if o != nil {
-			ps.add(kernel.Errf(kernel.CodeNotAvailable, fam.field, "%s is declared for DPU %s of ExpectedMachine %s", fam.a, o.SerialNumber, t.emLabel(o.ExpectedMachineID)))
+			ps.add(fault.Errf(fault.CodeNotAvailable, fam.field, "%s is declared for DPU %s of ExpectedMachine %s", fam.a, o.SerialNumber, t.emLabel(o.ExpectedMachineID)))
 			continue
 		}
 		al := held[heldKey(fam.p.ID, k)]
@@ -244,7 +245,7 @@ func (t *tx) checkDpuCollisions(d emDpu, lp *loopbackPools, held map[string]*mod
 				continue // the hold ran out: the value is free
 			}
 			if d.serial != "" && (deref(al.FormerOwnerType) != owner.Type || deref(al.FormerOwnerID) != owner.ID) {
-				ps.add(kernel.Errf(kernel.CodeNotAvailable, fam.field, "%s is quarantined for another machine (former owner %s)", fam.a, ownerText(t.DB, al.FormerOwnerType, al.FormerOwnerID)))
+				ps.add(fault.Errf(fault.CodeNotAvailable, fam.field, "%s is quarantined for another machine (former owner %s)", fam.a, ownerText(t.DB, al.FormerOwnerType, al.FormerOwnerID)))
 			}
 			continue
 		}
@@ -252,7 +253,7 @@ func (t *tx) checkDpuCollisions(d emDpu, lp *loopbackPools, held map[string]*mod
 			continue // a malformed serial names no DPU to compare the owner with
 		}
 		if deref(al.OwnerType) != owner.Type || deref(al.OwnerID) != owner.ID {
-			ps.add(kernel.Errf(kernel.CodeNotAvailable, fam.field, "%s is allocated to %s, not to DPU %s", fam.a, ownerText(t.DB, al.OwnerType, al.OwnerID), d.serial))
+			ps.add(fault.Errf(fault.CodeNotAvailable, fam.field, "%s is allocated to %s, not to DPU %s", fam.a, ownerText(t.DB, al.OwnerType, al.OwnerID), d.serial))
 		}
 	}
 	return nil
@@ -331,7 +332,7 @@ func (a *Allocator) ValidateExpectedMachine(ctx context.Context, id string, spec
 // problem found in one pass, 422 problems before 409 ones, so that a form
 // can show each one beside its field: the collisions of the well-formed
 // parts of a record are found even when other parts are malformed.
-func (a *Allocator) ExpectedMachineProblems(ctx context.Context, id string, spec ExpectedMachineSpec) ([]*kernel.Error, error) {
+func (a *Allocator) ExpectedMachineProblems(ctx context.Context, id string, spec ExpectedMachineSpec) ([]*fault.Error, error) {
 	var ps problems
 	t := &tx{DB: a.db.WithContext(ctx), a: a, ctx: ctx, now: a.now(), locked: map[string]*models.Pool{}, everyProblem: true}
 	r := normalize("", spec, &ps)

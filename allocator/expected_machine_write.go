@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/strictjson"
@@ -91,13 +92,13 @@ func emConstraintError(err error, dpuField, macField string) error {
 	}
 	switch {
 	case strings.Contains(name, "loopback_ip_v6") || strings.Contains(name, "v6_key"):
-		return kernel.Errf(kernel.CodeNotAvailable, dpuField+".loopback_ip_v6", "the IPv6 loopback is already declared by another ExpectedDpu")
+		return fault.Errf(fault.CodeNotAvailable, dpuField+".loopback_ip_v6", "the IPv6 loopback is already declared by another ExpectedDpu")
 	case strings.Contains(name, "loopback_ip") || strings.Contains(name, "v4_key"):
-		return kernel.Errf(kernel.CodeNotAvailable, dpuField+".loopback_ip", "the IPv4 loopback is already declared by another ExpectedDpu")
+		return fault.Errf(fault.CodeNotAvailable, dpuField+".loopback_ip", "the IPv4 loopback is already declared by another ExpectedDpu")
 	case strings.Contains(name, "serial"):
-		return kernel.Errf(kernel.CodeConflict, dpuField+".serial_number", "the serial number is already declared by another ExpectedMachine")
+		return fault.Errf(fault.CodeConflict, dpuField+".serial_number", "the serial number is already declared by another ExpectedMachine")
 	case strings.Contains(name, "bmc_mac"):
-		return kernel.Errf(kernel.CodeConflict, macField, "the BMC MAC address is already used by another ExpectedMachine")
+		return fault.Errf(fault.CodeConflict, macField, "the BMC MAC address is already used by another ExpectedMachine")
 	}
 	return err
 }
@@ -182,7 +183,7 @@ func (t *tx) updateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *e
 		return nil, false, emConstraintError(res.Error, r.f("expected_dpus"), r.f("bmc_mac_address"))
 	}
 	if res.RowsAffected != 1 {
-		return nil, false, kernel.Errf(kernel.CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
+		return nil, false, fault.Errf(fault.CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
 	}
 	if r.dpusGiven {
 		if !dpusDeleted {
@@ -303,7 +304,7 @@ func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, pa
 	}
 	var p map[string]any
 	if err := json.Unmarshal(patch, &p); err != nil || p == nil {
-		return nil, kernel.Errf(kernel.CodeBadRequest, "", "a merge patch must be a JSON object: %v", errOr(err, "got null"))
+		return nil, fault.Errf(fault.CodeBadRequest, "", "a merge patch must be a JSON object: %v", errOr(err, "got null"))
 	}
 	var out *ExpectedMachine
 	err := a.write(ctx, func(t *tx) error {
@@ -348,7 +349,7 @@ func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, pa
 			case string:
 				spec.BmcPassword = &v
 			default:
-				return kernel.Errf(kernel.CodeInvalid, "bmc_password", "bmc_password must be a JSON string or null")
+				return fault.Errf(fault.CodeInvalid, "bmc_password", "bmc_password must be a JSON string or null")
 			}
 		}
 		out, err = t.replaceEM(cur, spec, clearPW)
@@ -386,7 +387,7 @@ func caseVariantMember(doc, patch map[string]any, path string) error {
 		for _, dk := range names {
 			if strings.EqualFold(dk, k) {
 				f := strictjson.JoinField(path, k)
-				return kernel.Errf(kernel.CodeInvalid, f, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", f, k, dk)
+				return fault.Errf(fault.CodeInvalid, f, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", f, k, dk)
 			}
 		}
 	}
@@ -426,7 +427,7 @@ func (t *tx) deleteEM(cur *models.ExpectedMachine) error {
 		return res.Error
 	}
 	if res.RowsAffected != 1 {
-		return kernel.Errf(kernel.CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
+		return fault.Errf(fault.CodeStaleVersion, "", "ExpectedMachine %s changed meanwhile; read it again and retry", emLabelOf(cur))
 	}
 	return t.audit("expected_machine.delete", "expected_machine", cur.ID, emAudit{ExpectedMachine: *before}, nil)
 }

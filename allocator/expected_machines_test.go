@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -94,37 +95,37 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 		cases := []struct {
 			name  string
 			spec  ExpectedMachineSpec
-			code  kernel.Code
+			code  fault.Code
 			field string
 		}{
-			{"MAC missing", emSpec(""), kernel.CodeInvalid, "bmc_mac_address"},
-			{"MAC malformed", emSpec("0a:00:00:00:00"), kernel.CodeInvalid, "bmc_mac_address"},
-			{"MAC mixed separators", emSpec("0a:00-00:00:00:02"), kernel.CodeInvalid, "bmc_mac_address"},
-			{"serial empty", emSpec(mac, emDpu4("  ", "", "")), kernel.CodeInvalid, "expected_dpus[0].serial_number"},
-			{"serial with a space", emSpec(mac, emDpu4("MT 1", "", "")), kernel.CodeInvalid, "expected_dpus[0].serial_number"},
-			{"serial 65 characters", emSpec(mac, emDpu4(long, "", "")), kernel.CodeInvalid, "expected_dpus[0].serial_number"},
-			{"serial twice in the record names the later", emSpec(mac, emDpu4("MT-1", "", ""), emDpu4(" MT-1 ", "", "")), kernel.CodeInvalid, "expected_dpus[1].serial_number"},
-			{"loopback_ip malformed", emSpec(mac, emDpu4("MT-1", "10.180.62", "")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip of the wrong family", emSpec(mac, emDpu4("MT-1", "fd00:180:62:1::1", "")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 of the wrong family", emSpec(mac, emDpu4("MT-1", "", "10.180.62.201")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip_v6 IPv4-mapped", emSpec(mac, emDpu4("MT-1", "", "::ffff:10.180.62.201")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip_v6 zoned", emSpec(mac, emDpu4("MT-1", "", "fe80::1%eth0")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip outside lo-ip", emSpec(mac, emDpu4("MT-1", "10.99.0.1", "")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip in an auto-assign range", emSpec(mac, emDpu4("MT-1", "10.180.62.5", "")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 outside lo-ip-v6", emSpec(mac, emDpu4("MT-1", "", "fd00:1::1")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip_v6 in an auto-assign range", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62::5")), kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip twice in the record", emSpec(mac, emDpu4("MT-1", "10.180.62.201", ""), emDpu4("MT-2", "10.180.62.201", "")), kernel.CodeInvalid, "expected_dpus[1].loopback_ip"},
-			{"loopback_ip_v6 twice in the record (other spelling)", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::1"), emDpu4("MT-2", "", "FD00:180:62:1:0::1")), kernel.CodeInvalid, "expected_dpus[1].loopback_ip_v6"},
-			{"label key twice", ExpectedMachineSpec{BmcMacAddress: mac, Metadata: &Metadata{Labels: []Label{{"env", "a"}, {"env", "b"}}}}, kernel.CodeInvalid, "metadata.labels[1].key"},
-			{"label key empty", ExpectedMachineSpec{BmcMacAddress: mac, Metadata: &Metadata{Labels: []Label{{" ", "a"}}}}, kernel.CodeInvalid, "metadata.labels[0].key"},
-			{"malformed before colliding", emSpec(mac, emDpu4("MT-A1", "10.180.62.210", ""), emDpu4("MT-2", "10.180.62.5", "")), kernel.CodeInvalid, "expected_dpus[1].loopback_ip"},
-			{"BMC MAC of another ExpectedMachine (other spelling)", emSpec("0A-00-00-00-00-01"), kernel.CodeConflict, "bmc_mac_address"},
-			{"serial declared by another ExpectedMachine", emSpec(mac, emDpu4("MT-A1", "", "")), kernel.CodeConflict, "expected_dpus[0].serial_number"},
-			{"loopback_ip declared by another ExpectedDpu", emSpec(mac, emDpu4("MT-1", "10.180.62.210", "")), kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 declared by another ExpectedDpu", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::10")), kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip allocated to another owner", emSpec(mac, emDpu4("MT-1", "10.180.62.220", "")), kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 allocated to another owner", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::20")), kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip quarantined for another machine", emSpec(mac, emDpu4("MT-1", "10.180.62.230", "")), kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
+			{"MAC missing", emSpec(""), fault.CodeInvalid, "bmc_mac_address"},
+			{"MAC malformed", emSpec("0a:00:00:00:00"), fault.CodeInvalid, "bmc_mac_address"},
+			{"MAC mixed separators", emSpec("0a:00-00:00:00:02"), fault.CodeInvalid, "bmc_mac_address"},
+			{"serial empty", emSpec(mac, emDpu4("  ", "", "")), fault.CodeInvalid, "expected_dpus[0].serial_number"},
+			{"serial with a space", emSpec(mac, emDpu4("MT 1", "", "")), fault.CodeInvalid, "expected_dpus[0].serial_number"},
+			{"serial 65 characters", emSpec(mac, emDpu4(long, "", "")), fault.CodeInvalid, "expected_dpus[0].serial_number"},
+			{"serial twice in the record names the later", emSpec(mac, emDpu4("MT-1", "", ""), emDpu4(" MT-1 ", "", "")), fault.CodeInvalid, "expected_dpus[1].serial_number"},
+			{"loopback_ip malformed", emSpec(mac, emDpu4("MT-1", "10.180.62", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip of the wrong family", emSpec(mac, emDpu4("MT-1", "fd00:180:62:1::1", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 of the wrong family", emSpec(mac, emDpu4("MT-1", "", "10.180.62.201")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip_v6 IPv4-mapped", emSpec(mac, emDpu4("MT-1", "", "::ffff:10.180.62.201")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip_v6 zoned", emSpec(mac, emDpu4("MT-1", "", "fe80::1%eth0")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip outside lo-ip", emSpec(mac, emDpu4("MT-1", "10.99.0.1", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip in an auto-assign range", emSpec(mac, emDpu4("MT-1", "10.180.62.5", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 outside lo-ip-v6", emSpec(mac, emDpu4("MT-1", "", "fd00:1::1")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip_v6 in an auto-assign range", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62::5")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip twice in the record", emSpec(mac, emDpu4("MT-1", "10.180.62.201", ""), emDpu4("MT-2", "10.180.62.201", "")), fault.CodeInvalid, "expected_dpus[1].loopback_ip"},
+			{"loopback_ip_v6 twice in the record (other spelling)", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::1"), emDpu4("MT-2", "", "FD00:180:62:1:0::1")), fault.CodeInvalid, "expected_dpus[1].loopback_ip_v6"},
+			{"label key twice", ExpectedMachineSpec{BmcMacAddress: mac, Metadata: &Metadata{Labels: []Label{{"env", "a"}, {"env", "b"}}}}, fault.CodeInvalid, "metadata.labels[1].key"},
+			{"label key empty", ExpectedMachineSpec{BmcMacAddress: mac, Metadata: &Metadata{Labels: []Label{{" ", "a"}}}}, fault.CodeInvalid, "metadata.labels[0].key"},
+			{"malformed before colliding", emSpec(mac, emDpu4("MT-A1", "10.180.62.210", ""), emDpu4("MT-2", "10.180.62.5", "")), fault.CodeInvalid, "expected_dpus[1].loopback_ip"},
+			{"BMC MAC of another ExpectedMachine (other spelling)", emSpec("0A-00-00-00-00-01"), fault.CodeConflict, "bmc_mac_address"},
+			{"serial declared by another ExpectedMachine", emSpec(mac, emDpu4("MT-A1", "", "")), fault.CodeConflict, "expected_dpus[0].serial_number"},
+			{"loopback_ip declared by another ExpectedDpu", emSpec(mac, emDpu4("MT-1", "10.180.62.210", "")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 declared by another ExpectedDpu", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::10")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip allocated to another owner", emSpec(mac, emDpu4("MT-1", "10.180.62.220", "")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 allocated to another owner", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::20")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip quarantined for another machine", emSpec(mac, emDpu4("MT-1", "10.180.62.230", "")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
 		}
 		for _, c := range cases {
 			before := f.emSnap()
@@ -132,11 +133,11 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 			if err == nil {
 				t.Fatalf("%s: accepted", c.name)
 			}
-			e, _ := kernel.AsError(err)
+			e, _ := fault.AsError(err)
 			if e == nil || e.Code != c.code || e.Field != c.field {
 				t.Fatalf("%s: got %v, want %s on %s", c.name, err, c.code, c.field)
 			}
-			if e.Code.Status() != map[kernel.Code]int{kernel.CodeInvalid: 422, kernel.CodeConflict: 409, kernel.CodeNotAvailable: 409}[c.code] {
+			if e.Code.Status() != map[fault.Code]int{fault.CodeInvalid: 422, fault.CodeConflict: 409, fault.CodeNotAvailable: 409}[c.code] {
 				t.Fatalf("%s: status %d", c.name, e.Code.Status())
 			}
 			// The console's as-you-type validation gives the same answer.
@@ -161,7 +162,7 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 		}
 		// Once declared, the value is refused to any other requester.
 		_, _, err := f.a.Allocate(f.ctx, PoolLoopbackV4, own("someone"), "10.180.62.210")
-		testkit.WantCode(t, err, kernel.CodeNotAvailable, "", "declared for DPU MT-A1")
+		testkit.WantCode(t, err, fault.CodeNotAvailable, "", "declared for DPU MT-A1")
 	})
 }
 
@@ -172,8 +173,8 @@ func TestExpectedMachineMissingFamilyPool(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.180.62.200", "10.180.62.255", false))
 		_, err := f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:02", emDpu4("MT-1", "10.180.62.201", "fd00:180:62:1::1")))
-		testkit.WantCode(t, err, kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6")
-		testkit.WantCode(t, err, kernel.CodeInvalid, "", `pool "lo-ip-v6" does not exist`)
+		testkit.WantCode(t, err, fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6")
+		testkit.WantCode(t, err, fault.CodeInvalid, "", `pool "lo-ip-v6" does not exist`)
 		em := f.emCreate(emSpec("0a:00:00:00:00:02", emDpu4("MT-1", "10.180.62.201", "")))
 		if *em.ExpectedDpus[0].LoopbackIP != "10.180.62.201" {
 			t.Fatalf("%+v", em)
@@ -181,7 +182,7 @@ func TestExpectedMachineMissingFamilyPool(t *testing.T) {
 		// A pool of the wrong type under the loopback name is refused too.
 		f.mkPool(PoolLoopbackV6, "ipv4", 0, rng("10.1.0.0", "10.1.0.10", false))
 		_, err = f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:03", emDpu4("MT-3", "", "fd00::1")))
-		testkit.WantCode(t, err, kernel.CodeInvalid, "expected_dpus[0].loopback_ip_v6")
+		testkit.WantCode(t, err, fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6")
 	})
 }
 
@@ -214,9 +215,9 @@ func TestExpectedMachineShape(t *testing.T) {
 			}
 		}
 		_, err := f.a.GetExpectedMachine(f.ctx, "0a:00:00:00:00:99")
-		testkit.WantCode(t, err, kernel.CodeNotFound, "")
+		testkit.WantCode(t, err, fault.CodeNotFound, "")
 		_, err = f.a.GetExpectedMachine(f.ctx, "no-such-id")
-		testkit.WantCode(t, err, kernel.CodeNotFound, "")
+		testkit.WantCode(t, err, fault.CodeNotFound, "")
 	})
 }
 
@@ -294,13 +295,13 @@ func TestExpectedMachinePatch(t *testing.T) {
 		}
 		before := f.emSnap()
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"chassis_serial_number":"x"}`), kernel.IfMatch{2})
-		testkit.WantCode(t, err, kernel.CodeStaleVersion, "")
+		testkit.WantCode(t, err, fault.CodeStaleVersion, "")
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip":"10.180.62.1"}]}`), nil)
-		testkit.WantCode(t, err, kernel.CodeInvalid, "expected_dpus[0].loopback_ip")
+		testkit.WantCode(t, err, fault.CodeInvalid, "expected_dpus[0].loopback_ip")
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip":7}]}`), nil)
-		testkit.WantCode(t, err, kernel.CodeInvalid, "expected_dpus[0].loopback_ip")
+		testkit.WantCode(t, err, fault.CodeInvalid, "expected_dpus[0].loopback_ip")
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`[1]`), nil)
-		testkit.WantCode(t, err, kernel.CodeBadRequest, "")
+		testkit.WantCode(t, err, fault.CodeBadRequest, "")
 		if f.emSnap() != before {
 			t.Fatal("refused patches changed stored state")
 		}
@@ -333,8 +334,8 @@ func TestExpectedMachineIfMatch(t *testing.T) {
 		em := f.emCreate(emSpec("0a:00:00:00:00:01"))
 		before := f.emSnap()
 		_, err := f.a.ReplaceExpectedMachine(f.ctx, em.ID, emSpec("0a:00:00:00:00:01"), kernel.IfMatch{7})
-		testkit.WantCode(t, err, kernel.CodeStaleVersion, "")
-		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, kernel.IfMatch{-1}), kernel.CodeStaleVersion, "")
+		testkit.WantCode(t, err, fault.CodeStaleVersion, "")
+		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, kernel.IfMatch{-1}), fault.CodeStaleVersion, "")
 		if f.emSnap() != before {
 			t.Fatal("stale writes changed state")
 		}
@@ -346,7 +347,7 @@ func TestExpectedMachineIfMatch(t *testing.T) {
 		if err := f.a.DeleteExpectedMachine(f.ctx, em.ID, kernel.IfMatch{2}); err != nil {
 			t.Fatal(err)
 		}
-		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, nil), kernel.CodeNotFound, "")
+		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, nil), fault.CodeNotFound, "")
 	})
 }
 
@@ -356,7 +357,7 @@ func TestExpectedMachineConcurrentReservations(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		race := func(name string, mk func(i int) ExpectedMachineSpec, code kernel.Code, field string) {
+		race := func(name string, mk func(i int) ExpectedMachineSpec, code fault.Code, field string) {
 			var wg sync.WaitGroup
 			errs := make([]error, 10)
 			for i := 0; i < 10; i++ {
@@ -381,14 +382,14 @@ func TestExpectedMachineConcurrentReservations(t *testing.T) {
 		}
 		race("same loopback_ip", func(i int) ExpectedMachineSpec {
 			return emSpec(fmt.Sprintf("0a:00:00:00:01:%02x", i), emDpu4(fmt.Sprintf("MT-V4-%d", i), "10.180.62.250", ""))
-		}, kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip")
+		}, fault.CodeNotAvailable, "expected_dpus[0].loopback_ip")
 		race("same loopback_ip_v6", func(i int) ExpectedMachineSpec {
 			return emSpec(fmt.Sprintf("0a:00:00:00:02:%02x", i), emDpu4(fmt.Sprintf("MT-V6-%d", i), "", "fd00:180:62:1::fa"))
-		}, kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6")
+		}, fault.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6")
 		race("same serial", func(i int) ExpectedMachineSpec {
 			return emSpec(fmt.Sprintf("0a:00:00:00:03:%02x", i), emDpu4("MT-SAME", "", ""))
-		}, kernel.CodeConflict, "expected_dpus[0].serial_number")
-		race("same BMC MAC", func(i int) ExpectedMachineSpec { return emSpec("0a:00:00:00:04:01") }, kernel.CodeConflict, "bmc_mac_address")
+		}, fault.CodeConflict, "expected_dpus[0].serial_number")
+		race("same BMC MAC", func(i int) ExpectedMachineSpec { return emSpec("0a:00:00:00:04:01") }, fault.CodeConflict, "bmc_mac_address")
 		if n := f.countRows(&models.ExpectedDpu{}, "loopback_ip = ?", "10.180.62.250"); n != 1 {
 			t.Fatalf("%d rows declare 10.180.62.250", n)
 		}
@@ -416,7 +417,7 @@ func TestExpectedMachineConcurrentSerialWithoutPools(t *testing.T) {
 			if err == nil {
 				wins++
 			} else {
-				testkit.WantCode(t, err, kernel.CodeConflict, "expected_dpus[0].serial_number")
+				testkit.WantCode(t, err, fault.CodeConflict, "expected_dpus[0].serial_number")
 			}
 		}
 		if wins != 1 {
@@ -449,7 +450,7 @@ func TestExpectedDpuUniqueConstraints(t *testing.T) {
 				t.Fatalf("%s: duplicate accepted or wrong error: %v", name, err)
 			}
 			mapped := emConstraintError(err, "expected_dpus[0]", "bmc_mac_address")
-			if e, ok := kernel.AsError(mapped); !ok || e.Code.Status() != 409 || !strings.HasPrefix(e.Field, "expected_dpus[0].") {
+			if e, ok := fault.AsError(mapped); !ok || e.Code.Status() != 409 || !strings.HasPrefix(e.Field, "expected_dpus[0].") {
 				t.Fatalf("%s: maps to %v", name, mapped)
 			}
 		}
@@ -487,20 +488,20 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 		}
 		bad := []struct {
 			name, body string
-			code       kernel.Code
+			code       fault.Code
 			field      string
 		}{
 			{"malformed value in record 2", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:01"},{"bmc_mac_address":"0a:00:00:00:00:02"},
-				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-9","loopback_ip":"10.180.62.1"}]}]}`, kernel.CodeInvalid, "expected_machines[2].expected_dpus[0].loopback_ip"},
+				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-9","loopback_ip":"10.180.62.1"}]}]}`, fault.CodeInvalid, "expected_machines[2].expected_dpus[0].loopback_ip"},
 			{"same value in two records names the later", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8","loopback_ip":"10.180.62.209"}]},
-				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-9","loopback_ip":"10.180.62.209"}]}]}`, kernel.CodeInvalid, "expected_machines[1].expected_dpus[0].loopback_ip"},
+				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-9","loopback_ip":"10.180.62.209"}]}]}`, fault.CodeInvalid, "expected_machines[1].expected_dpus[0].loopback_ip"},
 			{"same serial in two records", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8"}]},
-				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-8"}]}]}`, kernel.CodeInvalid, "expected_machines[1].expected_dpus[0].serial_number"},
-			{"same MAC twice", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08"},{"bmc_mac_address":"0A-00-00-00-00-08"}]}`, kernel.CodeInvalid, "expected_machines[1].bmc_mac_address"},
-			{"value allocated to another owner", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8","loopback_ip":"10.180.62.240"}]}]}`, kernel.CodeNotAvailable, "expected_machines[0].expected_dpus[0].loopback_ip"},
+				{"bmc_mac_address":"0a:00:00:00:00:09","expected_dpus":[{"serial_number":"MT-8"}]}]}`, fault.CodeInvalid, "expected_machines[1].expected_dpus[0].serial_number"},
+			{"same MAC twice", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08"},{"bmc_mac_address":"0A-00-00-00-00-08"}]}`, fault.CodeInvalid, "expected_machines[1].bmc_mac_address"},
+			{"value allocated to another owner", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8","loopback_ip":"10.180.62.240"}]}]}`, fault.CodeNotAvailable, "expected_machines[0].expected_dpus[0].loopback_ip"},
 			{"collides with reservations a record keeps", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:01"},
-				{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8","loopback_ip":"10.180.62.201"}]}]}`, kernel.CodeNotAvailable, "expected_machines[1].expected_dpus[0].loopback_ip"},
-			{"wrong JSON type names the record", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:01"},{"bmc_mac_address":"0a:00:00:00:00:02","expected_dpus":[{"serial_number":5}]}]}`, kernel.CodeInvalid, "expected_machines[1].expected_dpus[0].serial_number"},
+				{"bmc_mac_address":"0a:00:00:00:00:08","expected_dpus":[{"serial_number":"MT-8","loopback_ip":"10.180.62.201"}]}]}`, fault.CodeNotAvailable, "expected_machines[1].expected_dpus[0].loopback_ip"},
+			{"wrong JSON type names the record", `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:00:01"},{"bmc_mac_address":"0a:00:00:00:00:02","expected_dpus":[{"serial_number":5}]}]}`, fault.CodeInvalid, "expected_machines[1].expected_dpus[0].serial_number"},
 		}
 		for _, c := range bad {
 			before := f.emSnap()
@@ -508,7 +509,7 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 			if err == nil {
 				_, err = f.a.ReplaceAllExpectedMachines(f.ctx, specs)
 			}
-			if e, ok := kernel.AsError(err); !ok || e.Code != c.code || e.Field != c.field {
+			if e, ok := fault.AsError(err); !ok || e.Code != c.code || e.Field != c.field {
 				t.Fatalf("%s: got %v, want %s on %s", c.name, err, c.code, c.field)
 			}
 			if f.emSnap() != before {
@@ -516,9 +517,9 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 			}
 		}
 		_, err := ParseExpectedMachinesFile([]byte(`{"machines":[]}`))
-		testkit.WantCode(t, err, kernel.CodeInvalid, "expected_machines")
+		testkit.WantCode(t, err, fault.CodeInvalid, "expected_machines")
 		_, err = ParseExpectedMachinesFile([]byte(`{"expected_machines":`))
-		testkit.WantCode(t, err, kernel.CodeBadRequest, "")
+		testkit.WantCode(t, err, fault.CodeBadRequest, "")
 
 		// Swap A's and B's IPv4 reservations, drop record 3, keep A's
 		// password (absent), add a new record.
@@ -654,9 +655,9 @@ func TestExpectedMachineListFilters(t *testing.T) {
 			t.Fatalf("cursor %q", p.NextCursor)
 		}
 		_, err := f.a.ListExpectedMachines(f.ctx, ExpectedMachineFilter{BmcMacAddress: "nope"})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "bmc_mac_address")
+		testkit.WantCode(t, err, fault.CodeInvalid, "bmc_mac_address")
 		_, err = f.a.ListExpectedMachines(f.ctx, ExpectedMachineFilter{Cursor: "nope"})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "cursor")
+		testkit.WantCode(t, err, fault.CodeInvalid, "cursor")
 	})
 }
 
@@ -726,7 +727,7 @@ func TestExpectedMachineConcurrentUnconditionalWrites(t *testing.T) {
 		// Moving the record to a BMC MAC another record uses is 409.
 		f.emCreate(emSpec("0a:00:00:00:06:02"))
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"bmc_mac_address":"0A:00:00:00:06:02"}`), nil)
-		testkit.WantCode(t, err, kernel.CodeConflict, "bmc_mac_address")
+		testkit.WantCode(t, err, fault.CodeConflict, "bmc_mac_address")
 		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"bmc_mac_address":"0A:00:00:00:06:03"}`), nil)
 		if err != nil || got.ID != em.ID || got.BmcMacAddress != "0a:00:00:00:06:03" {
 			t.Fatalf("MAC change: %+v %v", got, err)
@@ -757,7 +758,7 @@ func TestExpectedMachinePatchKeepsUntouchedReservations(t *testing.T) {
 			t.Fatalf("rename: %+v %v", got, err)
 		}
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-81","loopback_ip":"10.180.62.205"}]}`), nil)
-		testkit.WantCode(t, err, kernel.CodeNotAvailable, "expected_dpus[0].loopback_ip")
+		testkit.WantCode(t, err, fault.CodeNotAvailable, "expected_dpus[0].loopback_ip")
 		// Clearing it is always possible.
 		if got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null}`), nil); err != nil || len(got.ExpectedDpus) != 0 {
 			t.Fatalf("clear: %+v %v", got, err)
@@ -778,13 +779,13 @@ func TestExpectedMachineNameRefusesInvisibleCharacters(t *testing.T) {
 			spec := emSpec("0a:00:00:00:00:02")
 			spec.Metadata.Name = name
 			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
-			testkit.WantCode(t, err, kernel.CodeInvalid, "metadata.name")
-			if e, _ := kernel.AsError(err); !strings.Contains(e.Message, strconv.Quote(name)) {
+			testkit.WantCode(t, err, fault.CodeInvalid, "metadata.name")
+			if e, _ := fault.AsError(err); !strings.Contains(e.Message, strconv.Quote(name)) {
 				t.Errorf("create %q: message %q does not name the value", name, e.Message)
 			}
 			body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": name}})
 			_, err = f.a.PatchExpectedMachine(f.ctx, "0a:00:00:00:00:01", body, nil)
-			testkit.WantCode(t, err, kernel.CodeInvalid, "metadata.name")
+			testkit.WantCode(t, err, fault.CodeInvalid, "metadata.name")
 		}
 		if after := f.emSnap(); after != before {
 			t.Fatalf("refused names changed the ExpectedMachines:\n%s\n%s", before, after)
@@ -815,10 +816,10 @@ func TestVisibleTextOnEveryHostField(t *testing.T) {
 			spec := emSpec("0a:00:00:00:00:02")
 			set(&spec)
 			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
-			testkit.WantCode(t, err, kernel.CodeInvalid, field)
+			testkit.WantCode(t, err, fault.CodeInvalid, field)
 		}
 		_, err := f.a.Report(f.ctx, ReportSpec{BmcMacAddress: "0a:00:00:00:00:01", ChassisSerialNumber: zw})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "chassis_serial_number")
+		testkit.WantCode(t, err, fault.CodeInvalid, "chassis_serial_number")
 		if after := f.emSnap(); after != before {
 			t.Fatalf("refused texts changed the ExpectedMachines:\n%s\n%s", before, after)
 		}
@@ -844,7 +845,7 @@ func TestBmcCredentialsRefuseControlCharacters(t *testing.T) {
 			spec := emSpec("0a:00:00:00:00:02")
 			set(&spec)
 			_, err := f.a.CreateExpectedMachine(f.ctx, spec)
-			testkit.WantCode(t, err, kernel.CodeInvalid, field)
+			testkit.WantCode(t, err, fault.CodeInvalid, field)
 			if err != nil && strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("the refusal repeats the password: %v", err)
 			}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
 var fuzzSpaces = []space{
@@ -125,11 +125,11 @@ func FuzzRangeSpec(f *testing.F) {
 
 func requireClientError(t *testing.T, err error, spec PoolSpec) {
 	t.Helper()
-	e, ok := kernel.AsError(err)
+	e, ok := fault.AsError(err)
 	if !ok {
-		t.Fatalf("%+v: rejection is not a *kernel.Error: %T %v", spec, err, err)
+		t.Fatalf("%+v: rejection is not a *fault.Error: %T %v", spec, err, err)
 	}
-	if e.Code != kernel.CodeInvalid {
+	if e.Code != fault.CodeInvalid {
 		t.Fatalf("%+v: rejection code %s, want invalid: %v", spec, e.Code, e)
 	}
 	if e.Field == "" || !(e.Field == "name" || e.Field == "type" || e.Field == "delegate_prefix_len" ||

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/database"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -123,7 +123,7 @@ func (a *Allocator) allocateAuto(ctx context.Context, pool string, owner Owner) 
 
 // errAbandoned is the 503 of a request that left before it was allocated.
 func errAbandoned(ctx context.Context) error {
-	return kernel.Errf(kernel.CodeUnavailable, "", "request cancelled or timed out (%v) before its allocation was made; nothing was allocated, retry", context.Cause(ctx))
+	return fault.Errf(fault.CodeUnavailable, "", "request cancelled or timed out (%v) before its allocation was made; nothing was allocated, retry", context.Cause(ctx))
 }
 
 // leadFirstGroup runs the first batch of pool's queue on the caller's
@@ -232,12 +232,12 @@ func (a *Allocator) runGroupCommitOn(lc *leaderConn, pool string, batch []*alloc
 	earlierTry := false
 	if a.dialect == models.Postgres && a.path.pgPipelines() {
 		results, err = a.groupCommitPG(ctx, lc, pool, owners, now)
-		if _, final := kernel.AsError(err); err != nil && !final && !errors.Is(err, errGeneralPath) {
+		if _, final := fault.AsError(err); err != nil && !final && !errors.Is(err, errGeneralPath) {
 			earlierTry = true
 			a.log.Debug("allocation batch: fast path failed, using the general path", "pool", pool, "error", err)
 		}
 	}
-	if _, final := kernel.AsError(err); err != nil && !final {
+	if _, final := fault.AsError(err); err != nil && !final {
 		err = a.write(ctx, func(t *tx) error {
 			t.now = now
 			if t.attempt > 0 {
@@ -278,14 +278,14 @@ func (a *Allocator) runGroupCommitOn(lc *leaderConn, pool string, batch []*alloc
 		}
 		return
 	}
-	if e, ok := kernel.AsError(err); ctx.Err() != nil || database.IsUnavailable(err) || (ok && e.Code == kernel.CodeUnavailable) {
+	if e, ok := fault.AsError(err); ctx.Err() != nil || database.IsUnavailable(err) || (ok && e.Code == fault.CodeUnavailable) {
 		// Cut short by a deadline, or the database went away: the commit
 		// may have happened all the same (a deadline passing while COMMIT
 		// is in flight cannot stop it). Look before answering.
 		a.resolveGroup(pool, live, now)
 		return
 	}
-	if e, ok := kernel.AsError(err); len(live) == 1 || (ok && e.Code == kernel.CodeNotFound) {
+	if e, ok := fault.AsError(err); len(live) == 1 || (ok && e.Code == fault.CodeNotFound) {
 		for _, r := range live {
 			r.finish(Allocation{}, false, err)
 		}
@@ -327,7 +327,7 @@ func (a *Allocator) resolveGroup(pool string, live []*allocReq, groupNow time.Ti
 	})
 	if err != nil {
 		for _, r := range live {
-			r.finish(Allocation{}, false, kernel.Errf(kernel.CodeUnavailable, "",
+			r.finish(Allocation{}, false, fault.Errf(fault.CodeUnavailable, "",
 				"the database did not confirm the allocation and cannot be read now; retry (allocation is idempotent by owner)"))
 		}
 		return

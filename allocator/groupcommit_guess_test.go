@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -130,7 +130,7 @@ func TestGroupCommitGuessMatchesOneByOne(t *testing.T) {
 							t.Fatalf("step %d request %d (%s again): %s created=%t %v, want %s", step, i, o, rq.out.Value, rq.created, rq.err, got[o])
 						}
 					case k >= len(want):
-						testkit.WantCode(t, rq.err, kernel.CodePoolExhausted, "")
+						testkit.WantCode(t, rq.err, fault.CodePoolExhausted, "")
 					default:
 						if rq.err != nil || !rq.created || rq.out.Value != want[k] {
 							t.Fatalf("step %d request %d (%s): %s created=%t %v, want %s (free: %v)", step, i, o, rq.out.Value, rq.created, rq.err, want[k], want[:min(len(want), 8)])
@@ -159,7 +159,7 @@ func TestGroupCommitGuessMatchesOneByOne(t *testing.T) {
 				want := f.oracleFirstFree(pool, 1)
 				al, created, err := other.Allocate(f.ctx, pool, own(o), "")
 				if len(want) == 0 {
-					testkit.WantCode(t, err, kernel.CodePoolExhausted, "")
+					testkit.WantCode(t, err, fault.CodePoolExhausted, "")
 					break
 				}
 				if err != nil || !created || al.Value != want[0] {
@@ -197,7 +197,7 @@ func TestGroupCommitGuessMatchesOneByOne(t *testing.T) {
 				rg := p.Ranges[0]
 				on := !rg.AutoAssign
 				if _, err := f.a.UpdateRange(f.ctx, pool, rg.ID, RangeUpdate{AutoAssign: &on}); err != nil && on {
-					testkit.WantCode(t, err, kernel.CodeConflict, "") // values lie in it
+					testkit.WantCode(t, err, fault.CodeConflict, "") // values lie in it
 				} else if err != nil {
 					t.Fatalf("flip off: %v", err)
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -160,7 +161,7 @@ func (a *Allocator) groupCommitPG(ctx context.Context, lc *leaderConn, pool stri
 		// broken (a closed pgx connection is discarded by database/sql
 		// when it comes back to the pool).
 		lc.drop()
-		if _, ok := kernel.AsError(err); ok {
+		if _, ok := fault.AsError(err); ok {
 			return nil, err
 		}
 		if database.IsUnavailable(err) || ctx.Err() != nil {
@@ -203,7 +204,7 @@ func (a *Allocator) groupCommitPipelines(ctx context.Context, pc *pgx.Conn, gues
 		return nil, err
 	}
 	if p == nil {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q does not exist", pool)
+		return nil, fault.Errf(fault.CodeNotFound, "", "pool %q does not exist", pool)
 	}
 	if expiring {
 		return nil, errGeneralPath // the general path frees them first

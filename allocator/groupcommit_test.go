@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -195,7 +196,7 @@ func TestGroupCommitAllocatesLikeOneByOne(t *testing.T) {
 				}
 				continue
 			}
-			testkit.WantCode(t, r.err, kernel.CodePoolExhausted, "")
+			testkit.WantCode(t, r.err, fault.CodePoolExhausted, "")
 		}
 		if rest := f.oracleFree(PoolLoopbackV4); len(rest) != 0 {
 			t.Fatalf("values left free after exhaustion: %v", rest)
@@ -237,7 +238,7 @@ func TestGroupCommitQueueUnderConcurrency(t *testing.T) {
 		exhausted := 0
 		for i := range values {
 			if errs[i] != nil {
-				testkit.WantCode(t, errs[i], kernel.CodePoolExhausted, "")
+				testkit.WantCode(t, errs[i], fault.CodePoolExhausted, "")
 				exhausted++
 				continue
 			}
@@ -299,7 +300,7 @@ func TestGroupCommitCancelledAndUnknownPool(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, _, err := f.a.Allocate(ctx, "vlan", own("late"), "")
-		testkit.WantCode(t, err, kernel.CodeUnavailable, "")
+		testkit.WantCode(t, err, fault.CodeUnavailable, "")
 		if n := f.countRows(&models.Allocation{}, "1 = 1"); n != 0 {
 			t.Fatalf("%d allocations after a cancelled request", n)
 		}
@@ -307,7 +308,7 @@ func TestGroupCommitCancelledAndUnknownPool(t *testing.T) {
 		f.a.runGroupCommit("nope", reqs)
 		for _, r := range reqs {
 			<-r.done
-			testkit.WantCode(t, r.err, kernel.CodeNotFound, "", "nope")
+			testkit.WantCode(t, r.err, fault.CodeNotFound, "", "nope")
 		}
 	})
 }
@@ -435,7 +436,7 @@ func TestGroupCommitCallerDeadlineBeforeClaim(t *testing.T) {
 		go func() { hasty <- waitLikeCaller(reqs[1]) }()
 		f.a.runGroupCommit("vlan", reqs)
 		<-reqs[0].done
-		testkit.WantCode(t, <-hasty, kernel.CodeUnavailable, "", "nothing was allocated")
+		testkit.WantCode(t, <-hasty, fault.CodeUnavailable, "", "nothing was allocated")
 		if n := f.countRows(&models.Allocation{}, "owner_id = ?", "hasty"); n != 0 {
 			t.Fatalf("the caller told 503 holds %d values", n)
 		}
@@ -467,7 +468,7 @@ func TestGroupCommitLeavesOutCancelledCaller(t *testing.T) {
 		go func() { left <- waitLikeCaller(reqs[1]) }()
 		time.Sleep(100 * time.Millisecond)
 		cancel()
-		testkit.WantCode(t, <-left, kernel.CodeUnavailable, "", "nothing was allocated")
+		testkit.WantCode(t, <-left, fault.CodeUnavailable, "", "nothing was allocated")
 		if err := blocker.Commit().Error; err != nil {
 			t.Fatal(err)
 		}
@@ -486,7 +487,7 @@ func TestGroupCommitLeavesOutCancelledCaller(t *testing.T) {
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel2)
 		_, _, err := f.a.Allocate(ctx2, "vlan", own("gone"), "")
-		testkit.WantCode(t, err, kernel.CodeUnavailable, "")
+		testkit.WantCode(t, err, fault.CodeUnavailable, "")
 		blocker.Commit()
 		if n := f.countRows(&models.Allocation{}, "owner_id = ?", "gone"); n != 0 {
 			t.Fatalf("a cancelled Allocate stored %d values", n)
@@ -566,7 +567,7 @@ func TestGroupCommitDeadlinesAnywhere(t *testing.T) {
 			switch {
 			case r.err != nil:
 				failed++
-				testkit.WantCode(t, r.err, kernel.CodeUnavailable, "")
+				testkit.WantCode(t, r.err, fault.CodeUnavailable, "")
 				if len(rows) != 0 {
 					t.Fatalf("%s got %v but holds %s", r.owner, r.err, rows[0].Value)
 				}
@@ -603,7 +604,7 @@ func TestGroupCommitDeadlineDuringCommit(t *testing.T) {
 		var n int64
 		db.Model(&models.Allocation{}).Where("owner_id = ?", owner).Count(&n)
 		if err != nil {
-			testkit.WantCode(t, err, kernel.CodeUnavailable, "")
+			testkit.WantCode(t, err, fault.CodeUnavailable, "")
 			if n != 0 {
 				t.Fatalf("%s: 503 (%v) after %v, but the value was stored", owner, err, took)
 			}

@@ -10,8 +10,8 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/ident"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -54,10 +54,10 @@ type DiscoverSpec struct {
 // and pool growth complete it later; only families whose pool exists are
 // listed.
 type Incomplete struct {
-	MachineID string      `json:"machine_id"`
-	Family    string      `json:"family"`
-	Code      kernel.Code `json:"code"`
-	Message   string      `json:"message"`
+	MachineID string     `json:"machine_id"`
+	Family    string     `json:"family"`
+	Code      fault.Code `json:"code"`
+	Message   string     `json:"message"`
 }
 
 // IngestResult answers a report or a discovery: 200 {"machines": [...],
@@ -93,11 +93,11 @@ func (a *Allocator) Report(ctx context.Context, spec ReportSpec) (*IngestResult,
 func newReport(spec ReportSpec) (*report, error) {
 	mac, err := ident.ParseMAC(spec.BmcMacAddress)
 	if err != nil {
-		return nil, kernel.Errf(kernel.CodeInvalid, "bmc_mac_address", "bmc_mac_address %q is not a MAC address: want %s", spec.BmcMacAddress, ident.MACRule)
+		return nil, fault.Errf(fault.CodeInvalid, "bmc_mac_address", "bmc_mac_address %q is not a MAC address: want %s", spec.BmcMacAddress, ident.MACRule)
 	}
 	chassis := strings.TrimSpace(spec.ChassisSerialNumber)
 	if len(chassis) > 128 {
-		return nil, kernel.Errf(kernel.CodeInvalid, "chassis_serial_number", "chassis_serial_number is %d characters long; at most 128", len(chassis))
+		return nil, fault.Errf(fault.CodeInvalid, "chassis_serial_number", "chassis_serial_number is %d characters long; at most 128", len(chassis))
 	}
 	if c, bad := ident.Invisible(chassis, false); bad {
 		return nil, invisibleError("chassis_serial_number", chassis, c)
@@ -113,10 +113,10 @@ func newReport(spec ReportSpec) (*report, error) {
 		s := strings.TrimSpace(d.SerialNumber)
 		field := fmt.Sprintf("dpus[%d].serial_number", i)
 		if !ident.ValidSerial(s) {
-			return nil, kernel.Errf(kernel.CodeInvalid, field, "serial_number %q must be %s", d.SerialNumber, ident.SerialRule)
+			return nil, fault.Errf(fault.CodeInvalid, field, "serial_number %q must be %s", d.SerialNumber, ident.SerialRule)
 		}
 		if seen[s] {
-			return nil, kernel.Errf(kernel.CodeInvalid, field, "serial_number %q appears twice in this report", s)
+			return nil, fault.Errf(fault.CodeInvalid, field, "serial_number %q appears twice in this report", s)
 		}
 		seen[s] = true
 		index[s] = i
@@ -161,8 +161,8 @@ func (t *tx) ingestReport(pools map[string]*models.Pool, r *report) (*IngestResu
 	for _, s := range r.serials {
 		dpu, err := t.upsertDPU(s, &host.MachineID, r.dpuMACs[s])
 		if err != nil {
-			if e, ok := kernel.AsError(err); ok && (e.Field == "serial_number" || e.Field == "bmc_mac_address") {
-				return nil, kernel.WithFieldPrefix(&kernel.Error{Code: e.Code, Message: e.Message}, fmt.Sprintf("dpus[%d].%s", r.index[s], e.Field))
+			if e, ok := fault.AsError(err); ok && (e.Field == "serial_number" || e.Field == "bmc_mac_address") {
+				return nil, fault.WithFieldPrefix(&fault.Error{Code: e.Code, Message: e.Message}, fmt.Sprintf("dpus[%d].%s", r.index[s], e.Field))
 			}
 			return nil, err
 		}
@@ -205,13 +205,13 @@ func (a *Allocator) reportAlone(ctx context.Context, r *report) (*IngestResult, 
 func (a *Allocator) Discover(ctx context.Context, spec DiscoverSpec) (*IngestResult, error) {
 	serial := strings.TrimSpace(spec.SerialNumber)
 	if !ident.ValidSerial(serial) {
-		return nil, kernel.Errf(kernel.CodeInvalid, "serial_number", "serial_number %q must be %s", spec.SerialNumber, ident.SerialRule)
+		return nil, fault.Errf(fault.CodeInvalid, "serial_number", "serial_number %q must be %s", spec.SerialNumber, ident.SerialRule)
 	}
 	mac := ""
 	if strings.TrimSpace(spec.HostBmcMacAddress) != "" {
 		m, err := ident.ParseMAC(spec.HostBmcMacAddress)
 		if err != nil {
-			return nil, kernel.Errf(kernel.CodeInvalid, "host_bmc_mac_address", "host_bmc_mac_address %q is not a MAC address: want %s", spec.HostBmcMacAddress, ident.MACRule)
+			return nil, fault.Errf(fault.CodeInvalid, "host_bmc_mac_address", "host_bmc_mac_address %q is not a MAC address: want %s", spec.HostBmcMacAddress, ident.MACRule)
 		}
 		mac = m
 	}
@@ -290,7 +290,7 @@ func (t *tx) upsertHost(mac, chassis string, em *models.ExpectedMachine) (*model
 		return nil, err
 	}
 	if cur.State != StateReady {
-		return nil, kernel.Errf(kernel.CodeConflict, "bmc_mac_address", "host %s (BMC %s) is %s; delete it before ingesting it again", cur.MachineID, mac, cur.State)
+		return nil, fault.Errf(fault.CodeConflict, "bmc_mac_address", "host %s (BMC %s) is %s; delete it before ingesting it again", cur.MachineID, mac, cur.State)
 	}
 	upd := map[string]any{}
 	if chassis != "" && chassis != cur.ChassisSerialNumber {
@@ -332,10 +332,10 @@ func (t *tx) upsertDPU(serial string, hostID *string, mac string) (*models.Machi
 		return nil, err
 	}
 	if cur.Kind != KindDPU {
-		return nil, kernel.Errf(kernel.CodeConflict, "serial_number", "machine %s is not a DPU", cur.MachineID)
+		return nil, fault.Errf(fault.CodeConflict, "serial_number", "machine %s is not a DPU", cur.MachineID)
 	}
 	if cur.State != StateReady {
-		return nil, kernel.Errf(kernel.CodeConflict, "serial_number", "DPU %s (%s) is %s; delete it before ingesting it again", serial, cur.MachineID, cur.State)
+		return nil, fault.Errf(fault.CodeConflict, "serial_number", "DPU %s (%s) is %s; delete it before ingesting it again", serial, cur.MachineID, cur.State)
 	}
 	upd := map[string]any{}
 	if hostID != nil && deref(cur.HostMachineID) != *hostID {
@@ -363,7 +363,7 @@ func (t *tx) updateMachine(cur *models.Machine, upd map[string]any) (*models.Mac
 		return nil, res.Error
 	}
 	if res.RowsAffected != 1 {
-		return nil, kernel.Errf(kernel.CodeStaleVersion, "", "machine %s changed meanwhile", cur.MachineID)
+		return nil, fault.Errf(fault.CodeStaleVersion, "", "machine %s changed meanwhile", cur.MachineID)
 	}
 	var out models.Machine
 	if err := t.Where("machine_id = ?", cur.MachineID).Take(&out).Error; err != nil {

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/ident"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -29,10 +29,10 @@ func reportDPUMACs(hostMAC string, dpus []ReportDPU) ([]string, error) {
 		field := fmt.Sprintf("dpus[%d].bmc_mac_address", i)
 		m, err := ident.ParseMAC(d.BmcMacAddress)
 		if err != nil {
-			return nil, kernel.Errf(kernel.CodeInvalid, field, "bmc_mac_address %q is not a MAC address: want %s", d.BmcMacAddress, ident.MACRule)
+			return nil, fault.Errf(fault.CodeInvalid, field, "bmc_mac_address %q is not a MAC address: want %s", d.BmcMacAddress, ident.MACRule)
 		}
 		if first, ok := at[m]; ok {
-			return nil, kernel.Errf(kernel.CodeInvalid, field, "bmc_mac_address %q is also %s of this report: each BMC has its own MAC address", d.BmcMacAddress, first)
+			return nil, fault.Errf(fault.CodeInvalid, field, "bmc_mac_address %q is also %s of this report: each BMC has its own MAC address", d.BmcMacAddress, first)
 		}
 		at[m] = field
 		out[i] = m
@@ -61,6 +61,6 @@ func (t *tx) bmcMACTaken(mac, id string) error {
 	if err := t.Where("bmc_mac_address = ? AND machine_id <> ?", mac, id).Take(&other).Error; err != nil {
 		return fmt.Errorf("machine %s: insert ignored, but no other machine has BMC MAC %s: %w", id, mac, err)
 	}
-	return kernel.Errf(kernel.CodeConflict, "bmc_mac_address", "bmc_mac_address %s is already the BMC MAC address of %s; one BMC MAC belongs to one machine",
+	return fault.Errf(fault.CodeConflict, "bmc_mac_address", "bmc_mac_address %s is already the BMC MAC address of %s; one BMC MAC belongs to one machine",
 		mac, machineRowLabel(t.DB, &other))
 }

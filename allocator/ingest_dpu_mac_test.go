@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -27,9 +27,9 @@ func (f *fnd) storedMAC(id string) string {
 
 // wantErr fails unless err is an *Error of this code and field whose
 // message names value.
-func wantErr(t *testing.T, err error, code kernel.Code, field, value string) {
+func wantErr(t *testing.T, err error, code fault.Code, field, value string) {
 	t.Helper()
-	e, ok := kernel.AsError(err)
+	e, ok := fault.AsError(err)
 	if !ok || e.Code != code || e.Field != field || !strings.Contains(e.Message, value) {
 		t.Fatalf("error %v, want %s on %s naming %q", err, code, field, value)
 	}
@@ -108,12 +108,12 @@ func TestReportRefusesBadDPUBMCMAC(t *testing.T) {
 		before := ingestDump(t, f.db)
 		for _, bad := range []string{"1a-00:00:00:00:02", "1a00.0000.0002", "1a0000000002", "1a:00:00:00:00", "zz:00:00:00:00:02"} {
 			_, err := f.a.Report(f.ctx, dpuSpec("02:00:00:00:00:09", [2]string{"S-9", ""}, [2]string{"S-8", bad}))
-			wantErr(t, err, kernel.CodeInvalid, "dpus[1].bmc_mac_address", bad)
+			wantErr(t, err, fault.CodeInvalid, "dpus[1].bmc_mac_address", bad)
 		}
 		_, err := f.a.Report(f.ctx, dpuSpec("02:00:00:00:00:09", [2]string{"S-9", "1A:00:00:00:00:09"}, [2]string{"S-8", "1a-00-00-00-00-09"}))
-		wantErr(t, err, kernel.CodeInvalid, "dpus[1].bmc_mac_address", "1a-00-00-00-00-09")
+		wantErr(t, err, fault.CodeInvalid, "dpus[1].bmc_mac_address", "1a-00-00-00-00-09")
 		_, err = f.a.Report(f.ctx, dpuSpec("02:00:00:00:00:09", [2]string{"S-9", "02:00:00:00:00:09"}))
-		wantErr(t, err, kernel.CodeInvalid, "dpus[0].bmc_mac_address", "02:00:00:00:00:09")
+		wantErr(t, err, fault.CodeInvalid, "dpus[0].bmc_mac_address", "02:00:00:00:00:09")
 		for name, c := range map[string]struct {
 			spec         ReportSpec
 			field, value string
@@ -125,16 +125,16 @@ func TestReportRefusesBadDPUBMCMAC(t *testing.T) {
 			"a new host with a DPU's":     {dpuSpec("1a:00:00:00:00:01", [2]string{"S-9", ""}), "bmc_mac_address", "1a:00:00:00:00:01"},
 		} {
 			_, err := f.a.Report(f.ctx, c.spec)
-			if e, ok := kernel.AsError(err); ok && !strings.Contains(e.Message, "S-1") && c.value == "1a:00:00:00:00:01" {
+			if e, ok := fault.AsError(err); ok && !strings.Contains(e.Message, "S-1") && c.value == "1a:00:00:00:00:01" {
 				t.Errorf("%s: %q does not name the DPU that has the MAC", name, e.Message)
 			}
-			wantErr(t, err, kernel.CodeConflict, c.field, c.value)
+			wantErr(t, err, fault.CodeConflict, c.field, c.value)
 			r, err := newReport(c.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, err = f.a.reportAlone(f.ctx, r)
-			wantErr(t, err, kernel.CodeConflict, c.field, c.value)
+			wantErr(t, err, fault.CodeConflict, c.field, c.value)
 		}
 		if after := ingestDump(t, f.db); after != before {
 			t.Fatalf("refused reports changed the stored state:\nbefore %s\nafter  %s", before, after)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -359,7 +360,7 @@ func TestLifecycleTable(t *testing.T) {
 				t.Fatalf("%d machine rows left", n)
 			}
 			_, _, err := s.a.Allocate(s.ctx, PoolLoopbackV4, Owner{"network", "other"}, "10.0.0.150")
-			testkit.WantCode(t, err, kernel.CodeNotAvailable, "", "declared for DPU S1")
+			testkit.WantCode(t, err, fault.CodeNotAvailable, "", "declared for DPU S1")
 			if al, _, err := s.a.Allocate(s.ctx, PoolLoopbackV4, Owner{"network", "other"}, ""); err != nil || al.Value != "10.0.0.1" {
 				t.Fatalf("released automatic value not free again: %v %v", al, err)
 			}
@@ -507,17 +508,17 @@ func TestLifecycleTable(t *testing.T) {
 		{"decommission and delete refusals: not ready, not decommissioned, decommissioned host reported", lcOpts{}, func(t *testing.T, s *lcSite) {
 			s.report(macA, "S1")
 			_, err := s.a.DeleteMachine(s.ctx, HostMachineID(macA), false)
-			testkit.WantCode(t, err, kernel.CodeConflict, "", "decommission it first")
+			testkit.WantCode(t, err, fault.CodeConflict, "", "decommission it first")
 			_, err = s.a.Decommission(s.ctx, DPUMachineID("S1"))
-			testkit.WantCode(t, err, kernel.CodeConflict, "", "decommission the host")
+			testkit.WantCode(t, err, fault.CodeConflict, "", "decommission the host")
 			s.decommission(HostMachineID(macA))
 			_, err = s.a.Decommission(s.ctx, HostMachineID(macA))
-			testkit.WantCode(t, err, kernel.CodeConflict, "", "not ready")
+			testkit.WantCode(t, err, fault.CodeConflict, "", "not ready")
 			_, err = s.a.Report(s.ctx, ReportSpec{BmcMacAddress: macA, DPUs: []ReportDPU{{SerialNumber: "S1"}}})
-			testkit.WantCode(t, err, kernel.CodeConflict, "", "decommissioned")
+			testkit.WantCode(t, err, fault.CodeConflict, "", "decommissioned")
 			s.wantLoopbacks("S1", "10.0.0.1", "fd00::1") // decommission alone keeps the values
 			_, err = s.a.Decommission(s.ctx, "nope")
-			testkit.WantCode(t, err, kernel.CodeNotFound, "")
+			testkit.WantCode(t, err, fault.CodeNotFound, "")
 		}},
 	}
 	for _, r := range rows {
@@ -556,12 +557,12 @@ func TestReportValidation(t *testing.T) {
 		}
 		for _, c := range cases {
 			_, err := s.a.Report(s.ctx, c.spec)
-			if e := testkit.WantCode(t, err, kernel.CodeInvalid, ""); e.Field != c.field {
+			if e := testkit.WantCode(t, err, fault.CodeInvalid, ""); e.Field != c.field {
 				t.Fatalf("%+v: field %q, want %q", c.spec, e.Field, c.field)
 			}
 		}
 		_, err := s.a.Discover(s.ctx, DiscoverSpec{SerialNumber: "S1", HostBmcMacAddress: "zz"})
-		if e := testkit.WantCode(t, err, kernel.CodeInvalid, ""); e.Field != "host_bmc_mac_address" {
+		if e := testkit.WantCode(t, err, fault.CodeInvalid, ""); e.Field != "host_bmc_mac_address" {
 			t.Fatalf("field %q", e.Field)
 		}
 		var n int64
@@ -714,7 +715,7 @@ func TestForceDeleteReingestNeverAnothersValue(t *testing.T) {
 		res := s.report(macC, "S3")
 		wantIncomplete(t, res, DPUMachineID("S3")+"/ipv4/pool_exhausted")
 		_, _, err := s.a.Allocate(s.ctx, PoolLoopbackV4, Owner{"network", "x"}, "")
-		testkit.WantCode(t, err, kernel.CodePoolExhausted, "")
+		testkit.WantCode(t, err, fault.CodePoolExhausted, "")
 		res = s.report(macA, "S1")
 		wantIncomplete(t, res)
 		s.wantLoopbacks("S1", "10.0.0.1", "fd00::1")
@@ -815,7 +816,7 @@ func TestListMachinesAndBindings(t *testing.T) {
 			t.Fatalf("kinds = %v", kinds)
 		}
 		_, err = s.a.ListMachines(s.ctx, MachineFilter{State: "gone"})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "")
+		testkit.WantCode(t, err, fault.CodeInvalid, "")
 		bp, err := s.a.ListBindings(s.ctx, BindingFilter{})
 		if err != nil || len(bp.Items) != 4 {
 			t.Fatalf("bindings = %+v, %v", bp, err)
@@ -829,7 +830,7 @@ func TestListMachinesAndBindings(t *testing.T) {
 			t.Fatalf("bindings page = %+v, %v", bp, err)
 		}
 		_, err = s.a.ListBindings(s.ctx, BindingFilter{Status: "odd"})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "")
+		testkit.WantCode(t, err, fault.CodeInvalid, "")
 		b, _ := json.Marshal(s.binding("S3"))
 		for _, k := range []string{`"reserved_ip":null`, `"expected_machine_id":null`, `"status_v4":"automatic"`} {
 			if !strings.Contains(string(b), k) {

@@ -7,7 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -51,10 +51,10 @@ func (a *Allocator) LookupAddress(ctx context.Context, value string) (*AddressIn
 	if strings.Contains(s, "/") {
 		p, err := netip.ParsePrefix(s)
 		if err != nil || p.Addr().Zone() != "" || p.Addr().Is4In6() {
-			return nil, kernel.Errf(kernel.CodeInvalid, "value", "%q is not an address or an integer", value)
+			return nil, fault.Errf(fault.CodeInvalid, "value", "%q is not an address or an integer", value)
 		}
 		if p.Bits() != p.Addr().BitLen() {
-			return nil, kernel.Errf(kernel.CodeInvalid, "value", "%q: an address is looked up alone or with its host prefix (/32, /128), not a /%d; any address of an ipv6prefix block finds the block", value, p.Bits())
+			return nil, fault.Errf(fault.CodeInvalid, "value", "%q: an address is looked up alone or with its host prefix (/32, /128), not a /%d; any address of an ipv6prefix block finds the block", value, p.Bits())
 		}
 		// A host prefix (/32, /128) is the plain address.
 		addr = p.Addr()
@@ -63,7 +63,7 @@ func (a *Allocator) LookupAddress(ctx context.Context, value string) (*AddressIn
 	} else {
 		a2, err := parseAddr(s)
 		if err != nil {
-			return nil, kernel.Errf(kernel.CodeInvalid, "value", "%v", err)
+			return nil, fault.Errf(fault.CodeInvalid, "value", "%v", err)
 		}
 		addr = a2
 	}

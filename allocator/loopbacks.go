@@ -8,7 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -79,7 +79,7 @@ func (t *tx) setLoopback(nc *models.NetworkConfig, f loopbackFamily, value *stri
 		return res.Error
 	}
 	if res.RowsAffected != 1 {
-		return kernel.Errf(kernel.CodeStaleVersion, "", "network config of %s changed meanwhile", nc.MachineID)
+		return fault.Errf(fault.CodeStaleVersion, "", "network config of %s changed meanwhile", nc.MachineID)
 	}
 	nc.Version++
 	if f.name == FamilyIPv4 {
@@ -108,10 +108,10 @@ func (a *Allocator) EnsureLoopbacks(ctx context.Context, dpuID string) ([]Incomp
 			return err
 		}
 		if row.Kind != KindDPU {
-			return kernel.Errf(kernel.CodeInvalid, "machine_id", "machine %s is a host; loopbacks belong to its DPUs", row.MachineID)
+			return fault.Errf(fault.CodeInvalid, "machine_id", "machine %s is a host; loopbacks belong to its DPUs", row.MachineID)
 		}
 		if row.State != StateReady {
-			return kernel.Errf(kernel.CodeConflict, "machine_id", "DPU %s is %s", row.MachineID, row.State)
+			return fault.Errf(fault.CodeConflict, "machine_id", "DPU %s is %s", row.MachineID, row.State)
 		}
 		_, out, err = t.ensureLoopbacks(pools, row)
 		return err
@@ -233,13 +233,13 @@ func (t *tx) ensureFamily(p *models.Pool, f loopbackFamily, owner Owner, serial 
 	}
 	if reserved != nil {
 		if misplaced != nil {
-			return nil, &Incomplete{Code: kernel.CodeConflict, Message: fmt.Sprintf(
+			return nil, &Incomplete{Code: fault.CodeConflict, Message: fmt.Sprintf(
 				"DPU %s is declared by ExpectedMachine %s, not by the ExpectedMachine of the host it was reported under; its reserved %s %s is left unassigned until the ExpectedMachines are fixed",
 				serial, emLabelOf(misplaced), f.pool, *reserved)}, nil
 		}
 		row, _, err := t.allocate(p, owner, *reserved)
-		if e, ok := kernel.AsError(err); ok && (e.Code == kernel.CodeNotAvailable || e.Code == kernel.CodeConflict || e.Code == kernel.CodeInvalid) {
-			return nil, &Incomplete{Code: kernel.CodeNotAvailable, Message: fmt.Sprintf(
+		if e, ok := fault.AsError(err); ok && (e.Code == fault.CodeNotAvailable || e.Code == fault.CodeConflict || e.Code == fault.CodeInvalid) {
+			return nil, &Incomplete{Code: fault.CodeNotAvailable, Message: fmt.Sprintf(
 				"reserved %s %s of DPU %s is not available (%s); left unassigned, no automatic fallback", f.pool, *reserved, serial, e.Message)}, nil
 		}
 		if err != nil {
@@ -265,8 +265,8 @@ func (t *tx) ensureFamily(p *models.Pool, f loopbackFamily, owner Owner, serial 
 	if err == nil {
 		row, err = res[0].row, res[0].err
 	}
-	if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodePoolExhausted {
-		return nil, &Incomplete{Code: kernel.CodePoolExhausted, Message: fmt.Sprintf("DPU %s: %s", serial, e.Message)}, nil
+	if e, ok := fault.AsError(err); ok && e.Code == fault.CodePoolExhausted {
+		return nil, &Incomplete{Code: fault.CodePoolExhausted, Message: fmt.Sprintf("DPU %s: %s", serial, e.Message)}, nil
 	}
 	if err != nil {
 		return nil, nil, err

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -27,10 +28,10 @@ func (a *Allocator) Decommission(ctx context.Context, id string) (*Machine, erro
 			return err
 		}
 		if row.Kind == KindDPU && row.HostMachineID != nil {
-			return kernel.Errf(kernel.CodeConflict, "", "DPU %s belongs to host %s; decommission the host", row.MachineID, *row.HostMachineID)
+			return fault.Errf(fault.CodeConflict, "", "DPU %s belongs to host %s; decommission the host", row.MachineID, *row.HostMachineID)
 		}
 		if row.State != StateReady {
-			return kernel.Errf(kernel.CodeConflict, "", "%s is %s, not ready", machineRowLabel(t.DB, row), row.State)
+			return fault.Errf(fault.CodeConflict, "", "%s is %s, not ready", machineRowLabel(t.DB, row), row.State)
 		}
 		var dpus []models.Machine
 		if err := t.Where("host_machine_id = ?", row.MachineID).Order("serial_number").Find(&dpus).Error; err != nil {
@@ -47,7 +48,7 @@ func (a *Allocator) Decommission(ctx context.Context, id string) (*Machine, erro
 				return res.Error
 			}
 			if res.RowsAffected != 1 {
-				return kernel.Errf(kernel.CodeStaleVersion, "", "machine %s changed meanwhile", m.MachineID)
+				return fault.Errf(fault.CodeStaleVersion, "", "machine %s changed meanwhile", m.MachineID)
 			}
 			m.State, m.Version = StateDecommissioned, m.Version+1
 			if err := t.audit("machine.decommission", "machine", m.MachineID, before, machineAudit(&m)); err != nil {
@@ -240,15 +241,15 @@ func (a *Allocator) DeleteMachine(ctx context.Context, id string, force bool) (*
 		}
 		if err := t.Where("machine_id = ?", row.MachineID).Take(row).Error; err != nil {
 			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return kernel.Errf(kernel.CodeNotFound, "", "machine %q does not exist", id)
+				return fault.Errf(fault.CodeNotFound, "", "machine %q does not exist", id)
 			}
 			return err
 		}
 		if row.Kind == KindDPU && row.HostMachineID != nil {
-			return kernel.Errf(kernel.CodeConflict, "", "DPU %s belongs to host %s; delete the host", row.MachineID, *row.HostMachineID)
+			return fault.Errf(fault.CodeConflict, "", "DPU %s belongs to host %s; delete the host", row.MachineID, *row.HostMachineID)
 		}
 		if row.State != StateDecommissioned && !force {
-			return kernel.Errf(kernel.CodeConflict, "", "%s is %s: decommission it first, or force delete it (admin)", machineRowLabel(t.DB, row), row.State)
+			return fault.Errf(fault.CodeConflict, "", "%s is %s: decommission it first, or force delete it (admin)", machineRowLabel(t.DB, row), row.State)
 		}
 		imp, err := t.a.impactOf(t.DB, row, force)
 		if err != nil {
@@ -259,7 +260,7 @@ func (a *Allocator) DeleteMachine(ctx context.Context, id string, force bool) (*
 			if p == nil {
 				// Its pool name was read before locking; a concurrent
 				// change is retried by the caller.
-				return kernel.Errf(kernel.CodeConflict, "", "pool %q of %s changed meanwhile; retry", v.Pool, v.Value)
+				return fault.Errf(fault.CodeConflict, "", "pool %q of %s changed meanwhile; retry", v.Pool, v.Value)
 			}
 			sp := spaceOf(p)
 			key, err := sp.parse(v.Value)

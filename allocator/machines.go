@@ -9,8 +9,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/ident"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -159,7 +159,7 @@ func (a *Allocator) ListMachines(ctx context.Context, f MachineFilter) (*Machine
 	switch f.State {
 	case "", StateReady, StateDecommissioned:
 	default:
-		return nil, kernel.Errf(kernel.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", f.State)
+		return nil, fault.Errf(fault.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", f.State)
 	}
 	if err := checkMachineCursor(f.Cursor); err != nil {
 		return nil, err
@@ -233,7 +233,7 @@ func findMachine(db *gorm.DB, id string) (*models.Machine, error) {
 			return nil, err
 		}
 	}
-	return nil, kernel.Errf(kernel.CodeNotFound, "", "machine %q does not exist (give a machine_id, a host BMC MAC address or a DPU serial number)", id)
+	return nil, fault.Errf(fault.CodeNotFound, "", "machine %q does not exist (give a machine_id, a host BMC MAC address or a DPU serial number)", id)
 }
 
 // machinesOut renders top-level rows: hosts get their DPUs (ordered by
@@ -388,7 +388,7 @@ var machineIDRE = regexp.MustCompile(`^fm100(ds|ht)[a-z2-7]{52}$`)
 // cursor is a machine_id) with 422 invalid.
 func checkMachineCursor(cursor string) error {
 	if cursor != "" && !machineIDRE.MatchString(cursor) {
-		return kernel.Errf(kernel.CodeInvalid, "cursor", "cursor %q is not one this API returned", cursor)
+		return fault.Errf(fault.CodeInvalid, "cursor", "cursor %q is not one this API returned", cursor)
 	}
 	return nil
 }

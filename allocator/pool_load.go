@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -55,10 +55,10 @@ func (a *Allocator) LoadPools(ctx context.Context, specs []PoolSpec) (*LoadResul
 		field := fmt.Sprintf("pools[%d]", i)
 		sp, ranges, err := validatePoolSpec(spec)
 		if err != nil {
-			return nil, kernel.WithFieldPrefix(err, field)
+			return nil, fault.WithFieldPrefix(err, field)
 		}
 		if seen[spec.Name] {
-			return nil, kernel.Errf(kernel.CodeInvalid, field+".name", "pool %q is given twice", spec.Name)
+			return nil, fault.Errf(fault.CodeInvalid, field+".name", "pool %q is given twice", spec.Name)
 		}
 		seen[spec.Name] = true
 		pools[i] = loadPool{spec: spec, space: sp, ranges: ranges}
@@ -73,7 +73,7 @@ func (a *Allocator) LoadPools(ctx context.Context, specs []PoolSpec) (*LoadResul
 	var err error
 	for attempt := 0; ; attempt++ {
 		err = a.loadOnce(ctx, pools, res, &grown)
-		if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeConflict && attempt < 3 {
+		if e, ok := fault.AsError(err); ok && e.Code == fault.CodeConflict && attempt < 3 {
 			continue
 		}
 		break

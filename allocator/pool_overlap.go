@@ -6,7 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -105,7 +105,7 @@ func (t *tx) refuseOverlap(p *models.Pool, sp space, first, last u128, exceptID 
 	if err != nil || o == nil {
 		return err
 	}
-	return kernel.Errf(kernel.CodeConflict, field, "range %s..%s of pool %q would overlap range %s..%s of pool %q: address pools never overlap one another",
+	return fault.Errf(fault.CodeConflict, field, "range %s..%s of pool %q would overlap range %s..%s of pool %q: address pools never overlap one another",
 		sp.format(first), sp.format(last), p.Name, o.FirstValue, o.LastValue, o.Name)
 }
 

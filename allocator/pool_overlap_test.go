@@ -8,8 +8,8 @@ import (
 
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -25,20 +25,20 @@ func TestAddressPoolsNeverOverlap(t *testing.T) {
 		before := f.snap()
 
 		_, err := f.a.CreatePool(f.ctx, PoolSpec{Name: "mgmt", Type: "ipv4", Ranges: []RangeSpec{rng("10.0.0.150", "10.0.0.160", true)}})
-		testkit.WantCode(t, err, kernel.CodeConflict, "", `pool "lo-ip"`, "10.0.0.100..10.0.0.199")
+		testkit.WantCode(t, err, fault.CodeConflict, "", `pool "lo-ip"`, "10.0.0.100..10.0.0.199")
 		_, err = f.a.AddRange(f.ctx, "lo-ip-v6", rng("fd00:1::2:0:5", "fd00:1::2:0:9", false))
-		testkit.WantCode(t, err, kernel.CodeConflict, "", `pool "blocks"`, "fd00:1::/96..fd00:1::3:0:0/96")
+		testkit.WantCode(t, err, fault.CodeConflict, "", `pool "blocks"`, "fd00:1::/96..fd00:1::3:0:0/96")
 		// The last block starts at fd00:1::3:0:0 and covers up to
 		// fd00:1::3:ffff:ffff: an address past its start still collides.
 		_, err = f.a.CreatePool(f.ctx, PoolSpec{Name: "v6b", Type: "ipv6", Ranges: []RangeSpec{rng("fd00:1::3:ffff:ffff", "fd00:1::4:0:0", true)}})
-		testkit.WantCode(t, err, kernel.CodeConflict, "", `pool "blocks"`)
+		testkit.WantCode(t, err, fault.CodeConflict, "", `pool "blocks"`)
 		f.unchanged(before, "a refused overlap")
 
 		// Growing a range over another pool's is refused; growing into free
 		// space is not.
 		mg := f.mkPool("mgmt", "ipv4", 0, rng("10.0.1.0", "10.0.1.255", true))
 		_, err = f.a.UpdateRange(f.ctx, "mgmt", mg.Ranges[0].ID, RangeUpdate{First: strp("10.0.0.199")})
-		testkit.WantCode(t, err, kernel.CodeConflict, "", `pool "lo-ip"`, "10.0.0.100..10.0.0.199")
+		testkit.WantCode(t, err, fault.CodeConflict, "", `pool "lo-ip"`, "10.0.0.100..10.0.0.199")
 		if _, err := f.a.UpdateRange(f.ctx, "mgmt", mg.Ranges[0].ID, RangeUpdate{First: strp("10.0.0.200")}); err != nil {
 			t.Fatalf("growing into free space: %v", err)
 		}
@@ -108,7 +108,7 @@ func TestConcurrentOverlappingPools(t *testing.T) {
 				if err == nil {
 					ok++
 				} else {
-					testkit.WantCode(t, err, kernel.CodeConflict, "", "address pools never overlap")
+					testkit.WantCode(t, err, fault.CodeConflict, "", "address pools never overlap")
 				}
 			}
 			if ok != 1 {
@@ -176,7 +176,7 @@ func TestExistingOverlapsReported(t *testing.T) {
 			f.alloc("mgmt", "m1", "")
 			p, _ := f.a.GetPool(f.ctx, "mgmt")
 			_, err = f.a.UpdateRange(f.ctx, "mgmt", p.Ranges[0].ID, RangeUpdate{First: strp("10.0.0.40")})
-			testkit.WantCode(t, err, kernel.CodeConflict, "", `pool "lo-ip"`)
+			testkit.WantCode(t, err, fault.CodeConflict, "", `pool "lo-ip"`)
 			lo, _ := f.a.GetPool(f.ctx, "lo-ip")
 			if _, err := f.a.UpdateRange(f.ctx, "lo-ip", lo.Ranges[0].ID, RangeUpdate{Last: strp("10.0.0.49")}); err != nil {
 				t.Fatalf("shrinking out of the overlap: %v", err)

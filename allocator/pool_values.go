@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -73,21 +73,21 @@ func (v PoolValues) ExclusiveRange(start, end string) (RangeSpec, error) {
 	sp := v.sp
 	first, err := sp.parse(start)
 	if err != nil {
-		return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "start", "%v", err)
+		return RangeSpec{}, fault.Errf(fault.CodeInvalid, "start", "%v", err)
 	}
 	excl, err := sp.parse(end)
 	if err != nil {
-		return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "end", "%v", err)
+		return RangeSpec{}, fault.Errf(fault.CodeInvalid, "end", "%v", err)
 	}
 	if excl.cmp(first) <= 0 {
-		return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "end", "end %q must be above start %q (end is exclusive)", end, start)
+		return RangeSpec{}, fault.Errf(fault.CodeInvalid, "end", "end %q must be above start %q (end is exclusive)", end, start)
 	}
 	last, ok := sp.prev(excl)
 	if !ok {
-		return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "end", "end %q leaves an empty range", end)
+		return RangeSpec{}, fault.Errf(fault.CodeInvalid, "end", "end %q leaves an empty range", end)
 	}
 	if sp.holdsMapped(first, last) {
-		return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "", "range %s..%s (end exclusive) includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere", start, end)
+		return RangeSpec{}, fault.Errf(fault.CodeInvalid, "", "range %s..%s (end exclusive) includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere", start, end)
 	}
 	return RangeSpec{First: sp.format(first), Last: sp.format(last)}, nil
 }
@@ -101,20 +101,20 @@ func (v PoolValues) PrefixRange(prefix string) (RangeSpec, error) {
 	sp := v.sp
 	p, err := netip.ParsePrefix(strings.TrimSpace(prefix))
 	if err != nil || p.Addr().Zone() != "" {
-		return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "", "%q is not a CIDR prefix", prefix)
+		return RangeSpec{}, fault.Errf(fault.CodeInvalid, "", "%q is not a CIDR prefix", prefix)
 	}
 	p = p.Masked()
 	switch sp.typ {
 	case TypeIPv4:
 		if !p.Addr().Is4() {
-			return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "", "%q is not an IPv4 prefix", prefix)
+			return RangeSpec{}, fault.Errf(fault.CodeInvalid, "", "%q is not an IPv4 prefix", prefix)
 		}
 	case TypeIPv6, TypeIPv6Prefix:
 		if !p.Addr().Is6() || p.Addr().Is4In6() {
-			return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "", "%q is not an IPv6 prefix", prefix)
+			return RangeSpec{}, fault.Errf(fault.CodeInvalid, "", "%q is not an IPv6 prefix", prefix)
 		}
 	default:
-		return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "", "an integer pool takes ranges, not a prefix")
+		return RangeSpec{}, fault.Errf(fault.CodeInvalid, "", "an integer pool takes ranges, not a prefix")
 	}
 	first := fromAddr(p.Addr())
 	hostBits := uint(p.Addr().BitLen() - p.Bits())
@@ -135,13 +135,13 @@ func (v PoolValues) PrefixRange(prefix string) (RangeSpec, error) {
 		}
 	case TypeIPv6Prefix:
 		if p.Bits() > sp.plen {
-			return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "", "prefix %s is smaller than one /%d block", p, sp.plen)
+			return RangeSpec{}, fault.Errf(fault.CodeInvalid, "", "prefix %s is smaller than one /%d block", p, sp.plen)
 		}
 		last, _ = last.sub(sp.step())
 		last, _ = last.add(u128{0, 1})
 	}
 	if sp.holdsMapped(first, last) {
-		return RangeSpec{}, kernel.Errf(kernel.CodeInvalid, "", "prefix %s includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere", p)
+		return RangeSpec{}, fault.Errf(fault.CodeInvalid, "", "prefix %s includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere", p)
 	}
 	return RangeSpec{First: sp.format(first), Last: sp.format(last)}, nil
 }

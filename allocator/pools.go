@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -96,17 +97,17 @@ type parsedRange struct {
 func (s space) parseRange(r RangeSpec, field string) (parsedRange, error) {
 	f, err := s.parse(r.First)
 	if err != nil {
-		return parsedRange{}, kernel.Errf(kernel.CodeInvalid, field+".first", "%v", err)
+		return parsedRange{}, fault.Errf(fault.CodeInvalid, field+".first", "%v", err)
 	}
 	l, err := s.parse(r.Last)
 	if err != nil {
-		return parsedRange{}, kernel.Errf(kernel.CodeInvalid, field+".last", "%v", err)
+		return parsedRange{}, fault.Errf(fault.CodeInvalid, field+".last", "%v", err)
 	}
 	if f.cmp(l) > 0 {
-		return parsedRange{}, kernel.Errf(kernel.CodeInvalid, field+".last", "range is reversed: last %s is below first %s", s.format(l), s.format(f))
+		return parsedRange{}, fault.Errf(fault.CodeInvalid, field+".last", "range is reversed: last %s is below first %s", s.format(l), s.format(f))
 	}
 	if s.holdsMapped(f, l) {
-		return parsedRange{}, kernel.Errf(kernel.CodeInvalid, field, "range %s..%s includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere",
+		return parsedRange{}, fault.Errf(fault.CodeInvalid, field, "range %s..%s includes IPv4-mapped IPv6 addresses (::ffff:0:0/96), which are rejected everywhere",
 			s.format(f), s.format(l))
 	}
 	auto := true
@@ -121,18 +122,18 @@ func overlaps(a, b parsedRange) bool { return a.first.cmp(b.last) <= 0 && b.firs
 // validatePoolSpec checks a new pool's fields and ranges (422 with field).
 func validatePoolSpec(spec PoolSpec) (space, []parsedRange, error) {
 	if !poolNameRE.MatchString(spec.Name) {
-		return space{}, nil, kernel.Errf(kernel.CodeInvalid, "name", "pool name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", spec.Name)
+		return space{}, nil, fault.Errf(fault.CodeInvalid, "name", "pool name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", spec.Name)
 	}
 	typ, ok := ParsePoolType(spec.Type)
 	if !ok {
-		return space{}, nil, kernel.Errf(kernel.CodeInvalid, "type", "unknown pool type %q: want ipv4, ipv6, ipv6prefix or integer", spec.Type)
+		return space{}, nil, fault.Errf(fault.CodeInvalid, "type", "unknown pool type %q: want ipv4, ipv6, ipv6prefix or integer", spec.Type)
 	}
 	if typ == TypeIPv6Prefix {
 		if spec.DelegatePrefixLen < 1 || spec.DelegatePrefixLen > 128 {
-			return space{}, nil, kernel.Errf(kernel.CodeInvalid, "delegate_prefix_len", "an ipv6prefix pool needs delegate_prefix_len between 1 and 128, got %d", spec.DelegatePrefixLen)
+			return space{}, nil, fault.Errf(fault.CodeInvalid, "delegate_prefix_len", "an ipv6prefix pool needs delegate_prefix_len between 1 and 128, got %d", spec.DelegatePrefixLen)
 		}
 	} else if spec.DelegatePrefixLen != 0 {
-		return space{}, nil, kernel.Errf(kernel.CodeInvalid, "delegate_prefix_len", "delegate_prefix_len applies only to ipv6prefix pools, not %s", typ)
+		return space{}, nil, fault.Errf(fault.CodeInvalid, "delegate_prefix_len", "delegate_prefix_len applies only to ipv6prefix pools, not %s", typ)
 	}
 	if spec.Gateway != "" {
 		if err := validateGateway(typ, spec.Gateway); err != nil {
@@ -149,7 +150,7 @@ func validatePoolSpec(spec PoolSpec) (space, []parsedRange, error) {
 		}
 		for j, o := range rs {
 			if overlaps(pr, o) {
-				return space{}, nil, kernel.Errf(kernel.CodeInvalid, field, "range %s..%s overlaps ranges[%d]", sp.format(pr.first), sp.format(pr.last), j)
+				return space{}, nil, fault.Errf(fault.CodeInvalid, field, "range %s..%s overlaps ranges[%d]", sp.format(pr.first), sp.format(pr.last), j)
 			}
 		}
 		rs = append(rs, pr)
@@ -160,19 +161,19 @@ func validatePoolSpec(spec PoolSpec) (space, []parsedRange, error) {
 func validateGateway(typ PoolType, gw string) error {
 	a, err := parseAddr(strings.TrimSpace(gw))
 	if err != nil {
-		return kernel.Errf(kernel.CodeInvalid, "gateway", "%v", err)
+		return fault.Errf(fault.CodeInvalid, "gateway", "%v", err)
 	}
 	switch typ {
 	case TypeIPv4:
 		if !a.Is4() {
-			return kernel.Errf(kernel.CodeInvalid, "gateway", "gateway %q of an ipv4 pool must be an IPv4 address", gw)
+			return fault.Errf(fault.CodeInvalid, "gateway", "gateway %q of an ipv4 pool must be an IPv4 address", gw)
 		}
 	case TypeIPv6, TypeIPv6Prefix:
 		if !a.Is6() {
-			return kernel.Errf(kernel.CodeInvalid, "gateway", "gateway %q of an %s pool must be an IPv6 address", gw, typ)
+			return fault.Errf(fault.CodeInvalid, "gateway", "gateway %q of an %s pool must be an IPv6 address", gw, typ)
 		}
 	default:
-		return kernel.Errf(kernel.CodeInvalid, "gateway", "an integer pool has no gateway")
+		return fault.Errf(fault.CodeInvalid, "gateway", "an integer pool has no gateway")
 	}
 	return nil
 }
@@ -189,8 +190,8 @@ func (a *Allocator) CreatePool(ctx context.Context, spec PoolSpec) (*Pool, error
 		return t.createPool(spec, sp, ranges)
 	})
 	if err != nil {
-		if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeConflict && e.Field == "" {
-			return nil, kernel.Errf(kernel.CodeConflict, "name", "pool %q already exists", spec.Name)
+		if e, ok := fault.AsError(err); ok && e.Code == fault.CodeConflict && e.Field == "" {
+			return nil, fault.Errf(fault.CodeConflict, "name", "pool %q already exists", spec.Name)
 		}
 		return nil, err
 	}
@@ -206,7 +207,7 @@ func (t *tx) createPool(spec PoolSpec, sp space, ranges []parsedRange) error {
 		return err
 	}
 	if n > 0 {
-		return kernel.Errf(kernel.CodeConflict, "name", "pool %q already exists", spec.Name)
+		return fault.Errf(fault.CodeConflict, "name", "pool %q already exists", spec.Name)
 	}
 	gw := ""
 	if spec.Gateway != "" {
@@ -239,7 +240,7 @@ func (t *tx) insertRange(p *models.Pool, sp space, r parsedRange) (*models.PoolR
 	}
 	if len(others) > 0 {
 		o := others[0]
-		return nil, kernel.Errf(kernel.CodeConflict, "first", "range %s..%s overlaps range %d (%s..%s) of pool %q",
+		return nil, fault.Errf(fault.CodeConflict, "first", "range %s..%s overlaps range %d (%s..%s) of pool %q",
 			sp.format(r.first), sp.format(r.last), o.ID, o.FirstValue, o.LastValue, p.Name)
 	}
 	if err := t.refuseOverlap(p, sp, r.first, r.last, 0, "first"); err != nil {
@@ -282,7 +283,7 @@ func (a *Allocator) GetPool(ctx context.Context, name string) (*Pool, error) {
 	var p models.Pool
 	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", name).Take(&p).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q does not exist", name)
+		return nil, fault.Errf(fault.CodeNotFound, "", "pool %q does not exist", name)
 	}
 	if err != nil {
 		return nil, err
@@ -296,14 +297,14 @@ func (a *Allocator) ParseValue(ctx context.Context, pool, value string) (string,
 	var p models.Pool
 	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", pool).Take(&p).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return "", kernel.Errf(kernel.CodeNotFound, "", "pool %q does not exist", pool)
+		return "", fault.Errf(fault.CodeNotFound, "", "pool %q does not exist", pool)
 	}
 	if err != nil {
 		return "", err
 	}
 	v, err := spaceOf(&p).parse(value)
 	if err != nil {
-		return "", kernel.Errf(kernel.CodeInvalid, "value", "%v", err)
+		return "", fault.Errf(fault.CodeInvalid, "value", "%v", err)
 	}
 	return spaceOf(&p).format(v), nil
 }

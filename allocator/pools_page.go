@@ -5,7 +5,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -39,7 +39,7 @@ func (a *Allocator) ListPoolsPage(ctx context.Context, f PoolFilter) (*PoolPage,
 				return err
 			}
 			if n == 0 {
-				return kernel.Errf(kernel.CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
+				return fault.Errf(fault.CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
 			}
 			db = db.Where("name > ?", f.Cursor)
 		}

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -18,48 +18,48 @@ func TestCreatePoolRefusals(t *testing.T) {
 		cases := []struct {
 			name  string
 			spec  PoolSpec
-			code  kernel.Code
+			code  fault.Code
 			field string
 			msg   string
 		}{
-			{"empty name", PoolSpec{Name: "", Type: "ipv4"}, kernel.CodeInvalid, "name", "pool name"},
-			{"name with a space", PoolSpec{Name: "lo ip", Type: "ipv4"}, kernel.CodeInvalid, "name", `"lo ip"`},
-			{"name starting with a dash", PoolSpec{Name: "-x", Type: "ipv4"}, kernel.CodeInvalid, "name", `"-x"`},
-			{"unknown type", PoolSpec{Name: "p", Type: "ipv5"}, kernel.CodeInvalid, "type", `"ipv5"`},
-			{"type in capitals", PoolSpec{Name: "p", Type: "IPv4"}, kernel.CodeInvalid, "type", `"IPv4"`},
-			{"ipv6prefix without delegate_prefix_len", PoolSpec{Name: "p", Type: "ipv6prefix"}, kernel.CodeInvalid, "delegate_prefix_len", "got 0"},
-			{"delegate_prefix_len 129", PoolSpec{Name: "p", Type: "ipv6prefix", DelegatePrefixLen: 129}, kernel.CodeInvalid, "delegate_prefix_len", "got 129"},
-			{"delegate_prefix_len on ipv4", PoolSpec{Name: "p", Type: "ipv4", DelegatePrefixLen: 24}, kernel.CodeInvalid, "delegate_prefix_len", "only to ipv6prefix"},
-			{"gateway of the wrong family", PoolSpec{Name: "p", Type: "ipv4", Gateway: "fd00::1"}, kernel.CodeInvalid, "gateway", "IPv4"},
-			{"gateway on an integer pool", PoolSpec{Name: "p", Type: "integer", Gateway: "10.0.0.1"}, kernel.CodeInvalid, "gateway", "no gateway"},
-			{"zoned gateway", PoolSpec{Name: "p", Type: "ipv6", Gateway: "fe80::1%eth0"}, kernel.CodeInvalid, "gateway", "zoned"},
+			{"empty name", PoolSpec{Name: "", Type: "ipv4"}, fault.CodeInvalid, "name", "pool name"},
+			{"name with a space", PoolSpec{Name: "lo ip", Type: "ipv4"}, fault.CodeInvalid, "name", `"lo ip"`},
+			{"name starting with a dash", PoolSpec{Name: "-x", Type: "ipv4"}, fault.CodeInvalid, "name", `"-x"`},
+			{"unknown type", PoolSpec{Name: "p", Type: "ipv5"}, fault.CodeInvalid, "type", `"ipv5"`},
+			{"type in capitals", PoolSpec{Name: "p", Type: "IPv4"}, fault.CodeInvalid, "type", `"IPv4"`},
+			{"ipv6prefix without delegate_prefix_len", PoolSpec{Name: "p", Type: "ipv6prefix"}, fault.CodeInvalid, "delegate_prefix_len", "got 0"},
+			{"delegate_prefix_len 129", PoolSpec{Name: "p", Type: "ipv6prefix", DelegatePrefixLen: 129}, fault.CodeInvalid, "delegate_prefix_len", "got 129"},
+			{"delegate_prefix_len on ipv4", PoolSpec{Name: "p", Type: "ipv4", DelegatePrefixLen: 24}, fault.CodeInvalid, "delegate_prefix_len", "only to ipv6prefix"},
+			{"gateway of the wrong family", PoolSpec{Name: "p", Type: "ipv4", Gateway: "fd00::1"}, fault.CodeInvalid, "gateway", "IPv4"},
+			{"gateway on an integer pool", PoolSpec{Name: "p", Type: "integer", Gateway: "10.0.0.1"}, fault.CodeInvalid, "gateway", "no gateway"},
+			{"zoned gateway", PoolSpec{Name: "p", Type: "ipv6", Gateway: "fe80::1%eth0"}, fault.CodeInvalid, "gateway", "zoned"},
 			{"malformed first", PoolSpec{Name: "p", Type: "ipv4", Ranges: []RangeSpec{rng("10.0.0.1", "10.0.0.9", true), rng("10.0.1", "10.0.1.9", true)}},
-				kernel.CodeInvalid, "ranges[1].first", `"10.0.1"`},
+				fault.CodeInvalid, "ranges[1].first", `"10.0.1"`},
 			{"reversed range", PoolSpec{Name: "p", Type: "ipv4", Ranges: []RangeSpec{rng("10.0.0.9", "10.0.0.1", true)}},
-				kernel.CodeInvalid, "ranges[0].last", "reversed"},
+				fault.CodeInvalid, "ranges[0].last", "reversed"},
 			{"wrong family in an ipv4 pool", PoolSpec{Name: "p", Type: "ipv4", Ranges: []RangeSpec{rng("fd00::1", "fd00::9", true)}},
-				kernel.CodeInvalid, "ranges[0].first", "not an IPv4 address"},
+				fault.CodeInvalid, "ranges[0].first", "not an IPv4 address"},
 			{"wrong family in an ipv6 pool", PoolSpec{Name: "p", Type: "ipv6", Ranges: []RangeSpec{rng("fd00::1", "10.0.0.1", true)}},
-				kernel.CodeInvalid, "ranges[0].last", "not an IPv6 address"},
+				fault.CodeInvalid, "ranges[0].last", "not an IPv6 address"},
 			{"IPv4-mapped IPv6", PoolSpec{Name: "p", Type: "ipv6", Ranges: []RangeSpec{rng("::ffff:10.0.0.1", "::ffff:10.0.0.9", true)}},
-				kernel.CodeInvalid, "ranges[0].first", "IPv4-mapped"},
+				fault.CodeInvalid, "ranges[0].first", "IPv4-mapped"},
 			{"zoned IPv6", PoolSpec{Name: "p", Type: "ipv6", Ranges: []RangeSpec{rng("fe80::1%eth0", "fe80::9", true)}},
-				kernel.CodeInvalid, "ranges[0].first", "zoned"},
+				fault.CodeInvalid, "ranges[0].first", "zoned"},
 			{"negative integer", PoolSpec{Name: "p", Type: "integer", Ranges: []RangeSpec{rng("-1", "9", true)}},
-				kernel.CodeInvalid, "ranges[0].first", "non-negative integer"},
+				fault.CodeInvalid, "ranges[0].first", "non-negative integer"},
 			{"integer above 64 bits", PoolSpec{Name: "p", Type: "integer", Ranges: []RangeSpec{rng("1", "18446744073709551616", true)}},
-				kernel.CodeInvalid, "ranges[0].last", "larger than the largest integer value"},
+				fault.CodeInvalid, "ranges[0].last", "larger than the largest integer value"},
 			{"unaligned ipv6prefix block", PoolSpec{Name: "p", Type: "ipv6prefix", DelegatePrefixLen: 96, Ranges: []RangeSpec{rng("fd00::1", "fd00::1:0:0", true)}},
-				kernel.CodeInvalid, "ranges[0].first", "host bits"},
+				fault.CodeInvalid, "ranges[0].first", "host bits"},
 			{"IPv6 range over the IPv4-mapped block", PoolSpec{Name: "p", Type: "ipv6", Ranges: []RangeSpec{rng("::", "ffff::", true)}},
-				kernel.CodeInvalid, "ranges[0]", "IPv4-mapped"},
+				fault.CodeInvalid, "ranges[0]", "IPv4-mapped"},
 			{"IPv6 range ending on the first IPv4-mapped address", PoolSpec{Name: "p", Type: "ipv6", Ranges: []RangeSpec{rng("::fffe:0:0", "::1:0:0:0", true)}},
-				kernel.CodeInvalid, "ranges[0]", "IPv4-mapped"},
+				fault.CodeInvalid, "ranges[0]", "IPv4-mapped"},
 			{"/96 blocks over the IPv4-mapped block", PoolSpec{Name: "p", Type: "ipv6prefix", DelegatePrefixLen: 96, Ranges: []RangeSpec{rng("::fffe:0:0/96", "::1:0:0:0/96", true)}},
-				kernel.CodeInvalid, "ranges[0]", "IPv4-mapped"},
+				fault.CodeInvalid, "ranges[0]", "IPv4-mapped"},
 			{"overlapping ranges in one request", PoolSpec{Name: "p", Type: "integer", Ranges: []RangeSpec{rng("1", "10", true), rng("10", "20", false)}},
-				kernel.CodeInvalid, "ranges[1]", "overlaps ranges[0]"},
-			{"duplicate name", PoolSpec{Name: "taken", Type: "integer"}, kernel.CodeConflict, "name", "already exists"},
+				fault.CodeInvalid, "ranges[1]", "overlaps ranges[0]"},
+			{"duplicate name", PoolSpec{Name: "taken", Type: "integer"}, fault.CodeConflict, "name", "already exists"},
 		}
 		for _, c := range cases {
 			before := f.snap()
@@ -87,15 +87,15 @@ func TestAddRange(t *testing.T) {
 		f.mkPool("lo-ip", "ipv4", 0, rng("10.0.0.10", "10.0.0.19", true))
 		for _, c := range []struct {
 			r    RangeSpec
-			code kernel.Code
+			code fault.Code
 			msg  string
 		}{
-			{rng("10.0.0.19", "10.0.0.25", true), kernel.CodeConflict, "overlaps range"},
-			{rng("10.0.0.0", "10.0.0.10", false), kernel.CodeConflict, "10.0.0.10..10.0.0.19"},
-			{rng("10.0.0.12", "10.0.0.13", true), kernel.CodeConflict, "overlaps"},
-			{rng("10.0.0.0", "10.0.1.0", true), kernel.CodeConflict, "overlaps"},
-			{rng("10.0.0.30", "10.0.0.20", true), kernel.CodeInvalid, "reversed"},
-			{rng("fd00::1", "fd00::2", true), kernel.CodeInvalid, "not an IPv4 address"},
+			{rng("10.0.0.19", "10.0.0.25", true), fault.CodeConflict, "overlaps range"},
+			{rng("10.0.0.0", "10.0.0.10", false), fault.CodeConflict, "10.0.0.10..10.0.0.19"},
+			{rng("10.0.0.12", "10.0.0.13", true), fault.CodeConflict, "overlaps"},
+			{rng("10.0.0.0", "10.0.1.0", true), fault.CodeConflict, "overlaps"},
+			{rng("10.0.0.30", "10.0.0.20", true), fault.CodeInvalid, "reversed"},
+			{rng("fd00::1", "fd00::2", true), fault.CodeInvalid, "not an IPv4 address"},
 		} {
 			before := f.snap()
 			_, err := f.a.AddRange(f.ctx, "lo-ip", c.r)
@@ -103,7 +103,7 @@ func TestAddRange(t *testing.T) {
 			f.unchanged(before, "refused range "+c.r.First+".."+c.r.Last)
 		}
 		_, err := f.a.AddRange(f.ctx, "nope", rng("1.1.1.1", "1.1.1.2", true))
-		testkit.WantCode(t, err, kernel.CodeNotFound, "")
+		testkit.WantCode(t, err, fault.CodeNotFound, "")
 
 		// Adjacent ranges on both sides are fine.
 		lo, err := f.a.AddRange(f.ctx, "lo-ip", rng("10.0.0.0", "10.0.0.9", false))
@@ -119,7 +119,7 @@ func TestAddRange(t *testing.T) {
 			t.Fatalf("read back: %+v %v", got, err)
 		}
 		_, err = f.a.GetRange(f.ctx, "lo-ip", "999")
-		testkit.WantCode(t, err, kernel.CodeNotFound, "")
+		testkit.WantCode(t, err, fault.CodeNotFound, "")
 		if n := f.countRows(&models.AuditEvent{}, "action = ?", "pool.range.add"); n != 2 {
 			t.Fatalf("%d range add events, want 2", n)
 		}
@@ -149,23 +149,23 @@ func TestUpdateAndRemoveRangeRefusals(t *testing.T) {
 			name string
 			id   string
 			u    RangeUpdate
-			code kernel.Code
+			code fault.Code
 			msgs []string
 		}{
-			{"shrink the auto range past an allocation", auto, upd(s("10.0.0.2"), nil, nil), kernel.CodeConflict,
+			{"shrink the auto range past an allocation", auto, upd(s("10.0.0.2"), nil, nil), fault.CodeConflict,
 				[]string{"10.0.0.1 (allocated to machine/a)"}},
-			{"shrink the explicit range from the top", expl, upd(nil, s("10.0.0.149"), nil), kernel.CodeConflict,
+			{"shrink the explicit range from the top", expl, upd(nil, s("10.0.0.149"), nil), fault.CodeConflict,
 				[]string{"10.0.0.150 (allocated to machine/b)", "10.0.0.160 (quarantined, former owner machine/gone)", "10.0.0.170 (declared for DPU MT-7)"}},
-			{"shrink past only the declaration", expl, upd(nil, s("10.0.0.169"), nil), kernel.CodeConflict,
+			{"shrink past only the declaration", expl, upd(nil, s("10.0.0.169"), nil), fault.CodeConflict,
 				[]string{"10.0.0.170 (declared for DPU MT-7)"}},
-			{"flip explicit to auto", expl, upd(nil, nil, bptr(true)), kernel.CodeConflict,
+			{"flip explicit to auto", expl, upd(nil, nil, bptr(true)), fault.CodeConflict,
 				[]string{"cannot become auto_assign", "10.0.0.150", "10.0.0.160", "10.0.0.170"}},
-			{"grow into the neighbour", auto, upd(nil, s("10.0.0.100"), nil), kernel.CodeConflict, []string{"overlap"}},
-			{"reversed bounds", auto, upd(s("10.0.0.50"), s("10.0.0.40"), nil), kernel.CodeInvalid, []string{"reversed"}},
-			{"wrong family", auto, upd(nil, s("fd00::1"), nil), kernel.CodeInvalid, []string{"not an IPv4 address"}},
-			{"stale version", auto, RangeUpdate{AutoAssign: bptr(false), Version: func() *int64 { v := int64(7); return &v }()}, kernel.CodeStaleVersion, []string{"version 1, not 7"}},
-			{"unknown range", "999", upd(nil, nil, bptr(false)), kernel.CodeNotFound, nil},
-			{"non-numeric range id", "abc", upd(nil, nil, bptr(false)), kernel.CodeNotFound, nil},
+			{"grow into the neighbour", auto, upd(nil, s("10.0.0.100"), nil), fault.CodeConflict, []string{"overlap"}},
+			{"reversed bounds", auto, upd(s("10.0.0.50"), s("10.0.0.40"), nil), fault.CodeInvalid, []string{"reversed"}},
+			{"wrong family", auto, upd(nil, s("fd00::1"), nil), fault.CodeInvalid, []string{"not an IPv4 address"}},
+			{"stale version", auto, RangeUpdate{AutoAssign: bptr(false), Version: func() *int64 { v := int64(7); return &v }()}, fault.CodeStaleVersion, []string{"version 1, not 7"}},
+			{"unknown range", "999", upd(nil, nil, bptr(false)), fault.CodeNotFound, nil},
+			{"non-numeric range id", "abc", upd(nil, nil, bptr(false)), fault.CodeNotFound, nil},
 		}
 		for _, c := range refusals {
 			before := f.snap()
@@ -176,7 +176,7 @@ func TestUpdateAndRemoveRangeRefusals(t *testing.T) {
 		for _, id := range []string{auto, expl} {
 			before := f.snap()
 			err := f.a.RemoveRange(f.ctx, "lo-ip", id)
-			testkit.WantCode(t, err, kernel.CodeConflict, "", "still holds values")
+			testkit.WantCode(t, err, fault.CodeConflict, "", "still holds values")
 			f.unchanged(before, "removing a range in use")
 		}
 
@@ -207,7 +207,7 @@ func TestUpdateAndRemoveRangeRefusals(t *testing.T) {
 		if err := f.a.RemoveRange(f.ctx, "lo-ip", auto); err != nil {
 			t.Fatalf("remove empty range: %v", err)
 		}
-		testkit.WantCode(t, f.a.RemoveRange(f.ctx, "lo-ip", auto), kernel.CodeNotFound, "")
+		testkit.WantCode(t, f.a.RemoveRange(f.ctx, "lo-ip", auto), fault.CodeNotFound, "")
 		p, _ = f.a.GetPool(f.ctx, "lo-ip")
 		if len(p.Ranges) != 1 || p.Ranges[0].ID != expl {
 			t.Fatalf("ranges after removal: %+v", p.Ranges)
@@ -320,6 +320,6 @@ func TestListPoolsPage(t *testing.T) {
 			t.Fatalf("pages walked %v", got)
 		}
 		_, err := f.a.ListPoolsPage(f.ctx, PoolFilter{Cursor: "nope"})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "cursor")
+		testkit.WantCode(t, err, fault.CodeInvalid, "cursor")
 	})
 }

@@ -6,7 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -68,7 +68,7 @@ func (t *tx) quarantine(p *models.Pool, row *models.Allocation, reason string) e
 		return res.Error
 	}
 	if res.RowsAffected != 1 {
-		return kernel.Errf(kernel.CodeConflict, "", "%s of pool %q changed meanwhile", row.Value, p.Name)
+		return fault.Errf(fault.CodeConflict, "", "%s of pool %q changed meanwhile", row.Value, p.Name)
 	}
 	if err := t.Where("id = ?", row.ID).Take(row).Error; err != nil {
 		return err
@@ -89,18 +89,18 @@ func (a *Allocator) Unquarantine(ctx context.Context, pool, value string) error 
 		}
 		v, err := spaceOf(p).parse(value)
 		if err != nil {
-			return kernel.Errf(kernel.CodeInvalid, "value", "%v", err)
+			return fault.Errf(fault.CodeInvalid, "value", "%v", err)
 		}
 		var row models.Allocation
 		err = t.Where("pool_id = ? AND value_key = ?", p.ID, v.key()).Take(&row).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return kernel.Errf(kernel.CodeNotFound, "", "%s is not quarantined in pool %q", spaceOf(p).format(v), pool)
+			return fault.Errf(fault.CodeNotFound, "", "%s is not quarantined in pool %q", spaceOf(p).format(v), pool)
 		}
 		if err != nil {
 			return err
 		}
 		if row.State != models.StateQuarantined {
-			return kernel.Errf(kernel.CodeConflict, "value", "%s is allocated to %s, not quarantined", row.Value, ownerText(t.DB, row.OwnerType, row.OwnerID))
+			return fault.Errf(fault.CodeConflict, "value", "%s is allocated to %s, not quarantined", row.Value, ownerText(t.DB, row.OwnerType, row.OwnerID))
 		}
 		if err := t.deleteAllocation(p, &row); err != nil {
 			return err

@@ -3,8 +3,8 @@ package allocator
 import (
 	"testing"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // TestRangeRefusalNamesMachines: a shrink or flip refused because of a
@@ -21,15 +21,15 @@ func TestRangeRefusalNamesMachines(t *testing.T) {
 		}
 		before := f.snap()
 		_, err := f.a.UpdateRange(f.ctx, "lo-ip", p.Ranges[0].ID, RangeUpdate{First: func() *string { s := "10.0.0.2"; return &s }()})
-		testkit.WantCode(t, err, kernel.CodeConflict, "", "10.0.0.1 (allocated to DPU MT-31 of host CH-31)")
+		testkit.WantCode(t, err, fault.CodeConflict, "", "10.0.0.1 (allocated to DPU MT-31 of host CH-31)")
 		f.unchanged(before, "refused shrink")
 		// An owner that is no machine keeps its type/id alone.
 		al := f.alloc("lo-ip", "not-a-machine", "")
 		_, err = f.a.UpdateRange(f.ctx, "lo-ip", p.Ranges[0].ID, RangeUpdate{First: func() *string { s := "10.0.0.90"; return &s }()})
-		testkit.WantCode(t, err, kernel.CodeConflict, "", al.Value+" (allocated to machine/not-a-machine)", "(allocated to DPU MT-31 of host CH-31)")
+		testkit.WantCode(t, err, fault.CodeConflict, "", al.Value+" (allocated to machine/not-a-machine)", "(allocated to DPU MT-31 of host CH-31)")
 		// The value quarantined from the DPU names it too.
 		f.quarantine("lo-ip", "10.0.0.1")
 		_, err = f.a.UpdateRange(f.ctx, "lo-ip", p.Ranges[0].ID, RangeUpdate{First: func() *string { s := "10.0.0.90"; return &s }()})
-		testkit.WantCode(t, err, kernel.CodeConflict, "", "10.0.0.1 (quarantined, former owner DPU MT-31 of host CH-31)")
+		testkit.WantCode(t, err, fault.CodeConflict, "", "10.0.0.1 (quarantined, former owner DPU MT-31 of host CH-31)")
 	})
 }

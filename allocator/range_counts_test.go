@@ -17,8 +17,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -174,7 +174,7 @@ func TestRangeCountsFollowEveryWrite(t *testing.T) {
 				explicitID = x.ID
 			}
 		}
-		if _, err := a.UpdateRange(ctx, "cnt", explicitID, RangeUpdate{AutoAssign: &tr}); err != nil && !testkit.IsCode(err, kernel.CodeConflict) {
+		if _, err := a.UpdateRange(ctx, "cnt", explicitID, RangeUpdate{AutoAssign: &tr}); err != nil && !testkit.IsCode(err, fault.CodeConflict) {
 			t.Fatal(err)
 		}
 		extra, err := a.AddRange(ctx, "cnt", RangeSpec{First: "10.0.3.0", Last: "10.0.3.9"})

@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -26,7 +27,7 @@ func (a *Allocator) AddRange(ctx context.Context, pool string, spec RangeSpec) (
 		sp := spaceOf(p)
 		pr, err := sp.parseRange(spec, "range")
 		if err != nil {
-			e, _ := kernel.AsError(err)
+			e, _ := fault.AsError(err)
 			e.Field = strings.TrimPrefix(e.Field, "range.")
 			return e
 		}
@@ -56,18 +57,18 @@ func (a *Allocator) GetRange(ctx context.Context, pool, id string) (*Range, erro
 			return &r, nil
 		}
 	}
-	return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q has no range %q", pool, id)
+	return nil, fault.Errf(fault.CodeNotFound, "", "pool %q has no range %q", pool, id)
 }
 
 func (t *tx) rangeByID(p *models.Pool, id string) (*models.PoolRange, error) {
 	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q has no range %q", p.Name, id)
+		return nil, fault.Errf(fault.CodeNotFound, "", "pool %q has no range %q", p.Name, id)
 	}
 	var r models.PoolRange
 	err = t.Where("id = ? AND pool_id = ?", n, p.ID).Take(&r).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "pool %q has no range %q", p.Name, id)
+		return nil, fault.Errf(fault.CodeNotFound, "", "pool %q has no range %q", p.Name, id)
 	}
 	return &r, err
 }
@@ -189,7 +190,7 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 			return err
 		}
 		if u.Version != nil && *u.Version != row.Version {
-			return kernel.Errf(kernel.CodeStaleVersion, "version", "range %s is at version %d, not %d", id, row.Version, *u.Version)
+			return fault.Errf(fault.CodeStaleVersion, "version", "range %s is at version %d, not %d", id, row.Version, *u.Version)
 		}
 		if err := u.IfMatch.Check("range "+id, row.Version); err != nil {
 			return err
@@ -207,7 +208,7 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 		}
 		pr, err := sp.parseRange(spec, "range")
 		if err != nil {
-			e, _ := kernel.AsError(err)
+			e, _ := fault.AsError(err)
 			e.Field = strings.TrimPrefix(e.Field, "range.")
 			return e
 		}
@@ -223,14 +224,14 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 			if pr.first.key() == row.FirstKey {
 				field = "last"
 			}
-			return kernel.Errf(kernel.CodeConflict, field, "shrinking range %s..%s to %s..%s would leave values outside it: %s",
+			return fault.Errf(fault.CodeConflict, field, "shrinking range %s..%s to %s..%s would leave values outside it: %s",
 				row.FirstValue, row.LastValue, sp.format(pr.first), sp.format(pr.last), b)
 		}
 		if !row.AutoAssign && pr.auto {
 			if b, err := t.blockers(p, keep[0], keep[1], nil); err != nil {
 				return err
 			} else if b != "" {
-				return kernel.Errf(kernel.CodeConflict, "auto_assign", "range %s..%s cannot become auto_assign while it holds explicitly placed values: %s",
+				return fault.Errf(fault.CodeConflict, "auto_assign", "range %s..%s cannot become auto_assign while it holds explicitly placed values: %s",
 					sp.format(pr.first), sp.format(pr.last), b)
 			}
 		}
@@ -243,7 +244,7 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 			return err
 		}
 		if others > 0 {
-			return kernel.Errf(kernel.CodeConflict, "first", "range %s..%s would overlap another range of pool %q", sp.format(pr.first), sp.format(pr.last), pool)
+			return fault.Errf(fault.CodeConflict, "first", "range %s..%s would overlap another range of pool %q", sp.format(pr.first), sp.format(pr.last), pool)
 		}
 		if grew && (pr.first.cmp(oldF) < 0 || pr.last.cmp(oldL) > 0) {
 			if err := t.refuseOverlap(p, sp, pr.first, pr.last, row.ID, "first"); err != nil {
@@ -257,7 +258,7 @@ func (a *Allocator) UpdateRange(ctx context.Context, pool, id string, u RangeUpd
 			return res.Error
 		}
 		if res.RowsAffected != 1 {
-			return kernel.Errf(kernel.CodeStaleVersion, "version", "range %s changed meanwhile", id)
+			return fault.Errf(fault.CodeStaleVersion, "version", "range %s changed meanwhile", id)
 		}
 		if err := t.Where("id = ?", row.ID).Take(row).Error; err != nil {
 			return err
@@ -301,7 +302,7 @@ func (a *Allocator) RemoveRangeIf(ctx context.Context, pool, id string, m kernel
 		if b, err := t.blockers(p, row.FirstKey, row.LastKey, nil); err != nil {
 			return err
 		} else if b != "" {
-			return kernel.Errf(kernel.CodeConflict, "id", "range %s..%s still holds values: %s", row.FirstValue, row.LastValue, b)
+			return fault.Errf(fault.CodeConflict, "id", "range %s..%s still holds values: %s", row.FirstValue, row.LastValue, b)
 		}
 		before := rangeOut(spaceOf(p), row)
 		if err := t.Delete(&models.PoolRange{}, row.ID).Error; err != nil {

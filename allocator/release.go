@@ -6,7 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -30,7 +30,7 @@ func (a *Allocator) Release(ctx context.Context, pool, value string, owner Owner
 		}
 		v, err := spaceOf(p).parse(value)
 		if err != nil {
-			return kernel.Errf(kernel.CodeInvalid, "value", "%v", err)
+			return fault.Errf(fault.CodeInvalid, "value", "%v", err)
 		}
 		if err := t.purgeExpired(p); err != nil {
 			return err
@@ -64,7 +64,7 @@ func (t *tx) refuseLiveLoopback(p *models.Pool, value string) error {
 	if m.SerialNumber != nil {
 		serial = *m.SerialNumber
 	}
-	return kernel.Errf(kernel.CodeConflict, "value", "%s is the %s loopback of DPU %s (machine_id %s) in its network config: it is released only by decommissioning and deleting the host, or by a force delete",
+	return fault.Errf(fault.CodeConflict, "value", "%s is the %s loopback of DPU %s (machine_id %s) in its network config: it is released only by decommissioning and deleting the host, or by a force delete",
 		value, p.Name, serial, ncs[0].MachineID)
 }
 
@@ -78,11 +78,11 @@ func (t *tx) release(p *models.Pool, v u128, owner Owner) error {
 		return err
 	}
 	if row.State == models.StateQuarantined {
-		return kernel.Errf(kernel.CodeNotOwner, "value", "%s is quarantined (former owner %s/%s); an admin unquarantines it",
+		return fault.Errf(fault.CodeNotOwner, "value", "%s is quarantined (former owner %s/%s); an admin unquarantines it",
 			row.Value, deref(row.FormerOwnerType), deref(row.FormerOwnerID))
 	}
 	if deref(row.OwnerType) != owner.Type || deref(row.OwnerID) != owner.ID {
-		return kernel.Errf(kernel.CodeNotOwner, "owner_id", "%s is held by %s/%s, not %s", row.Value, deref(row.OwnerType), deref(row.OwnerID), owner)
+		return fault.Errf(fault.CodeNotOwner, "owner_id", "%s is held by %s/%s, not %s", row.Value, deref(row.OwnerType), deref(row.OwnerID), owner)
 	}
 	if err := t.deleteAllocation(p, &row); err != nil {
 		return err

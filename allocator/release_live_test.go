@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -22,8 +22,8 @@ func TestReleaseRefusesLiveLoopback(t *testing.T) {
 		mid := DPUMachineID("MT-LIVE")
 		for pool, v := range map[string]string{PoolLoopbackV4: v4, PoolLoopbackV6: v6} {
 			err := s.a.Release(s.ctx, pool, v, Owner{Type: "machine", ID: mid})
-			e, ok := kernel.AsError(err)
-			if !ok || e.Code != kernel.CodeConflict || !strings.Contains(e.Message, "MT-LIVE") || !strings.Contains(e.Message, mid) {
+			e, ok := fault.AsError(err)
+			if !ok || e.Code != fault.CodeConflict || !strings.Contains(e.Message, "MT-LIVE") || !strings.Contains(e.Message, mid) {
 				t.Fatalf("release of live %s %s: %v", pool, v, err)
 			}
 		}
@@ -86,7 +86,7 @@ func TestReleaseRacingReport(t *testing.T) {
 				t.Fatalf("report: %v", repErr)
 			}
 			if relErr != nil {
-				if e, ok := kernel.AsError(relErr); !ok || e.Code != kernel.CodeConflict || !strings.Contains(e.Message, serial) {
+				if e, ok := fault.AsError(relErr); !ok || e.Code != fault.CodeConflict || !strings.Contains(e.Message, serial) {
 					t.Fatalf("release lost the race with an unexpected error: %v", relErr)
 				}
 			}

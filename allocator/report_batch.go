@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
 // Group commit of site-explorer reports (docs/decisions.md "Reports
@@ -234,7 +234,7 @@ func (a *Allocator) runReportBatch(batch []*reportReq) {
 				results[i] = res
 				continue
 			}
-			if _, final := kernel.AsError(err); !final {
+			if _, final := fault.AsError(err); !final {
 				return err // a database error: the whole batch runs again, one by one
 			}
 			if err := t.RollbackTo(sp).Error; err != nil {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -60,7 +60,7 @@ func TestReportBatchCallersLeaving(t *testing.T) {
 			wg.Wait()
 			for i := 0; i < n; i++ {
 				if i%2 == 0 {
-					testkit.WantCode(t, errs[i], kernel.CodeUnavailable, "")
+					testkit.WantCode(t, errs[i], fault.CodeUnavailable, "")
 					if f.countRows(&models.Machine{}, "machine_id = ?", HostMachineID(mac(i))) != 0 {
 						t.Fatalf("report %d left before its batch, yet its host is stored", i)
 					}
@@ -98,7 +98,7 @@ func TestReportBatchCallersLeaving(t *testing.T) {
 					case errs[i] == nil && !stored(f, i):
 						t.Fatalf("report %d was answered 200 but is not stored", i)
 					case errs[i] != nil:
-						testkit.WantCode(t, errs[i], kernel.CodeUnavailable, "")
+						testkit.WantCode(t, errs[i], fault.CodeUnavailable, "")
 						if f.countRows(&models.Machine{}, "machine_id = ?", HostMachineID(mac(i))) != 0 {
 							t.Fatalf("report %d was answered %v, yet its host is stored", i, errs[i])
 						}

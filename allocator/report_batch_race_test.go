@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -51,7 +52,7 @@ func TestReportBatchesRaceAcrossProcesses(t *testing.T) {
 							spec.DPUs = append(spec.DPUs, ReportDPU{SerialNumber: fmt.Sprintf("S%d", s)})
 						}
 						if _, err := a.Report(ctx, spec); err != nil {
-							if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeConflict {
+							if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeConflict {
 								t.Errorf("report %+v: %v", spec, err)
 							}
 						}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -101,7 +102,7 @@ func TestReportBatches(t *testing.T) {
 				if len(sizes) == 0 || sizes[0] != maxReportBatch && sizes[0] != n+1 {
 					t.Fatalf("batch sizes %v: the queued reports did not run as one batch", sizes)
 				}
-				testkit.WantCode(t, errs[n], kernel.CodeConflict, "", "decommissioned")
+				testkit.WantCode(t, errs[n], fault.CodeConflict, "", "decommissioned")
 				seen := map[string]string{}
 				for i := 0; i < n; i++ {
 					if errs[i] != nil {

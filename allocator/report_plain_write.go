@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -144,7 +145,7 @@ func (t *tx) assignPlain(pools map[string]*models.Pool, site *plainSite, plans [
 			add(auto[f.pool][k], pk.v, pk.runEnd)
 		}
 		for _, c := range auto[f.pool][len(picks):] {
-			c.fam.problem = &Incomplete{Code: kernel.CodePoolExhausted, Message: fmt.Sprintf("DPU %s: pool %q has no free value in its auto_assign ranges", c.dpu.serial, p.Name)}
+			c.fam.problem = &Incomplete{Code: fault.CodePoolExhausted, Message: fmt.Sprintf("DPU %s: pool %q has no free value in its auto_assign ranges", c.dpu.serial, p.Name)}
 		}
 		for _, r := range rows[first:] {
 			v, err := parseKey(r.ValueKey)

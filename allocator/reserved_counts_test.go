@@ -22,8 +22,8 @@ import (
 
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -63,7 +63,7 @@ func requireReservedStats(t *testing.T, a *Allocator, db *gorm.DB, when string) 
 	t.Helper()
 	for _, pool := range []string{PoolLoopbackV4, PoolLoopbackV6} {
 		p, err := a.GetPool(context.Background(), pool)
-		if testkit.IsCode(err, kernel.CodeNotFound) {
+		if testkit.IsCode(err, fault.CodeNotFound) {
 			continue
 		}
 		if err != nil {
@@ -424,7 +424,7 @@ func TestReservedCountUnderConcurrentWriters(t *testing.T) {
 							err = db.Exec(`DELETE FROM allocations WHERE value IN (?, ?)`, v4(a), v6(b)).Error
 						}
 					}
-					var ke *kernel.Error
+					var ke *fault.Error
 					if err != nil && !errors.As(err, &ke) && !database.IsConstraintViolation(err) && !database.IsRetryable(err) {
 						t.Errorf("writer %d step %d: %v", w, i, err)
 						return

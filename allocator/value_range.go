@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
 // Key ranges of values inside an address prefix: the search's prefix
@@ -65,10 +65,10 @@ func valueKeyRange(sp space, v string) (first, last string, err error) {
 			if f, l, ok := prefixKeys(sp, p); ok {
 				return f.key(), l.key(), nil
 			}
-			return "", "", kernel.Errf(kernel.CodeInvalid, "value", "%s is not of this pool's family (%s)", v, sp.typ)
+			return "", "", fault.Errf(fault.CodeInvalid, "value", "%s is not of this pool's family (%s)", v, sp.typ)
 		}
 		if sp.typ != TypeIPv6Prefix {
-			return "", "", kernel.Errf(kernel.CodeInvalid, "value", "%q is not an address prefix", v)
+			return "", "", fault.Errf(fault.CodeInvalid, "value", "%q is not an address prefix", v)
 		}
 	}
 	if sp.typ == TypeIPv6Prefix {
@@ -79,7 +79,7 @@ func valueKeyRange(sp space, v string) (first, last string, err error) {
 	}
 	k, perr := sp.parse(v)
 	if perr != nil {
-		return "", "", kernel.Errf(kernel.CodeInvalid, "value", "%v", perr)
+		return "", "", fault.Errf(fault.CodeInvalid, "value", "%v", perr)
 	}
 	return k.key(), k.key(), nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -52,7 +53,7 @@ func (s *Service) SessionKey(ctx context.Context) ([]byte, error) {
 	}
 	key, err := hex.DecodeString(v)
 	if err != nil || len(key) < 32 {
-		return nil, kernel.Errf(kernel.CodeInternal, "", "settings row %s is not a 32-byte hex key", sessionKeySetting)
+		return nil, fault.Errf(fault.CodeInternal, "", "settings row %s is not a 32-byte hex key", sessionKeySetting)
 	}
 	return key, nil
 }
@@ -89,7 +90,7 @@ func (s *Service) CreateSession(ctx context.Context, tokenID int64, ttl time.Dur
 			return err
 		}
 		if n == 0 {
-			return kernel.Errf(kernel.CodeUnauthorized, "", "the token of this session no longer exists")
+			return fault.Errf(fault.CodeUnauthorized, "", "the token of this session no longer exists")
 		}
 		if err := t.Exec(`DELETE FROM console_sessions WHERE expires_at <= ?`, now.Unix()).Error; err != nil {
 			return err
@@ -126,7 +127,7 @@ func (s *Service) Session(ctx context.Context, id string, ttl, renewEvery time.D
 	}
 	now := s.now()
 	if len(rows) == 0 || now.Unix() >= rows[0].ExpiresAt {
-		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "this console session has ended: sign in again")
+		return nil, fault.Errf(fault.CodeUnauthorized, "", "this console session has ended: sign in again")
 	}
 	r := rows[0]
 	cs := &ConsoleSession{Token: Token{ID: r.TokenID, Name: r.Name, Role: Role(r.Role)}, Expires: time.Unix(r.ExpiresAt, 0)}

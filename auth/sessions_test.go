@@ -11,7 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -79,7 +79,7 @@ func TestConsoleTokenByID(t *testing.T) {
 		db.Exec(`DELETE FROM api_tokens WHERE id = ?`, tok.ID)
 		if _, err := a.TokenByID(ctx, tok.ID); err == nil {
 			t.Fatal("deleted token still found")
-		} else if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeUnauthorized {
+		} else if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeUnauthorized {
 			t.Fatalf("deleted token: %v, want 401 unauthorized", err)
 		}
 	})

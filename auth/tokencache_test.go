@@ -8,8 +8,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -72,8 +72,8 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 		}
 		testkit.WaitFor(t, 5*time.Second, func() bool {
 			_, err := auth(tokB)
-			e, ok := kernel.AsError(err)
-			return ok && e.Code == kernel.CodeUnauthorized
+			e, ok := fault.AsError(err)
+			return ok && e.Code == fault.CodeUnauthorized
 		}, "the deletion to reach the cache")
 
 		// The server's own deletion takes effect before its next request.
@@ -85,7 +85,7 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = auth(tokC)
-		testkit.WantCode(t, err, kernel.CodeUnauthorized, "")
+		testkit.WantCode(t, err, fault.CodeUnauthorized, "")
 
 		// Cut the listening connection: the cache turns off, so a deletion
 		// made while no notification can arrive is seen at once.
@@ -101,7 +101,7 @@ func TestTokenCacheFollowsChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = auth(tokA)
-		testkit.WantCode(t, err, kernel.CodeUnauthorized, "")
+		testkit.WantCode(t, err, fault.CodeUnauthorized, "")
 
 		// The listener comes back and caching resumes.
 		testkit.WaitFor(t, 5*time.Second, a.tokens.isLive, "the listener to reconnect")

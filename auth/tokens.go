@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -78,15 +79,15 @@ func NewTokenValue() string {
 func (s *Service) CreateToken(ctx context.Context, name string, role Role, value string) (string, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 128 {
-		return "", kernel.Errf(kernel.CodeInvalid, "name", "token name must be 1 to 128 characters")
+		return "", fault.Errf(fault.CodeInvalid, "name", "token name must be 1 to 128 characters")
 	}
 	if role.rank() == 0 {
-		return "", kernel.Errf(kernel.CodeInvalid, "role", "unknown role %q: want viewer, operator or admin", role)
+		return "", fault.Errf(fault.CodeInvalid, "role", "unknown role %q: want viewer, operator or admin", role)
 	}
 	if value == "" {
 		value = NewTokenValue()
 	} else if len(value) < 16 {
-		return "", kernel.Errf(kernel.CodeInvalid, "token", "a token must be at least 16 characters")
+		return "", fault.Errf(fault.CodeInvalid, "token", "a token must be at least 16 characters")
 	}
 	err := s.write(ctx, func(t *kernel.Tx) error {
 		// Token names are unique (the audit actor token:NAME names one
@@ -133,8 +134,8 @@ func (s *Service) EnsureAdminToken(ctx context.Context, value string) (bool, err
 	// variable was changed): this one gets a name of its own.
 	for _, name := range []string{"bootstrap-admin", "bootstrap-admin-" + hashToken(value)[:8]} {
 		_, err := s.CreateToken(ctx, name, RoleAdmin, value)
-		e, ok := kernel.AsError(err)
-		if !ok || e.Code != kernel.CodeConflict {
+		e, ok := fault.AsError(err)
+		if !ok || e.Code != fault.CodeConflict {
 			return err == nil, err
 		}
 		// Another process may have created it at the same moment.
@@ -147,14 +148,14 @@ func (s *Service) EnsureAdminToken(ctx context.Context, value string) (bool, err
 			return false, nil
 		}
 	}
-	return false, kernel.Errf(kernel.CodeConflict, "name", "cannot name the IPLEDGER_ADMIN_TOKEN token: bootstrap-admin and its variant are taken")
+	return false, fault.Errf(fault.CodeConflict, "name", "cannot name the IPLEDGER_ADMIN_TOKEN token: bootstrap-admin and its variant are taken")
 }
 
 func tokenNameTaken(name string, id int64) error {
 	if id != 0 {
-		return kernel.Errf(kernel.CodeConflict, "name", "a token named %q already exists (id %d): token names are unique, choose another or delete that one", name, id)
+		return fault.Errf(fault.CodeConflict, "name", "a token named %q already exists (id %d): token names are unique, choose another or delete that one", name, id)
 	}
-	return kernel.Errf(kernel.CodeConflict, "name", "a token named %q already exists: token names are unique, choose another or delete that one", name)
+	return fault.Errf(fault.CodeConflict, "name", "a token named %q already exists: token names are unique, choose another or delete that one", name)
 }
 
 // TokenNameDuplicates lists the token names that several tokens shared
@@ -181,7 +182,7 @@ func (s *Service) HasAdminToken(ctx context.Context) (bool, error) {
 // change to api_tokens, from any process, empties that memory.
 func (s *Service) Authenticate(ctx context.Context, value string) (*Token, error) {
 	if value == "" {
-		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "a bearer token is required")
+		return nil, fault.Errf(fault.CodeUnauthorized, "", "a bearer token is required")
 	}
 	hash := hashToken(value)
 	cached, ok, gen := s.tokens.get(hash)
@@ -192,7 +193,7 @@ func (s *Service) Authenticate(ctx context.Context, value string) (*Token, error
 	s.tokenReads.Add(1)
 	err := s.read(ctx, func(db *gorm.DB) error { return db.Where("token_hash = ?", hash).Take(&row).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "unknown token")
+		return nil, fault.Errf(fault.CodeUnauthorized, "", "unknown token")
 	}
 	if err != nil {
 		return nil, err
@@ -216,7 +217,7 @@ func (s *Service) TokenByID(ctx context.Context, id int64) (*Token, error) {
 	var row models.APIToken
 	err := s.read(ctx, func(db *gorm.DB) error { return db.Where("id = ?", id).Take(&row).Error })
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "the token of this session no longer exists")
+		return nil, fault.Errf(fault.CodeUnauthorized, "", "the token of this session no longer exists")
 	}
 	if err != nil {
 		return nil, err
@@ -281,11 +282,11 @@ func (s *Service) DeleteToken(ctx context.Context, id int64, name string) (*Toke
 		}
 		switch {
 		case len(rows) == 0 && id != 0:
-			return kernel.Errf(kernel.CodeNotFound, field, "no token with id %d", id)
+			return fault.Errf(fault.CodeNotFound, field, "no token with id %d", id)
 		case len(rows) == 0:
-			return kernel.Errf(kernel.CodeNotFound, field, "no token named %q", name)
+			return fault.Errf(fault.CodeNotFound, field, "no token named %q", name)
 		case len(rows) > 1:
-			return kernel.Errf(kernel.CodeConflict, field, "%d tokens are named %q: delete one by --id", len(rows), name)
+			return fault.Errf(fault.CodeConflict, field, "%d tokens are named %q: delete one by --id", len(rows), name)
 		}
 		r := rows[0]
 		if err := t.Exec(`DELETE FROM console_sessions WHERE token_id = ?`, r.ID).Error; err != nil {

@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 )
@@ -34,7 +35,7 @@ func TestTokenNamesUnique(t *testing.T) {
 			if err == nil {
 				ok++
 			} else {
-				testkit.WantCode(t, err, kernel.CodeConflict, "", `a token named "ci" already exists`)
+				testkit.WantCode(t, err, fault.CodeConflict, "", `a token named "ci" already exists`)
 			}
 		}
 		if ok != 1 {

@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 )
 
@@ -56,7 +57,7 @@ func sessionHash(id string) string {
 // session of theirs ends in the same transaction (endDemoted).
 func (p *People) Open(ctx context.Context, who *Person, source string) (string, time.Time, error) {
 	if who == nil || who.Role == "" {
-		return "", time.Time{}, kernel.Errf(kernel.CodeForbidden, "", "no session without a role")
+		return "", time.Time{}, fault.Errf(fault.CodeForbidden, "", "no session without a role")
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -144,7 +145,7 @@ func (p *People) Lookup(ctx context.Context, id string) (*PersonSession, error) 
 	}
 	now := p.now()
 	if len(rows) == 0 || now.Unix() >= rows[0].ExpiresAt {
-		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "this console session has ended: sign in again")
+		return nil, fault.Errf(fault.CodeUnauthorized, "", "this console session has ended: sign in again")
 	}
 	r := rows[0]
 	if now.Unix()-r.LastSeenAt >= int64(seenEvery/time.Second) {
@@ -281,10 +282,10 @@ func listIn(db *gorm.DB, now int64) ([]OpenSession, error) {
 // their next request. An unknown ref is 404.
 func (p *People) End(ctx context.Context, ref string) (*OpenSession, error) {
 	if len(ref) != 17 || (ref[0] != 'u' && ref[0] != 't') {
-		return nil, kernel.Errf(kernel.CodeNotFound, "session", "no open session %q", ref)
+		return nil, fault.Errf(fault.CodeNotFound, "session", "no open session %q", ref)
 	}
 	if _, err := hex.DecodeString(ref[1:]); err != nil {
-		return nil, kernel.Errf(kernel.CodeNotFound, "session", "no open session %q", ref)
+		return nil, fault.Errf(fault.CodeNotFound, "session", "no open session %q", ref)
 	}
 	var ended *OpenSession
 	err := p.Service.write(ctx, func(t *kernel.Tx) error {
@@ -298,7 +299,7 @@ func (p *People) End(ctx context.Context, ref string) (*OpenSession, error) {
 			}
 		}
 		if ended == nil {
-			return kernel.Errf(kernel.CodeNotFound, "session", "no open session %q: it has ended already", ref)
+			return fault.Errf(fault.CodeNotFound, "session", "no open session %q: it has ended already", ref)
 		}
 		table := "user_sessions"
 		if ref[0] == 't' {

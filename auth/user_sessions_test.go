@@ -11,6 +11,7 @@ import (
 
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -44,7 +45,7 @@ func TestPeopleSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Minute)
-		if _, err := p.Lookup(ctx, id); !testkit.IsCode(err, kernel.CodeUnauthorized) {
+		if _, err := p.Lookup(ctx, id); !testkit.IsCode(err, fault.CodeUnauthorized) {
 			t.Fatalf("after the TTL: %v", err)
 		}
 
@@ -61,10 +62,10 @@ func TestPeopleSessions(t *testing.T) {
 		if _, err := p.End(actx, list[0].Ref); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Lookup(ctx, id2); !testkit.IsCode(err, kernel.CodeUnauthorized) {
+		if _, err := p.Lookup(ctx, id2); !testkit.IsCode(err, fault.CodeUnauthorized) {
 			t.Fatalf("an ended session still works: %v", err)
 		}
-		if _, err := p.End(actx, list[0].Ref); !testkit.IsCode(err, kernel.CodeNotFound) {
+		if _, err := p.End(actx, list[0].Ref); !testkit.IsCode(err, fault.CodeNotFound) {
 			t.Fatalf("ending twice: %v", err)
 		}
 		var evs []models.AuditEvent

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // crSite: a site with two named ExpectedMachines, one ingested host
@@ -78,7 +78,7 @@ func TestNamesFollowTheRule(t *testing.T) {
 		}
 		// A delete refused for state names the host.
 		_, err = s.a.DeleteMachine(s.ctx, allocator.HostMachineID("0a:00:00:00:00:01"), false)
-		testkit.WantCode(t, err, kernel.CodeConflict, "", "host rack1-u01")
+		testkit.WantCode(t, err, fault.CodeConflict, "", "host rack1-u01")
 	})
 }
 
@@ -154,13 +154,13 @@ func TestSearchFindsEveryKind(t *testing.T) {
 			t.Errorf("nothing: %+v %v", r, err)
 		}
 		_, err = s.c.Search(s.ctx, strings.Repeat("x", 201))
-		testkit.WantCode(t, err, kernel.CodeInvalid, "", "at most 200")
+		testkit.WantCode(t, err, fault.CodeInvalid, "", "at most 200")
 		// Characters, not bytes: 200 accented letters are 400 bytes.
 		if _, err = s.c.Search(s.ctx, strings.Repeat("é", 200)); err != nil {
 			t.Errorf("200 characters of two bytes each: %v", err)
 		}
 		_, err = s.c.Search(s.ctx, strings.Repeat("é", 201))
-		testkit.WantCode(t, err, kernel.CodeInvalid, "", "201 characters long")
+		testkit.WantCode(t, err, fault.CodeInvalid, "", "201 characters long")
 		// The allocations filter takes a value or a prefix.
 		page, err := s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "10.0.0.0/28"})
 		if err != nil || len(page.Items) == 0 {
@@ -176,9 +176,9 @@ func TestSearchFindsEveryKind(t *testing.T) {
 			t.Fatalf("value filter: %+v %v", page, err)
 		}
 		_, err = s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "fd00::/64"})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "", "family")
+		testkit.WantCode(t, err, fault.CodeInvalid, "", "family")
 		_, err = s.a.ListAllocations(s.ctx, allocator.PoolLoopbackV4, allocator.AllocationFilter{Value: "banana"})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "", "banana")
+		testkit.WantCode(t, err, fault.CodeInvalid, "", "banana")
 	})
 }
 

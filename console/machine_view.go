@@ -6,6 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 
@@ -63,7 +64,7 @@ func (c *Console) MachineDetail(ctx context.Context, id string) (*MachineDetail,
 	if host.Kind == allocator.KindHost && host.ExpectedMachineID != nil {
 		em, err := c.a.GetExpectedMachine(ctx, *host.ExpectedMachineID)
 		if err != nil {
-			if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeNotFound {
+			if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeNotFound {
 				return nil, err
 			}
 		} else {
@@ -165,7 +166,7 @@ func newMachineScope(ids []string, em *allocator.ExpectedMachine, values []HeldV
 func (c *Console) MachineEventScope(ctx context.Context, id string) (*kernel.EventScope, error) {
 	d, err := c.MachineDetail(ctx, id)
 	if err != nil {
-		if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeNotFound {
+		if e, ok := fault.AsError(err); ok && e.Code == fault.CodeNotFound {
 			return &kernel.EventScope{Machines: []string{id}}, nil
 		}
 		return nil, err

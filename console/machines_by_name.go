@@ -7,7 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 
 	"github.com/ipledger/ipledger/allocator"
@@ -38,13 +38,13 @@ func (c *Console) ListHostsByName(ctx context.Context, f allocator.MachineFilter
 	switch f.State {
 	case "", allocator.StateReady, allocator.StateDecommissioned:
 	default:
-		return nil, kernel.Errf(kernel.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", f.State)
+		return nil, fault.Errf(fault.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", f.State)
 	}
 	var afterKey, afterID string
 	if f.Cursor != "" {
 		k, id, ok := decodeNameCursor(f.Cursor)
 		if !ok {
-			return nil, kernel.Errf(kernel.CodeInvalid, "cursor", "cursor %q is not one this list returned", f.Cursor)
+			return nil, fault.Errf(fault.CodeInvalid, "cursor", "cursor %q is not one this list returned", f.Cursor)
 		}
 		afterKey, afterID = k, id
 	}
@@ -94,7 +94,7 @@ func (c *Console) ListHostlessDPUs(ctx context.Context, state string, limit int)
 	switch state {
 	case "", allocator.StateReady, allocator.StateDecommissioned:
 	default:
-		return nil, false, kernel.Errf(kernel.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", state)
+		return nil, false, fault.Errf(fault.CodeInvalid, "state", "unknown state %q: want ready or decommissioned", state)
 	}
 	limit = clampLimit(limit)
 	var top []models.Machine

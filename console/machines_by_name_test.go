@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // TestHostsListedByName: the console's host list is ordered by the name it
@@ -78,6 +78,6 @@ func TestHostsListedByName(t *testing.T) {
 			t.Errorf("host-less DPUs: %+v more=%v err=%v", dpus, more, err)
 		}
 		_, err = s.c.ListHostsByName(s.ctx, allocator.MachineFilter{Cursor: "eA.fm100htnotanid"})
-		testkit.WantCode(t, err, kernel.CodeInvalid, "", "cursor")
+		testkit.WantCode(t, err, fault.CodeInvalid, "", "cursor")
 	})
 }

@@ -7,7 +7,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -70,7 +70,7 @@ func (c *Console) GetDeletedMachine(ctx context.Context, id string) (*DeletedMac
 			return err
 		}
 		if len(rows) == 0 {
-			return kernel.Errf(kernel.CodeNotFound, "", "machine %q does not exist and was never deleted", id)
+			return fault.Errf(fault.CodeNotFound, "", "machine %q does not exist and was never deleted", id)
 		}
 		r := rows[0]
 		out = &DeletedMachine{MachineID: r.MachineID, Kind: r.Kind, Name: r.Name, HostMachineID: deref(r.HostMachineID),

@@ -9,7 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
 // UsagePoint is the number of values of a pool held at the end of one UTC
@@ -33,7 +33,7 @@ type UsagePoint struct {
 // be 1 to 366 (422 invalid); an unknown pool is 404.
 func (c *Console) PoolUsage(ctx context.Context, pool string, days int) ([]UsagePoint, error) {
 	if days < 1 || days > 366 {
-		return nil, kernel.Errf(kernel.CodeInvalid, "days", "days must be 1 to 366, got %d", days)
+		return nil, fault.Errf(fault.CodeInvalid, "days", "days must be 1 to 366, got %d", days)
 	}
 	p, err := c.a.GetPool(ctx, pool)
 	if err != nil {
@@ -47,7 +47,7 @@ func (c *Console) PoolUsage(ctx context.Context, pool string, days int) ([]Usage
 // the pool and its usage reads the pool's counts once.
 func (c *Console) PoolUsageOf(ctx context.Context, p *allocator.Pool, days int) ([]UsagePoint, error) {
 	if days < 1 || days > 366 {
-		return nil, kernel.Errf(kernel.CodeInvalid, "days", "days must be 1 to 366, got %d", days)
+		return nil, fault.Errf(fault.CodeInvalid, "days", "days must be 1 to 366, got %d", days)
 	}
 	pool := p.Name
 	sum := func(xs ...string) int64 {

@@ -10,8 +10,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/ident"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 
 	"github.com/ipledger/ipledger/allocator"
@@ -89,7 +89,7 @@ func (c *Console) Search(ctx context.Context, q string) (*SearchResult, error) {
 		return res, nil
 	}
 	if n := utf8.RuneCountInString(q); n > 200 {
-		return nil, kernel.Errf(kernel.CodeInvalid, "q", "the search text is %d characters long; at most 200", n)
+		return nil, fault.Errf(fault.CodeInvalid, "q", "the search text is %d characters long; at most 200", n)
 	}
 	s := &searcher{c: c, ctx: ctx, res: res, seen: map[string]bool{}}
 	err := c.read(ctx, func(db *gorm.DB) error {
@@ -201,7 +201,7 @@ func (s *searcher) byMAC(mac string) error {
 func (s *searcher) byAddress(v string) error {
 	info, err := s.c.a.LookupAddress(s.ctx, v)
 	if err != nil {
-		if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeInvalid {
+		if e, ok := fault.AsError(err); ok && e.Code == fault.CodeInvalid {
 			return nil
 		}
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -54,7 +55,7 @@ type ActionFilter struct {
 // "allocation.*", or "*"), naming field in its error.
 func ParseActionFilter(field, s string) (ActionFilter, error) {
 	if !actionFilterRE.MatchString(s) {
-		return ActionFilter{}, kernel.Errf(kernel.CodeInvalid, field, "%s %q is neither an action (allocation.create), a prefix (allocation.*) nor *", field, s)
+		return ActionFilter{}, fault.Errf(fault.CodeInvalid, field, "%s %q is neither an action (allocation.create), a prefix (allocation.*) nor *", field, s)
 	}
 	switch {
 	case s == "*":
@@ -79,16 +80,16 @@ func (af ActionFilter) Match(action string) bool {
 // validateFeedQuery checks the filters, naming the query parameter.
 func validateFeedQuery(q *FeedQuery) (ActionFilter, error) {
 	if q.After < 0 {
-		return ActionFilter{}, kernel.Errf(kernel.CodeInvalid, "after", "after %d is negative", q.After)
+		return ActionFilter{}, fault.Errf(fault.CodeInvalid, "after", "after %d is negative", q.After)
 	}
 	if q.Wait < 0 || q.Wait > MaxFeedWait {
-		return ActionFilter{}, kernel.Errf(kernel.CodeInvalid, "wait", "wait %s is outside 0s..%s", q.Wait, MaxFeedWait)
+		return ActionFilter{}, fault.Errf(fault.CodeInvalid, "wait", "wait %s is outside 0s..%s", q.Wait, MaxFeedWait)
 	}
 	if q.ObjectType != "" && !objectTypeRE.MatchString(q.ObjectType) {
-		return ActionFilter{}, kernel.Errf(kernel.CodeInvalid, "object_type", "object_type %q is not an object type (allocation, pool, machine, …)", q.ObjectType)
+		return ActionFilter{}, fault.Errf(fault.CodeInvalid, "object_type", "object_type %q is not an object type (allocation, pool, machine, …)", q.ObjectType)
 	}
 	if q.Pool != "" && !kernel.PoolNameRE.MatchString(q.Pool) {
-		return ActionFilter{}, kernel.Errf(kernel.CodeInvalid, "pool", "pool %q is not a pool name", q.Pool)
+		return ActionFilter{}, fault.Errf(fault.CodeInvalid, "pool", "pool %q is not a pool name", q.Pool)
 	}
 	af := ActionFilter{all: true}
 	if q.Action != "" {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/webhook"
@@ -89,7 +90,7 @@ func ReadBody(c echo.Context) ([]byte, error) {
 		if errors.As(err, &mbe) {
 			return nil, TooLarge(mbe.Limit)
 		}
-		return nil, kernel.Errf(kernel.CodeBadRequest, "", "cannot read request body: %v", err)
+		return nil, fault.Errf(fault.CodeBadRequest, "", "cannot read request body: %v", err)
 	}
 	if len(b) > MaxBodyBytes {
 		return nil, TooLarge(MaxBodyBytes)
@@ -99,7 +100,7 @@ func ReadBody(c echo.Context) ([]byte, error) {
 
 // TooLarge is the 413 too_large error of a body over limit bytes.
 func TooLarge(limit int64) error {
-	return kernel.Errf(kernel.CodeTooLarge, "", "the request body is larger than %d bytes; nothing was changed", limit)
+	return fault.Errf(fault.CodeTooLarge, "", "the request body is larger than %d bytes; nothing was changed", limit)
 }
 
 // DecodeJSON reads a JSON body into v with the strict rules every door
@@ -134,21 +135,21 @@ func UnmarshalJSON(b []byte, v any) error { return decode(b, v, false) }
 
 func decode(b []byte, v any, rejectUnknown bool) error {
 	if strings.TrimSpace(string(kernel.TrimBOM(b))) == "null" {
-		return kernel.Errf(kernel.CodeBadRequest, "", "request body must be a JSON object or array, not null")
+		return fault.Errf(fault.CodeBadRequest, "", "request body must be a JSON object or array, not null")
 	}
 	return kernel.DecodeJSON(b, v, kernel.JSONOptions{RejectUnknown: rejectUnknown})
 }
 
 // ErrorBody is the error shape of docs/api.md.
 type ErrorBody struct {
-	Error *kernel.Error `json:"error"`
+	Error *fault.Error `json:"error"`
 }
 
 // ToAPIError turns any error into the contract's error and status: a
-// *kernel.Error keeps its code; echo's routing errors map to not_found /
+// *fault.Error keeps its code; echo's routing errors map to not_found /
 // bad_request; anything else is a 500 whose details stay in the log.
-func ToAPIError(err error) (*kernel.Error, int) {
-	if e, ok := kernel.AsError(err); ok {
+func ToAPIError(err error) (*fault.Error, int) {
+	if e, ok := fault.AsError(err); ok {
 		return e, e.Code.Status()
 	}
 	var he *echo.HTTPError
@@ -156,29 +157,29 @@ func ToAPIError(err error) (*kernel.Error, int) {
 		msg := fmt.Sprint(he.Message)
 		switch he.Code {
 		case http.StatusNotFound:
-			return &kernel.Error{Code: kernel.CodeNotFound, Message: "no such resource"}, http.StatusNotFound
+			return &fault.Error{Code: fault.CodeNotFound, Message: "no such resource"}, http.StatusNotFound
 		case http.StatusMethodNotAllowed:
-			return &kernel.Error{Code: kernel.CodeNotFound, Message: "method not allowed on this resource"}, http.StatusMethodNotAllowed
+			return &fault.Error{Code: fault.CodeNotFound, Message: "method not allowed on this resource"}, http.StatusMethodNotAllowed
 		case http.StatusUnauthorized:
-			return &kernel.Error{Code: kernel.CodeUnauthorized, Message: msg}, he.Code
+			return &fault.Error{Code: fault.CodeUnauthorized, Message: msg}, he.Code
 		case http.StatusForbidden:
-			return &kernel.Error{Code: kernel.CodeForbidden, Message: msg}, he.Code
+			return &fault.Error{Code: fault.CodeForbidden, Message: msg}, he.Code
 		case http.StatusRequestEntityTooLarge:
-			return &kernel.Error{Code: kernel.CodeTooLarge, Message: msg}, he.Code
+			return &fault.Error{Code: fault.CodeTooLarge, Message: msg}, he.Code
 		case http.StatusServiceUnavailable:
-			return &kernel.Error{Code: kernel.CodeUnavailable, Message: msg}, he.Code
+			return &fault.Error{Code: fault.CodeUnavailable, Message: msg}, he.Code
 		}
 		if he.Code >= 400 && he.Code < 500 {
-			return &kernel.Error{Code: kernel.CodeBadRequest, Message: msg}, he.Code
+			return &fault.Error{Code: fault.CodeBadRequest, Message: msg}, he.Code
 		}
 	}
-	return &kernel.Error{Code: kernel.CodeInternal, Message: "internal error; see the server log for the request id"}, http.StatusInternalServerError
+	return &fault.Error{Code: fault.CodeInternal, Message: "internal error; see the server log for the request id"}, http.StatusInternalServerError
 }
 
 // WriteError renders err as the JSON error shape.
 func WriteError(c echo.Context, err error) error {
 	e, status := ToAPIError(err)
-	if status >= 500 && e.Code == kernel.CodeInternal {
+	if status >= 500 && e.Code == fault.CodeInternal {
 		slog.Error("internal error", "request_id", c.Response().Header().Get(echo.HeaderXRequestID),
 			"method", c.Request().Method, "path", c.Request().URL.Path, "error", err)
 	}
@@ -216,7 +217,7 @@ func Limit(c echo.Context) (int, error) {
 		n, err = 1000, nil // too many digits for an int: above 1000 all the same
 	}
 	if err != nil || n < 1 || strings.Trim(s, "0123456789") != "" {
-		return 0, kernel.Errf(kernel.CodeInvalid, "limit", "limit %q must be a positive integer", s)
+		return 0, fault.Errf(fault.CodeInvalid, "limit", "limit %q must be a positive integer", s)
 	}
 	if n > 1000 {
 		n = 1000
@@ -237,9 +238,9 @@ func OnlyQuery(c echo.Context, allowed ...string) error {
 	for _, k := range keys {
 		if !slices.Contains(allowed, k) {
 			if len(allowed) == 0 {
-				return kernel.Errf(kernel.CodeInvalid, k, "unknown query parameter %q; this route takes none", k)
+				return fault.Errf(fault.CodeInvalid, k, "unknown query parameter %q; this route takes none", k)
 			}
-			return kernel.Errf(kernel.CodeInvalid, k, "unknown query parameter %q; this route takes %s", k, strings.Join(allowed, ", "))
+			return fault.Errf(fault.CodeInvalid, k, "unknown query parameter %q; this route takes %s", k, strings.Join(allowed, ", "))
 		}
 	}
 	return nil

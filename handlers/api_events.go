@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 )
 
@@ -20,7 +21,7 @@ func (h *API) ListEvents(c echo.Context) error {
 	}
 	for _, p := range []string{"wait", "pool"} {
 		if c.QueryParams().Has(p) {
-			return kernel.Errf(kernel.CodeInvalid, p, "%s filters the change feed, which is read with after=REVISION (after=0 from the start)", p)
+			return fault.Errf(fault.CodeInvalid, p, "%s filters the change feed, which is read with after=REVISION (after=0 from the start)", p)
 		}
 	}
 	if err := OnlyQuery(c, "actor", "action", "object_type", "object_id", "since", "until", "limit", "cursor"); err != nil {
@@ -43,7 +44,7 @@ func (h *API) ListEvents(c echo.Context) error {
 		if s := c.QueryParam(p.name); s != "" {
 			t, err := time.Parse(time.RFC3339, s)
 			if err != nil {
-				return kernel.Errf(kernel.CodeInvalid, p.name, "%s %q is not an RFC 3339 time", p.name, s)
+				return fault.Errf(fault.CodeInvalid, p.name, "%s %q is not an RFC 3339 time", p.name, s)
 			}
 			*p.dst = t
 		}

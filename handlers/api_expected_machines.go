@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 )
 
@@ -136,7 +137,7 @@ func (h *API) ReplaceExpectedMachine(c echo.Context) error {
 func (h *API) PatchExpectedMachine(c echo.Context) error {
 	ct := strings.ToLower(strings.TrimSpace(c.Request().Header.Get(echo.HeaderContentType)))
 	if mt, _, err := mime.ParseMediaType(ct); ct != "" && (err != nil || (mt != "application/json" && mt != "application/merge-patch+json")) {
-		return kernel.Errf(kernel.CodeBadRequest, "", "Content-Type %q: PATCH takes application/json or application/merge-patch+json", ct)
+		return fault.Errf(fault.CodeBadRequest, "", "Content-Type %q: PATCH takes application/json or application/merge-patch+json", ct)
 	}
 	body, err := ReadBody(c)
 	if err != nil {
@@ -209,7 +210,7 @@ func (h *API) DeleteAllExpectedMachines(c echo.Context) error {
 	// A filter here is a mistake that must not erase everything: it is
 	// refused rather than ignored.
 	for k := range c.QueryParams() {
-		return kernel.Errf(kernel.CodeInvalid, k, "DELETE /api/v1/expected-machines deletes every record and takes no query parameter (got %q); delete one record with DELETE /api/v1/expected-machines/{id}", k)
+		return fault.Errf(fault.CodeInvalid, k, "DELETE /api/v1/expected-machines deletes every record and takes no query parameter (got %q); delete one record with DELETE /api/v1/expected-machines/{id}", k)
 	}
 	if _, err := h.A.DeleteAllExpectedMachines(Ctx(c)); err != nil {
 		return err

@@ -12,8 +12,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // feedQuery reads the feed's query parameters (docs/feed.md): after,
@@ -24,10 +24,10 @@ func feedQuery(c echo.Context) (feed.FeedQuery, error) {
 	if s := c.QueryParam("after"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s, "-") {
-			return q, kernel.Errf(kernel.CodeInvalid, "after", "after %q is larger than any revision (at most %d)", s, int64(math.MaxInt64))
+			return q, fault.Errf(fault.CodeInvalid, "after", "after %q is larger than any revision (at most %d)", s, int64(math.MaxInt64))
 		}
 		if err != nil || n < 0 {
-			return q, kernel.Errf(kernel.CodeInvalid, "after", "after %q must be a revision (an integer ≥ 0)", s)
+			return q, fault.Errf(fault.CodeInvalid, "after", "after %q must be a revision (an integer ≥ 0)", s)
 		}
 		q.After = n
 	}
@@ -39,10 +39,10 @@ func feedQuery(c echo.Context) (feed.FeedQuery, error) {
 	if s := c.QueryParam("wait"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 0 {
-			return q, kernel.Errf(kernel.CodeInvalid, "wait", "wait %q must be a duration such as 30s", s)
+			return q, fault.Errf(fault.CodeInvalid, "wait", "wait %q must be a duration such as 30s", s)
 		}
 		if d > feed.MaxFeedWait {
-			return q, kernel.Errf(kernel.CodeInvalid, "wait", "wait %q is longer than %s", s, feed.MaxFeedWait)
+			return q, fault.Errf(fault.CodeInvalid, "wait", "wait %q is longer than %s", s, feed.MaxFeedWait)
 		}
 		q.Wait = d
 	}
@@ -55,7 +55,7 @@ func feedQuery(c echo.Context) (feed.FeedQuery, error) {
 // here).
 func (h *API) readFeed(c echo.Context) error {
 	if c.QueryParams().Has("cursor") {
-		return kernel.Errf(kernel.CodeInvalid, "cursor", "cursor pages the newest-first audit log and after reads the feed; give one of them")
+		return fault.Errf(fault.CodeInvalid, "cursor", "cursor pages the newest-first audit log and after reads the feed; give one of them")
 	}
 	if err := OnlyQuery(c, "after", "limit", "wait", "object_type", "action", "pool"); err != nil {
 		return err
@@ -94,10 +94,10 @@ func (h *API) StreamEvents(c echo.Context) error {
 	case id != "":
 		n, err := strconv.ParseInt(id, 10, 64)
 		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(id, "-") {
-			return kernel.Errf(kernel.CodeInvalid, "Last-Event-ID", "Last-Event-ID %q is larger than any revision (at most %d)", id, int64(math.MaxInt64))
+			return fault.Errf(fault.CodeInvalid, "Last-Event-ID", "Last-Event-ID %q is larger than any revision (at most %d)", id, int64(math.MaxInt64))
 		}
 		if err != nil || n < 0 {
-			return kernel.Errf(kernel.CodeInvalid, "Last-Event-ID", "Last-Event-ID %q must be a revision (an integer ≥ 0)", id)
+			return fault.Errf(fault.CodeInvalid, "Last-Event-ID", "Last-Event-ID %q must be a revision (an integer ≥ 0)", id)
 		}
 		q.After = n
 	case c.QueryParam("after") == "":

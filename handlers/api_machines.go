@@ -7,7 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
 // Report: POST /api/v1/site-explorer/reports → 200 {"machines", "incomplete"}.
@@ -67,7 +67,7 @@ func (h *API) GetMachine(c echo.Context) error {
 func (h *API) MachineAction(c echo.Context) error {
 	id, ok := strings.CutSuffix(Param(c, "id"), ":decommission")
 	if !ok {
-		return kernel.Errf(kernel.CodeNotFound, "", "unknown action on machine %q (want :decommission)", Param(c, "id"))
+		return fault.Errf(fault.CodeNotFound, "", "unknown action on machine %q (want :decommission)", Param(c, "id"))
 	}
 	m, err := h.A.Decommission(Ctx(c), id)
 	if err != nil {
@@ -85,7 +85,7 @@ func forceParam(c echo.Context) (bool, error) {
 	case "true", "1":
 		return true, nil
 	}
-	return false, kernel.Errf(kernel.CodeInvalid, "force", "force %q must be true or false", c.QueryParam("force"))
+	return false, fault.Errf(fault.CodeInvalid, "force", "force %q must be true or false", c.QueryParam("force"))
 }
 
 // DeleteImpact: GET /api/v1/machines/{id}/delete-impact?force=true.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/cni"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
 // OwnerCNIIPAM: GET /api/v1/owners/{owner_type}/{owner_id}/cni-ipam renders
@@ -22,7 +22,7 @@ func (h *API) OwnerCNIIPAM(c echo.Context) error {
 		return err
 	}
 	if len(addrs) == 0 {
-		return kernel.Errf(kernel.CodeNotFound, "", "owner %s holds no address in any ipv4, ipv6 or ipv6prefix pool", owner)
+		return fault.Errf(fault.CodeNotFound, "", "owner %s holds no address in any ipv4, ipv6 or ipv6prefix pool", owner)
 	}
 	in := make([]cni.Address, len(addrs))
 	for i, a := range addrs {
@@ -30,7 +30,7 @@ func (h *API) OwnerCNIIPAM(c echo.Context) error {
 	}
 	cfg, err := cni.RenderIPAM(in)
 	if err != nil {
-		return kernel.Errf(kernel.CodeConflict, "", "the owner's addresses do not form a valid galactic-ipam config: %v", err)
+		return fault.Errf(fault.CodeConflict, "", "the owner's addresses do not form a valid galactic-ipam config: %v", err)
 	}
 	return c.JSON(http.StatusOK, cfg)
 }

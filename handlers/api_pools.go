@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/poolfile"
 )
 
@@ -136,7 +136,7 @@ func (h *API) RemoveRange(c echo.Context) error {
 func (h *API) LoadPools(c echo.Context) error {
 	ct := strings.ToLower(strings.TrimSpace(c.Request().Header.Get(echo.HeaderContentType)))
 	if mt, _, err := mime.ParseMediaType(ct); ct != "" && (err != nil || (mt != "application/toml" && mt != "text/plain")) {
-		return kernel.Errf(kernel.CodeBadRequest, "", "Content-Type %q: pools:load takes application/toml or text/plain", ct)
+		return fault.Errf(fault.CodeBadRequest, "", "Content-Type %q: pools:load takes application/toml or text/plain", ct)
 	}
 	body, err := ReadBody(c)
 	if err != nil {
@@ -205,7 +205,7 @@ func (h *API) AllocateBatch(c echo.Context) error {
 		return err
 	}
 	if b.Allocations == nil {
-		return kernel.Errf(kernel.CodeInvalid, "allocations", "allocations is required: a list of {owner_type, owner_id, value?}")
+		return fault.Errf(fault.CodeInvalid, "allocations", "allocations is required: a list of {owner_type, owner_id, value?}")
 	}
 	items := make([]allocator.BulkItem, len(b.Allocations))
 	for i, x := range b.Allocations {
@@ -242,7 +242,7 @@ func (h *API) Release(c echo.Context) error {
 func (h *API) Unquarantine(c echo.Context) error {
 	v, ok := strings.CutSuffix(Param(c, "value"), ":unquarantine")
 	if !ok {
-		return kernel.Errf(kernel.CodeNotFound, "", "unknown action on allocation %q", Param(c, "value"))
+		return fault.Errf(fault.CodeNotFound, "", "unknown action on allocation %q", Param(c, "value"))
 	}
 	name := Param(c, "name")
 	if err := h.A.Unquarantine(Ctx(c), name, v); err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -32,7 +32,7 @@ func (b *WebhookBody) pools() (set bool, pools []string, err error) {
 		return true, nil, nil
 	}
 	if err := json.Unmarshal(b.Pools, &pools); err != nil || pools == nil {
-		return false, nil, kernel.Errf(kernel.CodeInvalid, "pools", "pools must be a JSON array of pool names, or null for every pool")
+		return false, nil, fault.Errf(fault.CodeInvalid, "pools", "pools must be a JSON array of pool names, or null for every pool")
 	}
 	return true, pools, nil
 }
@@ -50,7 +50,7 @@ func (h *API) CreateWebhook(c echo.Context) error {
 		present bool
 	}{{"name", b.Name != nil}, {"url", b.URL != nil}, {"secret", b.Secret != nil}, {"actions", b.Actions != nil}} {
 		if !m.present {
-			return kernel.Errf(kernel.CodeInvalid, m.name, "%s is required", m.name)
+			return fault.Errf(fault.CodeInvalid, m.name, "%s is required", m.name)
 		}
 	}
 	_, pools, err := b.pools()
@@ -138,7 +138,7 @@ func (h *API) ListDeliveries(c echo.Context) error {
 func (h *API) Redeliver(c echo.Context) error {
 	d, ok := strings.CutSuffix(Param(c, "delivery"), ":redeliver")
 	if !ok {
-		return kernel.Errf(kernel.CodeNotFound, "", "unknown action on delivery %q", Param(c, "delivery"))
+		return fault.Errf(fault.CodeNotFound, "", "unknown action on delivery %q", Param(c, "delivery"))
 	}
 	out, err := h.Hooks.Redeliver(Ctx(c), Param(c, "id"), d)
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/console"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 	"github.com/ipledger/ipledger/webhook"
 )
@@ -126,7 +126,7 @@ func render(c echo.Context, status int, comp templ.Component) error {
 // formStatus is the status of a form re-rendered with errors: the
 // allocator error's status (422 invalid, 409 conflict…), 422 otherwise.
 func formStatus(err error) int {
-	if e, ok := kernel.AsError(err); ok {
+	if e, ok := fault.AsError(err); ok {
 		return e.Code.Status()
 	}
 	return http.StatusUnprocessableEntity
@@ -136,13 +136,13 @@ func formStatus(err error) int {
 // input was refused) rather than on an error page: invalid, conflict and
 // the other 409s, stale_version, bad_request.
 func isFormError(err error) bool {
-	e, ok := kernel.AsError(err)
+	e, ok := fault.AsError(err)
 	if !ok {
 		return false
 	}
 	switch e.Code {
-	case kernel.CodeInvalid, kernel.CodeConflict, kernel.CodeNotAvailable, kernel.CodePoolExhausted,
-		kernel.CodeNotOwner, kernel.CodeStaleVersion, kernel.CodeBadRequest:
+	case fault.CodeInvalid, fault.CodeConflict, fault.CodeNotAvailable, fault.CodePoolExhausted,
+		fault.CodeNotOwner, fault.CodeStaleVersion, fault.CodeBadRequest:
 		return true
 	}
 	return false
@@ -170,9 +170,9 @@ func ConsoleError(err error, c echo.Context) {
 	}
 	title := http.StatusText(status)
 	switch e.Code {
-	case kernel.CodeForbidden:
+	case fault.CodeForbidden:
 		title = "Not allowed"
-	case kernel.CodeNotFound:
+	case fault.CodeNotFound:
 		title = "Not found"
 	}
 	var p views.Page

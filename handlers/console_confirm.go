@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -67,7 +67,7 @@ func (h *Console) RemoveRange(c echo.Context) error {
 			if verr != nil {
 				return verr
 			}
-			e, _ := kernel.AsError(err)
+			e, _ := fault.AsError(err)
 			v.Err = e.Message
 			return confirm(c, formStatus(err), v)
 		}
@@ -106,7 +106,7 @@ func (h *Console) unquarantineView(c echo.Context, value string) (views.ConfirmV
 		PostURL: views.PoolURL(name) + "/unquarantine", Hidden: [][2]string{{"value", al.Value}}, Button: "Unquarantine " + al.Value, Danger: true,
 		CancelURL: views.ValueURL(name, al.Value)}
 	if al.State != "quarantined" {
-		return v, kernel.Errf(kernel.CodeConflict, "value", "%s in %s is %s, not quarantined", al.Value, name, al.State)
+		return v, fault.Errf(fault.CodeConflict, "value", "%s in %s is %s, not quarantined", al.Value, name, al.State)
 	}
 	return v, nil
 }
@@ -135,7 +135,7 @@ func (h *Console) Unquarantine(c echo.Context) error {
 	}
 	if err := h.A.Unquarantine(Ctx(c), name, value); err != nil {
 		if isFormError(err) {
-			e, _ := kernel.AsError(err)
+			e, _ := fault.AsError(err)
 			if IsHTMX(c) {
 				// The dialog shows the refusal with its status (422 for a
 				// malformed value, 404/409 otherwise), as every form does.

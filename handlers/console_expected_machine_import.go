@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -76,7 +76,7 @@ func (h *Console) Import(c echo.Context) error {
 	v := views.ImportView{Page: h.page(c, "Import expected machines", "expected"), Mode: c.FormValue("mode")}
 	mode, err := allocator.ParseImportMode(v.Mode)
 	if err != nil {
-		e, _ := kernel.AsError(err)
+		e, _ := fault.AsError(err)
 		v.Err, v.Mode = errText(e), "merge"
 		return render(c, http.StatusUnprocessableEntity, views.ImportPage(v))
 	}
@@ -118,7 +118,7 @@ func (h *Console) Import(c echo.Context) error {
 	}
 	// Refused: nothing was written. A file that is not a list of records
 	// has no result.
-	e, _ := kernel.AsError(err)
+	e, _ := fault.AsError(err)
 	v.Err = errText(e)
 	if res == nil {
 		return render(c, formStatus(err), views.ImportPage(v))
@@ -140,7 +140,7 @@ func (h *Console) Import(c echo.Context) error {
 	return render(c, formStatus(err), views.ImportPage(v))
 }
 
-func errText(e *kernel.Error) string {
+func errText(e *fault.Error) string {
 	if e.Field != "" {
 		return e.Field + ": " + e.Message
 	}

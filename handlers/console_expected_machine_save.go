@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 )
@@ -93,9 +94,9 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 		return err
 	}
 	// Show every problem beside its field, not just the first.
-	e, _ := kernel.AsError(err)
-	problems := []*kernel.Error{e}
-	if e.Code != kernel.CodeStaleVersion {
+	e, _ := fault.AsError(err)
+	problems := []*fault.Error{e}
+	if e.Code != fault.CodeStaleVersion {
 		if ps, perr := h.A.ExpectedMachineProblems(Ctx(c), f.ID, f.Spec(pw)); perr == nil && len(ps) > 0 {
 			problems = ps
 		}
@@ -117,7 +118,7 @@ func (h *Console) DeleteExpectedMachine(c echo.Context) error {
 	version, err := strconv.ParseInt(strings.TrimSpace(c.FormValue("version")), 10, 64)
 	if err != nil || version <= 0 {
 		// Like saving: the delete form carries the version it was read at.
-		return kernel.Errf(kernel.CodeInvalid, "version", "version %q: the delete form must carry the record's version (reload the record)", c.FormValue("version"))
+		return fault.Errf(fault.CodeInvalid, "version", "version %q: the delete form must carry the record's version (reload the record)", c.FormValue("version"))
 	}
 	name := "ExpectedMachine"
 	if em, err := h.A.GetExpectedMachine(Ctx(c), id); err == nil {
@@ -125,7 +126,7 @@ func (h *Console) DeleteExpectedMachine(c echo.Context) error {
 	}
 	if err := h.A.DeleteExpectedMachine(Ctx(c), id, kernel.IfMatch{version}); err != nil {
 		if isFormError(err) {
-			e, _ := kernel.AsError(err)
+			e, _ := fault.AsError(err)
 			return h.redirect(c, "/expected-machines/"+id+"/edit", "bad", e.Message)
 		}
 		return err

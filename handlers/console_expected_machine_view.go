@@ -6,7 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -22,7 +22,7 @@ func (h *Console) ExpectedMachine(c echo.Context) error {
 	v := views.EMView{Page: h.page(c, name, "expected"), EM: *em, Bindings: map[string]allocator.Binding{}}
 	if m, err := h.A.GetMachine(Ctx(c), allocator.HostMachineID(em.BmcMacAddress)); err == nil {
 		v.Host = m
-	} else if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeNotFound {
+	} else if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeNotFound {
 		return err
 	} else if d, err := h.Reads.GetDeletedMachine(Ctx(c), allocator.HostMachineID(em.BmcMacAddress)); err == nil {
 		// Its host was deleted: name it as it was, link its page (its
@@ -31,14 +31,14 @@ func (h *Console) ExpectedMachine(c echo.Context) error {
 		if v.Quarantined, err = h.Reads.QuarantinedFromHost(Ctx(c), d.MachineID); err != nil {
 			return err
 		}
-	} else if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeNotFound {
+	} else if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeNotFound {
 		return err
 	}
 	for _, d := range em.ExpectedDpus {
 		b, err := h.A.GetBinding(Ctx(c), d.SerialNumber)
 		if err == nil {
 			v.Bindings[d.SerialNumber] = *b
-		} else if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeNotFound {
+		} else if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeNotFound {
 			return err
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -24,7 +24,7 @@ func (h *Console) ExpectedMachines(c echo.Context) error {
 		if !isFormError(err) {
 			return err
 		}
-		e, _ := kernel.AsError(err)
+		e, _ := fault.AsError(err)
 		v.Err, status = e.Message, formStatus(err)
 	} else {
 		v.Items, v.Next = page.Items, page.NextCursor
@@ -81,14 +81,14 @@ func (h *Console) DpuRow(c echo.Context) error {
 func emForm(c echo.Context) (views.EMForm, string, error) {
 	vals, err := c.FormParams()
 	if err != nil {
-		return views.EMForm{}, "", kernel.Errf(kernel.CodeBadRequest, "", "cannot read the form: %v", err)
+		return views.EMForm{}, "", fault.Errf(fault.CodeBadRequest, "", "cannot read the form: %v", err)
 	}
 	get := func(k string) string { return strings.TrimSpace(vals.Get(k)) }
 	f := views.EMForm{ID: get("id"), MAC: get("mac"), Username: get("username"), Chassis: get("chassis"),
 		Name: get("name"), Description: get("description"), Labels: vals.Get("labels"), Fallback: vals.Get("fallback"), SkuID: get("sku_id")}
 	if s := get("version"); s != "" {
 		if f.Version, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return f, "", kernel.Errf(kernel.CodeBadRequest, "version", "version %q is not a number", s)
+			return f, "", fault.Errf(fault.CodeBadRequest, "version", "version %q is not a number", s)
 		}
 	}
 	keys, serials, ips, ip6s := vals["dpu_key"], vals["dpu_serial"], vals["dpu_ip"], vals["dpu_ip6"]
@@ -103,7 +103,7 @@ func emForm(c echo.Context) (views.EMForm, string, error) {
 			}
 		}
 		sort.Strings(missing)
-		return f, "", kernel.Errf(kernel.CodeInvalid, fmt.Sprintf("expected_dpus[%d]", n),
+		return f, "", fault.Errf(fault.CodeInvalid, fmt.Sprintf("expected_dpus[%d]", n),
 			"DPU row %d of %d lacks the form field(s) %s: every row sends dpu_key, dpu_serial, dpu_ip and dpu_ip6 (reload the form)",
 			n+1, m, strings.Join(missing, ", "))
 	}

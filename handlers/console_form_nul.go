@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -71,7 +71,7 @@ func (h *Console) RefuseNUL(c echo.Context, bad []NULField) error {
 	isSave := c.Request().Method == http.MethodPost && (path == "/expected-machines" || path == "/expected-machines/:id")
 	isValidate := path == "/expected-machines/validate"
 	if !isSave && !isValidate {
-		return kernel.Errf(kernel.CodeInvalid, strings.ReplaceAll(name, "\x00", "\uFFFD"), "form field %q %s", strings.ReplaceAll(name, "\x00", "\uFFFD"), msg)
+		return fault.Errf(fault.CodeInvalid, strings.ReplaceAll(name, "\x00", "\uFFFD"), "form field %q %s", strings.ReplaceAll(name, "\x00", "\uFFFD"), msg)
 	}
 	f, _, err := emForm(c)
 	if err != nil {
@@ -81,7 +81,7 @@ func (h *Console) RefuseNUL(c echo.Context, bad []NULField) error {
 	if id := Param(c, "id"); id != "" {
 		f.ID = id
 	}
-	var problems []*kernel.Error
+	var problems []*fault.Error
 	for _, b := range bad {
 		field := "form"
 		if top, ok := emFormFields[b.Name]; ok {
@@ -89,7 +89,7 @@ func (h *Console) RefuseNUL(c echo.Context, bad []NULField) error {
 		} else if part, ok := emRowFields[b.Name]; ok {
 			field = fmt.Sprintf("expected_dpus[%d].%s", f.SpecIndex(b.Row), part)
 		}
-		problems = append(problems, kernel.Errf(kernel.CodeInvalid, field, "%s", msg))
+		problems = append(problems, fault.Errf(fault.CodeInvalid, field, "%s", msg))
 	}
 	msgs := f.Messages(problems)
 	if isValidate {

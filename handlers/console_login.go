@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -89,7 +89,7 @@ func (h *Console) Login(c echo.Context, store SessionStore) error {
 	}
 	tok, err := h.Auth.Authenticate(Ctx(c), strings.TrimSpace(c.FormValue("token")))
 	if err != nil {
-		if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeUnauthorized {
+		if e, ok := fault.AsError(err); ok && e.Code == fault.CodeUnauthorized {
 			return render(c, http.StatusUnauthorized, views.LoginPage(h.LoginView(c, "This token is not known to ipledger.", next)))
 		}
 		return err

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/console"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 )
@@ -15,7 +16,7 @@ import (
 // value held, history, and the actions its state and the role allow.
 func (h *Console) Machine(c echo.Context) error {
 	d, err := h.Reads.MachineDetail(Ctx(c), Param(c, "id"))
-	if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeNotFound {
+	if e, ok := fault.AsError(err); ok && e.Code == fault.CodeNotFound {
 		// A deleted machine's link opens what is known of it.
 		if gone, gerr := h.Reads.GetDeletedMachine(Ctx(c), Param(c, "id")); gerr == nil {
 			return h.deletedMachine(c, gone)

@@ -6,7 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -17,7 +17,7 @@ func (h *Console) impactView(c echo.Context, action string) (views.ImpactView, e
 	switch action {
 	case "decommission", "delete", "force-delete":
 	default:
-		return v, kernel.Errf(kernel.CodeInvalid, "action", "unknown action %q: want decommission, delete or force-delete", action)
+		return v, fault.Errf(fault.CodeInvalid, "action", "unknown action %q: want decommission, delete or force-delete", action)
 	}
 	m, err := h.A.GetMachine(Ctx(c), Param(c, "id"))
 	if err != nil {
@@ -115,7 +115,7 @@ func (h *Console) ForceDeleteMachine(c echo.Context) error {
 		} else if m.EMName == "" {
 			what = "the host's BMC MAC address"
 		}
-		return h.impactRefused(c, "force-delete", kernel.Errf(kernel.CodeInvalid, "confirm_name",
+		return h.impactRefused(c, "force-delete", fault.Errf(fault.CodeInvalid, "confirm_name",
 			"confirm_name %q is not %s: type it exactly to confirm the force delete; nothing was deleted", confirm, what), confirm)
 	}
 	imp, err := h.A.DeleteMachine(Ctx(c), m.MachineID, true)

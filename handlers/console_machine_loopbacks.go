@@ -6,7 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -30,7 +30,7 @@ func (h *Console) EnsureLoopbacks(c echo.Context) error {
 		inc, err := h.A.EnsureLoopbacks(Ctx(c), d.MachineID)
 		if err != nil {
 			if isFormError(err) {
-				e, _ := kernel.AsError(err)
+				e, _ := fault.AsError(err)
 				return h.redirect(c, views.MachineURL(m.MachineID), "bad", e.Message)
 			}
 			return err

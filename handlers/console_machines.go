@@ -6,7 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -25,7 +25,7 @@ func (h *Console) Machines(c echo.Context) error {
 		if !isFormError(err) {
 			return err
 		}
-		e, _ := kernel.AsError(err)
+		e, _ := fault.AsError(err)
 		v.Err, status = e.Message, formStatus(err)
 	} else {
 		v.Items, v.Next = page.Items, page.NextCursor

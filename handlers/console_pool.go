@@ -7,7 +7,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -32,7 +32,7 @@ func (h *Console) allocationsView(c echo.Context, pool string) (views.Allocation
 		if !isFormError(err) {
 			return v, 0, err
 		}
-		e, _ := kernel.AsError(err)
+		e, _ := fault.AsError(err)
 		v.Err = e.Message
 		return v, formStatus(err), nil
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -74,7 +74,7 @@ func (h *Console) UpdateRange(c echo.Context) error {
 	s := formValue(c, "version")
 	n, perr := strconv.ParseInt(s, 10, 64)
 	if perr != nil {
-		return kernel.Errf(kernel.CodeInvalid, "version", "version %q: the range form must carry the range's version (reload the page and edit again)", s)
+		return fault.Errf(fault.CodeInvalid, "version", "version %q: the range form must carry the range's version (reload the page and edit again)", s)
 	}
 	u.Version = &n
 	r, err := h.A.UpdateRange(Ctx(c), name, id, u)

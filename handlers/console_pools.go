@@ -7,7 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -43,7 +43,7 @@ func (h *Console) CreatePool(c echo.Context) error {
 	var err error
 	if f.DelegatePrefixLen != "" {
 		if spec.DelegatePrefixLen, err = strconv.Atoi(f.DelegatePrefixLen); err != nil {
-			err = kernel.Errf(kernel.CodeInvalid, "delegate_prefix_len", "delegate_prefix_len %q is not a number", f.DelegatePrefixLen)
+			err = fault.Errf(fault.CodeInvalid, "delegate_prefix_len", "delegate_prefix_len %q is not a number", f.DelegatePrefixLen)
 		}
 	}
 	if err == nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 	"github.com/ipledger/ipledger/webhook"
@@ -82,7 +83,7 @@ func (h *Console) RedeliverWebhook(c echo.Context) error {
 	d, err := h.Hooks.Redeliver(Ctx(c), id, delivery)
 	if err != nil {
 		if isFormError(err) {
-			e, _ := kernel.AsError(err)
+			e, _ := fault.AsError(err)
 			return h.redirect(c, views.WebhookURL(id), "bad", e.Message)
 		}
 		return err
@@ -98,7 +99,7 @@ func (h *Console) DeleteWebhook(c echo.Context) error {
 	}
 	if err := h.Hooks.DeleteWebhook(Ctx(c), Param(c, "id"), nil); err != nil {
 		if isFormError(err) {
-			e, _ := kernel.AsError(err)
+			e, _ := fault.AsError(err)
 			return h.redirect(c, "/webhooks", "bad", e.Message)
 		}
 		return err
@@ -143,7 +144,7 @@ func (h *Console) SaveWebhook(c echo.Context) error {
 	id := Param(c, "id")
 	version, err := strconv.ParseInt(formValue(c, "version"), 10, 64)
 	if err != nil || version <= 0 {
-		return kernel.Errf(kernel.CodeInvalid, "version", "version %q: the form must carry the webhook's version (reload the page)", c.FormValue("version"))
+		return fault.Errf(fault.CodeInvalid, "version", "version %q: the form must carry the webhook's version (reload the page)", c.FormValue("version"))
 	}
 	enabled := c.FormValue("enabled") == "true"
 	p := webhook.WebhookPatch{Enabled: &enabled}
@@ -174,7 +175,7 @@ func (h *Console) SaveWebhook(c echo.Context) error {
 		return err
 	}
 	if c.FormValue("only_enabled") == "true" {
-		e, _ := kernel.AsError(err)
+		e, _ := fault.AsError(err)
 		return h.redirect(c, views.WebhookURL(id), "bad", e.Message)
 	}
 	v := views.WebhookEditView{Page: h.page(c, "Edit webhook "+form.Name, "webhooks"), ID: id, Version: version, Form: form, Errors: views.Errors{}}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/proto/gen/common"
 	"github.com/ipledger/ipledger/proto/gen/forge"
@@ -140,7 +141,7 @@ func selector(mac string, id *common.UUID) (string, error) {
 		return v, nil
 	}
 	if strings.TrimSpace(mac) == "" {
-		return "", kernel.Errf(kernel.CodeInvalid, "bmc_mac_address", "bmc_mac_address or id is required to select an ExpectedMachine")
+		return "", fault.Errf(fault.CodeInvalid, "bmc_mac_address", "bmc_mac_address or id is required to select an ExpectedMachine")
 	}
 	return mac, nil
 }
@@ -179,7 +180,7 @@ func specFromProto(m *forge.ExpectedMachine, prefix string) (allocator.ExpectedM
 		}
 	}
 	if len(unstored) > 0 {
-		return s, kernel.Errf(kernel.CodeInvalid, unstored[0],
+		return s, fault.Errf(fault.CodeInvalid, unstored[0],
 			"set, but ipledger does not store NICo's host settings (%s); leave them unset; nothing was changed", strings.Join(unstored, ", "))
 	}
 	if err := refuseUnknown(r, prefix); err != nil {
@@ -217,13 +218,13 @@ func refuseUnknown(r protoreflect.Message, prefix string) error {
 	if raw := r.GetUnknown(); len(raw) > 0 {
 		num, _, n := protowire.ConsumeField(raw)
 		if n < 0 {
-			return kernel.Errf(kernel.CodeBadRequest, prefix, "the message is not valid protobuf")
+			return fault.Errf(fault.CodeBadRequest, prefix, "the message is not valid protobuf")
 		}
 		where := "the message"
 		if prefix != "" {
 			where = prefix
 		}
-		return kernel.Errf(kernel.CodeInvalid, prefix, "%s has field number %d, which ipledger does not know; nothing was changed", where, num)
+		return fault.Errf(fault.CodeInvalid, prefix, "%s has field number %d, which ipledger does not know; nothing was changed", where, num)
 	}
 	var err error
 	r.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
@@ -241,7 +242,7 @@ func refuseUnknown(r protoreflect.Message, prefix string) error {
 			}
 			for _, s := range vals {
 				if strings.ContainsRune(s, 0) {
-					err = kernel.Errf(kernel.CodeInvalid, name, "%s contains a NUL character", name)
+					err = fault.Errf(fault.CodeInvalid, name, "%s contains a NUL character", name)
 					return false
 				}
 			}
@@ -300,18 +301,18 @@ func ExpectedMachineProto(em *allocator.ExpectedMachine) *forge.ExpectedMachine 
 
 // grpcCodes maps the allocator's error codes to gRPC status codes
 // (docs/grpc.md).
-var grpcCodes = map[kernel.Code]connect.Code{
-	kernel.CodeBadRequest:    connect.CodeInvalidArgument,
-	kernel.CodeInvalid:       connect.CodeInvalidArgument,
-	kernel.CodeNotFound:      connect.CodeNotFound,
-	kernel.CodeConflict:      connect.CodeAlreadyExists,
-	kernel.CodeNotAvailable:  connect.CodeFailedPrecondition,
-	kernel.CodePoolExhausted: connect.CodeFailedPrecondition,
-	kernel.CodeNotOwner:      connect.CodeFailedPrecondition,
-	kernel.CodeStaleVersion:  connect.CodeAborted,
-	kernel.CodeUnauthorized:  connect.CodeUnauthenticated,
-	kernel.CodeForbidden:     connect.CodePermissionDenied,
-	kernel.CodeUnavailable:   connect.CodeUnavailable,
+var grpcCodes = map[fault.Code]connect.Code{
+	fault.CodeBadRequest:    connect.CodeInvalidArgument,
+	fault.CodeInvalid:       connect.CodeInvalidArgument,
+	fault.CodeNotFound:      connect.CodeNotFound,
+	fault.CodeConflict:      connect.CodeAlreadyExists,
+	fault.CodeNotAvailable:  connect.CodeFailedPrecondition,
+	fault.CodePoolExhausted: connect.CodeFailedPrecondition,
+	fault.CodeNotOwner:      connect.CodeFailedPrecondition,
+	fault.CodeStaleVersion:  connect.CodeAborted,
+	fault.CodeUnauthorized:  connect.CodeUnauthenticated,
+	fault.CodeForbidden:     connect.CodePermissionDenied,
+	fault.CodeUnavailable:   connect.CodeUnavailable,
 }
 
 // GRPCPath turns a REST field path into the gRPC message's path: the

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -49,7 +50,7 @@ func ListEvents(ctx context.Context, db *gorm.DB, f EventFilter) (*EventPage, er
 	if f.Cursor != "" {
 		n, err := strconv.ParseInt(f.Cursor, 10, 64)
 		if err != nil || n <= 0 {
-			return nil, Errf(CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
+			return nil, fault.Errf(fault.CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
 		}
 		cursor = n
 	}

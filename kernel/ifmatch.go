@@ -3,6 +3,8 @@ package kernel
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ipledger/ipledger/fault"
 )
 
 // IfMatch is an optimistic-concurrency precondition: the record versions a
@@ -20,7 +22,7 @@ func (m IfMatch) Check(what string, v int64) error {
 			return nil
 		}
 	}
-	return Errf(CodeStaleVersion, "", "%s is at version %d, not %s: it changed since it was read; read it again and retry", what, v, m.String())
+	return fault.Errf(fault.CodeStaleVersion, "", "%s is at version %d, not %s: it changed since it was read; read it again and retry", what, v, m.String())
 }
 
 func (m IfMatch) String() string {

@@ -9,6 +9,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/strictjson"
 )
 
@@ -81,23 +82,23 @@ func JSONError(err error, o JSONOptions) error {
 		field := pointerPath(o.Prefix, se.JSONPointer)
 		if errors.Is(se.Err, jsonv2.ErrUnknownName) {
 			name := se.JSONPointer.LastToken()
-			return Errf(CodeInvalid, field, "unknown field %q (misspelt?); nothing was changed", name)
+			return fault.Errf(fault.CodeInvalid, field, "unknown field %q (misspelt?); nothing was changed", name)
 		}
 		got := KindName(se.JSONKind, se.JSONValue)
 		want := goKindName(se.GoType)
 		if field == "" {
-			return Errf(CodeBadRequest, "", "%s must be a JSON %s, not %s", o.what(), want, got)
+			return fault.Errf(fault.CodeBadRequest, "", "%s must be a JSON %s, not %s", o.what(), want, got)
 		}
 		if want == "number" && se.JSONKind == '0' {
-			return Errf(CodeInvalid, field, "%s: %s does not fit (a whole number in range is expected)", field, got)
+			return fault.Errf(fault.CodeInvalid, field, "%s: %s does not fit (a whole number in range is expected)", field, got)
 		}
-		return Errf(CodeInvalid, field, "%s must be a JSON %s, not %s", field, want, got)
+		return fault.Errf(fault.CodeInvalid, field, "%s must be a JSON %s, not %s", field, want, got)
 	}
 	var sy *jsontext.SyntacticError
 	if errors.As(err, &sy) {
-		return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), sy.Err)
+		return fault.Errf(fault.CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), sy.Err)
 	}
-	return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), err)
+	return fault.Errf(fault.CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), err)
 }
 
 // CheckJSON enforces the rules of strict JSON on a whole document (see the
@@ -111,22 +112,22 @@ func CheckJSON(b []byte, o JSONOptions) error {
 	}
 	switch p.Kind {
 	case strictjson.Empty:
-		return Errf(CodeBadRequest, "", "%s is empty; a JSON object is expected", o.what())
+		return fault.Errf(fault.CodeBadRequest, "", "%s is empty; a JSON object is expected", o.what())
 	case strictjson.NotUTF8:
-		return Errf(CodeBadRequest, "", "%s is not valid UTF-8", o.what())
+		return fault.Errf(fault.CodeBadRequest, "", "%s is not valid UTF-8", o.what())
 	case strictjson.Duplicate:
-		return Errf(CodeInvalid, p.Path, "%s: member %q appears twice in one object; nothing was changed", p.Path, p.Name)
+		return fault.Errf(fault.CodeInvalid, p.Path, "%s: member %q appears twice in one object; nothing was changed", p.Path, p.Name)
 	case strictjson.CaseVariant:
-		return Errf(CodeInvalid, p.Path, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", p.Path, p.Name, p.Prev)
+		return fault.Errf(fault.CodeInvalid, p.Path, "%s: member %q differs from %q only in case (names match only in exact case); nothing was changed", p.Path, p.Name, p.Prev)
 	case strictjson.NULName:
-		return Errf(CodeInvalid, p.Path, "member name %q contains a NUL character", p.Name)
+		return fault.Errf(fault.CodeInvalid, p.Path, "member name %q contains a NUL character", p.Name)
 	case strictjson.NULString:
-		return Errf(CodeInvalid, p.Path, "%s contains a NUL character", p.Path)
+		return fault.Errf(fault.CodeInvalid, p.Path, "%s contains a NUL character", p.Path)
 	}
 	if p.Offset >= 0 {
-		return Errf(CodeBadRequest, "", "%s is not valid JSON: %v (at byte %d)", o.what(), p.Err, p.Offset)
+		return fault.Errf(fault.CodeBadRequest, "", "%s is not valid JSON: %v (at byte %d)", o.what(), p.Err, p.Offset)
 	}
-	return Errf(CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), p.Err)
+	return fault.Errf(fault.CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), p.Err)
 }
 
 // pointerPath turns a JSON pointer (/expected_dpus/1/loopback_ip) into the

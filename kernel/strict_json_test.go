@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ipledger/ipledger/fault"
 )
 
 // The rules of strict JSON (docs/api.md "Strict bodies"), on the shared
@@ -21,31 +23,31 @@ func TestStrictJSONRules(t *testing.T) {
 	}
 	refused := []struct {
 		name, doc  string
-		code       Code
+		code       fault.Code
 		field, msg string
 	}{
-		{"repeated member", `{"owner_id":"a","owner_id":"b"}`, CodeInvalid, "owner_id", "appears twice"},
-		{"case variant", `{"owner_id":"a","OWNER_ID":"b"}`, CodeInvalid, "OWNER_ID", "only in case"},
-		{"case variant deep", `{"items":[{"name":"a"},{"name":"b","Name":"c"}]}`, CodeInvalid, "items[1].Name", "only in case"},
-		{"repeated deep in unknown member", `{"x":{"y":[1,{"z":1,"z":2}]}}`, CodeInvalid, "x.y[1].z", "appears twice"},
-		{"empty name repeated", `{"":"","":""}`, CodeInvalid, `[""]`, "appears twice"},
-		{"empty name repeated deep", `{"items":[{"":1,"":2}]}`, CodeInvalid, `items[0][""]`, "appears twice"},
-		{"NUL in a value", `{"owner_id":"a\u0000b"}`, CodeInvalid, "owner_id", "NUL"},
-		{"NUL in a name", `{"a\u0000":1}`, CodeInvalid, "a\x00", "NUL"},
-		{"invalid UTF-8", "{\"owner_id\":\"\xff\"}", CodeBadRequest, "", "UTF-8"},
-		{"not JSON", `{"owner_id":`, CodeBadRequest, "", "not valid JSON"},
-		{"trailing data", `{} {}`, CodeBadRequest, "", "not valid JSON"},
-		{"empty", ` `, CodeBadRequest, "", "empty"},
-		{"wrong type deep", `{"items":[{"name":1}]}`, CodeInvalid, "items[0].name", "must be a JSON string, not number"},
-		{"number too large", `{"n":1e400}`, CodeInvalid, "n", "does not fit"},
-		{"fraction into an integer", `{"n":1.5}`, CodeInvalid, "n", "does not fit"},
-		{"array at the top", `[]`, CodeBadRequest, "", "must be a JSON object"},
+		{"repeated member", `{"owner_id":"a","owner_id":"b"}`, fault.CodeInvalid, "owner_id", "appears twice"},
+		{"case variant", `{"owner_id":"a","OWNER_ID":"b"}`, fault.CodeInvalid, "OWNER_ID", "only in case"},
+		{"case variant deep", `{"items":[{"name":"a"},{"name":"b","Name":"c"}]}`, fault.CodeInvalid, "items[1].Name", "only in case"},
+		{"repeated deep in unknown member", `{"x":{"y":[1,{"z":1,"z":2}]}}`, fault.CodeInvalid, "x.y[1].z", "appears twice"},
+		{"empty name repeated", `{"":"","":""}`, fault.CodeInvalid, `[""]`, "appears twice"},
+		{"empty name repeated deep", `{"items":[{"":1,"":2}]}`, fault.CodeInvalid, `items[0][""]`, "appears twice"},
+		{"NUL in a value", `{"owner_id":"a\u0000b"}`, fault.CodeInvalid, "owner_id", "NUL"},
+		{"NUL in a name", `{"a\u0000":1}`, fault.CodeInvalid, "a\x00", "NUL"},
+		{"invalid UTF-8", "{\"owner_id\":\"\xff\"}", fault.CodeBadRequest, "", "UTF-8"},
+		{"not JSON", `{"owner_id":`, fault.CodeBadRequest, "", "not valid JSON"},
+		{"trailing data", `{} {}`, fault.CodeBadRequest, "", "not valid JSON"},
+		{"empty", ` `, fault.CodeBadRequest, "", "empty"},
+		{"wrong type deep", `{"items":[{"name":1}]}`, fault.CodeInvalid, "items[0].name", "must be a JSON string, not number"},
+		{"number too large", `{"n":1e400}`, fault.CodeInvalid, "n", "does not fit"},
+		{"fraction into an integer", `{"n":1.5}`, fault.CodeInvalid, "n", "does not fit"},
+		{"array at the top", `[]`, fault.CodeBadRequest, "", "must be a JSON object"},
 	}
 	for _, c := range refused {
 		t.Run(c.name, func(t *testing.T) {
 			var v body
 			err := DecodeJSON([]byte(c.doc), &v, JSONOptions{})
-			e, ok := AsError(err)
+			e, ok := fault.AsError(err)
 			if !ok || e.Code != c.code || e.Field != c.field || !strings.Contains(e.Message, c.msg) {
 				t.Fatalf("%s: got %v, want %s field %q containing %q", c.doc, err, c.code, c.field, c.msg)
 			}
@@ -59,7 +61,7 @@ func TestStrictJSONRules(t *testing.T) {
 		}
 		b.WriteString(`"K4321":1}}`)
 		err := CheckJSON([]byte(b.String()), JSONOptions{})
-		if e, ok := AsError(err); !ok || e.Code != CodeInvalid || e.Field != "x.K4321" {
+		if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeInvalid || e.Field != "x.K4321" {
 			t.Fatalf("case variant among 5000 names: %v", err)
 		}
 	})
@@ -69,11 +71,11 @@ func TestStrictJSONRules(t *testing.T) {
 			t.Fatalf("lenient: %+v %v", v, err)
 		}
 		err := DecodeJSON([]byte(`{"OWNER_ID":"a"}`), &v, JSONOptions{RejectUnknown: true})
-		if e, ok := AsError(err); !ok || e.Code != CodeInvalid || e.Field != "OWNER_ID" || !strings.Contains(e.Message, "unknown field") {
+		if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeInvalid || e.Field != "OWNER_ID" || !strings.Contains(e.Message, "unknown field") {
 			t.Fatalf("strict: %v", err)
 		}
 		err = DecodeJSON([]byte(`{"items":[{"nmae":"a"}]}`), &v, JSONOptions{RejectUnknown: true, Prefix: "doc"})
-		if e, ok := AsError(err); !ok || e.Field != "doc.items[0].nmae" {
+		if e, ok := fault.AsError(err); !ok || e.Field != "doc.items[0].nmae" {
 			t.Fatalf("strict nested: %v", err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -133,8 +134,8 @@ func MapCtxError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := AsError(err); !ok && ctx.Err() != nil {
-		return Errf(CodeUnavailable, "", "request cancelled or timed out (%v) before the database confirmed it; retry (allocation is idempotent by owner)", ctx.Err())
+	if _, ok := fault.AsError(err); !ok && ctx.Err() != nil {
+		return fault.Errf(fault.CodeUnavailable, "", "request cancelled or timed out (%v) before the database confirmed it; retry (allocation is idempotent by owner)", ctx.Err())
 	}
 	return MapDBError(err)
 }
@@ -146,20 +147,20 @@ func MapDBError(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := AsError(err); ok {
+	if _, ok := fault.AsError(err); ok {
 		return err
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return Errf(CodeUnavailable, "", "request cancelled or timed out: %v", err)
+		return fault.Errf(fault.CodeUnavailable, "", "request cancelled or timed out: %v", err)
 	}
 	if database.IsConstraintViolation(err) {
-		return Errf(CodeConflict, "", "the change collides with stored state (%s)", constraintText(err))
+		return fault.Errf(fault.CodeConflict, "", "the change collides with stored state (%s)", constraintText(err))
 	}
 	if database.IsUnavailable(err) {
 		// The driver's text names the database's user, host and port: it
 		// goes to the server log, the client gets a plain 503.
 		slog.Warn("database unavailable", "error", err)
-		return Errf(CodeUnavailable, "", "the database is unavailable; retry shortly")
+		return fault.Errf(fault.CodeUnavailable, "", "the database is unavailable; retry shortly")
 	}
 	return err
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 )
 
 // failoverDB opens a fresh PostgreSQL schema with one table, through a
@@ -83,8 +84,8 @@ func terminate(t *Tx, admin *gorm.DB) error {
 
 func wantUnavailable(t *testing.T, err error) {
 	t.Helper()
-	e, ok := AsError(err)
-	if !ok || e.Code != CodeUnavailable || e.Code.Status() != 503 {
+	e, ok := fault.AsError(err)
+	if !ok || e.Code != fault.CodeUnavailable || e.Code.Status() != 503 {
 		t.Fatalf("want 503 unavailable, got %v", err)
 	}
 }

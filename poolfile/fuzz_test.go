@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
 // FuzzParsePoolFile feeds arbitrary text to the NICo pool file reader
@@ -55,14 +55,14 @@ delegate_prefix_len = 128`)
 	f.Fuzz(func(t *testing.T, data string) {
 		pools, err := Parse([]byte(data))
 		if err != nil {
-			e, ok := kernel.AsError(err)
+			e, ok := fault.AsError(err)
 			if !ok {
-				t.Fatalf("rejection is not a *kernel.Error: %T %v", err, err)
+				t.Fatalf("rejection is not a *fault.Error: %T %v", err, err)
 			}
-			if e.Code != kernel.CodeBadRequest && e.Code != kernel.CodeInvalid {
+			if e.Code != fault.CodeBadRequest && e.Code != fault.CodeInvalid {
 				t.Fatalf("rejection code %s (%d), want bad_request or invalid: %v", e.Code, e.Code.Status(), e)
 			}
-			if e.Code == kernel.CodeInvalid && e.Field == "" {
+			if e.Code == fault.CodeInvalid && e.Field == "" {
 				t.Fatalf("422 without a field: %v", e)
 			}
 			return

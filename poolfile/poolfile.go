@@ -15,7 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/strictjson"
 )
 
@@ -49,14 +49,14 @@ func Parse(data []byte) ([]allocator.PoolSpec, error) {
 	data = strictjson.TrimBOM(data)
 	var doc map[string]any
 	if _, err := toml.Decode(string(data), &doc); err != nil {
-		return nil, kernel.Errf(kernel.CodeBadRequest, "", "pool file is not valid TOML: %v", err)
+		return nil, fault.Errf(fault.CodeBadRequest, "", "pool file is not valid TOML: %v", err)
 	}
 	tables := map[string]any{}
 	prefix := ""
 	if pools, ok := doc["pools"]; ok {
 		m, ok := pools.(map[string]any)
 		if !ok {
-			return nil, kernel.Errf(kernel.CodeInvalid, "pools", "pools must be a table of pool tables")
+			return nil, fault.Errf(fault.CodeInvalid, "pools", "pools must be a table of pool tables")
 		}
 		tables, prefix = m, "pools."
 	} else {
@@ -82,7 +82,7 @@ func Parse(data []byte) ([]allocator.PoolSpec, error) {
 		field := prefix + name
 		m, ok := tables[name].(map[string]any)
 		if !ok {
-			return nil, kernel.Errf(kernel.CodeInvalid, field, "pool %q must be a table", name)
+			return nil, fault.Errf(fault.CodeInvalid, field, "pool %q must be a table", name)
 		}
 		spec, err := parsePool(name, field, m)
 		if err != nil {
@@ -98,15 +98,15 @@ func parsePool(name, field string, m map[string]any) (allocator.PoolSpec, error)
 	typ, ok := allocator.ParsePoolType(typStr)
 	if !ok {
 		if _, given := m["type"]; !given {
-			return allocator.PoolSpec{}, kernel.Errf(kernel.CodeInvalid, field+".type", "pool %q has no type: want ipv4, ipv6, ipv6prefix or integer", name)
+			return allocator.PoolSpec{}, fault.Errf(fault.CodeInvalid, field+".type", "pool %q has no type: want ipv4, ipv6, ipv6prefix or integer", name)
 		}
-		return allocator.PoolSpec{}, kernel.Errf(kernel.CodeInvalid, field+".type", "unknown pool type %q: want ipv4, ipv6, ipv6prefix or integer", fmt.Sprint(m["type"]))
+		return allocator.PoolSpec{}, fault.Errf(fault.CodeInvalid, field+".type", "unknown pool type %q: want ipv4, ipv6, ipv6prefix or integer", fmt.Sprint(m["type"]))
 	}
 	spec := allocator.PoolSpec{Name: name, Type: string(typ)}
 	if v, ok := m["delegate_prefix_len"]; ok {
 		n, ok := v.(int64)
 		if !ok {
-			return allocator.PoolSpec{}, kernel.Errf(kernel.CodeInvalid, field+".delegate_prefix_len", "delegate_prefix_len must be an integer, got %v", v)
+			return allocator.PoolSpec{}, fault.Errf(fault.CodeInvalid, field+".delegate_prefix_len", "delegate_prefix_len must be an integer, got %v", v)
 		}
 		spec.DelegatePrefixLen = int(n)
 	}
@@ -116,22 +116,22 @@ func parsePool(name, field string, m map[string]any) (allocator.PoolSpec, error)
 	_, hasPrefix := m["prefix"]
 	_, hasRanges := m["ranges"]
 	if hasPrefix == hasRanges {
-		return allocator.PoolSpec{}, kernel.Errf(kernel.CodeInvalid, field, "pool %q needs exactly one of prefix or ranges", name)
+		return allocator.PoolSpec{}, fault.Errf(fault.CodeInvalid, field, "pool %q needs exactly one of prefix or ranges", name)
 	}
 	// Validate name, type and delegate_prefix_len first, without ranges.
 	vals, err := allocator.NewPoolValues(spec)
 	if err != nil {
-		return allocator.PoolSpec{}, kernel.WithFieldPrefix(err, field)
+		return allocator.PoolSpec{}, fault.WithFieldPrefix(err, field)
 	}
 	yes := true
 	if hasPrefix {
 		s, ok := m["prefix"].(string)
 		if !ok {
-			return allocator.PoolSpec{}, kernel.Errf(kernel.CodeInvalid, field+".prefix", "prefix must be a string, got %v", m["prefix"])
+			return allocator.PoolSpec{}, fault.Errf(fault.CodeInvalid, field+".prefix", "prefix must be a string, got %v", m["prefix"])
 		}
 		r, err := vals.PrefixRange(s)
 		if err != nil {
-			return allocator.PoolSpec{}, kernel.WithFieldPrefix(err, field+".prefix")
+			return allocator.PoolSpec{}, fault.WithFieldPrefix(err, field+".prefix")
 		}
 		r.AutoAssign = &yes
 		spec.Ranges = append(spec.Ranges, r)
@@ -143,12 +143,12 @@ func parsePool(name, field string, m map[string]any) (allocator.PoolSpec, error)
 			for _, x := range arr {
 				t, ok3 := x.(map[string]any)
 				if !ok3 {
-					return allocator.PoolSpec{}, kernel.Errf(kernel.CodeInvalid, field+".ranges", "ranges must be a list of {start, end, auto_assign} tables")
+					return allocator.PoolSpec{}, fault.Errf(fault.CodeInvalid, field+".ranges", "ranges must be a list of {start, end, auto_assign} tables")
 				}
 				list = append(list, t)
 			}
 		} else {
-			return allocator.PoolSpec{}, kernel.Errf(kernel.CodeInvalid, field+".ranges", "ranges must be a list of {start, end, auto_assign} tables")
+			return allocator.PoolSpec{}, fault.Errf(fault.CodeInvalid, field+".ranges", "ranges must be a list of {start, end, auto_assign} tables")
 		}
 	}
 	for i, t := range list {
@@ -159,7 +159,7 @@ func parsePool(name, field string, m map[string]any) (allocator.PoolSpec, error)
 		}
 		for j, o := range spec.Ranges {
 			if vals.Overlap(r, o) {
-				return allocator.PoolSpec{}, kernel.Errf(kernel.CodeInvalid, rf, "range %s..%s overlaps %s.ranges[%d]", r.First, r.Last, field, j)
+				return allocator.PoolSpec{}, fault.Errf(fault.CodeInvalid, rf, "range %s..%s overlaps %s.ranges[%d]", r.First, r.Last, field, j)
 			}
 		}
 		spec.Ranges = append(spec.Ranges, r)
@@ -184,23 +184,23 @@ func boundString(v any) (string, bool) {
 func fileRange(vals allocator.PoolValues, t map[string]any, field string) (allocator.RangeSpec, error) {
 	start, ok := boundString(t["start"])
 	if !ok {
-		return allocator.RangeSpec{}, kernel.Errf(kernel.CodeInvalid, field+".start", "start must be a string or non-negative integer, got %v", t["start"])
+		return allocator.RangeSpec{}, fault.Errf(fault.CodeInvalid, field+".start", "start must be a string or non-negative integer, got %v", t["start"])
 	}
 	end, ok := boundString(t["end"])
 	if !ok {
-		return allocator.RangeSpec{}, kernel.Errf(kernel.CodeInvalid, field+".end", "end must be a string or non-negative integer, got %v", t["end"])
+		return allocator.RangeSpec{}, fault.Errf(fault.CodeInvalid, field+".end", "end must be a string or non-negative integer, got %v", t["end"])
 	}
 	auto := true
 	if v, ok := t["auto_assign"]; ok {
 		b, ok := v.(bool)
 		if !ok {
-			return allocator.RangeSpec{}, kernel.Errf(kernel.CodeInvalid, field+".auto_assign", "auto_assign must be true or false, got %v", v)
+			return allocator.RangeSpec{}, fault.Errf(fault.CodeInvalid, field+".auto_assign", "auto_assign must be true or false, got %v", v)
 		}
 		auto = b
 	}
 	r, err := vals.ExclusiveRange(start, end)
 	if err != nil {
-		return allocator.RangeSpec{}, kernel.WithFieldPrefix(err, field)
+		return allocator.RangeSpec{}, fault.WithFieldPrefix(err, field)
 	}
 	r.AutoAssign = &auto
 	return r, nil

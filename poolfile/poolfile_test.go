@@ -16,6 +16,7 @@ import (
 	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/docs/samples"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -339,79 +340,79 @@ func TestLoadPoolFileRefusals(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name, toml string
-		code       kernel.Code
+		code       fault.Code
 		field      string
 	}{
-		{"garbage", "this is [not toml", kernel.CodeBadRequest, ""},
-		{"binary", "\x00\x01\x02", kernel.CodeBadRequest, ""},
+		{"garbage", "this is [not toml", fault.CodeBadRequest, ""},
+		{"binary", "\x00\x01\x02", fault.CodeBadRequest, ""},
 		{"end below start", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ start = "10.0.0.1", end = "10.0.0.9" }, { start = "10.0.1.9", end = "10.0.1.1" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[1].end"},
+ranges = [{ start = "10.0.0.1", end = "10.0.0.9" }, { start = "10.0.1.9", end = "10.0.1.1" }]`, fault.CodeInvalid, "pools.lo-ip.ranges[1].end"},
 		{"empty range", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ start = "10.0.0.1", end = "10.0.0.1" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[0].end"},
+ranges = [{ start = "10.0.0.1", end = "10.0.0.1" }]`, fault.CodeInvalid, "pools.lo-ip.ranges[0].end"},
 		{"malformed start", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ start = "10.0.0", end = "10.0.0.9" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[0].start"},
+ranges = [{ start = "10.0.0", end = "10.0.0.9" }]`, fault.CodeInvalid, "pools.lo-ip.ranges[0].start"},
 		{"wrong family", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ start = "10.0.0.1", end = "fd00::9" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[0].end"},
+ranges = [{ start = "10.0.0.1", end = "fd00::9" }]`, fault.CodeInvalid, "pools.lo-ip.ranges[0].end"},
 		{"zoned", `[pools.v6]
 type = "ipv6"
-ranges = [{ start = "fe80::1%eth0", end = "fe80::9" }]`, kernel.CodeInvalid, "pools.v6.ranges[0].start"},
+ranges = [{ start = "fe80::1%eth0", end = "fe80::9" }]`, fault.CodeInvalid, "pools.v6.ranges[0].start"},
 		{"IPv4-mapped", `[pools.v6]
 type = "ipv6"
-ranges = [{ start = "::ffff:10.0.0.1", end = "::ffff:10.0.0.9" }]`, kernel.CodeInvalid, "pools.v6.ranges[0].start"},
+ranges = [{ start = "::ffff:10.0.0.1", end = "::ffff:10.0.0.9" }]`, fault.CodeInvalid, "pools.v6.ranges[0].start"},
 		{"auto_assign not a boolean", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ start = "10.0.0.1", end = "10.0.0.9", auto_assign = "yes" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[0].auto_assign"},
+ranges = [{ start = "10.0.0.1", end = "10.0.0.9", auto_assign = "yes" }]`, fault.CodeInvalid, "pools.lo-ip.ranges[0].auto_assign"},
 		{"start missing", `[pools.lo-ip]
 type = "ipv4"
-ranges = [{ end = "10.0.0.9" }]`, kernel.CodeInvalid, "pools.lo-ip.ranges[0].start"},
+ranges = [{ end = "10.0.0.9" }]`, fault.CodeInvalid, "pools.lo-ip.ranges[0].start"},
 		{"negative integer", `[pools.vlan]
 type = "integer"
-ranges = [{ start = -1, end = 9 }]`, kernel.CodeInvalid, "pools.vlan.ranges[0].start"},
+ranges = [{ start = -1, end = 9 }]`, fault.CodeInvalid, "pools.vlan.ranges[0].start"},
 		{"overlap inside the file", `[pools.vlan]
 type = "integer"
-ranges = [{ start = 1, end = 10 }, { start = 9, end = 20 }]`, kernel.CodeInvalid, "pools.vlan.ranges[1]"},
+ranges = [{ start = 1, end = 10 }, { start = 9, end = 20 }]`, fault.CodeInvalid, "pools.vlan.ranges[1]"},
 		{"unknown type", `[pools.vlan]
 type = "vlan"
-ranges = [{ start = 1, end = 10 }]`, kernel.CodeInvalid, "pools.vlan.type"},
+ranges = [{ start = 1, end = 10 }]`, fault.CodeInvalid, "pools.vlan.type"},
 		{"both prefix and ranges", `[pools.lo-ip]
 type = "ipv4"
 prefix = "10.0.0.0/24"
-ranges = [{ start = "10.0.0.1", end = "10.0.0.9" }]`, kernel.CodeInvalid, "pools.lo-ip"},
+ranges = [{ start = "10.0.0.1", end = "10.0.0.9" }]`, fault.CodeInvalid, "pools.lo-ip"},
 		{"neither prefix nor ranges", `[pools.lo-ip]
-type = "ipv4"`, kernel.CodeInvalid, "pools.lo-ip"},
+type = "ipv4"`, fault.CodeInvalid, "pools.lo-ip"},
 		{"malformed prefix", `[pools.lo-ip]
 type = "ipv4"
-prefix = "10.0.0.0/33"`, kernel.CodeInvalid, "pools.lo-ip.prefix"},
+prefix = "10.0.0.0/33"`, fault.CodeInvalid, "pools.lo-ip.prefix"},
 		{"prefix of the wrong family", `[pools.lo-ip]
 type = "ipv4"
-prefix = "fd00::/64"`, kernel.CodeInvalid, "pools.lo-ip.prefix"},
+prefix = "fd00::/64"`, fault.CodeInvalid, "pools.lo-ip.prefix"},
 		{"prefix on an integer pool", `[pools.vlan]
 type = "integer"
-prefix = "10.0.0.0/24"`, kernel.CodeInvalid, "pools.vlan.prefix"},
+prefix = "10.0.0.0/24"`, fault.CodeInvalid, "pools.vlan.prefix"},
 		{"ipv6prefix without delegate_prefix_len", `[pools.ep]
 type = "ipv6prefix"
-prefix = "fd00::/64"`, kernel.CodeInvalid, "pools.ep.delegate_prefix_len"},
+prefix = "fd00::/64"`, fault.CodeInvalid, "pools.ep.delegate_prefix_len"},
 		{"prefix smaller than a block", `[pools.ep]
 type = "ipv6prefix"
 prefix = "fd00::/112"
-delegate_prefix_len = 96`, kernel.CodeInvalid, "pools.ep.prefix"},
+delegate_prefix_len = 96`, fault.CodeInvalid, "pools.ep.prefix"},
 		{"IPv6 prefix over the IPv4-mapped block", `[pools.v6]
 type = "ipv6"
-prefix = "::/80"`, kernel.CodeInvalid, "pools.v6.prefix"},
+prefix = "::/80"`, fault.CodeInvalid, "pools.v6.prefix"},
 		{"IPv6 range ending in the IPv4-mapped block", `[pools.v6]
 type = "ipv6"
-ranges = [{ start = "::fffe:0:0", end = "::1:0:0:0" }]`, kernel.CodeInvalid, "pools.v6.ranges[0]"},
+ranges = [{ start = "::fffe:0:0", end = "::1:0:0:0" }]`, fault.CodeInvalid, "pools.v6.ranges[0]"},
 		{"ranges not a list of tables", `[pools.vlan]
 type = "integer"
-ranges = ["1-10"]`, kernel.CodeInvalid, "pools.vlan.ranges"},
-		{"pools not a table", `pools = 3`, kernel.CodeInvalid, "pools"},
+ranges = ["1-10"]`, fault.CodeInvalid, "pools.vlan.ranges"},
+		{"pools not a table", `pools = 3`, fault.CodeInvalid, "pools"},
 		{"bad pool name", `[pools."lo ip"]
 type = "ipv4"
-prefix = "10.0.0.0/24"`, kernel.CodeInvalid, "pools.lo ip.name"},
+prefix = "10.0.0.0/24"`, fault.CodeInvalid, "pools.lo ip.name"},
 	}
 	each(t, func(t *testing.T, f *site) {
 		f.mkPool("stored", "integer", rng("1", "2", true))
@@ -445,7 +446,7 @@ func TestPoolFileByteOrderMark(t *testing.T) {
 		t.Fatalf("with a BOM: %+v %v", pools, err)
 	}
 	_, err = Parse([]byte(file + "type = \"ipv6\"\n"))
-	if e, ok := kernel.AsError(err); !ok || e.Code != kernel.CodeBadRequest {
+	if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeBadRequest {
 		t.Fatalf("a key given twice: %v", err)
 	}
 }

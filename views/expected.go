@@ -10,7 +10,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/console"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
 // DpuRow is one ExpectedDpu row of the form. Key is a random id that ties
@@ -173,7 +173,7 @@ func (f EMForm) EMErrorID(field string) string {
 type FieldMessages map[string]string
 
 // Messages places allocator problems next to their fields.
-func (f EMForm) Messages(problems []*kernel.Error) FieldMessages {
+func (f EMForm) Messages(problems []*fault.Error) FieldMessages {
 	out := FieldMessages{}
 	for _, p := range problems {
 		id := f.EMErrorID(p.Field)

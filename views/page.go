@@ -13,7 +13,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
 // Page is what every full page needs: the signed-in user, the CSRF token of
@@ -70,7 +70,7 @@ func FromError(err error) Errors {
 	if err == nil {
 		return nil
 	}
-	if e, ok := kernel.AsError(err); ok {
+	if e, ok := fault.AsError(err); ok {
 		return Errors{e.Field: e.Message}
 	}
 	return Errors{"": err.Error()}

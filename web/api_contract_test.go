@@ -12,7 +12,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -65,7 +65,7 @@ func TestAPIContractDetails(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			srv.ServeHTTP(rec, req)
-			var body struct{ Error kernel.Error }
+			var body struct{ Error fault.Error }
 			_ = json.Unmarshal(rec.Body.Bytes(), &body)
 			if rec.Code != c.status || string(body.Error.Code) != c.code || body.Error.Field != c.field {
 				t.Errorf("%s: %d %s; want %d %s field %q", c.name, rec.Code, rec.Body.String(), c.status, c.code, c.field)

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/static"
@@ -125,7 +126,7 @@ var loginOrigin = http.NewCrossOriginProtection()
 func loginCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if err := loginOrigin.Check(c.Request()); err != nil {
-			return kernel.Errf(kernel.CodeForbidden, "", "sign-in from another site is refused: open the console's own login page")
+			return fault.Errf(fault.CodeForbidden, "", "sign-in from another site is refused: open the console's own login page")
 		}
 		return next(c)
 	}
@@ -141,7 +142,7 @@ func consoleFormNUL(h *handlers.Console) echo.MiddlewareFunc {
 			if isUnsafe(c.Request().Method) {
 				if bad := handlers.FormNUL(c); len(bad) > 0 {
 					if c.Path() == "/login" {
-						return kernel.Errf(kernel.CodeInvalid, "token", "the token contains a NUL character")
+						return fault.Errf(fault.CodeInvalid, "token", "the token contains a NUL character")
 					}
 					return h.RefuseNUL(c, bad)
 				}
@@ -167,7 +168,7 @@ func consoleBodyLimit(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		tooLarge := func() error {
-			return kernel.Errf(kernel.CodeTooLarge, "",
+			return fault.Errf(fault.CodeTooLarge, "",
 				"the form is larger than %d bytes: nothing was changed", consoleMaxBody)
 		}
 		if r.ContentLength > consoleMaxBody {
@@ -207,7 +208,7 @@ func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if id == nil {
-			return kernel.Errf(kernel.CodeUnauthorized, "", "sign in to use the console")
+			return fault.Errf(fault.CodeUnauthorized, "", "sign in to use the console")
 		}
 		handlers.SetIdentity(c, id)
 		c.SetRequest(c.Request().WithContext(kernel.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
@@ -120,7 +121,7 @@ func (s *Server) grpcAuth(roles map[string]auth.Role) connect.UnaryInterceptorFu
 				return nil, handlers.GRPCError(ctx, err)
 			}
 			if id == nil {
-				return nil, handlers.GRPCError(ctx, kernel.Errf(kernel.CodeUnauthorized, "",
+				return nil, handlers.GRPCError(ctx, fault.Errf(fault.CodeUnauthorized, "",
 					"authentication required: send the metadata authorization: Bearer <token>, or a client certificate"))
 			}
 			if call != nil {

@@ -10,8 +10,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -67,7 +67,7 @@ func (s *Server) proxyGuard(next echo.HandlerFunc) echo.HandlerFunc {
 		if errors.As(err, &pe) {
 			s.log.Warn("proxy user header refused", "request_id", requestID(c), "remote", c.Request().RemoteAddr,
 				"header", p.UserHeader, "reason", pe.Reason, "path", c.Request().URL.Path)
-			return &proxyRefused{kernel.Errf(kernel.CodeUnauthorized, "", "%s", pe.Reason)}
+			return &proxyRefused{fault.Errf(fault.CodeUnauthorized, "", "%s", pe.Reason)}
 		}
 		return next(c)
 	}
@@ -76,7 +76,7 @@ func (s *Server) proxyGuard(next echo.HandlerFunc) echo.HandlerFunc {
 // proxyRefused is the 401 of a user header from an untrusted address: the
 // console shows it as a page instead of sending the browser to the login
 // page, where the header would be refused again.
-type proxyRefused struct{ e *kernel.Error }
+type proxyRefused struct{ e *fault.Error }
 
 func (e *proxyRefused) Error() string { return e.e.Error() }
 func (e *proxyRefused) Unwrap() error { return e.e }
@@ -108,27 +108,27 @@ func identityError(err error) error {
 	var pe *auth.ProxyError
 	switch {
 	case auth.IsInvalidToken(err):
-		return &jwtRefused{kernel.Errf(kernel.CodeUnauthorized, "", "%s", err.Error())}
+		return &jwtRefused{fault.Errf(fault.CodeUnauthorized, "", "%s", err.Error())}
 	case errors.As(err, &nr):
-		return &noRole{e: kernel.Errf(kernel.CodeForbidden, "", "%s", nr.Error()), nr: nr}
+		return &noRole{e: fault.Errf(fault.CodeForbidden, "", "%s", nr.Error()), nr: nr}
 	case errors.As(err, &ce):
-		return kernel.Errf(kernel.CodeForbidden, "", "%s", ce.Error())
+		return fault.Errf(fault.CodeForbidden, "", "%s", ce.Error())
 	case errors.As(err, &pe):
-		return kernel.Errf(kernel.CodeUnauthorized, "", "%s", pe.Reason)
+		return fault.Errf(fault.CodeUnauthorized, "", "%s", pe.Reason)
 	}
 	return err
 }
 
 // jwtRefused is a 401 that carries WWW-Authenticate: Bearer
 // error="invalid_token".
-type jwtRefused struct{ e *kernel.Error }
+type jwtRefused struct{ e *fault.Error }
 
 func (e *jwtRefused) Error() string { return e.e.Error() }
 func (e *jwtRefused) Unwrap() error { return e.e }
 
 // noRole is a 403 that the console renders as the no-role page.
 type noRole struct {
-	e  *kernel.Error
+	e  *fault.Error
 	nr *auth.NoRoleError
 }
 
@@ -156,7 +156,7 @@ func (s *Server) sessionStore() *sessions {
 // browser marks as made by another site.
 func crossSite(c echo.Context) error {
 	if err := loginOrigin.Check(c.Request()); err != nil {
-		return kernel.Errf(kernel.CodeForbidden, "", "a cross-site request is refused: use ipledger's own pages")
+		return fault.Errf(fault.CodeForbidden, "", "a cross-site request is refused: use ipledger's own pages")
 	}
 	return nil
 }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // The OpenAPI 3.1 document of the REST API, served at
@@ -277,9 +277,9 @@ func tagOf(path string) string {
 // errorSchema is the one error shape of every route.
 func errorSchema() map[string]any {
 	codes := []any{}
-	for _, c := range []kernel.Code{kernel.CodeBadRequest, kernel.CodeUnauthorized, kernel.CodeForbidden,
-		kernel.CodeNotFound, kernel.CodeConflict, kernel.CodeNotAvailable, kernel.CodePoolExhausted,
-		kernel.CodeNotOwner, kernel.CodeStaleVersion, kernel.CodeInvalid, kernel.CodeUnavailable, kernel.CodeInternal} {
+	for _, c := range []fault.Code{fault.CodeBadRequest, fault.CodeUnauthorized, fault.CodeForbidden,
+		fault.CodeNotFound, fault.CodeConflict, fault.CodeNotAvailable, fault.CodePoolExhausted,
+		fault.CodeNotOwner, fault.CodeStaleVersion, fault.CodeInvalid, fault.CodeUnavailable, fault.CodeInternal} {
 		codes = append(codes, string(c))
 	}
 	return map[string]any{
@@ -298,7 +298,7 @@ func errorSchema() map[string]any {
 }
 
 // errorExampleJSON is an error example as the document holds it.
-func errorExampleJSON(e kernel.Error) map[string]any {
+func errorExampleJSON(e fault.Error) map[string]any {
 	m := map[string]any{"code": string(e.Code), "message": e.Message}
 	if e.Field != "" {
 		m["field"] = e.Field

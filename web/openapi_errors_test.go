@@ -15,6 +15,7 @@ import (
 
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -22,7 +23,7 @@ import (
 
 // docErrorExamples reads the error examples of the served document:
 // route key → status → error.
-func docErrorExamples(t *testing.T) map[string]map[int]kernel.Error {
+func docErrorExamples(t *testing.T) map[string]map[int]fault.Error {
 	t.Helper()
 	b, err := OpenAPI()
 	if err != nil {
@@ -34,7 +35,7 @@ func docErrorExamples(t *testing.T) map[string]map[int]kernel.Error {
 			Responses map[string]struct {
 				Content map[string]struct {
 					Example *struct {
-						Error kernel.Error `json:"error"`
+						Error fault.Error `json:"error"`
 					} `json:"example"`
 				} `json:"content"`
 			} `json:"responses"`
@@ -43,10 +44,10 @@ func docErrorExamples(t *testing.T) map[string]map[int]kernel.Error {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]map[int]kernel.Error{}
+	out := map[string]map[int]fault.Error{}
 	for path, ops := range doc.Paths {
 		for method, op := range ops {
-			out[op.Route] = map[int]kernel.Error{}
+			out[op.Route] = map[int]fault.Error{}
 			for st, resp := range op.Responses {
 				var status int
 				if _, err := fmt.Sscan(st, &status); err != nil || status < 400 {
@@ -176,7 +177,7 @@ func TestOpenAPIErrorExamplesAreTheServers(t *testing.T) {
 	// pool's connections) maps to the 503 example word for word.
 	want := examples["GET /pools"][503]
 	for _, pe := range []*pgconn.PgError{{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"}, {Code: "57P01", Message: "terminating connection due to administrator command"}} {
-		e, ok := kernel.AsError(kernel.MapDBError(pe))
+		e, ok := fault.AsError(kernel.MapDBError(pe))
 		if !ok || e.Code != want.Code || e.Message != want.Message {
 			t.Errorf("PostgreSQL %s maps to %+v, the 503 example is %+v", pe.Code, e, want)
 		}
@@ -185,14 +186,14 @@ func TestOpenAPIErrorExamplesAreTheServers(t *testing.T) {
 
 // answerError decodes an error answer of the wanted status (nil if the
 // status or the shape is another).
-func answerError(t *testing.T, rec *httptest.ResponseRecorder, status int) *kernel.Error {
+func answerError(t *testing.T, rec *httptest.ResponseRecorder, status int) *fault.Error {
 	t.Helper()
 	if rec.Code != status {
 		t.Logf("status %d, want %d: %s", rec.Code, status, rec.Body)
 		return nil
 	}
 	var body struct {
-		Error *kernel.Error `json:"error"`
+		Error *fault.Error `json:"error"`
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Error == nil {
 		t.Logf("not an error body: %s", rec.Body)

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // Route is one authenticated API route and the least role it needs. The
@@ -114,7 +114,7 @@ func withQueryRoles(r Route, rules []QueryRole, h echo.HandlerFunc) echo.Handler
 			v := c.QueryParam(q.Param)
 			for _, want := range q.Values {
 				if strings.EqualFold(v, want) && (id == nil || !id.Role.Allows(q.Role)) {
-					return kernel.Errf(kernel.CodeForbidden, q.Param, "%s=%s needs role %s", q.Param, v, q.Role)
+					return fault.Errf(fault.CodeForbidden, q.Param, "%s=%s needs role %s", q.Param, v, q.Role)
 				}
 			}
 		}
@@ -151,7 +151,7 @@ func (s *Server) readyz(c echo.Context) error {
 	}
 	if err != nil {
 		s.log.Warn("readiness check failed", "error", err)
-		return kernel.Errf(kernel.CodeUnavailable, "", "the database is unreachable")
+		return fault.Errf(fault.CodeUnavailable, "", "the database is unreachable")
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

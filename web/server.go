@@ -20,6 +20,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/console"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/kernel"
@@ -335,7 +336,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.htmlError(err, c)
 		return
 	}
-	if e, ok := kernel.AsError(err); ok && e.Code == kernel.CodeInternal {
+	if e, ok := fault.AsError(err); ok && e.Code == fault.CodeInternal {
 		s.log.Error("internal error", "request_id", requestID(c), "error", err)
 	}
 	_ = handlers.WriteError(c, err)
@@ -364,7 +365,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			id = s.sessions.Identify(c)
 		}
 		if id == nil {
-			return kernel.Errf(kernel.CodeUnauthorized, "", "authentication required: send Authorization: Bearer <token>")
+			return fault.Errf(fault.CodeUnauthorized, "", "authentication required: send Authorization: Bearer <token>")
 		}
 		handlers.SetIdentity(c, id)
 		c.SetRequest(c.Request().WithContext(kernel.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
@@ -382,7 +383,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) bearerIdentity(ctx context.Context, h, rid string) (*handlers.Identity, error) {
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") { // the scheme is case-insensitive (RFC 7235)
-		return nil, kernel.Errf(kernel.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
+		return nil, fault.Errf(fault.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
 	}
 	tok = strings.TrimSpace(tok)
 	if o := s.cfg.Identity.OIDC; o != nil && auth.LooksLikeJWT(tok) {
@@ -405,10 +406,10 @@ func (s *Server) bearerIdentity(ctx context.Context, h, rid string) (*handlers.I
 // allow is the role check of every authenticated door (REST, gRPC).
 func allow(id *handlers.Identity, role auth.Role) error {
 	if id == nil {
-		return kernel.Errf(kernel.CodeUnauthorized, "", "authentication required")
+		return fault.Errf(fault.CodeUnauthorized, "", "authentication required")
 	}
 	if !id.Role.Allows(role) {
-		return kernel.Errf(kernel.CodeForbidden, "", "role %s may not do this; it needs %s", id.Role, role)
+		return fault.Errf(fault.CodeForbidden, "", "role %s may not do this; it needs %s", id.Role, role)
 	}
 	return nil
 }
@@ -467,10 +468,10 @@ func rejectNUL(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if strings.ContainsRune(r.URL.Path, 0) {
-			return kernel.Errf(kernel.CodeInvalid, "path", "the request path contains a NUL character")
+			return fault.Errf(fault.CodeInvalid, "path", "the request path contains a NUL character")
 		}
 		if !utf8.ValidString(r.URL.Path) {
-			return kernel.Errf(kernel.CodeInvalid, "path", "the request path is not valid UTF-8")
+			return fault.Errf(fault.CodeInvalid, "path", "the request path is not valid UTF-8")
 		}
 		api := strings.HasPrefix(r.URL.Path, "/api/")
 		for k, vs := range r.URL.Query() {
@@ -479,14 +480,14 @@ func rejectNUL(next echo.HandlerFunc) echo.HandlerFunc {
 			// a log reader may take the last (?owner_id=a&owner_id=b on
 			// a release).
 			if api && len(vs) > 1 {
-				return kernel.Errf(kernel.CodeInvalid, strings.ToValidUTF8(k, "\ufffd"), "query parameter %q is given %d times; give it once", strings.ToValidUTF8(k, "\ufffd"), len(vs))
+				return fault.Errf(fault.CodeInvalid, strings.ToValidUTF8(k, "\ufffd"), "query parameter %q is given %d times; give it once", strings.ToValidUTF8(k, "\ufffd"), len(vs))
 			}
 			for _, v := range vs {
 				if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
-					return kernel.Errf(kernel.CodeInvalid, k, "query parameter %q contains a NUL character", k)
+					return fault.Errf(fault.CodeInvalid, k, "query parameter %q contains a NUL character", k)
 				}
 				if !utf8.ValidString(k) || !utf8.ValidString(v) {
-					return kernel.Errf(kernel.CodeInvalid, strings.ToValidUTF8(k, "\ufffd"), "query parameter %q is not valid UTF-8", strings.ToValidUTF8(k, "\ufffd"))
+					return fault.Errf(fault.CodeInvalid, strings.ToValidUTF8(k, "\ufffd"), "query parameter %q is not valid UTF-8", strings.ToValidUTF8(k, "\ufffd"))
 				}
 			}
 		}

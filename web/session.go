@@ -13,8 +13,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // SessionCookie is the console's session cookie: HttpOnly, SameSite=Lax,
@@ -236,11 +236,11 @@ const sessionUnavailableKey = "ipledger.session_unavailable"
 // than an unknown or ended session, and keeps an unavailable database's
 // error on the request for consoleAuth.
 func (s *sessions) lookupFailed(c echo.Context, err error) {
-	e, ok := kernel.AsError(err)
-	if ok && e.Code == kernel.CodeUnauthorized {
+	e, ok := fault.AsError(err)
+	if ok && e.Code == fault.CodeUnauthorized {
 		return
 	}
-	if ok && e.Code == kernel.CodeUnavailable {
+	if ok && e.Code == fault.CodeUnavailable {
 		c.Set(sessionUnavailableKey, err)
 		return
 	}
@@ -290,7 +290,7 @@ func (s *sessions) CheckCSRF(c echo.Context) error {
 		got = c.FormValue("csrf_token")
 	}
 	if want == "" || got == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
-		return kernel.Errf(kernel.CodeForbidden, "", "missing or wrong CSRF token: reload the page and try again")
+		return fault.Errf(fault.CodeForbidden, "", "missing or wrong CSRF token: reload the page and try again")
 	}
 	return nil
 }

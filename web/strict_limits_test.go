@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -31,8 +31,8 @@ func TestBodyOverLimitIsTooLarge(t *testing.T) {
 		}
 		rec := httptest.NewRecorder()
 		env.h.ServeHTTP(rec, req)
-		var eb struct{ Error kernel.Error }
-		if rec.Code != http.StatusRequestEntityTooLarge || json.Unmarshal(rec.Body.Bytes(), &eb) != nil || eb.Error.Code != kernel.CodeTooLarge {
+		var eb struct{ Error fault.Error }
+		if rec.Code != http.StatusRequestEntityTooLarge || json.Unmarshal(rec.Body.Bytes(), &eb) != nil || eb.Error.Code != fault.CodeTooLarge {
 			t.Fatalf("declared=%v: %d %.200s", declared, rec.Code, rec.Body)
 		}
 	}
@@ -77,7 +77,7 @@ func TestBadTextInPathQueryAndHeaders(t *testing.T) {
 				{"/api/v1/pools/lo-ip/allocations?owner_id=a&owner_id=b", "owner_id"},
 			} {
 				rec := env.do(secReq{method: "GET", path: c.path, token: env.tok.viewer})
-				var eb struct{ Error kernel.Error }
+				var eb struct{ Error fault.Error }
 				if rec.Code != http.StatusUnprocessableEntity || json.Unmarshal(rec.Body.Bytes(), &eb) != nil || eb.Error.Field != c.field {
 					t.Fatalf("%s: %d %s", c.path, rec.Code, rec.Body)
 				}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/strictjson/strictjsontest"
 )
@@ -82,9 +82,9 @@ func TestStrictBodiesProperty(t *testing.T) {
 					}
 					before := tableCounts(t, env.db)
 					rec := env.do(secReq{method: rt.Method, path: path, body: string(mut), token: env.tok.admin})
-					var eb struct{ Error kernel.Error }
+					var eb struct{ Error fault.Error }
 					_ = json.Unmarshal(rec.Body.Bytes(), &eb)
-					if rec.Code != http.StatusUnprocessableEntity || eb.Error.Code != kernel.CodeInvalid || eb.Error.Field != field {
+					if rec.Code != http.StatusUnprocessableEntity || eb.Error.Code != fault.CodeInvalid || eb.Error.Field != field {
 						t.Fatalf("%s %s with %s: %d %s, want 422 invalid naming %q", rt.Method, path, mut, rec.Code, rec.Body, field)
 					}
 					if after := tableCounts(t, env.db); after != before {

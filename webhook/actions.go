@@ -3,7 +3,7 @@ package webhook
 import (
 	"strings"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
 // eventActions are the actions ipledger writes to its audit log, so the
@@ -36,5 +36,5 @@ func checkActionMatches(field, s string) error {
 			return nil
 		}
 	}
-	return kernel.Errf(kernel.CodeInvalid, field, "%s %q matches no event ipledger writes: use an action such as allocation.create, a prefix such as allocation.* or *", field, s)
+	return fault.Errf(fault.CodeInvalid, field, "%s %q matches no event ipledger writes: use an action such as allocation.create, a prefix such as allocation.* or *", field, s)
 }

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -64,7 +65,7 @@ func (wh *Service) ListDeliveries(ctx context.Context, webhookID string, f Deliv
 	switch f.State {
 	case "", models.DeliveryPending, models.DeliveryDelivered, models.DeliveryFailed:
 	default:
-		return nil, kernel.Errf(kernel.CodeInvalid, "state", "state %q is not pending, delivered or failed", f.State)
+		return nil, fault.Errf(fault.CodeInvalid, "state", "state %q is not pending, delivered or failed", f.State)
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
@@ -73,7 +74,7 @@ func (wh *Service) ListDeliveries(ctx context.Context, webhookID string, f Deliv
 	var cursor int64
 	if f.Cursor != "" {
 		if cursor, err = strconv.ParseInt(f.Cursor, 10, 64); err != nil || cursor <= 0 {
-			return nil, kernel.Errf(kernel.CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
+			return nil, fault.Errf(fault.CodeInvalid, "cursor", "cursor %q is not one this API returned", f.Cursor)
 		}
 	}
 	var rows []models.WebhookDelivery
@@ -83,7 +84,7 @@ func (wh *Service) ListDeliveries(ctx context.Context, webhookID string, f Deliv
 			return err
 		}
 		if n == 0 {
-			return kernel.Errf(kernel.CodeNotFound, "", "webhook %q does not exist", webhookID)
+			return fault.Errf(fault.CodeNotFound, "", "webhook %q does not exist", webhookID)
 		}
 		q := db.Where("webhook_id = ?", id)
 		if f.State != "" {
@@ -120,7 +121,7 @@ func (wh *Service) Redeliver(ctx context.Context, webhookID, deliveryID string) 
 	err = wh.write(ctx, func(t *kernel.Tx) error {
 		err := t.Where("webhook_id = ? AND delivery_id = ?", id, deliveryID).Take(&d).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return kernel.Errf(kernel.CodeNotFound, "", "webhook %q has no delivery %q", webhookID, deliveryID)
+			return fault.Errf(fault.CodeNotFound, "", "webhook %q has no delivery %q", webhookID, deliveryID)
 		}
 		if err != nil {
 			return err

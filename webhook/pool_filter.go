@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -39,7 +40,7 @@ func checkPoolsExist(t *kernel.Tx, pools, kept []string) error {
 	for i, p := range pools {
 		if !known[p] {
 			f := fmt.Sprintf("pools[%d]", i)
-			return kernel.Errf(kernel.CodeInvalid, f, "%s %q: no pool of that name exists", f, p)
+			return fault.Errf(fault.CodeInvalid, f, "%s %q: no pool of that name exists", f, p)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -21,8 +22,8 @@ func TestWebhookRefusesUnknownPool(t *testing.T) {
 		f.Pool("wp", "integer", 0, sitekit.Range("1", "100", true))
 		wantInvalid := func(what string, err error, field, value string) {
 			t.Helper()
-			var ke *kernel.Error
-			if !errors.As(err, &ke) || ke.Code != kernel.CodeInvalid || ke.Field != field || !strings.Contains(ke.Message, strconv.Quote(value)) {
+			var ke *fault.Error
+			if !errors.As(err, &ke) || ke.Code != fault.CodeInvalid || ke.Field != field || !strings.Contains(ke.Message, strconv.Quote(value)) {
 				t.Errorf("%s: got %v, want invalid naming %s and %q", what, err, field, value)
 			}
 		}
@@ -77,8 +78,8 @@ func TestWebhookKeepsAPoolThatHasGone(t *testing.T) {
 			t.Errorf("pools after the edit: %v", got.Pools)
 		}
 		_, err = f.hooks.PatchWebhook(f.Ctx, w.ID, WebhookPatch{PoolsSet: true, Pools: []string{"wp", "wr", "ws"}}, kernel.IfMatch{})
-		var ke *kernel.Error
-		if !errors.As(err, &ke) || ke.Code != kernel.CodeInvalid || ke.Field != "pools[2]" {
+		var ke *fault.Error
+		if !errors.As(err, &ke) || ke.Code != fault.CodeInvalid || ke.Field != "pools[2]" {
 			t.Errorf("adding an unknown pool: %v, want invalid naming pools[2]", err)
 		}
 	})
@@ -98,8 +99,8 @@ func TestWebhookRefusesUnknownPoolInALongList(t *testing.T) {
 		}
 		_, err := f.hooks.CreateWebhook(f.Ctx, WebhookSpec{Name: "long", URL: "https://example.com/h", Secret: testSecret,
 			Actions: []string{"allocation.*"}, Pools: pools})
-		var ke *kernel.Error
-		if !errors.As(err, &ke) || ke.Code != kernel.CodeInvalid || ke.Field != "pools[1]" || !strings.Contains(ke.Message, `"p0"`) {
+		var ke *fault.Error
+		if !errors.As(err, &ke) || ke.Code != fault.CodeInvalid || ke.Field != "pools[1]" || !strings.Contains(ke.Message, `"p0"`) {
 			t.Errorf("create with %d pools: %v, want invalid naming pools[1] and \"p0\"", len(pools), err)
 		}
 		if n := f.Count(&models.Webhook{}, "name = ?", "long"); n != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/buildinfo"
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
@@ -230,7 +231,7 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 			t.Fatalf("redelivery sent %s, want %s", reqs[5].delivery, old.DeliveryID)
 		}
 		_, err = f.hooks.Redeliver(f.Ctx, hook.ID, "nope")
-		testkit.WantCode(t, err, kernel.CodeNotFound, "")
+		testkit.WantCode(t, err, fault.CodeNotFound, "")
 	})
 }
 
@@ -510,8 +511,8 @@ func TestWebhookRefusesActionsMatchingNoEvent(t *testing.T) {
 	hookEach(t, func(t *testing.T, f *fnd) {
 		for _, bad := range []string{"allocate", "allocation", "allocation.explode", "explode.*", "pool.range"} {
 			_, err := f.hooks.CreateWebhook(f.Ctx, WebhookSpec{Name: "bad", URL: "https://example.com/h", Secret: testSecret, Actions: []string{"pool.create", bad}})
-			var ke *kernel.Error
-			if !errors.As(err, &ke) || ke.Code != kernel.CodeInvalid || ke.Field != "actions[1]" || !strings.Contains(ke.Message, strconv.Quote(bad)) {
+			var ke *fault.Error
+			if !errors.As(err, &ke) || ke.Code != fault.CodeInvalid || ke.Field != "actions[1]" || !strings.Contains(ke.Message, strconv.Quote(bad)) {
 				t.Errorf("actions %q: got %v, want invalid naming actions[1] and the value", bad, err)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
@@ -68,19 +69,19 @@ const (
 // validateWebhook checks a webhook's fields, naming the JSON member.
 func validateWebhook(w *models.Webhook, actions, pools []string) error {
 	if !webhookNameRE.MatchString(w.Name) {
-		return kernel.Errf(kernel.CodeInvalid, "name", "name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", w.Name)
+		return fault.Errf(fault.CodeInvalid, "name", "name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", w.Name)
 	}
 	if err := validateWebhookURL(w.URL); err != nil {
 		return err
 	}
 	if n := len(w.Secret); n < minSecretLen || n > maxSecretLen {
-		return kernel.Errf(kernel.CodeInvalid, "secret", "secret must be %d to %d bytes long, not %d", minSecretLen, maxSecretLen, n)
+		return fault.Errf(fault.CodeInvalid, "secret", "secret must be %d to %d bytes long, not %d", minSecretLen, maxSecretLen, n)
 	}
 	if strings.ContainsRune(w.Secret, 0) {
-		return kernel.Errf(kernel.CodeInvalid, "secret", "secret contains a NUL character")
+		return fault.Errf(fault.CodeInvalid, "secret", "secret contains a NUL character")
 	}
 	if len(actions) == 0 {
-		return kernel.Errf(kernel.CodeInvalid, "actions", "actions must list at least one action, prefix (allocation.*) or *")
+		return fault.Errf(fault.CodeInvalid, "actions", "actions must list at least one action, prefix (allocation.*) or *")
 	}
 	seen := map[string]bool{}
 	for i, s := range actions {
@@ -92,22 +93,22 @@ func validateWebhook(w *models.Webhook, actions, pools []string) error {
 			return err
 		}
 		if seen[s] {
-			return kernel.Errf(kernel.CodeInvalid, f, "%s %q is listed twice", f, s)
+			return fault.Errf(fault.CodeInvalid, f, "%s %q is listed twice", f, s)
 		}
 		seen[s] = true
 	}
 	if pools != nil {
 		if len(pools) == 0 {
-			return kernel.Errf(kernel.CodeInvalid, "pools", "pools is empty (no event would match); leave it out for every pool")
+			return fault.Errf(fault.CodeInvalid, "pools", "pools is empty (no event would match); leave it out for every pool")
 		}
 		seenP := map[string]bool{}
 		for i, p := range pools {
 			f := fmt.Sprintf("pools[%d]", i)
 			if !kernel.PoolNameRE.MatchString(p) {
-				return kernel.Errf(kernel.CodeInvalid, f, "%s %q is not a pool name", f, p)
+				return fault.Errf(fault.CodeInvalid, f, "%s %q is not a pool name", f, p)
 			}
 			if seenP[p] {
-				return kernel.Errf(kernel.CodeInvalid, f, "%s %q is listed twice", f, p)
+				return fault.Errf(fault.CodeInvalid, f, "%s %q is listed twice", f, p)
 			}
 			seenP[p] = true
 		}
@@ -125,20 +126,20 @@ func validateWebhook(w *models.Webhook, actions, pools []string) error {
 
 func validateWebhookURL(s string) error {
 	if len(s) > maxURLLen {
-		return kernel.Errf(kernel.CodeInvalid, "url", "url is longer than %d bytes", maxURLLen)
+		return fault.Errf(fault.CodeInvalid, "url", "url is longer than %d bytes", maxURLLen)
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
-		return kernel.Errf(kernel.CodeInvalid, "url", "url %q must be an absolute http:// or https:// URL", s)
+		return fault.Errf(fault.CodeInvalid, "url", "url %q must be an absolute http:// or https:// URL", s)
 	}
 	if u.Scheme+"://" != s[:len(u.Scheme)+3] {
-		return kernel.Errf(kernel.CodeInvalid, "url", "url %q must start with http:// or https:// in lower case", s)
+		return fault.Errf(fault.CodeInvalid, "url", "url %q must start with http:// or https:// in lower case", s)
 	}
 	if u.User != nil {
-		return kernel.Errf(kernel.CodeInvalid, "url", "url must not carry a user or password; the receiver checks the X-Ipledger-Signature header instead")
+		return fault.Errf(fault.CodeInvalid, "url", "url must not carry a user or password; the receiver checks the X-Ipledger-Signature header instead")
 	}
 	if u.Fragment != "" {
-		return kernel.Errf(kernel.CodeInvalid, "url", "url %q has a fragment, which is never sent", s)
+		return fault.Errf(fault.CodeInvalid, "url", "url %q has a fragment, which is never sent", s)
 	}
 	return nil
 }
@@ -227,7 +228,7 @@ func (wh *Service) CreateWebhook(ctx context.Context, spec WebhookSpec) (*Webhoo
 			return err
 		}
 		if n > 0 {
-			return kernel.Errf(kernel.CodeConflict, "name", "a webhook named %q exists already", w.Name)
+			return fault.Errf(fault.CodeConflict, "name", "a webhook named %q exists already", w.Name)
 		}
 		if err := t.Create(&w).Error; err != nil {
 			return err
@@ -244,7 +245,7 @@ func (wh *Service) CreateWebhook(ctx context.Context, spec WebhookSpec) (*Webhoo
 func parseWebhookID(id string) (int64, error) {
 	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil || n <= 0 {
-		return 0, kernel.Errf(kernel.CodeNotFound, "", "webhook %q does not exist", id)
+		return 0, fault.Errf(fault.CodeNotFound, "", "webhook %q does not exist", id)
 	}
 	return n, nil
 }
@@ -257,7 +258,7 @@ func webhookRow(t *kernel.Tx, id string) (*models.Webhook, error) {
 	var w models.Webhook
 	err = t.Where("id = ?", n).Take(&w).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "webhook %q does not exist", id)
+		return nil, fault.Errf(fault.CodeNotFound, "", "webhook %q does not exist", id)
 	}
 	return &w, err
 }
@@ -277,7 +278,7 @@ func (wh *Service) GetWebhook(ctx context.Context, id string) (*Webhook, error) 
 		return db.Model(&models.WebhookDelivery{}).Where("webhook_id = ? AND state = ?", n, models.DeliveryPending).Count(&pending).Error
 	})
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, kernel.Errf(kernel.CodeNotFound, "", "webhook %q does not exist", id)
+		return nil, fault.Errf(fault.CodeNotFound, "", "webhook %q does not exist", id)
 	}
 	if err != nil {
 		return nil, err
@@ -360,7 +361,7 @@ func (wh *Service) PatchWebhook(ctx context.Context, id string, p WebhookPatch, 
 			return err
 		}
 		if n > 0 {
-			return kernel.Errf(kernel.CodeConflict, "name", "a webhook named %q exists already", w.Name)
+			return fault.Errf(fault.CodeConflict, "name", "a webhook named %q exists already", w.Name)
 		}
 		res := t.Model(&models.Webhook{}).Where("id = ? AND version = ?", w.ID, w.Version).Updates(map[string]any{
 			"name": w.Name, "url": w.URL, "secret": w.Secret, "actions": w.Actions, "pools": w.Pools,
@@ -369,7 +370,7 @@ func (wh *Service) PatchWebhook(ctx context.Context, id string, p WebhookPatch, 
 			return res.Error
 		}
 		if res.RowsAffected != 1 {
-			return kernel.Errf(kernel.CodeStaleVersion, "", "webhook %s changed while it was being edited; read it again and retry", id)
+			return fault.Errf(fault.CodeStaleVersion, "", "webhook %s changed while it was being edited; read it again and retry", id)
 		}
 		w.Version++
 		w.UpdatedAt = t.Now

@@ -13,9 +13,9 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit/serverkit"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -72,7 +72,7 @@ func TestDemoMachines(t *testing.T) {
 		}
 		// Startup reconciliation leaves the demo as it is (conflicts stay).
 		res, err := a.ReconcileLoopbacks(ctx)
-		if err != nil || res.Completed != 0 || len(res.Incomplete) != 1 || res.Incomplete[0].Code != kernel.CodeConflict {
+		if err != nil || res.Completed != 0 || len(res.Incomplete) != 1 || res.Incomplete[0].Code != fault.CodeConflict {
 			t.Fatalf("reconcile after demo = %+v, %v", res, err)
 		}
 	})

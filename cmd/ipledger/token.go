@@ -14,6 +14,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database"
+	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -92,7 +93,7 @@ func newTokenDeleteCmd() *cobra.Command {
 			defer closeDB()
 			t, err := auth.New(a.DB(), auth.Options{}).DeleteToken(kernel.WithActor(context.Background(), "cli:token-delete", ""), id, name)
 			if err != nil {
-				if e, ok := kernel.AsError(err); ok && e.Field != "" {
+				if e, ok := fault.AsError(err); ok && e.Field != "" {
 					return fmt.Errorf("--%s: %s", e.Field, e.Message)
 				}
 				return err

@@ -4,15 +4,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/fault"
 )
 
-// WantCode fails t unless err is a *kernel.Error with this code, whose
+// WantCode fails t unless err is a *fault.Error with this code, whose
 // field path is field (any field when field is ""), and whose message
 // mentions each of msgs. It returns the error for further checks.
-func WantCode(t testing.TB, err error, code kernel.Code, field string, msgs ...string) *kernel.Error {
+func WantCode(t testing.TB, err error, code fault.Code, field string, msgs ...string) *fault.Error {
 	t.Helper()
-	e, ok := kernel.AsError(err)
+	e, ok := fault.AsError(err)
 	if !ok {
 		t.Fatalf("want %s error, got %v", code, err)
 	}
@@ -30,8 +30,8 @@ func WantCode(t testing.TB, err error, code kernel.Code, field string, msgs ...s
 	return e
 }
 
-// IsCode reports whether err is a *kernel.Error with this code.
-func IsCode(err error, code kernel.Code) bool {
-	e, ok := kernel.AsError(err)
+// IsCode reports whether err is a *fault.Error with this code.
+func IsCode(err error, code fault.Code) bool {
+	e, ok := fault.AsError(err)
 	return ok && e.Code == code
 }

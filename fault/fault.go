@@ -1,4 +1,9 @@
-package kernel
+// Package fault is ipledger's one error type: a code of the REST contract
+// (docs/api.md) with its HTTP status, a message for people and the JSON
+// path of the offending field. Every rule returns it; the REST API, the
+// gRPC service, the CLI and the console's 422 fragments render it. It
+// imports nothing of ipledger.
+package fault
 
 import (
 	"errors"
