@@ -9,9 +9,9 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ipledger/ipledger/apijson"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/ident"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/strictjson"
 )
 
@@ -44,20 +44,20 @@ func looksLikeMAC(s string) bool {
 // ignored, as NICo's own readers do.
 func DecodeExpectedMachineSpec(b []byte) (ExpectedMachineSpec, error) {
 	var s ExpectedMachineSpec
-	b = kernel.TrimBOM(b)
-	if err := kernel.CheckJSON(b, kernel.JSONOptions{}); err != nil {
+	b = strictjson.TrimBOM(b)
+	if err := apijson.Check(b, apijson.Options{}); err != nil {
 		return s, err
 	}
 	return s, decodeSpec(b, "", &s)
 }
 
-// decodeSpec decodes one record already checked by kernel.CheckJSON; prefix is
+// decodeSpec decodes one record already checked by apijson.Check; prefix is
 // its path in the file ("" for a body of its own).
 func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
 	if v := bytes.TrimSpace(b); string(v) == "null" || (len(v) > 0 && v[0] != '{') {
 		got := "null"
 		if string(v) != "null" {
-			got = kernel.KindName(jsontext.Value(v).Kind(), nil)
+			got = apijson.KindName(jsontext.Value(v).Kind(), nil)
 		}
 		if prefix != "" {
 			return fault.Errf(fault.CodeInvalid, prefix, "%s must be a JSON object, not %s", prefix, got)
@@ -65,7 +65,7 @@ func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
 		return fault.Errf(fault.CodeBadRequest, "", "request body must be a JSON object, not %s", got)
 	}
 	if err := jsonv2.Unmarshal(b, s); err != nil {
-		return kernel.JSONError(err, kernel.JSONOptions{Prefix: prefix})
+		return apijson.MapError(err, apijson.Options{Prefix: prefix})
 	}
 	if s.ExpectedDpus != nil && len(*s.ExpectedDpus) > 0 {
 		// expected_dpus is ipledger's own member, which no NICo tool
@@ -76,12 +76,12 @@ func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
 			ExpectedDpus []jsontext.Value `json:"expected_dpus"`
 		}
 		if err := jsonv2.Unmarshal(b, &raw); err != nil {
-			return kernel.JSONError(err, kernel.JSONOptions{Prefix: prefix})
+			return apijson.MapError(err, apijson.Options{Prefix: prefix})
 		}
 		for i, d := range raw.ExpectedDpus {
 			var known ExpectedDpu
 			if err := jsonv2.Unmarshal(d, &known, jsonv2.RejectUnknownMembers(true)); err != nil {
-				return kernel.JSONError(err, kernel.JSONOptions{Prefix: strictjson.JoinField(prefix, fmt.Sprintf("expected_dpus[%d]", i))})
+				return apijson.MapError(err, apijson.Options{Prefix: strictjson.JoinField(prefix, fmt.Sprintf("expected_dpus[%d]", i))})
 			}
 		}
 	}
@@ -98,9 +98,9 @@ type expectedMachinesFile struct {
 // from its top: expected_machines[3].metadata.name) and splits it into
 // records.
 func readExpectedMachinesFile(b []byte) ([]jsontext.Value, error) {
-	b = kernel.TrimBOM(b)
-	o := kernel.JSONOptions{What: "the file"}
-	if err := kernel.CheckJSON(b, o); err != nil {
+	b = strictjson.TrimBOM(b)
+	o := apijson.Options{What: "the file"}
+	if err := apijson.Check(b, o); err != nil {
 		return nil, err
 	}
 	if v := bytes.TrimSpace(b); len(v) == 0 || v[0] != '{' {
@@ -112,7 +112,7 @@ func readExpectedMachinesFile(b []byte) ([]jsontext.Value, error) {
 		if errors.As(err, &se) && se.JSONPointer != "" {
 			return nil, fault.Errf(fault.CodeInvalid, "expected_machines", "expected_machines must be a JSON array")
 		}
-		return nil, kernel.JSONError(err, o)
+		return nil, apijson.MapError(err, o)
 	}
 	if file.ExpectedMachines == nil {
 		return nil, fault.Errf(fault.CodeInvalid, "expected_machines", `expected_machines is required: the file format is {"expected_machines": [...]} (an empty list removes every ExpectedMachine)`)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ipledger/ipledger/apijson"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
@@ -298,8 +299,8 @@ func mergePatch(target any, patch any) any {
 // password, a non-empty string sets it, absent or "" keeps it. A patch
 // that is not a JSON object is 400 bad_request.
 func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, patch []byte, ifMatch kernel.IfMatch) (*ExpectedMachine, error) {
-	patch = kernel.TrimBOM(patch)
-	if err := kernel.CheckJSON(patch, kernel.JSONOptions{}); err != nil {
+	patch = strictjson.TrimBOM(patch)
+	if err := apijson.Check(patch, apijson.Options{}); err != nil {
 		return nil, err
 	}
 	var p map[string]any

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/fault"
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -20,8 +21,6 @@ const (
 	PoolLoopbackV4 = "lo-ip"
 	PoolLoopbackV6 = "lo-ip-v6"
 )
-
-var poolNameRE = kernel.PoolNameRE
 
 // PoolSpec is the body of POST /api/v1/pools.
 type PoolSpec struct {
@@ -121,7 +120,7 @@ func overlaps(a, b parsedRange) bool { return a.first.cmp(b.last) <= 0 && b.firs
 
 // validatePoolSpec checks a new pool's fields and ranges (422 with field).
 func validatePoolSpec(spec PoolSpec) (space, []parsedRange, error) {
-	if !poolNameRE.MatchString(spec.Name) {
+	if !ident.ValidPoolName(spec.Name) {
 		return space{}, nil, fault.Errf(fault.CodeInvalid, "name", "pool name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", spec.Name)
 	}
 	typ, ok := ParsePoolType(spec.Type)

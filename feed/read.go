@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/fault"
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -88,7 +89,7 @@ func validateFeedQuery(q *FeedQuery) (ActionFilter, error) {
 	if q.ObjectType != "" && !objectTypeRE.MatchString(q.ObjectType) {
 		return ActionFilter{}, fault.Errf(fault.CodeInvalid, "object_type", "object_type %q is not an object type (allocation, pool, machine, …)", q.ObjectType)
 	}
-	if q.Pool != "" && !kernel.PoolNameRE.MatchString(q.Pool) {
+	if q.Pool != "" && !ident.ValidPoolName(q.Pool) {
 		return ActionFilter{}, fault.Errf(fault.CodeInvalid, "pool", "pool %q is not a pool name", q.Pool)
 	}
 	af := ActionFilter{all: true}

@@ -20,10 +20,11 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/apijson"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/strictjson"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -104,7 +105,7 @@ func TooLarge(limit int64) error {
 }
 
 // DecodeJSON reads a JSON body into v with the strict rules every door
-// shares (kernel.DecodeJSON: no repeated or case-variant member names,
+// shares (apijson.Decode: no repeated or case-variant member names,
 // exact-case matching, a leading BOM ignored): unparseable JSON is 400
 // bad_request, a member of the wrong JSON type is 422 invalid naming it.
 // Members the body type does not have are ignored (reports and discovery
@@ -134,10 +135,10 @@ func DecodeJSONStrict(c echo.Context, v any) error {
 func UnmarshalJSON(b []byte, v any) error { return decode(b, v, false) }
 
 func decode(b []byte, v any, rejectUnknown bool) error {
-	if strings.TrimSpace(string(kernel.TrimBOM(b))) == "null" {
+	if strings.TrimSpace(string(strictjson.TrimBOM(b))) == "null" {
 		return fault.Errf(fault.CodeBadRequest, "", "request body must be a JSON object or array, not null")
 	}
-	return kernel.DecodeJSON(b, v, kernel.JSONOptions{RejectUnknown: rejectUnknown})
+	return apijson.Decode(b, v, apijson.Options{RejectUnknown: rejectUnknown})
 }
 
 // ErrorBody is the error shape of docs/api.md.

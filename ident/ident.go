@@ -1,7 +1,7 @@
-// Package ident holds the one rule of each hardware identifier ipledger
-// takes: a MAC address and a serial number. Every door — the REST API, the
-// gRPC API, the CLI, site-explorer reports, the console's forms and its
-// search — reads them through this package, so that a value one door
+// Package ident holds the one rule of each identifier ipledger takes: a
+// MAC address, a serial number and a pool's name. Every door — the REST
+// API, the gRPC API, the CLI, site-explorer reports, the console's forms
+// and its search — reads them through this package, so that a value one door
 // accepts no other refuses (docs/api.md "MAC addresses", docs/decisions.md
 // "One rule per identifier"). It imports nothing of ipledger.
 package ident
@@ -65,3 +65,10 @@ var serialRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 // as ipledger stores it): 1 to 64 letters, digits, '_', '.' or '-', taken
 // as given (callers trim blanks first where their door allows them).
 func ValidSerial(s string) bool { return serialRE.MatchString(s) }
+
+var poolNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidPoolName reports whether s is a pool's name (docs/pools.md): 1 to
+// 64 letters, digits, '.', '_' or '-', starting with a letter or a digit.
+// A webhook's name follows the same rule.
+func ValidPoolName(s string) bool { return poolNameRE.MatchString(s) }

@@ -463,7 +463,7 @@ func sanitizeRequestID(next echo.HandlerFunc) echo.HandlerFunc {
 // either (SQLite would, and the two databases would then disagree), and
 // no name, address or identifier of ipledger needs them; a filter that
 // PostgreSQL cannot compare was a 500. JSON bodies are checked where they
-// are decoded (kernel.CheckJSON).
+// are decoded (apijson.Check).
 func rejectNUL(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()

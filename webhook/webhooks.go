@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
@@ -57,8 +58,6 @@ type WebhookPatch struct {
 	Enabled  *bool
 }
 
-var webhookNameRE = kernel.PoolNameRE
-
 // Secret lengths: long enough to resist guessing, short enough to type.
 const (
 	minSecretLen = 16
@@ -68,7 +67,7 @@ const (
 
 // validateWebhook checks a webhook's fields, naming the JSON member.
 func validateWebhook(w *models.Webhook, actions, pools []string) error {
-	if !webhookNameRE.MatchString(w.Name) {
+	if !ident.ValidPoolName(w.Name) {
 		return fault.Errf(fault.CodeInvalid, "name", "name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", w.Name)
 	}
 	if err := validateWebhookURL(w.URL); err != nil {
@@ -104,7 +103,7 @@ func validateWebhook(w *models.Webhook, actions, pools []string) error {
 		seenP := map[string]bool{}
 		for i, p := range pools {
 			f := fmt.Sprintf("pools[%d]", i)
-			if !kernel.PoolNameRE.MatchString(p) {
+			if !ident.ValidPoolName(p) {
 				return fault.Errf(fault.CodeInvalid, f, "%s %q is not a pool name", f, p)
 			}
 			if seenP[p] {

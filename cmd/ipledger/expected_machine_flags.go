@@ -9,7 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/apijson"
+	"github.com/ipledger/ipledger/strictjson"
 )
 
 // The flags of `ipledger expected-machine add|patch|update`: today's
@@ -118,7 +119,7 @@ func (f *emFlags) resolve(cmd *cobra.Command) error {
 // are refused: a misspelt address must not silently become "none".
 func parseReservations(s string) ([]allocator.ExpectedDpu, error) {
 	const want = `want a JSON array like [{"dpu_serial_number":"MT1","loopback_ipv4":"10.0.0.1","loopback_ipv6":"fd00::1"}] ('[]' clears)`
-	if strings.TrimSpace(string(kernel.TrimBOM([]byte(s)))) == "" {
+	if strings.TrimSpace(string(strictjson.TrimBOM([]byte(s)))) == "" {
 		return nil, fmt.Errorf("--dpu-loopback-reservations is empty: %s", want)
 	}
 	var in []struct {
@@ -129,7 +130,7 @@ func parseReservations(s string) ([]allocator.ExpectedDpu, error) {
 	// The same strict decoder as every JSON body: a member given twice or
 	// in another case is refused, not resolved by "the last one wins" or
 	// a case-insensitive match.
-	if err := kernel.DecodeJSON([]byte(s), &in, kernel.JSONOptions{RejectUnknown: true, What: "--dpu-loopback-reservations"}); err != nil {
+	if err := apijson.Decode([]byte(s), &in, apijson.Options{RejectUnknown: true, What: "--dpu-loopback-reservations"}); err != nil {
 		return nil, fmt.Errorf("--dpu-loopback-reservations: %s: %v", want, err)
 	}
 	if in == nil {

@@ -5,7 +5,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/apijson"
+	"github.com/ipledger/ipledger/strictjson"
 )
 
 // readFileArg reads -f FILE (or - for stdin).
@@ -29,12 +30,12 @@ func readJSONFile(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data = kernel.TrimBOM(data)
+	data = strictjson.TrimBOM(data)
 	what := name
 	if name == "-" {
 		what = "stdin"
 	}
-	if err := kernel.CheckJSON(data, kernel.JSONOptions{What: what}); err != nil {
+	if err := apijson.Check(data, apijson.Options{What: what}); err != nil {
 		return nil, err
 	}
 	return data, nil

@@ -1,4 +1,4 @@
-package kernel
+package apijson
 
 import (
 	"fmt"
@@ -46,7 +46,7 @@ func TestStrictJSONRules(t *testing.T) {
 	for _, c := range refused {
 		t.Run(c.name, func(t *testing.T) {
 			var v body
-			err := DecodeJSON([]byte(c.doc), &v, JSONOptions{})
+			err := Decode([]byte(c.doc), &v, Options{})
 			e, ok := fault.AsError(err)
 			if !ok || e.Code != c.code || e.Field != c.field || !strings.Contains(e.Message, c.msg) {
 				t.Fatalf("%s: got %v, want %s field %q containing %q", c.doc, err, c.code, c.field, c.msg)
@@ -60,21 +60,21 @@ func TestStrictJSONRules(t *testing.T) {
 			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
 		}
 		b.WriteString(`"K4321":1}}`)
-		err := CheckJSON([]byte(b.String()), JSONOptions{})
+		err := Check([]byte(b.String()), Options{})
 		if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeInvalid || e.Field != "x.K4321" {
 			t.Fatalf("case variant among 5000 names: %v", err)
 		}
 	})
 	t.Run("a lone member in another case does not match", func(t *testing.T) {
 		var v body
-		if err := DecodeJSON([]byte(`{"OWNER_ID":"a"}`), &v, JSONOptions{}); err != nil || v.OwnerID != "" {
+		if err := Decode([]byte(`{"OWNER_ID":"a"}`), &v, Options{}); err != nil || v.OwnerID != "" {
 			t.Fatalf("lenient: %+v %v", v, err)
 		}
-		err := DecodeJSON([]byte(`{"OWNER_ID":"a"}`), &v, JSONOptions{RejectUnknown: true})
+		err := Decode([]byte(`{"OWNER_ID":"a"}`), &v, Options{RejectUnknown: true})
 		if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeInvalid || e.Field != "OWNER_ID" || !strings.Contains(e.Message, "unknown field") {
 			t.Fatalf("strict: %v", err)
 		}
-		err = DecodeJSON([]byte(`{"items":[{"nmae":"a"}]}`), &v, JSONOptions{RejectUnknown: true, Prefix: "doc"})
+		err = Decode([]byte(`{"items":[{"nmae":"a"}]}`), &v, Options{RejectUnknown: true, Prefix: "doc"})
 		if e, ok := fault.AsError(err); !ok || e.Field != "doc.items[0].nmae" {
 			t.Fatalf("strict nested: %v", err)
 		}
@@ -82,7 +82,7 @@ func TestStrictJSONRules(t *testing.T) {
 	t.Run("a byte order mark is ignored; numbers and null decode as before", func(t *testing.T) {
 		var v body
 		doc := "\xEF\xBB\xBF" + `{"owner_id":"a","n":-3,"f":2.5e-1,"p":null,"items":null}`
-		if err := DecodeJSON([]byte(doc), &v, JSONOptions{RejectUnknown: true}); err != nil {
+		if err := Decode([]byte(doc), &v, Options{RejectUnknown: true}); err != nil {
 			t.Fatal(err)
 		}
 		if v.OwnerID != "a" || v.N != -3 || v.F == nil || *v.F != 0.25 || v.P != nil || v.Items != nil {

@@ -1,21 +1,7 @@
-package kernel
-
-import (
-	"errors"
-	"fmt"
-	"reflect"
-	"strconv"
-
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-
-	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/strictjson"
-)
-
-// Strict JSON, shared by every door that takes a JSON document (REST
-// bodies, the CLI's files, the console's import): docs/api.md "Strict
-// bodies". A document is refused when
+// Package apijson decodes the JSON documents ipledger takes (REST bodies,
+// the CLI's files, the console's import) by the rules of strict JSON,
+// docs/api.md "Strict bodies", and refuses them with the API's errors
+// (package fault). A document is refused when
 //
 //   - it is not JSON or not UTF-8 (400 bad_request);
 //   - an object carries the same member name twice, or two names that
@@ -30,13 +16,23 @@ import (
 // package strictjson (the walker the CNI plugin uses too); the value is
 // then decoded by github.com/go-json-experiment/json (the encoding/json v2
 // semantics).
+package apijson
 
-// TrimBOM returns b without a leading UTF-8 byte order mark (JSON and TOML
-// documents written by some editors start with one).
-func TrimBOM(b []byte) []byte { return strictjson.TrimBOM(b) }
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
 
-// JSONOptions tunes DecodeJSON.
-type JSONOptions struct {
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ipledger/ipledger/fault"
+	"github.com/ipledger/ipledger/strictjson"
+)
+
+// Options tunes Decode.
+type Options struct {
 	// RejectUnknown refuses a member the target type does not have (422
 	// invalid naming it): used where a misspelt member would silently
 	// change what is done ("vaule" ignored turns a requested allocation
@@ -50,33 +46,33 @@ type JSONOptions struct {
 	What string
 }
 
-func (o JSONOptions) what() string {
+func (o Options) what() string {
 	if o.What == "" {
 		return "request body"
 	}
 	return o.What
 }
 
-// DecodeJSON checks b with CheckJSON and decodes it into v: a member of
+// Decode checks b with Check and decodes it into v: a member of
 // the wrong JSON type is 422 invalid naming its path; a document of the
 // wrong kind at the top (an array where an object is expected) is 400
 // bad_request.
-func DecodeJSON(b []byte, v any, o JSONOptions) error {
-	b = TrimBOM(b)
-	if err := CheckJSON(b, o); err != nil {
+func Decode(b []byte, v any, o Options) error {
+	b = strictjson.TrimBOM(b)
+	if err := Check(b, o); err != nil {
 		return err
 	}
 	err := jsonv2.Unmarshal(b, v, jsonv2.RejectUnknownMembers(o.RejectUnknown))
 	if err == nil {
 		return nil
 	}
-	return JSONError(err, o)
+	return MapError(err, o)
 }
 
-// JSONError maps an error of jsonv2.Unmarshal to the API's error: 422
+// MapError maps an error of jsonv2.Unmarshal to the API's error: 422
 // naming the member's path for a value of the wrong type or an unknown
 // member, 400 for a document that is not JSON.
-func JSONError(err error, o JSONOptions) error {
+func MapError(err error, o Options) error {
 	var se *jsonv2.SemanticError
 	if errors.As(err, &se) {
 		field := pointerPath(o.Prefix, se.JSONPointer)
@@ -101,11 +97,11 @@ func JSONError(err error, o JSONOptions) error {
 	return fault.Errf(fault.CodeBadRequest, "", "%s is not valid JSON: %v", o.what(), err)
 }
 
-// CheckJSON enforces the rules of strict JSON on a whole document (see the
-// top of this file) without decoding it into a Go value; callers that
-// decode piecewise (json.RawMessage members) check the whole document
-// first.
-func CheckJSON(b []byte, o JSONOptions) error {
+// Check enforces the rules of strict JSON on a whole document (see the
+// package's documentation) without decoding it into a Go value; callers
+// that decode piecewise (json.RawMessage members) check the whole
+// document first.
+func Check(b []byte, o Options) error {
 	p := strictjson.Check(b, strictjson.Options{Prefix: o.Prefix, RefuseNUL: true})
 	if p == nil {
 		return nil
