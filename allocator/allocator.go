@@ -42,6 +42,7 @@ import (
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // Options configure an Allocator.
@@ -203,7 +204,7 @@ func (a *Allocator) writeOnConn(ctx context.Context, fn func(t *tx) error) error
 
 func (a *Allocator) writeWith(ctx context.Context, ownConn bool, fn func(t *tx) error) error {
 	var last *tx
-	err := kernel.Write(ctx, a.db, kernel.WriteOptions{Now: a.now(), OwnConn: ownConn}, func(k *kernel.Tx) error {
+	err := txn.Write(ctx, a.db, txn.WriteOptions{Now: a.now(), OwnConn: ownConn}, func(k *txn.Tx) error {
 		last = &tx{a: a, ctx: k.Ctx, now: k.Now, attempt: k.Attempt, DB: k.DB, conn: k.Conn, locked: map[string]*models.Pool{}}
 		return fn(last)
 	})
@@ -228,7 +229,7 @@ func (a *Allocator) committed() {
 
 // read runs fn with a read-only handle, mapping database errors.
 func (a *Allocator) read(ctx context.Context, fn func(db *gorm.DB) error) error {
-	return kernel.Read(ctx, a.db, fn)
+	return txn.Read(ctx, a.db, fn)
 }
 
 // lockPools takes the row lock of each named pool, in name order so that

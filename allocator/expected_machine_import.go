@@ -10,8 +10,8 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // ImportMode says what an import of a NICo expected-machines file does
@@ -344,7 +344,7 @@ func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedM
 	}
 	stored, err := t.storedByMAC(recs)
 	if err != nil {
-		return nil, kernel.MapDBError(err)
+		return nil, txn.MapDBError(err)
 	}
 	replaced := map[string]bool{}
 	var ids []string
@@ -358,7 +358,7 @@ func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedM
 	}
 	var all []models.ExpectedMachine
 	if err := t.Select("id").Find(&all).Error; err != nil {
-		return nil, kernel.MapDBError(err)
+		return nil, txn.MapDBError(err)
 	}
 	for _, st := range all {
 		replaced[st.ID] = true
@@ -367,7 +367,7 @@ func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedM
 	for start := 0; start < len(ids); start += 500 {
 		var rows []models.ExpectedDpu
 		if err := t.Where("expected_machine_id IN ?", ids[start:min(start+500, len(ids))]).Order("expected_machine_id, position").Find(&rows).Error; err != nil {
-			return nil, kernel.MapDBError(err)
+			return nil, txn.MapDBError(err)
 		}
 		for _, d := range rows {
 			keptRows[d.ExpectedMachineID] = append(keptRows[d.ExpectedMachineID], d)
@@ -389,7 +389,7 @@ func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedM
 		}
 	}
 	if err := t.validateRecords(recs, replaced, true, &ps); err != nil {
-		return nil, kernel.MapDBError(err)
+		return nil, txn.MapDBError(err)
 	}
 	return ps, nil
 }

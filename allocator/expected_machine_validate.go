@@ -9,8 +9,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // loopbackPools are the two pools reservations refer to, as locked (or
@@ -340,13 +340,13 @@ func (a *Allocator) ExpectedMachineProblems(ctx context.Context, id string, spec
 	if id != "" {
 		cur, err := findExpectedMachine(t.DB, id)
 		if err != nil {
-			return nil, kernel.MapDBError(err)
+			return nil, txn.MapDBError(err)
 		}
 		r.selfID = cur.ID
 		replaced[cur.ID] = r.dpusGiven
 	}
 	if err := t.validateRecords([]*emRecord{r}, replaced, false, &ps); err != nil {
-		return nil, kernel.MapDBError(err)
+		return nil, txn.MapDBError(err)
 	}
 	return ps, nil
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/ipledger/ipledger/apijson"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/strictjson"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // emAudit is an ExpectedMachine as audit events record it: never the
@@ -238,7 +238,7 @@ func (a *Allocator) CreateExpectedMachine(ctx context.Context, spec ExpectedMach
 // which absent keep (docs/reservations.md, docs/api.md). ifMatch is the If-Match
 // precondition (412 stale_version on mismatch). The BMC MAC may change;
 // the record keeps its id.
-func (a *Allocator) ReplaceExpectedMachine(ctx context.Context, idOrMAC string, spec ExpectedMachineSpec, ifMatch kernel.IfMatch) (*ExpectedMachine, error) {
+func (a *Allocator) ReplaceExpectedMachine(ctx context.Context, idOrMAC string, spec ExpectedMachineSpec, ifMatch txn.IfMatch) (*ExpectedMachine, error) {
 	var out *ExpectedMachine
 	err := a.write(ctx, func(t *tx) error {
 		cur, err := t.lockEMForEdit(idOrMAC, ifMatch)
@@ -298,7 +298,7 @@ func mergePatch(target any, patch any) any {
 // clears the reservations like []; "bmc_password": null clears the
 // password, a non-empty string sets it, absent or "" keeps it. A patch
 // that is not a JSON object is 400 bad_request.
-func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, patch []byte, ifMatch kernel.IfMatch) (*ExpectedMachine, error) {
+func (a *Allocator) PatchExpectedMachine(ctx context.Context, idOrMAC string, patch []byte, ifMatch txn.IfMatch) (*ExpectedMachine, error) {
 	patch = strictjson.TrimBOM(patch)
 	if err := apijson.Check(patch, apijson.Options{}); err != nil {
 		return nil, err
@@ -405,7 +405,7 @@ func errOr(err error, s string) string {
 // DeleteExpectedMachine removes an ExpectedMachine and its ExpectedDpu
 // reservations (the reserved values become ordinary free values of their
 // explicit ranges; active DPUs keep their values, docs/reservations.md).
-func (a *Allocator) DeleteExpectedMachine(ctx context.Context, idOrMAC string, ifMatch kernel.IfMatch) error {
+func (a *Allocator) DeleteExpectedMachine(ctx context.Context, idOrMAC string, ifMatch txn.IfMatch) error {
 	return a.write(ctx, func(t *tx) error {
 		cur, err := t.lockEMForEdit(idOrMAC, ifMatch)
 		if err != nil {
@@ -435,7 +435,7 @@ func (t *tx) deleteEM(cur *models.ExpectedMachine) error {
 
 // lockEMForEdit prepares an ExpectedMachine write and locks the record,
 // checking the If-Match precondition (412 stale_version on mismatch).
-func (t *tx) lockEMForEdit(idOrMAC string, ifMatch kernel.IfMatch) (*models.ExpectedMachine, error) {
+func (t *tx) lockEMForEdit(idOrMAC string, ifMatch txn.IfMatch) (*models.ExpectedMachine, error) {
 	if err := t.prepareEM(); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // emPools creates lo-ip and lo-ip-v6 as in the demo site: auto ranges below
@@ -289,12 +290,12 @@ func TestExpectedMachinePatch(t *testing.T) {
 			deref(got.SkuID) != "sku-1" || len(got.ExpectedDpus) != 1 || got.FallbackDpuSerialNumbers[0] != "FB-1" || !got.BmcPasswordSet || got.Version != 2 {
 			t.Fatalf("merge: %+v %v", got, err)
 		}
-		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip_v6":"fd00:180:62:1::1"}]}`), kernel.IfMatch{2})
+		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip_v6":"fd00:180:62:1::1"}]}`), txn.IfMatch{2})
 		if err != nil || got.ExpectedDpus[0].LoopbackIP != nil || *got.ExpectedDpus[0].LoopbackIPv6 != "fd00:180:62:1::1" {
 			t.Fatalf("replace dpus: %+v %v", got, err)
 		}
 		before := f.emSnap()
-		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"chassis_serial_number":"x"}`), kernel.IfMatch{2})
+		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"chassis_serial_number":"x"}`), txn.IfMatch{2})
 		testkit.WantCode(t, err, fault.CodeStaleVersion, "")
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip":"10.180.62.1"}]}`), nil)
 		testkit.WantCode(t, err, fault.CodeInvalid, "expected_dpus[0].loopback_ip")
@@ -305,7 +306,7 @@ func TestExpectedMachinePatch(t *testing.T) {
 		if f.emSnap() != before {
 			t.Fatal("refused patches changed stored state")
 		}
-		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null,"metadata":{"labels":null}}`), kernel.IfMatch{3})
+		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null,"metadata":{"labels":null}}`), txn.IfMatch{3})
 		if err != nil || len(got.ExpectedDpus) != 0 || len(got.Metadata.Labels) != 0 || got.Metadata.Name != "r2" {
 			t.Fatalf("null clears: %+v %v", got, err)
 		}
@@ -333,18 +334,18 @@ func TestExpectedMachineIfMatch(t *testing.T) {
 		emPools(f)
 		em := f.emCreate(emSpec("0a:00:00:00:00:01"))
 		before := f.emSnap()
-		_, err := f.a.ReplaceExpectedMachine(f.ctx, em.ID, emSpec("0a:00:00:00:00:01"), kernel.IfMatch{7})
+		_, err := f.a.ReplaceExpectedMachine(f.ctx, em.ID, emSpec("0a:00:00:00:00:01"), txn.IfMatch{7})
 		testkit.WantCode(t, err, fault.CodeStaleVersion, "")
-		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, kernel.IfMatch{-1}), fault.CodeStaleVersion, "")
+		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, txn.IfMatch{-1}), fault.CodeStaleVersion, "")
 		if f.emSnap() != before {
 			t.Fatal("stale writes changed state")
 		}
 		s := emSpec("0a:00:00:00:00:01")
 		s.ChassisSerialNumber = "C2"
-		if got, err := f.a.ReplaceExpectedMachine(f.ctx, em.ID, s, kernel.IfMatch{1}); err != nil || got.Version != 2 {
+		if got, err := f.a.ReplaceExpectedMachine(f.ctx, em.ID, s, txn.IfMatch{1}); err != nil || got.Version != 2 {
 			t.Fatalf("PUT with current version: %+v %v", got, err)
 		}
-		if err := f.a.DeleteExpectedMachine(f.ctx, em.ID, kernel.IfMatch{2}); err != nil {
+		if err := f.a.DeleteExpectedMachine(f.ctx, em.ID, txn.IfMatch{2}); err != nil {
 			t.Fatal(err)
 		}
 		testkit.WantCode(t, f.a.DeleteExpectedMachine(f.ctx, em.ID, nil), fault.CodeNotFound, "")

@@ -13,8 +13,8 @@ import (
 
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // The PostgreSQL path of a batch of automatic allocations (groupcommit.go): the
@@ -135,7 +135,7 @@ func (lc *leaderConn) drop() {
 func (a *Allocator) groupCommitPG(ctx context.Context, lc *leaderConn, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
 	conn, err := lc.get(ctx, a)
 	if err != nil {
-		return nil, kernel.MapCtxError(ctx, err)
+		return nil, txn.MapCtxError(ctx, err)
 	}
 	var res []allocResult
 	err = conn.Raw(func(dc any) error {
@@ -165,7 +165,7 @@ func (a *Allocator) groupCommitPG(ctx context.Context, lc *leaderConn, pool stri
 			return nil, err
 		}
 		if database.IsUnavailable(err) || ctx.Err() != nil {
-			return nil, kernel.MapCtxError(ctx, err)
+			return nil, txn.MapCtxError(ctx, err)
 		}
 		return nil, err
 	}

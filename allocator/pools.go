@@ -11,8 +11,8 @@ import (
 
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/ident"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // The pools of DPU loopbacks (docs/pools.md): lo-ip is required for DPU
@@ -48,7 +48,7 @@ type RangeUpdate struct {
 	Version    *int64  `json:"version,omitempty"`
 	// IfMatch carries the request's If-Match versions (REST); empty is no
 	// precondition.
-	IfMatch kernel.IfMatch `json:"-"`
+	IfMatch txn.IfMatch `json:"-"`
 }
 
 // Pool is a resource pool as the API shows it.

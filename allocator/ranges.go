@@ -11,8 +11,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // AddRange grows a pool by one range (admin). Overlap with a stored range is
@@ -283,7 +283,7 @@ func (a *Allocator) RemoveRange(ctx context.Context, pool, id string) error {
 
 // RemoveRangeIf is RemoveRange with an If-Match precondition on the range's
 // version (412 stale_version when it does not match).
-func (a *Allocator) RemoveRangeIf(ctx context.Context, pool, id string, m kernel.IfMatch) error {
+func (a *Allocator) RemoveRangeIf(ctx context.Context, pool, id string, m txn.IfMatch) error {
 	return a.write(ctx, func(t *tx) error {
 		p, err := t.lockPool(pool)
 		if err != nil {

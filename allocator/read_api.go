@@ -12,7 +12,7 @@ import (
 
 // The allocator's read API for the read models outside the package (package
 // console): the few derivations a page needs that only the allocator can
-// make, each over a handle the caller reads with (kernel.Read on DB()).
+// make, each over a handle the caller reads with (txn.Read on DB()).
 // Nothing here writes.
 
 // Now is the allocator's clock: the time its writes stamp (UTC, to the

@@ -13,6 +13,7 @@ import (
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // Two server processes (two allocators over one database) take reports
@@ -69,7 +70,7 @@ func TestReportBatchesRaceAcrossProcesses(t *testing.T) {
 							dpus = append(dpus, d)
 						}
 						_, _ = a.ReplaceExpectedMachine(ctx, mac(h), ExpectedMachineSpec{BmcMacAddress: mac(h),
-							ChassisSerialNumber: "CHS-" + mac(h), FallbackDpuSerialNumbers: []string{}, ExpectedDpus: &dpus}, kernel.IfMatch{})
+							ChassisSerialNumber: "CHS-" + mac(h), FallbackDpuSerialNumbers: []string{}, ExpectedDpus: &dpus}, txn.IfMatch{})
 					case k < 9:
 						_, _ = a.DeleteMachine(ctx, HostMachineID(mac(h)), true)
 					default:

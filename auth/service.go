@@ -8,8 +8,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // Options configure a Service.
@@ -55,9 +55,9 @@ func New(db *gorm.DB, opts Options) *Service {
 	return s
 }
 
-// write runs fn in one transaction (kernel.Write) and then the commit hook.
-func (s *Service) write(ctx context.Context, fn func(t *kernel.Tx) error) error {
-	if err := kernel.Write(ctx, s.db, kernel.WriteOptions{Now: s.now()}, fn); err != nil {
+// write runs fn in one transaction (txn.Write) and then the commit hook.
+func (s *Service) write(ctx context.Context, fn func(t *txn.Tx) error) error {
+	if err := txn.Write(ctx, s.db, txn.WriteOptions{Now: s.now()}, fn); err != nil {
 		return err
 	}
 	if s.onCommit != nil {
@@ -68,7 +68,7 @@ func (s *Service) write(ctx context.Context, fn func(t *kernel.Tx) error) error 
 
 // read runs fn with a read-only handle, mapping database errors.
 func (s *Service) read(ctx context.Context, fn func(db *gorm.DB) error) error {
-	return kernel.Read(ctx, s.db, fn)
+	return txn.Read(ctx, s.db, fn)
 }
 
 // DB is the service's database handle (the sessions of people share it).

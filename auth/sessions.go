@@ -10,8 +10,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 const sessionKeySetting = "console_session_key"
@@ -40,7 +40,7 @@ func (s *Service) SessionKey(ctx context.Context) ([]byte, error) {
 		if _, err := rand.Read(b[:]); err != nil {
 			return nil, err
 		}
-		err := s.write(ctx, func(t *kernel.Tx) error {
+		err := s.write(ctx, func(t *txn.Tx) error {
 			return t.Exec(`INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
 				sessionKeySetting, hex.EncodeToString(b[:])).Error
 		})
@@ -82,7 +82,7 @@ func (s *Service) CreateSession(ctx context.Context, tokenID int64, ttl time.Dur
 	}
 	id := base64.RawURLEncoding.EncodeToString(b[:])
 	var exp time.Time
-	err := s.write(ctx, func(t *kernel.Tx) error {
+	err := s.write(ctx, func(t *txn.Tx) error {
 		now := t.Now
 		exp = now.Add(ttl)
 		var n int64
@@ -133,7 +133,7 @@ func (s *Service) Session(ctx context.Context, id string, ttl, renewEvery time.D
 	cs := &ConsoleSession{Token: Token{ID: r.TokenID, Name: r.Name, Role: Role(r.Role)}, Expires: time.Unix(r.ExpiresAt, 0)}
 	if cs.Expires.Sub(now) < ttl-renewEvery {
 		exp := now.Add(ttl)
-		err := s.write(ctx, func(t *kernel.Tx) error {
+		err := s.write(ctx, func(t *txn.Tx) error {
 			return t.Exec(`UPDATE console_sessions SET expires_at = ?, last_seen_at = ? WHERE id = ? AND expires_at < ?`,
 				exp.Unix(), now.Unix(), h, exp.Unix()).Error
 		})
@@ -148,7 +148,7 @@ func (s *Service) Session(ctx context.Context, id string, ttl, renewEvery time.D
 // DeleteSession ends a console session (sign out). Ending one that does
 // not exist is not an error.
 func (s *Service) DeleteSession(ctx context.Context, id string) error {
-	return s.write(ctx, func(t *kernel.Tx) error {
+	return s.write(ctx, func(t *txn.Tx) error {
 		return t.Exec(`DELETE FROM console_sessions WHERE id = ?`, tokenSessionHash(id)).Error
 	})
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -137,7 +137,7 @@ func (s *Service) listenTokens(ctx context.Context, ready chan struct{}) {
 // LISTEN is in place, and empties it on each notification until the
 // connection fails or ctx ends.
 func (s *Service) listenTokensOnce(ctx context.Context, listening func()) error {
-	conn, err := kernel.DialLike(ctx, s.db)
+	conn, err := database.DialLike(ctx, s.db)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // Role is an API role; roles nest: admin ⊃ operator ⊃ viewer (docs/api.md).
@@ -89,7 +90,7 @@ func (s *Service) CreateToken(ctx context.Context, name string, role Role, value
 	} else if len(value) < 16 {
 		return "", fault.Errf(fault.CodeInvalid, "token", "a token must be at least 16 characters")
 	}
-	err := s.write(ctx, func(t *kernel.Tx) error {
+	err := s.write(ctx, func(t *txn.Tx) error {
 		// Token names are unique (the audit actor token:NAME names one
 		// token); the unique index of migration 12 backs this check.
 		var taken []models.APIToken
@@ -106,7 +107,7 @@ func (s *Service) CreateToken(ctx context.Context, name string, role Role, value
 			}
 			return err
 		}
-		return t.Audit("token.create", "token", name, nil, map[string]any{"id": row.ID, "name": name, "role": role})
+		return kernel.Record(t, "token.create", "token", name, nil, map[string]any{"id": row.ID, "name": name, "role": role})
 	})
 	return value, err
 }
@@ -124,7 +125,7 @@ func (s *Service) EnsureAdminToken(ctx context.Context, value string) (bool, err
 		if rows[0].Role == string(RoleAdmin) {
 			return false, nil
 		}
-		err := s.write(ctx, func(t *kernel.Tx) error {
+		err := s.write(ctx, func(t *txn.Tx) error {
 			return t.Model(&models.APIToken{}).Where("id = ?", rows[0].ID).Update("role", string(RoleAdmin)).Error
 		})
 		s.tokensChanged()
@@ -267,7 +268,7 @@ func (s *Service) ListTokens(ctx context.Context) ([]TokenInfo, error) {
 // unknown token is 404; a name held by several tokens is 409 (give the id).
 func (s *Service) DeleteToken(ctx context.Context, id int64, name string) (*Token, error) {
 	var out *Token
-	err := s.write(ctx, func(t *kernel.Tx) error {
+	err := s.write(ctx, func(t *txn.Tx) error {
 		var rows []models.APIToken
 		q := t.Model(&models.APIToken{})
 		field := "id"
@@ -296,7 +297,7 @@ func (s *Service) DeleteToken(ctx context.Context, id int64, name string) (*Toke
 			return err
 		}
 		out = &Token{ID: r.ID, Name: r.Name, Role: Role(r.Role)}
-		return t.Audit("token.delete", "token", r.Name, map[string]any{"id": r.ID, "name": r.Name, "role": r.Role}, nil)
+		return kernel.Record(t, "token.delete", "token", r.Name, map[string]any{"id": r.ID, "name": r.Name, "role": r.Role}, nil)
 	})
 	s.tokensChanged()
 	return out, err

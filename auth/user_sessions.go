@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // DefaultSessionTTL is IPLEDGER_SESSION_TTL's default.
@@ -72,7 +73,7 @@ func (p *People) Open(ctx context.Context, who *Person, source string) (string, 
 	}
 	now := p.now()
 	exp := now.Add(p.TTL)
-	err := p.Service.write(actedBy(ctx, who.Actor, string(who.Role)), func(t *kernel.Tx) error {
+	err := p.Service.write(actedBy(ctx, who.Actor, string(who.Role)), func(t *txn.Tx) error {
 		if err := t.Exec(`DELETE FROM user_sessions WHERE expires_at <= ?`, now.Unix()).Error; err != nil {
 			return err
 		}
@@ -83,7 +84,7 @@ func (p *People) Open(ctx context.Context, who *Person, source string) (string, 
 			sessionHash(id), who.Name, string(who.Role), source, now.Unix(), now.Unix(), exp.Unix(), sealed).Error; err != nil {
 			return err
 		}
-		return t.Audit("session.open", "session", who.Actor, nil, map[string]any{"user": who.Name, "role": who.Role, "via": source, "expires_at": exp.UTC().Format(time.RFC3339)})
+		return kernel.Record(t, "session.open", "session", who.Actor, nil, map[string]any{"user": who.Name, "role": who.Role, "via": source, "expires_at": exp.UTC().Format(time.RFC3339)})
 	})
 	if err != nil {
 		return "", time.Time{}, err
@@ -96,7 +97,7 @@ func (p *People) Open(ctx context.Context, who *Person, source string) (string, 
 // the person was removed from a group, and the sessions opened before
 // must not keep the role the provider no longer gives. Each is audited
 // as session.end by the person, with the reason.
-func endDemoted(t *kernel.Tx, who *Person) error {
+func endDemoted(t *txn.Tx, who *Person) error {
 	var open []struct {
 		ID        string
 		Role      string
@@ -118,7 +119,7 @@ func endDemoted(t *kernel.Tx, who *Person) error {
 		if err := t.Exec(`DELETE FROM user_sessions WHERE id = ?`, o.ID).Error; err != nil {
 			return err
 		}
-		if err := t.Audit("session.end", "session", who.Actor, map[string]any{"session": who.Actor, "role": o.Role,
+		if err := kernel.Record(t, "session.end", "session", who.Actor, map[string]any{"session": who.Actor, "role": o.Role,
 			"since": time.Unix(o.CreatedAt, 0).UTC().Format(time.RFC3339), "reason": "a later sign-in gave the role " + string(who.Role)}, nil); err != nil {
 			return err
 		}
@@ -178,12 +179,12 @@ func (p *People) Close(ctx context.Context, id string) (Secret, error) {
 		// sign-out goes on without the hint.
 		hint, _ = openIDToken(id, *rows[0].IDToken)
 	}
-	return hint, p.Service.write(actedBy(ctx, "user:"+rows[0].Username, rows[0].Role), func(t *kernel.Tx) error {
+	return hint, p.Service.write(actedBy(ctx, "user:"+rows[0].Username, rows[0].Role), func(t *txn.Tx) error {
 		res := t.Exec(`DELETE FROM user_sessions WHERE id = ?`, sessionHash(id))
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
-		return t.Audit("session.end", "session", "user:"+rows[0].Username, map[string]any{"user": rows[0].Username, "reason": "signed out"}, nil)
+		return kernel.Record(t, "session.end", "session", "user:"+rows[0].Username, map[string]any{"user": rows[0].Username, "reason": "signed out"}, nil)
 	})
 }
 
@@ -288,7 +289,7 @@ func (p *People) End(ctx context.Context, ref string) (*OpenSession, error) {
 		return nil, fault.Errf(fault.CodeNotFound, "session", "no open session %q", ref)
 	}
 	var ended *OpenSession
-	err := p.Service.write(ctx, func(t *kernel.Tx) error {
+	err := p.Service.write(ctx, func(t *txn.Tx) error {
 		all, err := listIn(t.DB, t.Now.Unix())
 		if err != nil {
 			return err
@@ -308,7 +309,7 @@ func (p *People) End(ctx context.Context, ref string) (*OpenSession, error) {
 		if err := t.Exec(`DELETE FROM `+table+` WHERE substr(id, 1, 16) = ?`, ref[1:]).Error; err != nil {
 			return err
 		}
-		return t.Audit("session.end", "session", ended.Actor,
+		return kernel.Record(t, "session.end", "session", ended.Actor,
 			map[string]any{"session": ended.Actor, "role": ended.Role, "since": ended.Since.UTC().Format(time.RFC3339), "reason": "ended by an admin"}, nil)
 	})
 	return ended, err

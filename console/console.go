@@ -1,7 +1,7 @@
 // Package console holds the operator console's read models: the header
 // search, the wallboard's fleet summary, the machine page, the pending-edit
 // warnings of the ExpectedMachine form, the quarantine list and the hosts
-// listed by name. Each reads the database with kernel.Read and derives
+// listed by name. Each reads the database with txn.Read and derives
 // what only the domain can say (names, bindings, lapsed quarantines,
 // machine rendering) through the allocator's read API; nothing here
 // writes, and the allocator never imports this package.
@@ -13,7 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // Console serves the console's read models over one allocator.
@@ -27,7 +27,7 @@ func New(a *allocator.Allocator) *Console { return &Console{a: a, db: a.DB()} }
 
 // read runs fn with a read-only handle, mapping database errors.
 func (c *Console) read(ctx context.Context, fn func(db *gorm.DB) error) error {
-	return kernel.Read(ctx, c.db, fn)
+	return txn.Read(ctx, c.db, fn)
 }
 
 func deref(s *string) string {

@@ -12,8 +12,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // Deliveries is what the sequencer tells the webhooks (package webhook).
@@ -71,5 +71,5 @@ func (f *Feed) SetDeliveries(d Deliveries) { f.deliveries = d }
 
 // read runs fn with a read-only handle, mapping database errors.
 func (f *Feed) read(ctx context.Context, fn func(db *gorm.DB) error) error {
-	return kernel.Read(ctx, f.db, fn)
+	return txn.Read(ctx, f.db, fn)
 }

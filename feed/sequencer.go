@@ -11,8 +11,9 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // The feed's sequencer gives every committed audit event its revision
@@ -251,7 +252,7 @@ RETURNING id, revision, action, object_type, object_id`, feedPassLimit).Scan(&ro
 		return nil
 	})
 	if err != nil {
-		return 0, kernel.MapCtxError(ctx, err)
+		return 0, txn.MapCtxError(ctx, err)
 	}
 	f.hub.advance(head, false)
 	if queued > 0 {
@@ -293,7 +294,7 @@ func (f *Feed) listenFeed(ctx context.Context) {
 }
 
 func (f *Feed) listenFeedOnce(ctx context.Context, listening func()) error {
-	conn, err := kernel.DialLike(ctx, f.db)
+	conn, err := database.DialLike(ctx, f.db)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // ExpectedMachines REST API (docs/reservations.md, docs/api.md). The handlers parse,
@@ -28,12 +28,12 @@ func setETag(c echo.Context, version int64) {
 // only the quoted canonical decimal of a version names it: 3 unquoted,
 // "03" or "+3" are tags that are not a version and can never match, so
 // they become -1 (412 stale_version).
-func IfMatchOf(c echo.Context) kernel.IfMatch {
+func IfMatchOf(c echo.Context) txn.IfMatch {
 	h := strings.TrimSpace(c.Request().Header.Get("If-Match"))
 	if h == "" {
 		return nil
 	}
-	var m kernel.IfMatch
+	var m txn.IfMatch
 	for _, tag := range strings.Split(h, ",") {
 		tag = strings.TrimSpace(tag)
 		if tag == "*" {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/txn"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -77,7 +77,7 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 	if f.ID == "" {
 		em, err = h.A.CreateExpectedMachine(Ctx(c), f.Spec(pw))
 	} else {
-		em, err = h.A.ReplaceExpectedMachine(Ctx(c), f.ID, f.Spec(pw), kernel.IfMatch{f.Version})
+		em, err = h.A.ReplaceExpectedMachine(Ctx(c), f.ID, f.Spec(pw), txn.IfMatch{f.Version})
 	}
 	if err == nil {
 		name := allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)
@@ -124,7 +124,7 @@ func (h *Console) DeleteExpectedMachine(c echo.Context) error {
 	if em, err := h.A.GetExpectedMachine(Ctx(c), id); err == nil {
 		name += " " + allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)
 	}
-	if err := h.A.DeleteExpectedMachine(Ctx(c), id, kernel.IfMatch{version}); err != nil {
+	if err := h.A.DeleteExpectedMachine(Ctx(c), id, txn.IfMatch{version}); err != nil {
 		if isFormError(err) {
 			e, _ := fault.AsError(err)
 			return h.redirect(c, "/expected-machines/"+id+"/edit", "bad", e.Message)

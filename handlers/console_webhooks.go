@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/txn"
 	"github.com/ipledger/ipledger/views"
 	"github.com/ipledger/ipledger/webhook"
 )
@@ -160,7 +160,7 @@ func (h *Console) SaveWebhook(c echo.Context) error {
 			p.Secret = &s
 		}
 	}
-	w, err := h.Hooks.PatchWebhook(Ctx(c), id, p, kernel.IfMatch{version})
+	w, err := h.Hooks.PatchWebhook(Ctx(c), id, p, txn.IfMatch{version})
 	if err == nil {
 		msg := "Webhook " + w.Name + " saved."
 		if c.FormValue("only_enabled") == "true" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 	"gorm.io/gorm"
 )
 
@@ -35,8 +36,9 @@ func AuditEvent(ctx context.Context, at time.Time, action, objectType, objectID 
 	return ev, nil
 }
 
-// Audit records one change in the transaction t.
-func (t *Tx) Audit(action, objectType, objectID string, before, after any) error {
+// Record writes the audit event of one change in the transaction t, for
+// t's actor at t's time.
+func Record(t *txn.Tx, action, objectType, objectID string, before, after any) error {
 	ev, err := AuditEvent(t.Ctx, t.Now, action, objectType, objectID, before, after)
 	if err != nil {
 		return err

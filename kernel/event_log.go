@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // The audit log's read (GET /api/v1/events, the console's audit log,
@@ -56,7 +57,7 @@ func ListEvents(ctx context.Context, db *gorm.DB, f EventFilter) (*EventPage, er
 	}
 	scope := f.Scope
 	var rows []models.AuditEvent
-	err := Read(ctx, db, func(db *gorm.DB) error {
+	err := txn.Read(ctx, db, func(db *gorm.DB) error {
 		q := db.Model(&models.AuditEvent{})
 		if scope != nil {
 			q = q.Where(scope.Where(db))

@@ -17,8 +17,8 @@ import (
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // docErrorExamples reads the error examples of the served document:
@@ -177,7 +177,7 @@ func TestOpenAPIErrorExamplesAreTheServers(t *testing.T) {
 	// pool's connections) maps to the 503 example word for word.
 	want := examples["GET /pools"][503]
 	for _, pe := range []*pgconn.PgError{{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"}, {Code: "57P01", Message: "terminating connection due to administrator command"}} {
-		e, ok := fault.AsError(kernel.MapDBError(pe))
+		e, ok := fault.AsError(txn.MapDBError(pe))
 		if !ok || e.Code != want.Code || e.Message != want.Message {
 			t.Errorf("PostgreSQL %s maps to %+v, the 503 example is %+v", pe.Code, e, want)
 		}

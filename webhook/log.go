@@ -11,6 +11,7 @@ import (
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // Delivery is one entry of a webhook's delivery log: an event for the
@@ -118,7 +119,7 @@ func (wh *Service) Redeliver(ctx context.Context, webhookID, deliveryID string) 
 		return nil, err
 	}
 	var d models.WebhookDelivery
-	err = wh.write(ctx, func(t *kernel.Tx) error {
+	err = wh.write(ctx, func(t *txn.Tx) error {
 		err := t.Where("webhook_id = ? AND delivery_id = ?", id, deliveryID).Take(&d).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return fault.Errf(fault.CodeNotFound, "", "webhook %q has no delivery %q", webhookID, deliveryID)
@@ -136,7 +137,7 @@ func (wh *Service) Redeliver(ctx context.Context, webhookID, deliveryID string) 
 			"redeliveries": gorm.Expr("redeliveries + 1")}).Error; err != nil {
 			return err
 		}
-		return t.Audit("webhook.redeliver", "webhook", webhookID, nil, map[string]any{"delivery_id": d.DeliveryID, "revision": d.Revision})
+		return kernel.Record(t, "webhook.redeliver", "webhook", webhookID, nil, map[string]any{"delivery_id": d.DeliveryID, "revision": d.Revision})
 	})
 	if err != nil {
 		return nil, err

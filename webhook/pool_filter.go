@@ -5,8 +5,8 @@ import (
 	"slices"
 
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // checkPoolsExist refuses a pool filter naming a pool that does not
@@ -15,7 +15,7 @@ import (
 // are not looked up again, so a webhook whose pool has gone since can
 // still be edited without touching its filter (docs/decisions.md,
 // "A webhook's pool filter"). It runs in the writing transaction.
-func checkPoolsExist(t *kernel.Tx, pools, kept []string) error {
+func checkPoolsExist(t *txn.Tx, pools, kept []string) error {
 	known := map[string]bool{}
 	for _, p := range kept {
 		known[p] = true

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // A pool filter naming a pool that does not exist is refused (422
@@ -35,7 +35,7 @@ func TestWebhookRefusesUnknownPool(t *testing.T) {
 		}
 		events := f.Count(&models.AuditEvent{}, "object_type = ?", "webhook")
 		w := f.mkHook("https://example.com/h", []string{"allocation.*"}, []string{"wp"})
-		_, err = f.hooks.PatchWebhook(f.Ctx, w.ID, WebhookPatch{PoolsSet: true, Pools: []string{"nope", "wp"}}, kernel.IfMatch{})
+		_, err = f.hooks.PatchWebhook(f.Ctx, w.ID, WebhookPatch{PoolsSet: true, Pools: []string{"nope", "wp"}}, txn.IfMatch{})
 		wantInvalid("patch", err, "pools[0]", "nope")
 		got, err := f.hooks.GetWebhook(f.Ctx, w.ID)
 		if err != nil {
@@ -67,17 +67,17 @@ func TestWebhookKeepsAPoolThatHasGone(t *testing.T) {
 			t.Fatal(err)
 		}
 		url := "https://example.com/other"
-		if _, err := f.hooks.PatchWebhook(f.Ctx, w.ID, WebhookPatch{URL: &url}, kernel.IfMatch{}); err != nil {
+		if _, err := f.hooks.PatchWebhook(f.Ctx, w.ID, WebhookPatch{URL: &url}, txn.IfMatch{}); err != nil {
 			t.Fatalf("change the URL: %v", err)
 		}
-		got, err := f.hooks.PatchWebhook(f.Ctx, w.ID, WebhookPatch{URL: &url, PoolsSet: true, Pools: []string{"wp", "wr"}}, kernel.IfMatch{})
+		got, err := f.hooks.PatchWebhook(f.Ctx, w.ID, WebhookPatch{URL: &url, PoolsSet: true, Pools: []string{"wp", "wr"}}, txn.IfMatch{})
 		if err != nil {
 			t.Fatalf("send the same pools back: %v", err)
 		}
 		if got.Pools == nil || strings.Join(*got.Pools, ",") != "wp,wr" {
 			t.Errorf("pools after the edit: %v", got.Pools)
 		}
-		_, err = f.hooks.PatchWebhook(f.Ctx, w.ID, WebhookPatch{PoolsSet: true, Pools: []string{"wp", "wr", "ws"}}, kernel.IfMatch{})
+		_, err = f.hooks.PatchWebhook(f.Ctx, w.ID, WebhookPatch{PoolsSet: true, Pools: []string{"wp", "wr", "ws"}}, txn.IfMatch{})
 		var ke *fault.Error
 		if !errors.As(err, &ke) || ke.Code != fault.CodeInvalid || ke.Field != "pools[2]" {
 			t.Errorf("adding an unknown pool: %v, want invalid naming pools[2]", err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/ipledger/ipledger/feed"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // Options configure a Service.
@@ -69,9 +69,9 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// write runs fn in one transaction (kernel.Write) and then the commit hook.
-func (wh *Service) write(ctx context.Context, fn func(t *kernel.Tx) error) error {
-	if err := kernel.Write(ctx, wh.db, kernel.WriteOptions{Now: wh.now()}, fn); err != nil {
+// write runs fn in one transaction (txn.Write) and then the commit hook.
+func (wh *Service) write(ctx context.Context, fn func(t *txn.Tx) error) error {
+	if err := txn.Write(ctx, wh.db, txn.WriteOptions{Now: wh.now()}, fn); err != nil {
 		return err
 	}
 	if wh.onCommit != nil {
@@ -82,7 +82,7 @@ func (wh *Service) write(ctx context.Context, fn func(t *kernel.Tx) error) error
 
 // read runs fn with a read-only handle, mapping database errors.
 func (wh *Service) read(ctx context.Context, fn func(db *gorm.DB) error) error {
-	return kernel.Read(ctx, wh.db, fn)
+	return txn.Read(ctx, wh.db, fn)
 }
 
 // Queue creates, in the pass's transaction, one pending

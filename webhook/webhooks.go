@@ -17,6 +17,7 @@ import (
 	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
+	"github.com/ipledger/ipledger/txn"
 )
 
 // Webhook is a webhook as the API shows it; the secret never leaves the
@@ -217,7 +218,7 @@ func (wh *Service) CreateWebhook(ctx context.Context, spec WebhookSpec) (*Webhoo
 	if err := validateWebhook(&w, spec.Actions, spec.Pools); err != nil {
 		return nil, err
 	}
-	err := wh.write(ctx, func(t *kernel.Tx) error {
+	err := wh.write(ctx, func(t *txn.Tx) error {
 		if err := checkPoolsExist(t, spec.Pools, nil); err != nil {
 			return err
 		}
@@ -232,7 +233,7 @@ func (wh *Service) CreateWebhook(ctx context.Context, spec WebhookSpec) (*Webhoo
 		if err := t.Create(&w).Error; err != nil {
 			return err
 		}
-		return t.Audit("webhook.create", "webhook", strconv.FormatInt(w.ID, 10), nil, webhookAudit(&w))
+		return kernel.Record(t, "webhook.create", "webhook", strconv.FormatInt(w.ID, 10), nil, webhookAudit(&w))
 	})
 	if err != nil {
 		return nil, err
@@ -249,7 +250,7 @@ func parseWebhookID(id string) (int64, error) {
 	return n, nil
 }
 
-func webhookRow(t *kernel.Tx, id string) (*models.Webhook, error) {
+func webhookRow(t *txn.Tx, id string) (*models.Webhook, error) {
 	n, err := parseWebhookID(id)
 	if err != nil {
 		return nil, err
@@ -315,9 +316,9 @@ func (wh *Service) ListWebhooks(ctx context.Context) ([]Webhook, error) {
 }
 
 // PatchWebhook changes the fields p carries (If-Match: the version).
-func (wh *Service) PatchWebhook(ctx context.Context, id string, p WebhookPatch, ifMatch kernel.IfMatch) (*Webhook, error) {
+func (wh *Service) PatchWebhook(ctx context.Context, id string, p WebhookPatch, ifMatch txn.IfMatch) (*Webhook, error) {
 	var out Webhook
-	err := wh.write(ctx, func(t *kernel.Tx) error {
+	err := wh.write(ctx, func(t *txn.Tx) error {
 		w, err := webhookRow(t, id)
 		if err != nil {
 			return err
@@ -374,7 +375,7 @@ func (wh *Service) PatchWebhook(ctx context.Context, id string, p WebhookPatch, 
 		w.Version++
 		w.UpdatedAt = t.Now
 		out = webhookOut(w, 0)
-		return t.Audit("webhook.update", "webhook", id, before, webhookAudit(w))
+		return kernel.Record(t, "webhook.update", "webhook", id, before, webhookAudit(w))
 	})
 	if err != nil {
 		return nil, err
@@ -384,8 +385,8 @@ func (wh *Service) PatchWebhook(ctx context.Context, id string, p WebhookPatch, 
 
 // DeleteWebhook removes a webhook and its queue; a delivery in flight at
 // that moment finishes, its result is dropped.
-func (wh *Service) DeleteWebhook(ctx context.Context, id string, ifMatch kernel.IfMatch) error {
-	return wh.write(ctx, func(t *kernel.Tx) error {
+func (wh *Service) DeleteWebhook(ctx context.Context, id string, ifMatch txn.IfMatch) error {
+	return wh.write(ctx, func(t *txn.Tx) error {
 		w, err := webhookRow(t, id)
 		if err != nil {
 			return err
@@ -399,6 +400,6 @@ func (wh *Service) DeleteWebhook(ctx context.Context, id string, ifMatch kernel.
 		if err := t.Delete(&models.Webhook{}, w.ID).Error; err != nil {
 			return err
 		}
-		return t.Audit("webhook.delete", "webhook", id, webhookAudit(w), nil)
+		return kernel.Record(t, "webhook.delete", "webhook", id, webhookAudit(w), nil)
 	})
 }

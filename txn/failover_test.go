@@ -1,4 +1,4 @@
-package kernel
+package txn
 
 // Write's handling of a PostgreSQL failover, made deterministic: a
 // connection turned read-only (what a demoted primary or a standby

@@ -1,4 +1,9 @@
-package kernel
+// Package txn runs ipledger's database transactions: Write, one write
+// transaction retried on a lost race or a PostgreSQL failover before its
+// COMMIT, and Read; both map database errors to the API's (package
+// fault). IfMatch is the optimistic-concurrency precondition writes check
+// a record's version against.
+package txn
 
 import (
 	"context"
