@@ -11,9 +11,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -261,7 +261,7 @@ func (t *tx) insertAllocation(p *models.Pool, v u128, owner Owner) (*models.Allo
 	if err != nil {
 		return nil, err
 	}
-	if err := kernel.InsertAuditEvent(t.DB, &ev); err != nil {
+	if err := audit.Insert(t.DB, &ev); err != nil {
 		return nil, err
 	}
 	return &row, nil

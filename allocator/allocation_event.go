@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -25,7 +25,7 @@ const allocationCreateSQL = `'` + actionAllocationCreate + `', 'allocation'`
 // API shows it after. Every allocation path builds its events here, so
 // that the paths' events are equal field by field.
 func allocationCreateEvent(ctx context.Context, at time.Time, pool string, row *models.Allocation) (models.AuditEvent, error) {
-	return kernel.AuditEvent(ctx, at, actionAllocationCreate, "allocation", pool+"/"+row.Value, nil, allocationOut(pool, row))
+	return audit.NewRow(ctx, at, actionAllocationCreate, "allocation", pool+"/"+row.Value, nil, allocationOut(pool, row))
 }
 
 // splitAroundValue splits ev's after_json around the value of row, for a

@@ -39,8 +39,8 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/txn"
 )
@@ -285,11 +285,11 @@ func (t *tx) lockPool(name string) (*models.Pool, error) {
 // audit records one change in the same transaction. before/after are
 // marshalled to JSON; callers pass values with secrets already removed.
 func (t *tx) audit(action, objectType, objectID string, before, after any) error {
-	ev, err := kernel.AuditEvent(t.ctx, t.now, action, objectType, objectID, before, after)
+	ev, err := audit.NewRow(t.ctx, t.now, action, objectType, objectID, before, after)
 	if err != nil {
 		return err
 	}
-	return kernel.InsertAuditEvent(t.DB, &ev)
+	return audit.Insert(t.DB, &ev)
 }
 
 func (t *tx) changed(pool, action string) { t.changes = append(t.changes, change{pool, action}) }

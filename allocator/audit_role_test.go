@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -38,7 +38,7 @@ func TestGroupCommitAuditEventsCarryRole(t *testing.T) {
 					actor = "system:" + o
 				}
 				want[actor] = role
-				reqs[i] = &allocReq{ctx: kernel.WithActorRole(context.Background(), actor, role, "req-"+o),
+				reqs[i] = &allocReq{ctx: audit.WithActorRole(context.Background(), actor, role, "req-"+o),
 					owner: own(o), done: make(chan struct{})}
 			}
 			return reqs

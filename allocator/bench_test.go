@@ -22,8 +22,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -107,7 +107,7 @@ func BenchmarkAllocateAsPoolGrows(b *testing.B) {
 			db := dbtest.Open(b, d)
 			cases := map[string]*benchCase{}
 			a := New(db, Options{})
-			ctx := kernel.WithActor(context.Background(), "bench", "")
+			ctx := audit.WithActor(context.Background(), "bench", "")
 			for _, pc := range pools {
 				for _, existing := range []int{0, 10_000, 100_000} {
 					for _, gaps := range []bool{false, true} {
@@ -184,7 +184,7 @@ func BenchmarkAllocateInterleaved(b *testing.B) {
 		b.Run(string(d), func(b *testing.B) {
 			db := dbtest.Open(b, d)
 			a := New(db, Options{})
-			ctx := kernel.WithActor(context.Background(), "bench", "")
+			ctx := audit.WithActor(context.Background(), "bench", "")
 			names := make([]string, len(pcs))
 			for i, c := range pcs {
 				names[i] = fmt.Sprintf("il-%d", benchPoolSeq.Add(1))

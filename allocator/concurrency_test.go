@@ -8,10 +8,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -63,7 +63,7 @@ func runAllocations(t *testing.T, as []*Allocator, n int, pool string, owner fun
 			defer wg.Done()
 			<-start
 			a := as[i%len(as)]
-			al, created, err := a.Allocate(kernel.WithActor(t.Context(), "test", ""), pool, owner(i), requested(i))
+			al, created, err := a.Allocate(audit.WithActor(t.Context(), "test", ""), pool, owner(i), requested(i))
 			out[i] = outcome{al.Value, created, err}
 		}(i)
 	}
@@ -81,7 +81,7 @@ func TestConcurrentAllocationsExhaustExactly(t *testing.T) {
 		for _, handles := range []int{1, 3} {
 			t.Run(fmt.Sprintf("%s/%d-handles", d, handles), func(t *testing.T) {
 				as := allocators(t, concurrencyURL(t, d), handles)
-				ctx := kernel.WithActor(t.Context(), "test", "")
+				ctx := audit.WithActor(t.Context(), "test", "")
 				if _, err := as[0].CreatePool(ctx, PoolSpec{Name: "lo-ip", Type: "ipv4",
 					Ranges: []RangeSpec{rng("10.0.0.1", "10.0.0.30", true), rng("10.0.0.31", "10.0.0.40", false)}}); err != nil {
 					t.Fatal(err)
@@ -123,7 +123,7 @@ func TestConcurrentAllocationsOneOwner(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 2)
-			ctx := kernel.WithActor(t.Context(), "test", "")
+			ctx := audit.WithActor(t.Context(), "test", "")
 			if _, err := as[0].CreatePool(ctx, PoolSpec{Name: "vni", Type: "integer", Ranges: []RangeSpec{rng("1000", "1999", true)}}); err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +152,7 @@ func TestConcurrentRequestsForOneValue(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 2)
-			ctx := kernel.WithActor(t.Context(), "test", "")
+			ctx := audit.WithActor(t.Context(), "test", "")
 			if _, err := as[0].CreatePool(ctx, PoolSpec{Name: "lo-ip", Type: "ipv4", Ranges: []RangeSpec{rng("10.0.0.200", "10.0.0.255", false)}}); err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +184,7 @@ func TestConcurrentMixedWritersNoDeadlock(t *testing.T) {
 	for _, d := range dbtest.Dialects {
 		t.Run(string(d), func(t *testing.T) {
 			as := allocators(t, concurrencyURL(t, d), 3)
-			ctx := kernel.WithActor(t.Context(), "test", "")
+			ctx := audit.WithActor(t.Context(), "test", "")
 			for _, name := range []string{"a", "b"} {
 				if _, err := as[0].CreatePool(ctx, PoolSpec{Name: name, Type: "integer", Ranges: []RangeSpec{rng("1", "100", true)}}); err != nil {
 					t.Fatal(err)
@@ -288,7 +288,7 @@ func TestConcurrentPoolFileLoads(t *testing.T) {
 				wg.Add(1)
 				go func(i int) {
 					defer wg.Done()
-					_, errs[i] = as[i].LoadPools(kernel.WithActor(t.Context(), "system:startup", ""), specs)
+					_, errs[i] = as[i].LoadPools(audit.WithActor(t.Context(), "system:startup", ""), specs)
 				}(i)
 			}
 			wg.Wait()

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -86,7 +86,7 @@ type emBulkUpdate struct {
 }
 
 func (b *emBulk) event(action, id string, before, after any) error {
-	ev, err := kernel.AuditEvent(b.t.ctx, b.t.now, action, "expected_machine", id, before, after)
+	ev, err := audit.NewRow(b.t.ctx, b.t.now, action, "expected_machine", id, before, after)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func looksLikeMAC(s string) bool {
 }
 
 // DecodeExpectedMachineSpec reads one ExpectedMachine JSON object with
-// the strict rules of every door (kernel/strict_json.go): broken JSON is 400
+// the strict rules of every door (package apijson): broken JSON is 400
 // bad_request; a repeated or case-variant member name, or a member of the
 // wrong JSON type, is 422 invalid naming its path
 // (expected_dpus[1].loopback_ip). Members ipledger does not store are

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -15,7 +15,7 @@ import (
 func emBenchAllocator(b *testing.B, d models.Dialect) (*Allocator, context.Context) {
 	b.Helper()
 	a := New(dbtest.Open(b, d), Options{})
-	ctx := kernel.WithActor(context.Background(), "bench", "")
+	ctx := audit.WithActor(context.Background(), "bench", "")
 	for _, spec := range []PoolSpec{
 		{Name: PoolLoopbackV4, Type: "ipv4", Ranges: []RangeSpec{rng("10.0.0.0", "10.0.255.255", true), rng("10.1.0.0", "10.1.255.255", false)}},
 		{Name: PoolLoopbackV6, Type: "ipv6", Ranges: []RangeSpec{rng("fd00::", "fd00::ffff", true), rng("fd00:1::", "fd00:1::ffff", false)}},

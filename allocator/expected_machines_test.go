@@ -13,10 +13,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/txn"
 )
@@ -573,7 +573,7 @@ func TestExpectedMachineAuditRedactsPassword(t *testing.T) {
 		if _, err := f.a.ReplaceAllExpectedMachines(f.ctx, []ExpectedMachineSpec{{BmcMacAddress: "0a:00:00:00:00:02", BmcPassword: sp("very-secret-pw-3")}}); err != nil {
 			t.Fatal(err)
 		}
-		page, err := kernel.ListEvents(f.ctx, f.a.DB(), kernel.EventFilter{Action: "expected_machine."})
+		page, err := audit.ListEvents(f.ctx, f.a.DB(), audit.EventFilter{Action: "expected_machine."})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -588,7 +588,7 @@ func TestExpectedMachineAuditRedactsPassword(t *testing.T) {
 		if actions["expected_machine.create"] != 2 || actions["expected_machine.update"] != 1 || actions["expected_machine.delete"] != 1 || actions["expected_machine.replace_all"] != 1 {
 			t.Fatalf("actions %v", actions)
 		}
-		var upd kernel.Event
+		var upd audit.Event
 		for _, e := range page.Items {
 			if e.Action == "expected_machine.update" {
 				upd = e

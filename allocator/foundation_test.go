@@ -14,9 +14,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -33,7 +33,7 @@ func newFnd(t *testing.T, db *gorm.DB, hold time.Duration) *fnd {
 	t.Helper()
 	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	a := New(db, Options{QuarantineHold: hold, Now: clock.Now})
-	return &fnd{t: t, db: db, a: a, ctx: kernel.WithActor(context.Background(), "test", "req-1"), clock: clock}
+	return &fnd{t: t, db: db, a: a, ctx: audit.WithActor(context.Background(), "test", "req-1"), clock: clock}
 }
 
 // fndEach runs fn on SQLite and PostgreSQL, each with its own database.

@@ -14,10 +14,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -80,7 +80,7 @@ func (f *fnd) oracleFirstFree(pool string, n int) []string {
 func (f *fnd) groupOf(owners ...string) []*allocReq {
 	reqs := make([]*allocReq, len(owners))
 	for i, o := range owners {
-		reqs[i] = &allocReq{ctx: kernel.WithActor(context.Background(), "actor-"+o, fmt.Sprintf("req-%d-%s", i, o)),
+		reqs[i] = &allocReq{ctx: audit.WithActor(context.Background(), "actor-"+o, fmt.Sprintf("req-%d-%s", i, o)),
 			owner: own(o), done: make(chan struct{})}
 	}
 	return reqs
@@ -228,7 +228,7 @@ func TestGroupCommitQueueUnderConcurrency(t *testing.T) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				ctx := kernel.WithActor(context.Background(), "g", fmt.Sprint("r", i))
+				ctx := audit.WithActor(context.Background(), "g", fmt.Sprint("r", i))
 				al, _, err := f.a.Allocate(ctx, "vni", Owner{Type: "instance", ID: fmt.Sprint("i", i)}, "")
 				values[i], errs[i] = al.Value, err
 			}(i)
@@ -550,7 +550,7 @@ func TestGroupCommitDeadlinesAnywhere(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					ctx, cancel := context.WithTimeout(kernel.WithActor(context.Background(), "qa", owner), deadline)
+					ctx, cancel := context.WithTimeout(audit.WithActor(context.Background(), "qa", owner), deadline)
 					defer cancel()
 					al, _, err := f.a.Allocate(ctx, "qa", own(owner), "")
 					mu.Lock()

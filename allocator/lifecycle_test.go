@@ -15,11 +15,11 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -41,7 +41,7 @@ type lcOpts struct {
 // explicit fd00:1::1..fd00:1::ff.
 func newLC(t *testing.T, db *gorm.DB, o lcOpts) *lcSite {
 	t.Helper()
-	s := &lcSite{t: t, db: db, a: New(db, Options{}), ctx: kernel.WithActor(context.Background(), "test", "req-lc")}
+	s := &lcSite{t: t, db: db, a: New(db, Options{}), ctx: audit.WithActor(context.Background(), "test", "req-lc")}
 	auto := o.autoV4
 	if auto[0] == "" {
 		auto = [2]string{"10.0.0.1", "10.0.0.9"}
@@ -874,7 +874,7 @@ func TestConcurrentReportsManyProcesses(t *testing.T) {
 			var sites []*lcSite
 			for i := 0; i < 3; i++ {
 				db := dbtest.OpenURL(t, u)
-				s := &lcSite{t: t, db: db, a: New(db, Options{}), ctx: kernel.WithActor(context.Background(), fmt.Sprintf("proc-%d", i), "")}
+				s := &lcSite{t: t, db: db, a: New(db, Options{}), ctx: audit.WithActor(context.Background(), fmt.Sprintf("proc-%d", i), "")}
 				sites = append(sites, s)
 			}
 			s0 := sites[0]

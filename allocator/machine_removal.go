@@ -8,8 +8,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -273,7 +273,7 @@ func (a *Allocator) DeleteMachine(ctx context.Context, id string, force bool) (*
 				if err := t.Where("pool_id = ? AND value_key = ?", p.ID, key.key()).Take(&al).Error; err != nil {
 					return err
 				}
-				reason := fmt.Sprintf("force delete of %s by %s: the hardware may still carry it", machineLabel(v.owner.ID, v.serial), kernel.ActorFrom(t.ctx).Name)
+				reason := fmt.Sprintf("force delete of %s by %s: the hardware may still carry it", machineLabel(v.owner.ID, v.serial), audit.ActorFrom(t.ctx).Name)
 				if err := t.quarantine(p, &al, reason); err != nil {
 					return err
 				}

@@ -5,8 +5,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/ident"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -186,7 +186,7 @@ func (t *tx) keepNames(ids []string) error {
 			name = m.MachineID
 		}
 		d := models.DeletedMachine{MachineID: m.MachineID, Kind: kinds[m.MachineID], Name: name, HostMachineID: m.HostMachineID,
-			DeletedAt: t.now, DeletedBy: kernel.ActorFrom(t.ctx).Name}
+			DeletedAt: t.now, DeletedBy: audit.ActorFrom(t.ctx).Name}
 		if err := t.Create(&d).Error; err != nil {
 			return err
 		}

@@ -8,8 +8,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -81,7 +81,7 @@ func TestEveryPathWritesTheSameRows(t *testing.T) {
 					rng("10.0.0.12", "10.0.0.63", true))
 				f.declare("PATH-DECL", "10.0.0.14", "")
 				call := func(i int) context.Context {
-					return kernel.WithActorRole(context.Background(), fmt.Sprint("user", i%3), []string{"operator", "admin", ""}[i%3], fmt.Sprint("req-", i))
+					return audit.WithActorRole(context.Background(), fmt.Sprint("user", i%3), []string{"operator", "admin", ""}[i%3], fmt.Sprint("req-", i))
 				}
 				held := map[string]string{}
 				for i := 0; i < 30; i++ {

@@ -9,9 +9,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/txn"
 )
@@ -43,7 +43,7 @@ func TestReportBatchesRaceAcrossProcesses(t *testing.T) {
 				defer wg.Done()
 				a := procs[g%2]
 				rnd := rand.New(rand.NewPCG(uint64(g), 11))
-				ctx := kernel.WithActor(context.Background(), fmt.Sprintf("g%d", g), "")
+				ctx := audit.WithActor(context.Background(), fmt.Sprintf("g%d", g), "")
 				for step := 0; step < 40; step++ {
 					h := rnd.IntN(hosts)
 					switch k := rnd.IntN(10); {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -91,7 +91,7 @@ func TestReportBatches(t *testing.T) {
 				results := make([]*IngestResult, n+1)
 				errs := make([]error, n+1)
 				reportsQueued(t, f.a, n+1, func(i int) {
-					ctx := kernel.WithActor(context.Background(), fmt.Sprintf("client-%d", i), fmt.Sprintf("req-%d", i))
+					ctx := audit.WithActor(context.Background(), fmt.Sprintf("client-%d", i), fmt.Sprintf("req-%d", i))
 					spec := ReportSpec{BmcMacAddress: fmt.Sprintf("02:00:00:00:00:%02x", i),
 						DPUs: []ReportDPU{{SerialNumber: fmt.Sprintf("MT-R-%d-0", i)}, {SerialNumber: fmt.Sprintf("MT-R-%d-1", i)}}}
 					if i == n {

@@ -9,8 +9,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -35,7 +35,7 @@ func plainEquivalent(t *testing.T, c plainCase) {
 		c.setup(fb)
 		c.setup(fa)
 		actor := func(i int) context.Context {
-			return kernel.WithActor(context.Background(), fmt.Sprintf("client-%d", i), fmt.Sprintf("req-%d", i))
+			return audit.WithActor(context.Background(), fmt.Sprintf("client-%d", i), fmt.Sprintf("req-%d", i))
 		}
 		index := map[string]int{}
 		for i, r := range c.reports {

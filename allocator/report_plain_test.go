@@ -11,9 +11,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -89,7 +89,7 @@ type plainSiteFixture struct {
 }
 
 func (s *plainSiteFixture) actor(i int) context.Context {
-	return kernel.WithActor(context.Background(), fmt.Sprintf("client-%d", i%3), fmt.Sprintf("req-%d", i))
+	return audit.WithActor(context.Background(), fmt.Sprintf("client-%d", i%3), fmt.Sprintf("req-%d", i))
 }
 
 func plainMAC(i int) string { return fmt.Sprintf("02:00:00:00:01:%02x", i) }
@@ -100,7 +100,7 @@ func plainScenario(t *testing.T, db *gorm.DB, seed uint64) *plainSiteFixture {
 	rnd := rand.New(rand.NewPCG(seed, 7))
 	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	a := New(db, Options{Now: clock.Now})
-	ctx := kernel.WithActor(context.Background(), "setup", "req-setup")
+	ctx := audit.WithActor(context.Background(), "setup", "req-setup")
 	f := &fnd{t: t, db: db, a: a, ctx: ctx, clock: clock}
 	// The reserved range follows the automatic one, so run ends cross them.
 	f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.0.0.1", "10.0.0.30", true), rng("10.0.0.31", "10.0.0.99", false))

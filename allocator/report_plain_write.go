@@ -3,8 +3,8 @@ package allocator
 import (
 	"fmt"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -217,7 +217,7 @@ func (t *tx) writePlain(plans []*plainPlan, w *plainWrites) error {
 	ncs := w.ncs
 	events := w.events
 	add := func(pl *plainPlan, action, objType, objID string, before, after any) error {
-		ev, err := kernel.AuditEvent(pl.item.ctx, t.now, action, objType, objID, before, after)
+		ev, err := audit.NewRow(pl.item.ctx, t.now, action, objType, objID, before, after)
 		if err != nil {
 			return plainMachineAuditErr(err, pl.idx)
 		}

@@ -20,11 +20,11 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/feed"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -174,7 +174,7 @@ func TestUpgradeFromEverySchemaVersion(t *testing.T) {
 }
 
 func upgradeChecks(t *testing.T, db *gorm.DB, from int) {
-	ctx := kernel.WithActor(context.Background(), "upgrade", "req-upgrade")
+	ctx := audit.WithActor(context.Background(), "upgrade", "req-upgrade")
 	a := New(db, Options{})
 	fd := feed.New(db, feed.Options{})
 	for {

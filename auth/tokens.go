@@ -12,9 +12,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/txn"
 )
@@ -107,7 +107,7 @@ func (s *Service) CreateToken(ctx context.Context, name string, role Role, value
 			}
 			return err
 		}
-		return kernel.Record(t, "token.create", "token", name, nil, map[string]any{"id": row.ID, "name": name, "role": role})
+		return audit.Record(t, "token.create", "token", name, nil, map[string]any{"id": row.ID, "name": name, "role": role})
 	})
 	return value, err
 }
@@ -297,7 +297,7 @@ func (s *Service) DeleteToken(ctx context.Context, id int64, name string) (*Toke
 			return err
 		}
 		out = &Token{ID: r.ID, Name: r.Name, Role: Role(r.Role)}
-		return kernel.Record(t, "token.delete", "token", r.Name, map[string]any{"id": r.ID, "name": r.Name, "role": r.Role}, nil)
+		return audit.Record(t, "token.delete", "token", r.Name, map[string]any{"id": r.ID, "name": r.Name, "role": r.Role}, nil)
 	})
 	s.tokensChanged()
 	return out, err

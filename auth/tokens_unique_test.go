@@ -7,10 +7,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // Token names are unique, also when two creations race; a changed
@@ -19,7 +19,7 @@ import (
 func TestTokenNamesUnique(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		a, ctx := New(db, Options{}), kernel.WithActor(context.Background(), "test", "req-1")
+		a, ctx := New(db, Options{}), audit.WithActor(context.Background(), "test", "req-1")
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
 		for i := range errs {

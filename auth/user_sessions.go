@@ -11,8 +11,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/txn"
 )
 
@@ -84,7 +84,7 @@ func (p *People) Open(ctx context.Context, who *Person, source string) (string, 
 			sessionHash(id), who.Name, string(who.Role), source, now.Unix(), now.Unix(), exp.Unix(), sealed).Error; err != nil {
 			return err
 		}
-		return kernel.Record(t, "session.open", "session", who.Actor, nil, map[string]any{"user": who.Name, "role": who.Role, "via": source, "expires_at": exp.UTC().Format(time.RFC3339)})
+		return audit.Record(t, "session.open", "session", who.Actor, nil, map[string]any{"user": who.Name, "role": who.Role, "via": source, "expires_at": exp.UTC().Format(time.RFC3339)})
 	})
 	if err != nil {
 		return "", time.Time{}, err
@@ -119,7 +119,7 @@ func endDemoted(t *txn.Tx, who *Person) error {
 		if err := t.Exec(`DELETE FROM user_sessions WHERE id = ?`, o.ID).Error; err != nil {
 			return err
 		}
-		if err := kernel.Record(t, "session.end", "session", who.Actor, map[string]any{"session": who.Actor, "role": o.Role,
+		if err := audit.Record(t, "session.end", "session", who.Actor, map[string]any{"session": who.Actor, "role": o.Role,
 			"since": time.Unix(o.CreatedAt, 0).UTC().Format(time.RFC3339), "reason": "a later sign-in gave the role " + string(who.Role)}, nil); err != nil {
 			return err
 		}
@@ -184,15 +184,15 @@ func (p *People) Close(ctx context.Context, id string) (Secret, error) {
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
-		return kernel.Record(t, "session.end", "session", "user:"+rows[0].Username, map[string]any{"user": rows[0].Username, "reason": "signed out"}, nil)
+		return audit.Record(t, "session.end", "session", "user:"+rows[0].Username, map[string]any{"user": rows[0].Username, "reason": "signed out"}, nil)
 	})
 }
 
 // actedBy is ctx, acted by actor with role when ctx names nobody (a
 // sign-in is made by the person it signs in, with the role it gives).
 func actedBy(ctx context.Context, actor, role string) context.Context {
-	if a := kernel.ActorFrom(ctx); a.Name == "system" {
-		return kernel.WithActorRole(ctx, actor, role, a.RequestID)
+	if a := audit.ActorFrom(ctx); a.Name == "system" {
+		return audit.WithActorRole(ctx, actor, role, a.RequestID)
 	}
 	return ctx
 }
@@ -309,7 +309,7 @@ func (p *People) End(ctx context.Context, ref string) (*OpenSession, error) {
 		if err := t.Exec(`DELETE FROM `+table+` WHERE substr(id, 1, 16) = ?`, ref[1:]).Error; err != nil {
 			return err
 		}
-		return kernel.Record(t, "session.end", "session", ended.Actor,
+		return audit.Record(t, "session.end", "session", ended.Actor,
 			map[string]any{"session": ended.Actor, "role": ended.Role, "since": ended.Since.UTC().Format(time.RFC3339), "reason": "ended by an admin"}, nil)
 	})
 	return ended, err

@@ -9,11 +9,11 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -58,7 +58,7 @@ func TestPeopleSessions(t *testing.T) {
 		if list[0].Ref[1:] == id2[:16] || list[0].Ref[1:] == sessionHash(id2) {
 			t.Fatal("the ref is the session id or its hash")
 		}
-		actx := kernel.WithActor(ctx, "user:alice", "req-1")
+		actx := audit.WithActor(ctx, "user:alice", "req-1")
 		if _, err := p.End(actx, list[0].Ref); err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/audit"
 
 	"github.com/ipledger/ipledger/allocator"
 )
@@ -26,7 +26,7 @@ type Fleet struct {
 	// Bindings counts DPU families (IPv4 and IPv6 each) by status.
 	Bindings     map[string]int64
 	Forecasts    []PoolForecast
-	ForceDeletes []kernel.Event
+	ForceDeletes []audit.Event
 	Conflicts    []allocator.Binding
 }
 
@@ -74,7 +74,7 @@ func (c *Console) Fleet(ctx context.Context, pools []allocator.Pool, recent int)
 		}
 		f.Conflicts = page.Items
 	}
-	page, err := kernel.ListEvents(ctx, c.db, kernel.EventFilter{Action: "machine.force_delete", Limit: recent * 4})
+	page, err := audit.ListEvents(ctx, c.db, audit.EventFilter{Action: "machine.force_delete", Limit: recent * 4})
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 
 	"github.com/ipledger/ipledger/allocator"
@@ -38,7 +38,7 @@ type MachineDetail struct {
 	ExpectedMachine *allocator.ExpectedMachine
 	Bindings        map[string]allocator.Binding
 	Values          []HeldValue
-	History         []kernel.Event
+	History         []audit.Event
 	// ConfirmPhrase is what a force delete asks to type (names.go).
 	ConfirmPhrase string
 }
@@ -148,8 +148,8 @@ func (c *Console) heldValues(db *gorm.DB, ids []string, names map[string]string)
 // (the host or DPU and, for a host, its DPUs), the ExpectedMachine and the
 // values they hold or held. The machine page's History and the audit log
 // filtered by machine read the same scope, so they list the same events.
-func newMachineScope(ids []string, em *allocator.ExpectedMachine, values []HeldValue) kernel.EventScope {
-	s := kernel.EventScope{Machines: ids}
+func newMachineScope(ids []string, em *allocator.ExpectedMachine, values []HeldValue) audit.EventScope {
+	s := audit.EventScope{Machines: ids}
 	if em != nil {
 		s.Expected = em.ID
 	}
@@ -160,14 +160,14 @@ func newMachineScope(ids []string, em *allocator.ExpectedMachine, values []HeldV
 }
 
 // MachineEventScope resolves the audit scope of the machine id as the
-// machine page's History reads it (for kernel.EventFilter.Scope). A
+// machine page's History reads it (for audit.EventFilter.Scope). A
 // machine that no longer exists (force deleted) is its own events only:
 // what is known of it.
-func (c *Console) MachineEventScope(ctx context.Context, id string) (*kernel.EventScope, error) {
+func (c *Console) MachineEventScope(ctx context.Context, id string) (*audit.EventScope, error) {
 	d, err := c.MachineDetail(ctx, id)
 	if err != nil {
 		if e, ok := fault.AsError(err); ok && e.Code == fault.CodeNotFound {
-			return &kernel.EventScope{Machines: []string{id}}, nil
+			return &audit.EventScope{Machines: []string{id}}, nil
 		}
 		return nil, err
 	}
@@ -183,15 +183,15 @@ func (c *Console) MachineEventScope(ctx context.Context, id string) (*kernel.Eve
 
 // machineHistory is the newest audit events of the machines, their
 // ExpectedMachine and the values they hold.
-func machineHistory(db *gorm.DB, ids []string, em *allocator.ExpectedMachine, values []HeldValue) ([]kernel.Event, error) {
+func machineHistory(db *gorm.DB, ids []string, em *allocator.ExpectedMachine, values []HeldValue) ([]audit.Event, error) {
 	var rows []models.AuditEvent
 	q := db.Model(&models.AuditEvent{}).Where(newMachineScope(ids, em, values).Where(db))
 	if err := q.Order("id DESC").Limit(machineHistoryLimit).Find(&rows).Error; err != nil {
 		return nil, err
 	}
-	out := make([]kernel.Event, 0, len(rows))
+	out := make([]audit.Event, 0, len(rows))
 	for i := range rows {
-		out = append(out, kernel.EventOut(&rows[i]))
+		out = append(out, audit.EventOut(&rows[i]))
 	}
 	return out, nil
 }

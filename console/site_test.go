@@ -7,9 +7,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // site is a database with the two loopback pools, the allocator writing
@@ -32,7 +32,7 @@ type siteOpts struct {
 func newSite(t *testing.T, db *gorm.DB, o siteOpts) *site {
 	t.Helper()
 	a := allocator.New(db, allocator.Options{})
-	s := &site{t: t, db: db, a: a, c: New(a), ctx: kernel.WithActor(context.Background(), "test", "req-console")}
+	s := &site{t: t, db: db, a: a, c: New(a), ctx: audit.WithActor(context.Background(), "test", "req-console")}
 	auto := o.autoV4
 	if auto[0] == "" {
 		auto = [2]string{"10.0.0.1", "10.0.0.9"}

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 
 	"gorm.io/gorm"
@@ -52,7 +52,7 @@ func TestFeedOrderUnderConcurrentWriters(t *testing.T) {
 			for _, db := range dbtest.Handles(t, dbtest.NewURL(t, d), 3) {
 				as = append(as, newProc(db))
 			}
-			ctx := kernel.WithActor(context.Background(), "test", "")
+			ctx := audit.WithActor(context.Background(), "test", "")
 			for i, p := range []string{"fa", "fb", "fc"} {
 				if _, err := as[0].a.CreatePool(ctx, allocator.PoolSpec{Name: p, Type: "integer", Ranges: []allocator.RangeSpec{sitekit.Range(fmt.Sprint(i*10000+1), fmt.Sprint(i*10000+9999), true)}}); err != nil {
 					t.Fatal(err)

@@ -8,9 +8,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/ident"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -33,8 +33,8 @@ type FeedQuery struct {
 // from: the last item's, or, when the page holds every matching event up
 // to the head, the head (never below the query's After).
 type FeedPage struct {
-	Items     []kernel.Event `json:"items"`
-	NextAfter int64          `json:"next_after"`
+	Items     []audit.Event `json:"items"`
+	NextAfter int64         `json:"next_after"`
 }
 
 // MaxFeedWait bounds a long poll.
@@ -177,9 +177,9 @@ func (f *Feed) readFeedPage(ctx context.Context, q FeedQuery, af ActionFilter) (
 	if err != nil {
 		return nil, err
 	}
-	page := &FeedPage{Items: make([]kernel.Event, 0, len(rows)), NextAfter: max(q.After, head)}
+	page := &FeedPage{Items: make([]audit.Event, 0, len(rows)), NextAfter: max(q.After, head)}
 	for i := range rows {
-		page.Items = append(page.Items, kernel.EventOut(&rows[i]))
+		page.Items = append(page.Items, audit.EventOut(&rows[i]))
 	}
 	if len(rows) == q.Limit {
 		page.NextAfter = *rows[len(rows)-1].Revision

@@ -7,8 +7,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // ListEvents: GET /api/v1/events?actor=&action=&object_type=&object_id=&since=&until=&limit=&cursor=
@@ -35,7 +35,7 @@ func (h *API) ListEvents(c echo.Context) error {
 	if p, ok := strings.CutSuffix(action, ".*"); ok {
 		action = p + "." // the feed's prefix syntax means the same here
 	}
-	f := kernel.EventFilter{Actor: c.QueryParam("actor"), Action: action,
+	f := audit.EventFilter{Actor: c.QueryParam("actor"), Action: action,
 		ObjectType: c.QueryParam("object_type"), ObjectID: c.QueryParam("object_id"), Limit: limit, Cursor: c.QueryParam("cursor")}
 	for _, p := range []struct {
 		name string
@@ -49,7 +49,7 @@ func (h *API) ListEvents(c echo.Context) error {
 			*p.dst = t
 		}
 	}
-	page, err := kernel.ListEvents(Ctx(c), h.A.DB(), f)
+	page, err := audit.ListEvents(Ctx(c), h.A.DB(), f)
 	if err != nil {
 		return err
 	}

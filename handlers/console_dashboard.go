@@ -7,7 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -33,7 +33,7 @@ func (h *Console) dashboard(c echo.Context, title, nav string, events int) (view
 		return d, nil, err
 	}
 	if events > 0 {
-		page, err := kernel.ListEvents(Ctx(c), h.A.DB(), kernel.EventFilter{Limit: events})
+		page, err := audit.ListEvents(Ctx(c), h.A.DB(), audit.EventFilter{Limit: events})
 		if err != nil {
 			return d, nil, err
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -31,7 +31,7 @@ func (h *Console) Events(c echo.Context) error {
 	v.Filter = views.EventFilter{Actor: c.QueryParam("actor"), Action: c.QueryParam("action"),
 		ObjectType: c.QueryParam("object_type"), ObjectID: c.QueryParam("object_id"),
 		Since: c.QueryParam("since"), Until: c.QueryParam("until"), Machine: c.QueryParam("machine")}
-	f := kernel.EventFilter{Actor: v.Filter.Actor, Action: v.Filter.Action, ObjectType: v.Filter.ObjectType,
+	f := audit.EventFilter{Actor: v.Filter.Actor, Action: v.Filter.Action, ObjectType: v.Filter.ObjectType,
 		ObjectID: v.Filter.ObjectID, Limit: 100, Cursor: c.QueryParam("cursor")}
 	if v.Filter.Machine != "" {
 		v.Filter.MachineName = h.machineName(c, v.Filter.Machine)
@@ -57,7 +57,7 @@ func (h *Console) Events(c echo.Context) error {
 	}
 	status := http.StatusOK
 	if len(v.Errors) == 0 {
-		page, err := kernel.ListEvents(Ctx(c), h.A.DB(), f)
+		page, err := audit.ListEvents(Ctx(c), h.A.DB(), f)
 		if err != nil {
 			if !isFormError(err) {
 				return err

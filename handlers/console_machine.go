@@ -5,9 +5,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 )
 
@@ -48,7 +48,7 @@ func (h *Console) Machine(c echo.Context) error {
 // deletedMachine is the page of a deleted machine: the name it had, when
 // and by whom it was deleted, its host, and its audit history.
 func (h *Console) deletedMachine(c echo.Context, d *console.DeletedMachine) error {
-	page, err := kernel.ListEvents(Ctx(c), h.A.DB(), kernel.EventFilter{Scope: &kernel.EventScope{Machines: []string{d.MachineID}}, Limit: 100})
+	page, err := audit.ListEvents(Ctx(c), h.A.DB(), audit.EventFilter{Scope: &audit.EventScope{Machines: []string{d.MachineID}}, Limit: 100})
 	if err != nil {
 		return err
 	}

@@ -5,15 +5,15 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/console"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/views"
 )
 
 // eventNames resolves the display names of the machines a page mentions:
 // the objects of its audit events, the machines their documents name as
 // owners, and the extra ids given.
-func (h *Console) eventNames(c echo.Context, events []kernel.Event, extra []string) (views.Names, error) {
+func (h *Console) eventNames(c echo.Context, events []audit.Event, extra []string) (views.Names, error) {
 	ids := append([]string{}, extra...)
 	var ems []string
 	for _, e := range events {
@@ -52,8 +52,8 @@ func (h *Console) eventNames(c echo.Context, events []kernel.Event, extra []stri
 
 // webhookNames adds the webhooks that exist, by id, when the events name
 // one (a short table, read whole).
-func (h *Console) webhookNames(c echo.Context, events []kernel.Event, names map[string]string) error {
-	if h.Hooks == nil || !slices.ContainsFunc(events, func(e kernel.Event) bool { return e.ObjectType == "webhook" }) {
+func (h *Console) webhookNames(c echo.Context, events []audit.Event, names map[string]string) error {
+	if h.Hooks == nil || !slices.ContainsFunc(events, func(e audit.Event) bool { return e.ObjectType == "webhook" }) {
 		return nil
 	}
 	hooks, err := h.Hooks.ListWebhooks(Ctx(c))

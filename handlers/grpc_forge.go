@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/proto/gen/common"
 	"github.com/ipledger/ipledger/proto/gen/forge"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
@@ -345,8 +345,8 @@ func GRPCError(ctx context.Context, err error) error {
 	code, ok := grpcCodes[e.Code]
 	if !ok {
 		code = connect.CodeInternal
-		slog.ErrorContext(ctx, "internal error", "actor", kernel.ActorFrom(ctx).Name,
-			"request_id", kernel.ActorFrom(ctx).RequestID, "error", err)
+		slog.ErrorContext(ctx, "internal error", "actor", audit.ActorFrom(ctx).Name,
+			"request_id", audit.ActorFrom(ctx).RequestID, "error", err)
 	}
 	msg := GRPCPath(e.Message)
 	if e.Field != "" {

@@ -13,12 +13,12 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/docs/samples"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -36,7 +36,7 @@ func each(t *testing.T, fn func(t *testing.T, f *site)) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 		a := allocator.New(db, allocator.Options{Now: clock.Now})
-		fn(t, &site{t: t, db: db, a: a, ctx: kernel.WithActor(context.Background(), "test", "req-1")})
+		fn(t, &site{t: t, db: db, a: a, ctx: audit.WithActor(context.Background(), "test", "req-1")})
 	})
 }
 

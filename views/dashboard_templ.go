@@ -11,7 +11,7 @@ import templruntime "github.com/a-h/templ/runtime"
 
 import (
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/audit"
 )
 
 // BindingAlert is one DPU family whose binding needs an operator: pending
@@ -36,7 +36,7 @@ type Dashboard struct {
 	Pools    []PoolBar
 	Drift    []allocator.Drift
 	Bindings []BindingAlert
-	Events   []kernel.Event
+	Events   []audit.Event
 	Names    Names
 	// Overlaps are ranges of address pools that overlap another pool's
 	// (stored before the rule existed): each must be fixed by hand.

@@ -10,15 +10,15 @@ import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
 import (
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/console"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // DeletedMachineView is what the console knows of a deleted machine.
 type DeletedMachineView struct {
 	Page
 	D       console.DeletedMachine
-	History []kernel.Event
+	History []audit.Event
 	Names   Names
 }
 

@@ -12,7 +12,7 @@ import templruntime "github.com/a-h/templ/runtime"
 import (
 	"net/url"
 
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/audit"
 )
 
 // EventFilter is the audit log's filter form, as typed.
@@ -28,7 +28,7 @@ type EventsView struct {
 	Page
 	Filter EventFilter
 	Errors Errors
-	Events []kernel.Event
+	Events []audit.Event
 	Next   string
 	Names  Names
 }
@@ -304,7 +304,7 @@ func EventsPage(v EventsView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			for _, o := range append([]string{""}, kernel.ObjectTypes...) {
+			for _, o := range append([]string{""}, audit.ObjectTypes...) {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<option value=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -595,7 +595,7 @@ func EventsPage(v EventsView) templ.Component {
 // EventTable lists audit events: each with a diff of the fields it
 // changed (old → new, secrets redacted) and the full documents behind a
 // toggle; the object links to its page.
-func EventTable(events []kernel.Event, names Names) templ.Component {
+func EventTable(events []audit.Event, names Names) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -754,7 +754,7 @@ func EventTable(events []kernel.Event, names Names) templ.Component {
 	})
 }
 
-func eventObject(e kernel.Event, names Names) templ.Component {
+func eventObject(e audit.Event, names Names) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1009,7 +1009,7 @@ func eventObject(e kernel.Event, names Names) templ.Component {
 	})
 }
 
-func eventChange(e kernel.Event, names Names) templ.Component {
+func eventChange(e audit.Event, names Names) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/console"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // The console's links and names. Every id, pool, value and owner on a page
@@ -60,7 +60,7 @@ func (n Names) DiffText(path, value string) string {
 // EventMachineRefs lists the machines an event's documents name as an
 // owner: owner_id (former_owner_id) beside owner_type (former_owner_type)
 // machine, the owners of allocation events.
-func EventMachineRefs(e kernel.Event) []string {
+func EventMachineRefs(e audit.Event) []string {
 	var ids []string
 	for _, raw := range []json.RawMessage{e.Before, e.After} {
 		var doc map[string]any
@@ -169,7 +169,7 @@ func HitKindLabel(kind string) string {
 // of the machines that exist, else from the machine as the event
 // recorded it (a deleted DPU by its serial, a deleted host by its chassis
 // serial or BMC MAC).
-func EventMachineName(e kernel.Event, names Names) string {
+func EventMachineName(e audit.Event, names Names) string {
 	if n, ok := names[e.ObjectID]; ok && n != "" {
 		return n
 	}
@@ -191,7 +191,7 @@ func EventMachineName(e kernel.Event, names Names) string {
 
 // EventEMName names the ExpectedMachine of an audit event, from the
 // document it recorded when the record is gone.
-func EventEMName(e kernel.Event, names Names) string {
+func EventEMName(e audit.Event, names Names) string {
 	if n, ok := names[e.ObjectID]; ok && n != "" {
 		return n
 	}
@@ -216,7 +216,7 @@ func WebhookKey(id string) string { return "webhook/" + id }
 // EventWebhookName names the webhook of an audit event: by its name now,
 // else by the name its documents recorded (a deleted webhook), else
 // "#id".
-func EventWebhookName(e kernel.Event, names Names) string {
+func EventWebhookName(e audit.Event, names Names) string {
 	if n := names[WebhookKey(e.ObjectID)]; n != "" {
 		return n
 	}

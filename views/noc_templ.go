@@ -15,8 +15,8 @@ import (
 	"math"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/console"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // NOCView is the read-only wallboard for a 1920×1080 screen read from
@@ -71,7 +71,7 @@ func RateText(f console.PoolForecast) string {
 // ForceDeleteText names a force-deleted host from its audit event (the
 // machine is gone: its chassis serial or BMC MAC as recorded) and how many
 // values went to quarantine.
-func ForceDeleteText(e kernel.Event) (name string, quarantined int) {
+func ForceDeleteText(e audit.Event) (name string, quarantined int) {
 	var before struct {
 		MachineID string  `json:"machine_id"`
 		Chassis   string  `json:"chassis_serial_number"`

@@ -10,9 +10,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/webhook"
@@ -239,7 +239,7 @@ func TestNamesSurviveForceDeleteE2E(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		host := allocator.HostMachineID("1a:1b:1c:1d:1e:20")
-		ctx0 := kernel.WithActor(context.Background(), "console:bob", "")
+		ctx0 := audit.WithActor(context.Background(), "console:bob", "")
 		if _, err := site.a.DeleteMachine(ctx0, host, true); err != nil {
 			t.Fatalf("force delete: %v", err)
 		}
@@ -372,7 +372,7 @@ func TestNoTableScrollsAt1280E2E(t *testing.T) {
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		// Long values, as a real site has them: full IPv6 addresses in
 		// ranges, a long description and labels edited.
-		actx := kernel.WithActor(context.Background(), "token:continuous-integration-nightly", "")
+		actx := audit.WithActor(context.Background(), "token:continuous-integration-nightly", "")
 		if _, err := poolfile.Load(actx, site.a, []byte(`
 [pools.tenant-v6]
 type = "ipv6"

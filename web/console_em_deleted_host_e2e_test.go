@@ -8,8 +8,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // TestExpectedMachineOfForceDeletedHostE2E: the page of an ExpectedMachine
@@ -20,7 +20,7 @@ func TestExpectedMachineOfForceDeletedHostE2E(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		host := allocator.HostMachineID("1a:1b:1c:1d:1e:20")
-		ctx0 := kernel.WithActor(context.Background(), "console:bob", "")
+		ctx0 := audit.WithActor(context.Background(), "console:bob", "")
 		if _, err := site.a.DeleteMachine(ctx0, host, true); err != nil {
 			t.Fatalf("force delete: %v", err)
 		}

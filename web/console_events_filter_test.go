@@ -9,14 +9,14 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // TestConsoleEventsObjectTypeFilter: the audit log's object-type filter
 // offers every object type audit events are written with
-// (kernel.ObjectTypes, held to the writes by its own test), webhook and
+// (audit.ObjectTypes, held to the writes by its own test), webhook and
 // session events included, and filtering on webhook lists a webhook's
 // creation.
 func TestConsoleEventsObjectTypeFilter(t *testing.T) {
@@ -38,7 +38,7 @@ func TestConsoleEventsObjectTypeFilter(t *testing.T) {
 				t.Errorf("option %q selected=%v with object_type=webhook", m[1], m[2] != "")
 			}
 		}
-		if want := append([]string{""}, kernel.ObjectTypes...); !slices.Equal(offered, want) {
+		if want := append([]string{""}, audit.ObjectTypes...); !slices.Equal(offered, want) {
 			t.Errorf("the object-type filter offers %q, want %q", offered, want)
 		}
 		for _, typ := range []string{"webhook", "session"} {

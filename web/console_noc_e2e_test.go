@@ -9,9 +9,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/poolfile"
 )
@@ -40,7 +40,7 @@ func TestNOCFitsE2E(t *testing.T) {
 // recent force deletes.
 func fillNOC(t *testing.T, site *consoleSite) {
 	t.Helper()
-	ctx := kernel.WithActor(context.Background(), "console:alice", "")
+	ctx := audit.WithActor(context.Background(), "console:alice", "")
 	const pools = `
 [pools.tenant-a]
 type = "ipv4"
@@ -151,7 +151,7 @@ func TestNOCFitsLaptopE2E(t *testing.T) {
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
 		fillNOC(t, site)
 		// Four-digit counts, as a site of a thousand hosts has them.
-		ctx := kernel.WithActor(context.Background(), "console:alice", "")
+		ctx := audit.WithActor(context.Background(), "console:alice", "")
 		var dpus []allocator.ReportDPU
 		for i := 0; i < 1000; i++ {
 			dpus = append(dpus, allocator.ReportDPU{SerialNumber: fmt.Sprintf("MT-LAPTOP-%04d", i)})

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -29,7 +29,7 @@ func TestConsoleOverlapAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := allocator.New(db, allocator.Options{})
-	ctx := kernel.WithActor(context.Background(), "test", "")
+	ctx := audit.WithActor(context.Background(), "test", "")
 	for _, p := range []allocator.PoolSpec{
 		{Name: "lo-ip", Type: "ipv4", Ranges: []allocator.RangeSpec{{First: "10.1.0.1", Last: "10.1.0.50"}}},
 		{Name: "mgmt", Type: "ipv4", Ranges: []allocator.RangeSpec{{First: "10.2.0.1", Last: "10.2.0.9"}}},

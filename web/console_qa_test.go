@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // TestConsoleEarlyErrorsKeepNavigation: errors raised before a console
@@ -132,7 +132,7 @@ func TestConsoleForceDeleteDialogOfHostlessDPU(t *testing.T) {
 	t.Parallel()
 	site := newSQLiteSite(t)
 	seedBelievableSite(t, site)
-	ctx := kernel.WithActor(context.Background(), "test", "")
+	ctx := audit.WithActor(context.Background(), "test", "")
 	if _, err := site.a.Discover(ctx, allocator.DiscoverSpec{SerialNumber: "MT2242X00777"}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestConsoleForceDeleteDialogOfHostlessDPU(t *testing.T) {
 func TestConsoleEventsNameDeletedMachine(t *testing.T) {
 	t.Parallel()
 	site := newSQLiteSite(t)
-	ctx := kernel.WithActor(context.Background(), "test", "")
+	ctx := audit.WithActor(context.Background(), "test", "")
 	b := site.login(auth.RoleAdmin)
 	expect(t, b.post("/pools", url.Values{"name": {"lo-ip"}, "type": {"ipv4"}, "first": {"10.180.62.1"}, "last": {"10.180.62.199"}, "auto_assign": {"true"}}, true), http.StatusSeeOther)
 	if _, err := site.a.Discover(ctx, allocator.DiscoverSpec{SerialNumber: "MT2242X00888"}); err != nil {

@@ -11,9 +11,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -25,7 +25,7 @@ func seedBelievableSite(t testing.TB, site *consoleSite) {
 	t.Helper()
 	a := site.a
 	seedSite(t, a)
-	ctx := kernel.WithActor(context.Background(), "console:alice", "")
+	ctx := audit.WithActor(context.Background(), "console:alice", "")
 
 	// 30 days of vlan-id and lo-ip history through an allocator whose clock
 	// walks forward one day at a time (the usage chart reads the audit log).

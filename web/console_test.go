@@ -18,10 +18,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/web"
@@ -1175,7 +1175,7 @@ func TestConsoleExpectedMachineFormatAndConflictTogether(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedSite(t, site.a)
-		ctx := kernel.WithActor(context.Background(), "test", "")
+		ctx := audit.WithActor(context.Background(), "test", "")
 		ip := "10.180.62.201"
 		if _, err := site.a.CreateExpectedMachine(ctx, allocator.ExpectedMachineSpec{BmcMacAddress: "2a:00:00:00:00:01",
 			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT-OTHER", LoopbackIP: &ip}}}); err != nil {
@@ -1213,7 +1213,7 @@ func TestConsoleFixConflict(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
 		seedBelievableSite(t, site)
-		ctx := kernel.WithActor(context.Background(), "test", "")
+		ctx := audit.WithActor(context.Background(), "test", "")
 		op := site.login(auth.RoleOperator)
 		dpu := allocator.DPUMachineID("MT2242X00020")
 		page := expect(t, op.get("/machines/"+dpu), http.StatusOK, "declared by ExpectedMachine", "rack8-u03", "Assign missing loopbacks now")

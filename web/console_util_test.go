@@ -15,9 +15,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/web"
@@ -186,7 +186,7 @@ ranges = [
 type = "integer"
 ranges = [{ start = "100", end = "110" }]
 `
-	ctx := kernel.WithActor(context.Background(), "test:seed", "")
+	ctx := audit.WithActor(context.Background(), "test:seed", "")
 	if _, err := poolfile.Load(ctx, a, []byte(pools)); err != nil {
 		t.Fatalf("load pools: %v", err)
 	}

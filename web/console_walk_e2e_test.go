@@ -11,8 +11,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/webhook"
 )
@@ -101,7 +101,7 @@ func TestAuditDiffNamesOwnersE2E(t *testing.T) {
 func TestAuditNamesWebhooksE2E(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
-		actx := kernel.WithActor(context.Background(), "console:alice", "")
+		actx := audit.WithActor(context.Background(), "console:alice", "")
 		spec := func(name string) webhook.WebhookSpec {
 			return webhook.WebhookSpec{Name: name, URL: "http://127.0.0.1:9/hook", Secret: "0123456789abcdef0123", Actions: []string{"allocation.*"}}
 		}
@@ -142,7 +142,7 @@ func TestAuditNamesWebhooksE2E(t *testing.T) {
 func TestSearchNumberInSerialsE2E(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
-		actx := kernel.WithActor(context.Background(), "console:alice", "")
+		actx := audit.WithActor(context.Background(), "console:alice", "")
 		if _, err := poolfile.Load(actx, site.a, []byte("[pools.vni]\ntype = \"integer\"\nranges = [{ start = \"2000\", end = \"3001\" }]\n")); err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestSearchNumberInSerialsE2E(t *testing.T) {
 func TestExplicitRangesAlertE2E(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
-		actx := kernel.WithActor(context.Background(), "console:alice", "")
+		actx := audit.WithActor(context.Background(), "console:alice", "")
 		for i := 230; i <= 255; i++ {
 			v := fmt.Sprintf("10.180.62.%d", i)
 			if _, _, err := site.a.Allocate(actx, "lo-ip", allocator.Owner{Type: "tenant", ID: "pinned-" + v}, v); err != nil {
@@ -233,7 +233,7 @@ func TestLifecycleDialogFocusE2E(t *testing.T) {
 func TestDeleteFlashSaysWhatHappenedE2E(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
-		actx := kernel.WithActor(context.Background(), "console:alice", "")
+		actx := audit.WithActor(context.Background(), "console:alice", "")
 		host := allocator.HostMachineID("1a:1b:1c:1d:1e:1f")
 		if _, err := site.a.Decommission(actx, host); err != nil {
 			t.Fatal(err)
@@ -310,7 +310,7 @@ func TestSearchSaysWhatMatchedE2E(t *testing.T) {
 func TestDashboardBindingAlertsBoundedE2E(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, site *consoleSite) {
-		actx := kernel.WithActor(context.Background(), "console:alice", "")
+		actx := audit.WithActor(context.Background(), "console:alice", "")
 		for mac, dpus := range map[string]string{
 			"1a:1b:1c:1d:1e:1f": `[{"serial_number":"MT2242X00001","loopback_ip":"10.180.62.240","loopback_ip_v6":"fd00:180:62:1::f0"}]`,
 			"1a:1b:1c:1d:1e:20": `[{"serial_number":"MT2242X00002","loopback_ip":"10.180.62.241","loopback_ip_v6":"fd00:180:62:1::f1"},{"serial_number":"MT2242X00003","loopback_ip":"10.180.62.242","loopback_ip_v6":"fd00:180:62:1::f2"}]`,

@@ -12,9 +12,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/feed"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -70,7 +70,7 @@ func TestConsoleWebhooks(t *testing.T) {
 			t.Fatalf("create: %d %s", rec.Code, rec.Body)
 		}
 		hookURL := rec.Header().Get("Location")
-		if _, err := env.a.CreatePool(kernel.WithActor(ctx, "test", ""), allocator.PoolSpec{Name: "cw", Type: "integer", Ranges: []allocator.RangeSpec{{First: "1", Last: "3"}}}); err != nil {
+		if _, err := env.a.CreatePool(audit.WithActor(ctx, "test", ""), allocator.PoolSpec{Name: "cw", Type: "integer", Ranges: []allocator.RangeSpec{{First: "1", Last: "3"}}}); err != nil {
 			t.Fatal(err)
 		}
 		var view string

@@ -9,10 +9,10 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
 )
 
@@ -130,7 +130,7 @@ func (s *Server) grpcAuth(roles map[string]auth.Role) connect.UnaryInterceptorFu
 			if err := allow(id, role); err != nil {
 				return nil, handlers.GRPCError(ctx, err)
 			}
-			return next(kernel.WithActorRole(ctx, id.Name, string(id.Role), rid), req)
+			return next(audit.WithActorRole(ctx, id.Name, string(id.Role), rid), req)
 		}
 	}
 }

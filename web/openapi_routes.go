@@ -4,9 +4,9 @@ import (
 	"reflect"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/cni"
 	"github.com/ipledger/ipledger/handlers"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -99,7 +99,7 @@ var apiDocs = map[string]apiDoc{
 	"GET /events": {Summary: "The audit log, newest first (secrets redacted)",
 		Query: query("actor: exact actor (token:NAME)", "action: exact action", "object_type: e.g. pool, expected_machine",
 			"object_id: exact object id", "since: RFC 3339 time", "until: RFC 3339 time"),
-		OK: 200, OKBody: kernel.EventPage{}, Errors: []int{422}},
+		OK: 200, OKBody: audit.EventPage{}, Errors: []int{422}},
 	"GET /events:stream": {Summary: "The change feed as Server-Sent Events (id: revision, event: action, data: event JSON); Last-Event-ID wins over after",
 		Query: []string{"after: revision to start after (default: the current head)", "object_type: e.g. allocation", "action: exact action, prefix such as allocation.*, or *", "pool: pool name"},
 		OK:    200, Errors: []int{422}},
@@ -170,7 +170,7 @@ var schemaOverrides map[reflect.Type]func(g *schemaGen) any
 // fieldSchemas narrow the schema of single members whose Go type says
 // less than the API promises (a string that is one of a few words).
 var fieldSchemas = map[reflect.Type]map[string]any{
-	reflect.TypeOf(kernel.Event{}): {
+	reflect.TypeOf(audit.Event{}): {
 		"actor_role": map[string]any{"type": "string", "enum": []any{"viewer", "operator", "admin"},
 			"description": "The role the actor acted with at the time; absent for system actors and for events written before roles were stored."},
 	},

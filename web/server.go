@@ -18,12 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/handlers"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -368,7 +368,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return fault.Errf(fault.CodeUnauthorized, "", "authentication required: send Authorization: Bearer <token>")
 		}
 		handlers.SetIdentity(c, id)
-		c.SetRequest(c.Request().WithContext(kernel.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
+		c.SetRequest(c.Request().WithContext(audit.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
 		return next(c)
 	}
 }

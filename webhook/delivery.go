@@ -21,8 +21,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/buildinfo"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -274,7 +274,7 @@ WHERE d.webhook_id = ? AND d.state = 'pending' ORDER BY d.revision LIMIT 50`, id
 			if !ok {
 				return
 			}
-			body, err := json.Marshal(kernel.EventOut(ev))
+			body, err := json.Marshal(audit.EventOut(ev))
 			if err != nil {
 				return
 			}

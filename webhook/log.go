@@ -8,8 +8,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/txn"
 )
@@ -137,7 +137,7 @@ func (wh *Service) Redeliver(ctx context.Context, webhookID, deliveryID string) 
 			"redeliveries": gorm.Expr("redeliveries + 1")}).Error; err != nil {
 			return err
 		}
-		return kernel.Record(t, "webhook.redeliver", "webhook", webhookID, nil, map[string]any{"delivery_id": d.DeliveryID, "revision": d.Revision})
+		return audit.Record(t, "webhook.redeliver", "webhook", webhookID, nil, map[string]any{"delivery_id": d.DeliveryID, "revision": d.Revision})
 	})
 	if err != nil {
 		return nil, err

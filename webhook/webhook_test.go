@@ -18,13 +18,13 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/buildinfo"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/internal/testkit"
 	"github.com/ipledger/ipledger/internal/testkit/sitekit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -199,7 +199,7 @@ func TestWebhookRetriesThenNextInOrder(t *testing.T) {
 			if r.signature != Signature(testSecret, r.body) || r.event != "allocation.create" {
 				t.Fatalf("bad signature or event header: %+v", r)
 			}
-			var ev kernel.Event
+			var ev audit.Event
 			if err := json.Unmarshal(r.body, &ev); err != nil || ev.Revision == nil || *ev.Revision != r.revision || ev.Pool != "wp" || ev.Value == "" {
 				t.Fatalf("body %s: %v", r.body, err)
 			}
@@ -305,7 +305,7 @@ func TestWebhookOneInFlightAcrossProcesses(t *testing.T) {
 			for _, db := range dbtest.Handles(t, dbtest.NewURL(t, d), 3) {
 				as = append(as, newProc(db))
 			}
-			ctx := kernel.WithActor(context.Background(), "test", "")
+			ctx := audit.WithActor(context.Background(), "test", "")
 			rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { time.Sleep(2 * time.Millisecond) })
 			if _, err := as[0].hooks.CreateWebhook(ctx, WebhookSpec{Name: "one", URL: rc.srv.URL, Secret: testSecret, Actions: []string{"allocation.create"}}); err != nil {
 				t.Fatal(err)

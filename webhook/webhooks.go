@@ -12,10 +12,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/ident"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/txn"
 )
@@ -198,7 +198,7 @@ func webhookMatcher(w *models.Webhook) (*webhookMatch, error) {
 
 func (m *webhookMatch) match(action, objectType, objectID string) bool {
 	if m.pools != nil {
-		p, _ := kernel.EventPool(objectType, objectID)
+		p, _ := audit.EventPool(objectType, objectID)
 		if !m.pools[p] {
 			return false
 		}
@@ -233,7 +233,7 @@ func (wh *Service) CreateWebhook(ctx context.Context, spec WebhookSpec) (*Webhoo
 		if err := t.Create(&w).Error; err != nil {
 			return err
 		}
-		return kernel.Record(t, "webhook.create", "webhook", strconv.FormatInt(w.ID, 10), nil, webhookAudit(&w))
+		return audit.Record(t, "webhook.create", "webhook", strconv.FormatInt(w.ID, 10), nil, webhookAudit(&w))
 	})
 	if err != nil {
 		return nil, err
@@ -375,7 +375,7 @@ func (wh *Service) PatchWebhook(ctx context.Context, id string, p WebhookPatch, 
 		w.Version++
 		w.UpdatedAt = t.Now
 		out = webhookOut(w, 0)
-		return kernel.Record(t, "webhook.update", "webhook", id, before, webhookAudit(w))
+		return audit.Record(t, "webhook.update", "webhook", id, before, webhookAudit(w))
 	})
 	if err != nil {
 		return nil, err
@@ -400,6 +400,6 @@ func (wh *Service) DeleteWebhook(ctx context.Context, id string, ifMatch txn.IfM
 		if err := t.Delete(&models.Webhook{}, w.ID).Error; err != nil {
 			return err
 		}
-		return kernel.Record(t, "webhook.delete", "webhook", id, webhookAudit(w), nil)
+		return audit.Record(t, "webhook.delete", "webhook", id, webhookAudit(w), nil)
 	})
 }

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -103,7 +103,7 @@ const drillHeld = 40
 func drillHistory(t *testing.T, src string) {
 	t.Helper()
 	db := dbtest.OpenURL(t, src)
-	ctx := kernel.WithActor(context.Background(), "drill", "req-drill")
+	ctx := audit.WithActor(context.Background(), "drill", "req-drill")
 	a := allocator.New(db, allocator.Options{})
 	yes := true
 	if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "drill", Type: "ipv4",

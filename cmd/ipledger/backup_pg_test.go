@@ -16,10 +16,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/feed"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // The documented PostgreSQL procedure (docs/operations.md, "Backups"):
@@ -42,7 +42,7 @@ func TestPostgresDumpRestoreCheck(t *testing.T) {
 	}
 	src := dbtest.NewPostgresURL(t)
 	db := dbtest.OpenURL(t, src)
-	ctx := kernel.WithActor(context.Background(), "pgdump", "req-pgdump")
+	ctx := audit.WithActor(context.Background(), "pgdump", "req-pgdump")
 	a := allocator.New(db, allocator.Options{})
 	yes := true
 	if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "dump", Type: "ipv4",

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/docs/samples"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/poolfile"
 )
 
@@ -33,7 +33,7 @@ func seedDemo(ctx context.Context, a *allocator.Allocator, log *slog.Logger) err
 		log.Info("demo not loaded: the database already holds pools")
 		return nil
 	}
-	ctx = kernel.WithActor(ctx, "system:demo", "")
+	ctx = audit.WithActor(ctx, "system:demo", "")
 	if _, err := poolfile.Load(ctx, a, []byte(demoPools)); err != nil {
 		return err
 	}

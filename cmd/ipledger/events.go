@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/audit"
 )
 
 func newEventsCmd(cf *clientFlags) *cobra.Command {
@@ -30,7 +30,7 @@ func newEventsCmd(cf *clientFlags) *cobra.Command {
 			if action != "" {
 				q.Set("action", action)
 			}
-			var page kernel.EventPage
+			var page audit.EventPage
 			if printed, err := c.get("/api/v1/events?"+q.Encode(), &page); err != nil || printed {
 				return err
 			}

@@ -17,9 +17,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/internal/testkit/serverkit"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/webhook"
 )
 
@@ -84,7 +84,7 @@ func TestCNIIPAMWatch(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		a, url, tok := feedCLIServer(t, db)
-		ctx := kernel.WithActor(context.Background(), "test", "")
+		ctx := audit.WithActor(context.Background(), "test", "")
 		if _, err := a.CreatePool(ctx, allocator.PoolSpec{Name: "ep", Type: "ipv6prefix", DelegatePrefixLen: 96,
 			Ranges: []allocator.RangeSpec{{First: "fd00:10::/96", Last: "fd00:10::ffff:0:0/96"}}}); err != nil {
 			t.Fatal(err)
@@ -185,7 +185,7 @@ func TestWebhookCLI(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &w); err != nil || w.Name != "ctl" || strings.Contains(out, secret) {
 			t.Fatalf("create printed %s", out)
 		}
-		if _, err := a.CreatePool(kernel.WithActor(context.Background(), "test", ""), allocator.PoolSpec{Name: "cp", Type: "integer",
+		if _, err := a.CreatePool(audit.WithActor(context.Background(), "test", ""), allocator.PoolSpec{Name: "cp", Type: "integer",
 			Ranges: []allocator.RangeSpec{{First: "1", Last: "5"}}}); err != nil {
 			t.Fatal(err)
 		}

@@ -15,11 +15,11 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/buildinfo"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/feed"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/poolfile"
 	"github.com/ipledger/ipledger/web"
@@ -134,7 +134,7 @@ func newServeCmd() *cobra.Command {
 			fd.SetDeliveries(hooks)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			ctx = kernel.WithActor(ctx, "system:startup", "")
+			ctx = audit.WithActor(ctx, "system:startup", "")
 			au := auth.New(a.DB(), auth.Options{Logger: log, OnCommit: fd.Committed})
 			if err := bootstrapAdmin(ctx, au, cmd, cfg.AdminToken); err != nil {
 				return err
@@ -294,7 +294,7 @@ func newTokenCmd() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			tok, err := auth.New(a.DB(), auth.Options{}).CreateToken(kernel.WithActor(context.Background(), "cli:token-create", ""), name, r, "")
+			tok, err := auth.New(a.DB(), auth.Options{}).CreateToken(audit.WithActor(context.Background(), "cli:token-create", ""), name, r, "")
 			if err != nil {
 				return err
 			}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ipledger/ipledger/allocator"
-	"github.com/ipledger/ipledger/kernel"
+	"github.com/ipledger/ipledger/audit"
 )
 
 // reconcileAtStartup completes DPUs missing a loopback (e.g. lo-ip-v6 was
@@ -17,7 +17,7 @@ import (
 // released, the ExpectedMachines fixed) is completed without waiting for
 // the next report.
 func reconcileAtStartup(ctx context.Context, a *allocator.Allocator, log *slog.Logger, interval time.Duration) error {
-	rctx := kernel.WithActor(ctx, "system:reconcile", "")
+	rctx := audit.WithActor(ctx, "system:reconcile", "")
 	res, err := a.ReconcileLoopbacks(rctx)
 	if err != nil {
 		return fmt.Errorf("loopback reconciliation: %w", err)

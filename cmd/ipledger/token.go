@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/fault"
-	"github.com/ipledger/ipledger/kernel"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -91,7 +91,7 @@ func newTokenDeleteCmd() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			t, err := auth.New(a.DB(), auth.Options{}).DeleteToken(kernel.WithActor(context.Background(), "cli:token-delete", ""), id, name)
+			t, err := auth.New(a.DB(), auth.Options{}).DeleteToken(audit.WithActor(context.Background(), "cli:token-delete", ""), id, name)
 			if err != nil {
 				if e, ok := fault.AsError(err); ok && e.Field != "" {
 					return fmt.Errorf("--%s: %s", e.Field, e.Message)

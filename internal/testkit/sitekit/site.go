@@ -12,8 +12,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database/dbtest"
-	"github.com/ipledger/ipledger/kernel"
 )
 
 // Site is one test's allocator over its own database. Ctx carries the
@@ -34,7 +34,7 @@ func New(t testing.TB, db *gorm.DB, opts allocator.Options) *Site {
 // Over builds a Site over an allocator the test has wired itself (with a
 // commit hook, a clock).
 func Over(t testing.TB, a *allocator.Allocator) *Site {
-	return &Site{T: t, DB: a.DB(), A: a, Ctx: kernel.WithActor(context.Background(), "test", "req-test")}
+	return &Site{T: t, DB: a.DB(), A: a, Ctx: audit.WithActor(context.Background(), "test", "req-test")}
 }
 
 // Each runs fn on SQLite and PostgreSQL, each with a Site over its own

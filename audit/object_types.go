@@ -1,4 +1,4 @@
-package kernel
+package audit
 
 // ObjectTypes is every object_type an audit event is written with, in
 // the order the console's audit-log filter offers them. The audit log and

@@ -1,4 +1,4 @@
-package kernel
+package audit
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package kernel
+package audit
 
 import (
 	"go/ast"
@@ -26,7 +26,7 @@ var sqlEventRE = regexp.MustCompile(`'([a-z_]+(?:\.[a-z_]+)+)', '([a-z_]+)'`)
 // TestObjectTypesAreThoseWritten reads every Go file of the module (tests
 // aside) for the object types audit events are written with — a call
 // whose arguments hold an action literal followed by an object-type
-// literal (t.audit("pool.create", "pool", …), tx.Audit, AuditEvent and
+// literal (t.audit("pool.create", "pool", …), Record, NewRow and
 // their wrappers), and the action and object type a SQL statement inserts
 // — and requires ObjectTypes to be exactly those: a new object type
 // written without its entry would be missing from the console's filter,

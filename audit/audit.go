@@ -1,4 +1,4 @@
-package kernel
+package audit
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"gorm.io/gorm"
 )
 
-// AuditEvent builds the audit row of one change made for ctx's actor.
+// NewRow builds the audit row of one change made for ctx's actor.
 // before/after are marshalled to JSON; callers pass values with secrets
 // already removed.
-func AuditEvent(ctx context.Context, at time.Time, action, objectType, objectID string, before, after any) (models.AuditEvent, error) {
+func NewRow(ctx context.Context, at time.Time, action, objectType, objectID string, before, after any) (models.AuditEvent, error) {
 	act := ActorFrom(ctx)
 	ev := models.AuditEvent{At: at, Actor: act.Name, ActorRole: act.RolePtr(), Action: action, ObjectType: objectType,
 		ObjectID: objectID, RequestID: act.RequestID}
@@ -39,19 +39,19 @@ func AuditEvent(ctx context.Context, at time.Time, action, objectType, objectID 
 // Record writes the audit event of one change in the transaction t, for
 // t's actor at t's time.
 func Record(t *txn.Tx, action, objectType, objectID string, before, after any) error {
-	ev, err := AuditEvent(t.Ctx, t.Now, action, objectType, objectID, before, after)
+	ev, err := NewRow(t.Ctx, t.Now, action, objectType, objectID, before, after)
 	if err != nil {
 		return err
 	}
-	return InsertAuditEvent(t.DB, &ev)
+	return Insert(t.DB, &ev)
 }
 
-// InsertAuditEvent writes one audit row. An event without a role (a
+// Insert writes one audit row. An event without a role (a
 // system actor) leaves actor_role out of the INSERT: the column's NULL
 // default is the same value, and the statement then also fits a schema
 // older than the column, which the tests that build a database up to an
 // earlier migration write through today's code.
-func InsertAuditEvent(db *gorm.DB, ev *models.AuditEvent) error {
+func Insert(db *gorm.DB, ev *models.AuditEvent) error {
 	if ev.ActorRole == nil {
 		return db.Omit("ActorRole").Create(ev).Error
 	}
