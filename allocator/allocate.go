@@ -214,7 +214,7 @@ func (t *tx) declaredFor(p *models.Pool, v u128) (string, bool, error) {
 	if col == "" {
 		return "", false, nil
 	}
-	var d models.ExpectedDpu
+	var d models.ExpectedDPU
 	err := t.Where(col+" = ?", v.key()).Take(&d).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return "", false, nil

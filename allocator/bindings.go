@@ -230,11 +230,11 @@ func bindingsOf(db *gorm.DB, dpus []models.Machine) ([]Binding, error) {
 	for i := range ncRows {
 		ncs[ncRows[i].MachineID] = &ncRows[i]
 	}
-	var declRows []models.ExpectedDpu
+	var declRows []models.ExpectedDPU
 	if err := db.Where("serial_number IN ?", serials).Find(&declRows).Error; err != nil {
 		return nil, err
 	}
-	decls := map[string]*models.ExpectedDpu{}
+	decls := map[string]*models.ExpectedDPU{}
 	for i := range declRows {
 		decls[declRows[i].SerialNumber] = &declRows[i]
 	}

@@ -34,7 +34,7 @@ type emUpdate struct {
 func planUpdateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *emRecord) emUpdate {
 	after := *before
 	after.BmcMacAddress, after.BmcUsername, after.ChassisSerialNumber = r.mac, r.username, r.chassis
-	after.FallbackDpuSerialNumbers, after.Metadata, after.SkuID = r.fallback, r.meta, r.sku
+	after.FallbackDPUSerialNumbers, after.Metadata, after.SkuID = r.fallback, r.meta, r.sku
 	newPW := cur.BmcPassword
 	if r.password != nil {
 		newPW = *r.password
@@ -44,7 +44,7 @@ func planUpdateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *emRec
 	u := emUpdate{password: newPW, pwChanged: newPW != cur.BmcPassword}
 	after.BmcPasswordSet = newPW != ""
 	if r.dpusGiven {
-		after.ExpectedDpus = r.dpuList()
+		after.ExpectedDPUs = r.dpuList()
 	}
 	u.changed = u.pwChanged || marshalJSONText(after) != marshalJSONText(before)
 	if u.changed {
@@ -55,10 +55,10 @@ func planUpdateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *emRec
 }
 
 // dpuRows are the expected_dpus rows of r for machine id.
-func dpuRows(id string, r *emRecord) []models.ExpectedDpu {
-	rows := make([]models.ExpectedDpu, 0, len(r.dpus))
+func dpuRows(id string, r *emRecord) []models.ExpectedDPU {
+	rows := make([]models.ExpectedDPU, 0, len(r.dpus))
 	for i, d := range r.dpus {
-		row := models.ExpectedDpu{ExpectedMachineID: id, Position: i, SerialNumber: d.serial}
+		row := models.ExpectedDPU{ExpectedMachineID: id, Position: i, SerialNumber: d.serial}
 		if d.v4.IsValid() {
 			row.LoopbackIP, row.LoopbackIPKey = strp(d.v4.String()), strp(fromAddr(d.v4).key())
 		}
@@ -75,7 +75,7 @@ type emBulk struct {
 	t       *tx
 	inserts []models.ExpectedMachine
 	updates []emBulkUpdate
-	dpus    []models.ExpectedDpu
+	dpus    []models.ExpectedDPU
 	events  []models.AuditEvent
 }
 
@@ -98,7 +98,7 @@ func (b *emBulk) event(action, id string, before, after any) error {
 func (b *emBulk) create(r *emRecord, id string) (*ExpectedMachine, error) {
 	now := b.t.now
 	row := models.ExpectedMachine{ID: id, BmcMacAddress: r.mac, BmcUsername: r.username, ChassisSerialNumber: r.chassis,
-		FallbackDpuSerialNumbers: marshalJSONText(r.fallback), MetadataName: r.meta.Name, MetadataDescription: r.meta.Description,
+		FallbackDPUSerialNumbers: marshalJSONText(r.fallback), MetadataName: r.meta.Name, MetadataDescription: r.meta.Description,
 		MetadataLabels: marshalJSONText(r.meta.Labels), SkuID: r.sku, Version: 1, CreatedAt: now, UpdatedAt: now}
 	if r.password != nil {
 		row.BmcPassword = *r.password
@@ -106,16 +106,16 @@ func (b *emBulk) create(r *emRecord, id string) (*ExpectedMachine, error) {
 	b.inserts = append(b.inserts, row)
 	b.dpus = append(b.dpus, dpuRows(id, r)...)
 	out := &ExpectedMachine{ID: id, Version: 1, BmcMacAddress: r.mac, BmcUsername: r.username, BmcPasswordSet: row.BmcPassword != "",
-		ChassisSerialNumber: r.chassis, FallbackDpuSerialNumbers: r.fallback, Metadata: r.meta, SkuID: r.sku, ExpectedDpus: r.dpuList()}
+		ChassisSerialNumber: r.chassis, FallbackDPUSerialNumbers: r.fallback, Metadata: r.meta, SkuID: r.sku, ExpectedDPUs: r.dpuList()}
 	return out, b.event("expected_machine.create", id, nil, emAudit{ExpectedMachine: *out, BmcPasswordChanged: r.password != nil})
 }
 
 // update records the replacement of stored cur (read as before) by r;
 // its DPU rows were removed already when r gives its list, unless
-// keepDpus (the list is the stored one, whose rows stay).
-func (b *emBulk) update(cur *models.ExpectedMachine, before *ExpectedMachine, r *emRecord, keepDpus bool) (*ExpectedMachine, bool, error) {
+// keepDPUs (the list is the stored one, whose rows stay).
+func (b *emBulk) update(cur *models.ExpectedMachine, before *ExpectedMachine, r *emRecord, keepDPUs bool) (*ExpectedMachine, bool, error) {
 	u := planUpdateEM(cur, before, r)
-	if r.dpusGiven && !keepDpus {
+	if r.dpusGiven && !keepDPUs {
 		b.dpus = append(b.dpus, dpuRows(cur.ID, r)...)
 	}
 	if !u.changed {
@@ -152,7 +152,7 @@ func (b *emBulk) flush() error {
 		"metadata_name", "metadata_description", "metadata_labels", "sku_id", "version", "created_at", "updated_at"}
 	em := func(i int, dst []any) []any {
 		e := &b.inserts[i]
-		return append(dst, e.ID, e.BmcMacAddress, e.BmcUsername, e.BmcPassword, e.ChassisSerialNumber, e.FallbackDpuSerialNumbers,
+		return append(dst, e.ID, e.BmcMacAddress, e.BmcUsername, e.BmcPassword, e.ChassisSerialNumber, e.FallbackDPUSerialNumbers,
 			e.MetadataName, e.MetadataDescription, e.MetadataLabels, e.SkuID, e.Version, e.CreatedAt, e.UpdatedAt)
 	}
 	if err := t.insertRows("expected_machines", cols, len(b.inserts), em); err != nil {
@@ -338,12 +338,12 @@ func (b *emBulk) deleteEMs(gone []models.ExpectedMachine, befores []ExpectedMach
 	return nil
 }
 
-// deleteDpusOf removes the DPU rows of the records ids. all says that
+// deleteDPUsOf removes the DPU rows of the records ids. all says that
 // they are every DPU row the table holds: on SQLite, whose write
 // transaction excludes every other writer, the table is then emptied by
 // one scan instead of a lookup per record (a thousand statements of a
 // hundred bound ids for 60,000 records).
-func (t *tx) deleteDpusOf(ids []string, all bool) error {
+func (t *tx) deleteDPUsOf(ids []string, all bool) error {
 	if all && len(ids) > 0 && t.a.dialect != models.Postgres {
 		return t.Exec("DELETE FROM expected_dpus").Error
 	}

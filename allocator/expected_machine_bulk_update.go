@@ -33,7 +33,7 @@ func (x emBulkUpdate) sameRow() bool {
 	c, r := x.cur, x.r
 	return c.BmcUsername == r.username && c.BmcPassword == x.u.password && c.ChassisSerialNumber == r.chassis &&
 		c.MetadataName == r.meta.Name && c.MetadataDescription == r.meta.Description && (c.SkuID == nil) == (r.sku == nil) &&
-		deref(c.SkuID) == deref(r.sku) && c.FallbackDpuSerialNumbers == marshalJSONText(r.fallback) &&
+		deref(c.SkuID) == deref(r.sku) && c.FallbackDPUSerialNumbers == marshalJSONText(r.fallback) &&
 		c.MetadataLabels == marshalJSONText(r.meta.Labels)
 }
 

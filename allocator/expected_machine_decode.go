@@ -67,19 +67,19 @@ func decodeSpec(b []byte, prefix string, s *ExpectedMachineSpec) error {
 	if err := jsonv2.Unmarshal(b, s); err != nil {
 		return apijson.MapError(err, apijson.Options{Prefix: prefix})
 	}
-	if s.ExpectedDpus != nil && len(*s.ExpectedDpus) > 0 {
+	if s.ExpectedDPUs != nil && len(*s.ExpectedDPUs) > 0 {
 		// expected_dpus is ipledger's own member, which no NICo tool
 		// fills with members of its own: one ipledger does not know is a
 		// misspelling ("loopback_ipv6") that would drop a reservation
 		// without a word, so it is refused naming its path.
 		var raw struct {
-			ExpectedDpus []jsontext.Value `json:"expected_dpus"`
+			ExpectedDPUs []jsontext.Value `json:"expected_dpus"`
 		}
 		if err := jsonv2.Unmarshal(b, &raw); err != nil {
 			return apijson.MapError(err, apijson.Options{Prefix: prefix})
 		}
-		for i, d := range raw.ExpectedDpus {
-			var known ExpectedDpu
+		for i, d := range raw.ExpectedDPUs {
+			var known ExpectedDPU
 			if err := jsonv2.Unmarshal(d, &known, jsonv2.RejectUnknownMembers(true)); err != nil {
 				return apijson.MapError(err, apijson.Options{Prefix: strictjson.JoinField(prefix, fmt.Sprintf("expected_dpus[%d]", i))})
 			}

@@ -9,7 +9,7 @@ import (
 // An ExpectedMachine body accepts members ipledger does not store (NICo
 // tools send whole documents), but not inside expected_dpus, ipledger's own
 // member: a misspelt "loopback_ipv6" would drop a reservation silently.
-func TestExpectedDpuMembersAreStrict(t *testing.T) {
+func TestExpectedDPUMembersAreStrict(t *testing.T) {
 	if _, err := DecodeExpectedMachineSpec([]byte(`{"bmc_mac_address":"0a:00:00:00:00:01","host_nics":[{"mac":"x"}],"rack_id":"r1",
 		"expected_dpus":[{"serial_number":"A","loopback_ip_v6":"fd00::1"}]}`)); err != nil {
 		t.Fatalf("NICo members: %v", err)

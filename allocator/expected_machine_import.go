@@ -213,7 +213,7 @@ func (t *tx) importMerge(specs []ExpectedMachineSpec, bad []error) (*ImportResul
 		befores[outs[i].ID] = &outs[i]
 	}
 	for start := 0; start < len(rewrite); start += 500 {
-		if err := t.Where("expected_machine_id IN ?", rewrite[start:min(start+500, len(rewrite))]).Delete(&models.ExpectedDpu{}).Error; err != nil {
+		if err := t.Where("expected_machine_id IN ?", rewrite[start:min(start+500, len(rewrite))]).Delete(&models.ExpectedDPU{}).Error; err != nil {
 			return nil, err
 		}
 	}
@@ -363,9 +363,9 @@ func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedM
 	for _, st := range all {
 		replaced[st.ID] = true
 	}
-	keptRows := map[string][]models.ExpectedDpu{}
+	keptRows := map[string][]models.ExpectedDPU{}
 	for start := 0; start < len(ids); start += 500 {
-		var rows []models.ExpectedDpu
+		var rows []models.ExpectedDPU
 		if err := t.Where("expected_machine_id IN ?", ids[start:min(start+500, len(ids))]).Order("expected_machine_id, position").Find(&rows).Error; err != nil {
 			return nil, txn.MapDBError(err)
 		}
@@ -378,7 +378,7 @@ func (a *Allocator) importReplaceProblems(ctx context.Context, specs []ExpectedM
 			continue
 		}
 		for _, k := range keptRows[r.selfID] {
-			d := emDpu{field: r.f("expected_dpus"), serial: k.SerialNumber, kept: true}
+			d := emDPU{field: r.f("expected_dpus"), serial: k.SerialNumber, kept: true}
 			if k.LoopbackIP != nil {
 				d.v4, _ = netip.ParseAddr(*k.LoopbackIP)
 			}

@@ -16,14 +16,14 @@ func TestImportMergeKeepsIdsAndSwaps(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		a := f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MA", "10.180.62.200", "")))
-		b := f.emCreate(emSpec("0a:00:00:00:00:02", emDpu4("MB", "10.180.62.201", "")))
-		c := f.emCreate(emSpec("0a:00:00:00:00:03", emDpu4("MC", "10.180.62.202", "")))
+		a := f.emCreate(emSpec("0a:00:00:00:00:01", emDPU4("MA", "10.180.62.200", "")))
+		b := f.emCreate(emSpec("0a:00:00:00:00:02", emDPU4("MB", "10.180.62.201", "")))
+		c := f.emCreate(emSpec("0a:00:00:00:00:03", emDPU4("MC", "10.180.62.202", "")))
 		res, err := f.a.ImportExpectedMachines(f.ctx, []ExpectedMachineSpec{
-			emSpec("0A-00-00-00-00-01", emDpu4("MA", "10.180.62.201", "")), // swaps with b
-			emSpec("0a:00:00:00:00:02", emDpu4("MB", "10.180.62.200", "")),
-			emSpec("0a:00:00:00:00:04", emDpu4("MD", "10.180.62.203", "fd00:180:62:1::3")),
-			emSpec("0a:00:00:00:00:03", emDpu4("MC", "10.180.62.202", "")), // as stored
+			emSpec("0A-00-00-00-00-01", emDPU4("MA", "10.180.62.201", "")), // swaps with b
+			emSpec("0a:00:00:00:00:02", emDPU4("MB", "10.180.62.200", "")),
+			emSpec("0a:00:00:00:00:04", emDPU4("MD", "10.180.62.203", "fd00:180:62:1::3")),
+			emSpec("0a:00:00:00:00:03", emDPU4("MC", "10.180.62.202", "")), // as stored
 		}, ImportMerge)
 		if err != nil {
 			t.Fatal(err)
@@ -41,7 +41,7 @@ func TestImportMergeKeepsIdsAndSwaps(t *testing.T) {
 			t.Fatalf("merge changed ids or versions: %+v", res.Items)
 		}
 		got, err := f.a.GetExpectedMachine(f.ctx, a.ID)
-		if err != nil || *got.ExpectedDpus[0].LoopbackIP != "10.180.62.201" {
+		if err != nil || *got.ExpectedDPUs[0].LoopbackIP != "10.180.62.201" {
 			t.Fatalf("a after the swap: %+v, %v", got, err)
 		}
 		// A record absent from a merge stays.
@@ -64,7 +64,7 @@ func TestImportRefusedListsEveryProblem(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		f.emCreate(emSpec("0a:00:00:00:00:09", emDpu4("HELD", "10.180.62.250", "")))
+		f.emCreate(emSpec("0a:00:00:00:00:09", emDPU4("HELD", "10.180.62.250", "")))
 		file := `{"expected_machines":[
 		  {"bmc_mac_address":"0a:00:00:00:00:01","expected_dpus":[{"serial_number":"M1","loopback_ip":"10.180.62.200"}]},
 		  {"bmc_mac_address":"not-a-mac","expected_dpus":[{"serial_number":"M2","loopback_ip":"10.180.62.5"},
@@ -116,7 +116,7 @@ func TestImportReplace(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		a := f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MA", "10.180.62.200", "")))
+		a := f.emCreate(emSpec("0a:00:00:00:00:01", emDPU4("MA", "10.180.62.200", "")))
 		f.emCreate(emSpec("0a:00:00:00:00:02"))
 		res, err := f.a.ImportExpectedMachines(f.ctx, []ExpectedMachineSpec{emSpec("0a:00:00:00:00:01"), emSpec("0a:00:00:00:00:03")}, ImportReplace)
 		if err != nil {

@@ -12,8 +12,8 @@ import (
 	"github.com/ipledger/ipledger/strictjson"
 )
 
-// emDpu is one validated expected DPU.
-type emDpu struct {
+// emDPU is one validated expected DPU.
+type emDPU struct {
 	field  string // expected_dpus[i] with the record's prefix
 	serial string
 	v4, v6 netip.Addr // invalid when not reserved
@@ -33,7 +33,7 @@ type emRecord struct {
 	fallback  []string
 	meta      Metadata
 	sku       *string
-	dpus      []emDpu
+	dpus      []emDPU
 	dpusGiven bool // false keeps the stored list
 	// clearPassword removes the stored password (PATCH "bmc_password": null).
 	clearPassword bool
@@ -92,7 +92,7 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 	visible("chassis_serial_number", r.chassis, false)
 	// fallback_dpu_serial_numbers keeps its NICo meaning and behaviour
 	// unchanged (docs/reservations.md rule 4): stored as given.
-	r.fallback = append([]string{}, s.FallbackDpuSerialNumbers...)
+	r.fallback = append([]string{}, s.FallbackDPUSerialNumbers...)
 	r.meta = Metadata{Labels: []Label{}}
 	if s.Metadata != nil {
 		r.meta.Name = text("metadata.name", s.Metadata.Name, emMaxText)
@@ -127,17 +127,17 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 			r.sku = &v
 		}
 	}
-	if s.ExpectedDpus == nil {
+	if s.ExpectedDPUs == nil {
 		return r
 	}
 	r.dpusGiven = true
-	list := *s.ExpectedDpus
-	if len(list) > emMaxDpus {
-		ps.add(fault.Errf(fault.CodeInvalid, r.f("expected_dpus"), "at most %d expected DPUs per machine, got %d", emMaxDpus, len(list)))
+	list := *s.ExpectedDPUs
+	if len(list) > emMaxDPUs {
+		ps.add(fault.Errf(fault.CodeInvalid, r.f("expected_dpus"), "at most %d expected DPUs per machine, got %d", emMaxDPUs, len(list)))
 	}
 	serials, seen := map[string]int{}, [2]map[netip.Addr]int{{}, {}}
 	for i, in := range list {
-		d := emDpu{field: r.f(fmt.Sprintf("expected_dpus[%d]", i))}
+		d := emDPU{field: r.f(fmt.Sprintf("expected_dpus[%d]", i))}
 		d.serial = strings.TrimSpace(in.SerialNumber)
 		switch {
 		case d.serial == "":
@@ -162,7 +162,7 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 }
 
 // addr is the reservation of family f of the DPU (invalid when none).
-func (d *emDpu) addr(f loopbackFamily) *netip.Addr {
+func (d *emDPU) addr(f loopbackFamily) *netip.Addr {
 	if f.name == FamilyIPv4 {
 		return &d.v4
 	}

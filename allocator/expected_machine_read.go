@@ -52,9 +52,9 @@ func expectedMachinesOut(db *gorm.DB, rows []models.ExpectedMachine) ([]Expected
 	for i := range rows {
 		ids[i] = rows[i].ID
 	}
-	var dpus []models.ExpectedDpu
+	var dpus []models.ExpectedDPU
 	for start := 0; start < len(ids); start += sqlChunk {
-		var chunk []models.ExpectedDpu
+		var chunk []models.ExpectedDPU
 		if err := db.Where("expected_machine_id IN ?", ids[start:min(start+sqlChunk, len(ids))]).Order("expected_machine_id, position").Find(&chunk).Error; err != nil {
 			return nil, err
 		}
@@ -65,38 +65,38 @@ func expectedMachinesOut(db *gorm.DB, rows []models.ExpectedMachine) ([]Expected
 
 // dpusByMachine groups DPU rows (in position order) by their record's id,
 // as the API shows them.
-func dpusByMachine(dpus []models.ExpectedDpu) map[string][]ExpectedDpu {
-	by := map[string][]ExpectedDpu{}
+func dpusByMachine(dpus []models.ExpectedDPU) map[string][]ExpectedDPU {
+	by := map[string][]ExpectedDPU{}
 	for _, d := range dpus {
-		by[d.ExpectedMachineID] = append(by[d.ExpectedMachineID], ExpectedDpu{SerialNumber: d.SerialNumber, LoopbackIP: d.LoopbackIP, LoopbackIPv6: d.LoopbackIPv6})
+		by[d.ExpectedMachineID] = append(by[d.ExpectedMachineID], ExpectedDPU{SerialNumber: d.SerialNumber, LoopbackIP: d.LoopbackIP, LoopbackIPv6: d.LoopbackIPv6})
 	}
 	return by
 }
 
 // expectedMachinesFrom builds the API view of stored rows from their DPUs
 // (dpusByMachine).
-func expectedMachinesFrom(rows []models.ExpectedMachine, by map[string][]ExpectedDpu) []ExpectedMachine {
+func expectedMachinesFrom(rows []models.ExpectedMachine, by map[string][]ExpectedDPU) []ExpectedMachine {
 	out := make([]ExpectedMachine, 0, len(rows))
 	for i := range rows {
 		r := &rows[i]
 		em := ExpectedMachine{ID: r.ID, Version: r.Version, BmcMacAddress: r.BmcMacAddress, BmcUsername: r.BmcUsername,
 			BmcPasswordSet: r.BmcPassword != "", ChassisSerialNumber: r.ChassisSerialNumber, SkuID: r.SkuID,
 			Metadata:                 Metadata{Name: r.MetadataName, Description: r.MetadataDescription, Labels: []Label{}},
-			FallbackDpuSerialNumbers: []string{}, ExpectedDpus: by[r.ID]}
-		if r.FallbackDpuSerialNumbers != "[]" {
-			_ = json.Unmarshal([]byte(r.FallbackDpuSerialNumbers), &em.FallbackDpuSerialNumbers)
+			FallbackDPUSerialNumbers: []string{}, ExpectedDPUs: by[r.ID]}
+		if r.FallbackDPUSerialNumbers != "[]" {
+			_ = json.Unmarshal([]byte(r.FallbackDPUSerialNumbers), &em.FallbackDPUSerialNumbers)
 		}
 		if r.MetadataLabels != "[]" {
 			_ = json.Unmarshal([]byte(r.MetadataLabels), &em.Metadata.Labels)
 		}
-		if em.FallbackDpuSerialNumbers == nil {
-			em.FallbackDpuSerialNumbers = []string{}
+		if em.FallbackDPUSerialNumbers == nil {
+			em.FallbackDPUSerialNumbers = []string{}
 		}
 		if em.Metadata.Labels == nil {
 			em.Metadata.Labels = []Label{}
 		}
-		if em.ExpectedDpus == nil {
-			em.ExpectedDpus = []ExpectedDpu{}
+		if em.ExpectedDPUs == nil {
+			em.ExpectedDPUs = []ExpectedDPU{}
 		}
 		out = append(out, em)
 	}

@@ -44,19 +44,19 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 		}
 		// Every stored DPU row, read once: the lists records keep, the
 		// records' views before the write, and what the write removes.
-		var storedDpus []models.ExpectedDpu
+		var storedDPUs []models.ExpectedDPU
 		if len(stored) > 0 {
-			if err := t.Order("expected_machine_id, position").Find(&storedDpus).Error; err != nil {
+			if err := t.Order("expected_machine_id, position").Find(&storedDPUs).Error; err != nil {
 				return err
 			}
 		}
-		dpuRowsOf := map[string][]models.ExpectedDpu{} // runs of storedDpus, not copies
-		for i := 0; i < len(storedDpus); {
-			j, id := i, storedDpus[i].ExpectedMachineID
-			for j < len(storedDpus) && storedDpus[j].ExpectedMachineID == id {
+		dpuRowsOf := map[string][]models.ExpectedDPU{} // runs of storedDPUs, not copies
+		for i := 0; i < len(storedDPUs); {
+			j, id := i, storedDPUs[i].ExpectedMachineID
+			for j < len(storedDPUs) && storedDPUs[j].ExpectedMachineID == id {
 				j++
 			}
-			dpuRowsOf[id] = storedDpus[i:j:j]
+			dpuRowsOf[id] = storedDPUs[i:j:j]
 			i = j
 		}
 		for _, r := range recs {
@@ -67,7 +67,7 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 			r.selfID = cur.ID
 			if !r.dpusGiven {
 				for _, k := range dpuRowsOf[cur.ID] {
-					d := emDpu{field: r.f("expected_dpus"), serial: k.SerialNumber, kept: true}
+					d := emDPU{field: r.f("expected_dpus"), serial: k.SerialNumber, kept: true}
 					if k.LoopbackIP != nil {
 						d.v4, _ = netip.ParseAddr(*k.LoopbackIP)
 					}
@@ -100,7 +100,7 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 			inFile[r.mac] = true
 		}
 		b := &emBulk{t: t}
-		outs := expectedMachinesFrom(stored, dpusByMachine(storedDpus))
+		outs := expectedMachinesFrom(stored, dpusByMachine(storedDPUs))
 		befores := map[string]*ExpectedMachine{}
 		for i := range outs {
 			befores[outs[i].ID] = &outs[i]
@@ -123,22 +123,22 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 		// elsewhere).
 		var rewrite []string
 		rewritten := 0 // their stored DPU rows
-		sameDpus := map[*emRecord]bool{}
+		sameDPUs := map[*emRecord]bool{}
 		for _, r := range recs {
 			if cur := byMAC[r.mac]; cur != nil && r.dpusGiven {
-				if sameDpuList(befores[cur.ID].ExpectedDpus, r.dpuList()) {
-					sameDpus[r] = true
+				if sameDPUList(befores[cur.ID].ExpectedDPUs, r.dpuList()) {
+					sameDPUs[r] = true
 					continue
 				}
 				rewrite = append(rewrite, cur.ID)
 				rewritten += len(dpuRowsOf[cur.ID])
 			}
 		}
-		left := len(storedDpus)
+		left := len(storedDPUs)
 		for i := range gone {
 			left -= len(dpuRowsOf[gone[i].ID])
 		}
-		if err := t.deleteDpusOf(rewrite, rewritten == left); err != nil {
+		if err := t.deleteDPUsOf(rewrite, rewritten == left); err != nil {
 			return err
 		}
 		created, updated := 0, 0
@@ -148,7 +148,7 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 				if !r.dpusGiven {
 					r.dpus = nil // kept rows stay where they are
 				}
-				em, changed, err := b.update(cur, befores[cur.ID], r, sameDpus[r])
+				em, changed, err := b.update(cur, befores[cur.ID], r, sameDPUs[r])
 				if err != nil {
 					return err
 				}
@@ -180,8 +180,8 @@ func (a *Allocator) ReplaceAllExpectedMachines(ctx context.Context, specs []Expe
 	return out, err
 }
 
-// sameDpuList tells whether two DPU lists are equal, in order.
-func sameDpuList(a, b []ExpectedDpu) bool {
+// sameDPUList tells whether two DPU lists are equal, in order.
+func sameDPUList(a, b []ExpectedDPU) bool {
 	if len(a) != len(b) {
 		return false
 	}

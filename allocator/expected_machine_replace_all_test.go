@@ -23,7 +23,7 @@ func emBigFile(idx []int, value func(i int) int, user func(i int) string) []Expe
 		v := fmt.Sprintf("10.64.%d.%d", value(i)>>8, value(i)&255)
 		specs = append(specs, ExpectedMachineSpec{BmcMacAddress: fmt.Sprintf("0a:00:00:00:%02x:%02x", i>>8, i&255),
 			BmcUsername: user(i), ChassisSerialNumber: fmt.Sprintf("C%d", i),
-			ExpectedDpus: emDpus(ExpectedDpu{SerialNumber: fmt.Sprintf("MT-%d", i), LoopbackIP: &v})})
+			ExpectedDPUs: emDPUs(ExpectedDPU{SerialNumber: fmt.Sprintf("MT-%d", i), LoopbackIP: &v})})
 	}
 	return specs
 }
@@ -41,9 +41,9 @@ func seq(n int) []int {
 	return out
 }
 
-// emStoredDpus maps each stored DPU serial to its record's BMC MAC and
+// emStoredDPUs maps each stored DPU serial to its record's BMC MAC and
 // IPv4 loopback.
-func (f *fnd) emStoredDpus() map[string]string {
+func (f *fnd) emStoredDPUs() map[string]string {
 	f.t.Helper()
 	var rows []struct {
 		SerialNumber, BmcMacAddress string
@@ -108,7 +108,7 @@ func TestReplaceAllAcrossChunks(t *testing.T) {
 				t.Fatalf("item %d: %+v, want id %s version %d", i, em, ids[em.BmcMacAddress], want)
 			}
 		}
-		dpus := f.emStoredDpus()
+		dpus := f.emStoredDPUs()
 		if len(dpus) != len(keep) {
 			t.Fatalf("%d DPU rows, want %d", len(dpus), len(keep))
 		}
@@ -157,8 +157,8 @@ func TestReplaceAllAcrossChunks(t *testing.T) {
 				json.Unmarshal([]byte(*ev.BeforeJSON), &before) != nil || json.Unmarshal([]byte(*ev.AfterJSON), &after) != nil {
 				t.Fatalf("update event of record %d: %+v", i, ev)
 			}
-			if before.Version != 1 || after.Version != 2 || *before.ExpectedDpus[0].LoopbackIP != fmt.Sprintf("10.64.%d.%d", i>>8, i&255) ||
-				*after.ExpectedDpus[0].LoopbackIP != *em.ExpectedDpus[0].LoopbackIP || after.BmcUsername != user(i) {
+			if before.Version != 1 || after.Version != 2 || *before.ExpectedDPUs[0].LoopbackIP != fmt.Sprintf("10.64.%d.%d", i>>8, i&255) ||
+				*after.ExpectedDPUs[0].LoopbackIP != *em.ExpectedDPUs[0].LoopbackIP || after.BmcUsername != user(i) {
 				t.Fatalf("update event of record %d: before %+v after %+v", i, before, after)
 			}
 		}
@@ -186,7 +186,7 @@ func TestReplaceAllAcrossChunks(t *testing.T) {
 		if _, err := f.a.ReplaceAllExpectedMachines(f.ctx, emBigFile(keep, all, user)); err != nil {
 			t.Fatal(err)
 		}
-		dpus = f.emStoredDpus()
+		dpus = f.emStoredDPUs()
 		for _, i := range keep {
 			v := all(i)
 			want := fmt.Sprintf("0a:00:00:00:%02x:%02x 10.64.%d.%d", i>>8, i&255, v>>8, v&255)

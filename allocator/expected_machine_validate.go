@@ -160,7 +160,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 			if d.kept {
 				continue
 			}
-			if err := t.checkDpuCollisions(d, lp, held, replaced, all, ps); err != nil {
+			if err := t.checkDPUCollisions(d, lp, held, replaced, all, ps); err != nil {
 				return err
 			}
 		}
@@ -187,17 +187,17 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 	return nil
 }
 
-// checkDpuCollisions applies the stored-state half of docs/reservations.md rules 1
+// checkDPUCollisions applies the stored-state half of docs/reservations.md rules 1
 // and 3 to one DPU: serial declared by another ExpectedMachine (409
 // conflict); value declared by another ExpectedDpu, allocated to an owner
 // other than this serial's DPU, or quarantined for another machine (409
 // not_available).
-func (t *tx) checkDpuCollisions(d emDpu, lp *loopbackPools, held map[string]*models.Allocation, replaced map[string]bool, all bool, ps *problems) error {
-	other := func(col, val string) (*models.ExpectedDpu, error) {
+func (t *tx) checkDPUCollisions(d emDPU, lp *loopbackPools, held map[string]*models.Allocation, replaced map[string]bool, all bool, ps *problems) error {
+	other := func(col, val string) (*models.ExpectedDPU, error) {
 		if all {
 			return nil, nil
 		}
-		var rows []models.ExpectedDpu
+		var rows []models.ExpectedDPU
 		if err := t.Where(col+" = ?", val).Find(&rows).Error; err != nil {
 			return nil, err
 		}

@@ -41,13 +41,13 @@ func (t *tx) prepareEM() error {
 	return nil
 }
 
-// writeDpus inserts the DPU rows of r for machine id, mapping a unique
+// writeDPUs inserts the DPU rows of r for machine id, mapping a unique
 // violation (a racing writer on a database without the loopback pools to
 // lock) to 409 with the field.
-func (t *tx) writeDpus(id string, r *emRecord) error {
-	rows := make([]models.ExpectedDpu, 0, len(r.dpus))
+func (t *tx) writeDPUs(id string, r *emRecord) error {
+	rows := make([]models.ExpectedDPU, 0, len(r.dpus))
 	for i, d := range r.dpus {
-		row := models.ExpectedDpu{ExpectedMachineID: id, Position: i, SerialNumber: d.serial}
+		row := models.ExpectedDPU{ExpectedMachineID: id, Position: i, SerialNumber: d.serial}
 		if d.v4.IsValid() {
 			row.LoopbackIP, row.LoopbackIPKey = strp(d.v4.String()), strp(fromAddr(d.v4).key())
 		}
@@ -124,10 +124,10 @@ func (r *emRecord) rowValues() map[string]any {
 }
 
 // dpuList is the record's DPUs as the API shows them.
-func (r *emRecord) dpuList() []ExpectedDpu {
-	out := make([]ExpectedDpu, 0, len(r.dpus))
+func (r *emRecord) dpuList() []ExpectedDPU {
+	out := make([]ExpectedDPU, 0, len(r.dpus))
 	for _, d := range r.dpus {
-		ed := ExpectedDpu{SerialNumber: d.serial}
+		ed := ExpectedDPU{SerialNumber: d.serial}
 		if d.v4.IsValid() {
 			ed.LoopbackIP = strp(d.v4.String())
 		}
@@ -142,7 +142,7 @@ func (r *emRecord) dpuList() []ExpectedDpu {
 // insertEM stores a new ExpectedMachine from a validated record.
 func (t *tx) insertEM(r *emRecord, id string) (*ExpectedMachine, error) {
 	row := models.ExpectedMachine{ID: id, BmcMacAddress: r.mac, BmcUsername: r.username, ChassisSerialNumber: r.chassis,
-		FallbackDpuSerialNumbers: marshalJSONText(r.fallback), MetadataName: r.meta.Name, MetadataDescription: r.meta.Description,
+		FallbackDPUSerialNumbers: marshalJSONText(r.fallback), MetadataName: r.meta.Name, MetadataDescription: r.meta.Description,
 		MetadataLabels: marshalJSONText(r.meta.Labels), SkuID: r.sku, Version: 1, CreatedAt: t.now, UpdatedAt: t.now}
 	if r.password != nil {
 		row.BmcPassword = *r.password
@@ -150,11 +150,11 @@ func (t *tx) insertEM(r *emRecord, id string) (*ExpectedMachine, error) {
 	if err := t.Create(&row).Error; err != nil {
 		return nil, emConstraintError(err, r.f("expected_dpus"), r.f("bmc_mac_address"))
 	}
-	if err := t.writeDpus(id, r); err != nil {
+	if err := t.writeDPUs(id, r); err != nil {
 		return nil, err
 	}
 	out := &ExpectedMachine{ID: id, Version: 1, BmcMacAddress: r.mac, BmcUsername: r.username, BmcPasswordSet: row.BmcPassword != "",
-		ChassisSerialNumber: r.chassis, FallbackDpuSerialNumbers: r.fallback, Metadata: r.meta, SkuID: r.sku, ExpectedDpus: r.dpuList()}
+		ChassisSerialNumber: r.chassis, FallbackDPUSerialNumbers: r.fallback, Metadata: r.meta, SkuID: r.sku, ExpectedDPUs: r.dpuList()}
 	return out, t.audit("expected_machine.create", "expected_machine", id, nil, emAudit{ExpectedMachine: *out, BmcPasswordChanged: r.password != nil})
 }
 
@@ -167,7 +167,7 @@ func (t *tx) updateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *e
 	newPW, pwChanged, after := u.password, u.pwChanged, u.after
 	if !u.changed {
 		if dpusDeleted {
-			if err := t.writeDpus(cur.ID, r); err != nil {
+			if err := t.writeDPUs(cur.ID, r); err != nil {
 				return nil, false, err
 			}
 		}
@@ -188,11 +188,11 @@ func (t *tx) updateEM(cur *models.ExpectedMachine, before *ExpectedMachine, r *e
 	}
 	if r.dpusGiven {
 		if !dpusDeleted {
-			if err := t.Where("expected_machine_id = ?", cur.ID).Delete(&models.ExpectedDpu{}).Error; err != nil {
+			if err := t.Where("expected_machine_id = ?", cur.ID).Delete(&models.ExpectedDPU{}).Error; err != nil {
 				return nil, false, err
 			}
 		}
-		if err := t.writeDpus(cur.ID, r); err != nil {
+		if err := t.writeDPUs(cur.ID, r); err != nil {
 			return nil, false, err
 		}
 	}
@@ -420,7 +420,7 @@ func (t *tx) deleteEM(cur *models.ExpectedMachine) error {
 	if err != nil {
 		return err
 	}
-	if err := t.Where("expected_machine_id = ?", cur.ID).Delete(&models.ExpectedDpu{}).Error; err != nil {
+	if err := t.Where("expected_machine_id = ?", cur.ID).Delete(&models.ExpectedDPU{}).Error; err != nil {
 		return err
 	}
 	res := t.Where("id = ? AND version = ?", cur.ID, cur.Version).Delete(&models.ExpectedMachine{})

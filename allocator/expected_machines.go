@@ -16,7 +16,7 @@ const (
 	emMaxText        = 256
 	emMaxDescription = 1024
 	emMaxLabels      = 64
-	emMaxDpus        = 16
+	emMaxDPUs        = 16
 )
 
 // Label is one metadata label.
@@ -33,11 +33,11 @@ type Metadata struct {
 	Labels      []Label `json:"labels"`
 }
 
-// ExpectedDpu is one expected DPU: its serial number (globally unique) and
+// ExpectedDPU is one expected DPU: its serial number (globally unique) and
 // optional loopback reservations, an IPv4 address of pool lo-ip and an IPv6
 // address of pool lo-ip-v6 (docs/reservations.md). Absent reservations are null
 // in responses; in requests null, absent and "" all mean "none".
-type ExpectedDpu struct {
+type ExpectedDPU struct {
 	SerialNumber string  `json:"serial_number"`
 	LoopbackIP   *string `json:"loopback_ip"`
 	LoopbackIPv6 *string `json:"loopback_ip_v6"`
@@ -45,7 +45,7 @@ type ExpectedDpu struct {
 
 // ExpectedMachine is an ExpectedMachine as every response shows it
 // (docs/api.md). The BMC password is write-only: responses say only
-// whether one is stored (bmc_password_set). ExpectedDpus is never null.
+// whether one is stored (bmc_password_set). ExpectedDPUs is never null.
 type ExpectedMachine struct {
 	ID                       string        `json:"id"`
 	Version                  int64         `json:"version"`
@@ -53,15 +53,15 @@ type ExpectedMachine struct {
 	BmcUsername              string        `json:"bmc_username"`
 	BmcPasswordSet           bool          `json:"bmc_password_set"`
 	ChassisSerialNumber      string        `json:"chassis_serial_number"`
-	FallbackDpuSerialNumbers []string      `json:"fallback_dpu_serial_numbers"`
+	FallbackDPUSerialNumbers []string      `json:"fallback_dpu_serial_numbers"`
 	Metadata                 Metadata      `json:"metadata"`
 	SkuID                    *string       `json:"sku_id"`
-	ExpectedDpus             []ExpectedDpu `json:"expected_dpus"`
+	ExpectedDPUs             []ExpectedDPU `json:"expected_dpus"`
 }
 
 // ExpectedMachineSpec is an ExpectedMachine as a client sends it (POST,
 // PUT, one record of a replace-all file). Compatibility with older clients
-// (docs/reservations.md): ExpectedDpus nil (absent, or null in a PUT) keeps the
+// (docs/reservations.md): ExpectedDPUs nil (absent, or null in a PUT) keeps the
 // stored list and an empty slice clears it; BmcPassword nil or "" keeps the
 // stored password. Every other field absent is reset to empty by a PUT.
 // Read-only fields a client echoes back (id, version, bmc_password_set) are
@@ -71,10 +71,10 @@ type ExpectedMachineSpec struct {
 	BmcUsername              string         `json:"bmc_username"`
 	BmcPassword              *string        `json:"bmc_password,omitempty"`
 	ChassisSerialNumber      string         `json:"chassis_serial_number"`
-	FallbackDpuSerialNumbers []string       `json:"fallback_dpu_serial_numbers"`
+	FallbackDPUSerialNumbers []string       `json:"fallback_dpu_serial_numbers"`
 	Metadata                 *Metadata      `json:"metadata,omitempty"`
 	SkuID                    *string        `json:"sku_id"`
-	ExpectedDpus             *[]ExpectedDpu `json:"expected_dpus,omitempty"`
+	ExpectedDPUs             *[]ExpectedDPU `json:"expected_dpus,omitempty"`
 }
 
 // ExpectedMachineFilter selects ExpectedMachines; empty fields match all.

@@ -37,7 +37,7 @@ func emBenchFile(n, shift int) []ExpectedMachineSpec {
 		v6a, v6b := fmt.Sprintf("fd00:1::%x", 2*j), fmt.Sprintf("fd00:1::%x", 2*j+1)
 		specs[i] = ExpectedMachineSpec{BmcMacAddress: fmt.Sprintf("0a:00:00:00:%02x:%02x", i/256, i%256), BmcUsername: "admin",
 			BmcPassword: sp("pw"), ChassisSerialNumber: fmt.Sprintf("CHS-%d", i), Metadata: &Metadata{Name: fmt.Sprintf("host-%d", i)},
-			ExpectedDpus: emDpus(emDpu4(fmt.Sprintf("MT-%d-A", i), v4a, v6a), emDpu4(fmt.Sprintf("MT-%d-B", i), v4b, v6b))}
+			ExpectedDPUs: emDPUs(emDPU4(fmt.Sprintf("MT-%d-A", i), v4a, v6a), emDPU4(fmt.Sprintf("MT-%d-B", i), v4b, v6b))}
 	}
 	return specs
 }
@@ -51,9 +51,9 @@ func BenchmarkExpectedMachineCreate(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				spec := ExpectedMachineSpec{BmcMacAddress: fmt.Sprintf("0a:00:%02x:%02x:%02x:%02x", i>>24&255, i>>16&255, i>>8&255, i&255),
-					ExpectedDpus: emDpus(emDpu4(fmt.Sprintf("MT-%d", i), fmt.Sprintf("10.1.%d.%d", i/256%256, i%256), ""))}
+					ExpectedDPUs: emDPUs(emDPU4(fmt.Sprintf("MT-%d", i), fmt.Sprintf("10.1.%d.%d", i/256%256, i%256), ""))}
 				if i >= 65536 {
-					spec.ExpectedDpus = emDpus(emDpu4(fmt.Sprintf("MT-%d", i), "", ""))
+					spec.ExpectedDPUs = emDPUs(emDPU4(fmt.Sprintf("MT-%d", i), "", ""))
 				}
 				if _, err := a.CreateExpectedMachine(ctx, spec); err != nil {
 					b.Fatal(err)

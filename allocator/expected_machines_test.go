@@ -31,10 +31,10 @@ func emPools(f *fnd) {
 
 func sp(s string) *string { return &s }
 
-func emDpus(d ...ExpectedDpu) *[]ExpectedDpu { return &d }
+func emDPUs(d ...ExpectedDPU) *[]ExpectedDPU { return &d }
 
-func emDpu4(serial, v4, v6 string) ExpectedDpu {
-	d := ExpectedDpu{SerialNumber: serial}
+func emDPU4(serial, v4, v6 string) ExpectedDPU {
+	d := ExpectedDPU{SerialNumber: serial}
 	if v4 != "" {
 		d.LoopbackIP = &v4
 	}
@@ -44,9 +44,9 @@ func emDpu4(serial, v4, v6 string) ExpectedDpu {
 	return d
 }
 
-func emSpec(mac string, dpus ...ExpectedDpu) ExpectedMachineSpec {
+func emSpec(mac string, dpus ...ExpectedDPU) ExpectedMachineSpec {
 	return ExpectedMachineSpec{BmcMacAddress: mac, BmcUsername: "root", BmcPassword: sp("s3cret-" + mac),
-		ChassisSerialNumber: "CHS-" + mac, Metadata: &Metadata{Name: "host-" + mac}, ExpectedDpus: emDpus(dpus...)}
+		ChassisSerialNumber: "CHS-" + mac, Metadata: &Metadata{Name: "host-" + mac}, ExpectedDPUs: emDPUs(dpus...)}
 }
 
 func (f *fnd) emCreate(spec ExpectedMachineSpec) *ExpectedMachine {
@@ -65,7 +65,7 @@ func (f *fnd) emSnap() string {
 	for _, m := range []struct {
 		model any
 		order string
-	}{{&models.ExpectedMachine{}, "id"}, {&models.ExpectedDpu{}, "id"}, {&models.Allocation{}, "id"}, {&models.AuditEvent{}, "id"}} {
+	}{{&models.ExpectedMachine{}, "id"}, {&models.ExpectedDPU{}, "id"}, {&models.Allocation{}, "id"}, {&models.AuditEvent{}, "id"}} {
 		var rows []map[string]any
 		if err := f.db.Model(m.model).Order(m.order).Find(&rows).Error; err != nil {
 			f.t.Fatal(err)
@@ -85,7 +85,7 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MT-A1", "10.180.62.210", "fd00:180:62:1::10")))
+		f.emCreate(emSpec("0a:00:00:00:00:01", emDPU4("MT-A1", "10.180.62.210", "fd00:180:62:1::10")))
 		f.alloc(PoolLoopbackV4, DPUMachineID("MT-OTHER"), "10.180.62.220")
 		f.alloc(PoolLoopbackV4, DPUMachineID("MT-NEW"), "10.180.62.221")
 		f.alloc(PoolLoopbackV4, DPUMachineID("MT-GONE"), "10.180.62.230")
@@ -102,31 +102,31 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 			{"MAC missing", emSpec(""), fault.CodeInvalid, "bmc_mac_address"},
 			{"MAC malformed", emSpec("0a:00:00:00:00"), fault.CodeInvalid, "bmc_mac_address"},
 			{"MAC mixed separators", emSpec("0a:00-00:00:00:02"), fault.CodeInvalid, "bmc_mac_address"},
-			{"serial empty", emSpec(mac, emDpu4("  ", "", "")), fault.CodeInvalid, "expected_dpus[0].serial_number"},
-			{"serial with a space", emSpec(mac, emDpu4("MT 1", "", "")), fault.CodeInvalid, "expected_dpus[0].serial_number"},
-			{"serial 65 characters", emSpec(mac, emDpu4(long, "", "")), fault.CodeInvalid, "expected_dpus[0].serial_number"},
-			{"serial twice in the record names the later", emSpec(mac, emDpu4("MT-1", "", ""), emDpu4(" MT-1 ", "", "")), fault.CodeInvalid, "expected_dpus[1].serial_number"},
-			{"loopback_ip malformed", emSpec(mac, emDpu4("MT-1", "10.180.62", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip of the wrong family", emSpec(mac, emDpu4("MT-1", "fd00:180:62:1::1", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 of the wrong family", emSpec(mac, emDpu4("MT-1", "", "10.180.62.201")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip_v6 IPv4-mapped", emSpec(mac, emDpu4("MT-1", "", "::ffff:10.180.62.201")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip_v6 zoned", emSpec(mac, emDpu4("MT-1", "", "fe80::1%eth0")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip outside lo-ip", emSpec(mac, emDpu4("MT-1", "10.99.0.1", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip in an auto-assign range", emSpec(mac, emDpu4("MT-1", "10.180.62.5", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 outside lo-ip-v6", emSpec(mac, emDpu4("MT-1", "", "fd00:1::1")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip_v6 in an auto-assign range", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62::5")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip twice in the record", emSpec(mac, emDpu4("MT-1", "10.180.62.201", ""), emDpu4("MT-2", "10.180.62.201", "")), fault.CodeInvalid, "expected_dpus[1].loopback_ip"},
-			{"loopback_ip_v6 twice in the record (other spelling)", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::1"), emDpu4("MT-2", "", "FD00:180:62:1:0::1")), fault.CodeInvalid, "expected_dpus[1].loopback_ip_v6"},
+			{"serial empty", emSpec(mac, emDPU4("  ", "", "")), fault.CodeInvalid, "expected_dpus[0].serial_number"},
+			{"serial with a space", emSpec(mac, emDPU4("MT 1", "", "")), fault.CodeInvalid, "expected_dpus[0].serial_number"},
+			{"serial 65 characters", emSpec(mac, emDPU4(long, "", "")), fault.CodeInvalid, "expected_dpus[0].serial_number"},
+			{"serial twice in the record names the later", emSpec(mac, emDPU4("MT-1", "", ""), emDPU4(" MT-1 ", "", "")), fault.CodeInvalid, "expected_dpus[1].serial_number"},
+			{"loopback_ip malformed", emSpec(mac, emDPU4("MT-1", "10.180.62", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip of the wrong family", emSpec(mac, emDPU4("MT-1", "fd00:180:62:1::1", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 of the wrong family", emSpec(mac, emDPU4("MT-1", "", "10.180.62.201")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip_v6 IPv4-mapped", emSpec(mac, emDPU4("MT-1", "", "::ffff:10.180.62.201")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip_v6 zoned", emSpec(mac, emDPU4("MT-1", "", "fe80::1%eth0")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip outside lo-ip", emSpec(mac, emDPU4("MT-1", "10.99.0.1", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip in an auto-assign range", emSpec(mac, emDPU4("MT-1", "10.180.62.5", "")), fault.CodeInvalid, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 outside lo-ip-v6", emSpec(mac, emDPU4("MT-1", "", "fd00:1::1")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip_v6 in an auto-assign range", emSpec(mac, emDPU4("MT-1", "", "fd00:180:62::5")), fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip twice in the record", emSpec(mac, emDPU4("MT-1", "10.180.62.201", ""), emDPU4("MT-2", "10.180.62.201", "")), fault.CodeInvalid, "expected_dpus[1].loopback_ip"},
+			{"loopback_ip_v6 twice in the record (other spelling)", emSpec(mac, emDPU4("MT-1", "", "fd00:180:62:1::1"), emDPU4("MT-2", "", "FD00:180:62:1:0::1")), fault.CodeInvalid, "expected_dpus[1].loopback_ip_v6"},
 			{"label key twice", ExpectedMachineSpec{BmcMacAddress: mac, Metadata: &Metadata{Labels: []Label{{"env", "a"}, {"env", "b"}}}}, fault.CodeInvalid, "metadata.labels[1].key"},
 			{"label key empty", ExpectedMachineSpec{BmcMacAddress: mac, Metadata: &Metadata{Labels: []Label{{" ", "a"}}}}, fault.CodeInvalid, "metadata.labels[0].key"},
-			{"malformed before colliding", emSpec(mac, emDpu4("MT-A1", "10.180.62.210", ""), emDpu4("MT-2", "10.180.62.5", "")), fault.CodeInvalid, "expected_dpus[1].loopback_ip"},
+			{"malformed before colliding", emSpec(mac, emDPU4("MT-A1", "10.180.62.210", ""), emDPU4("MT-2", "10.180.62.5", "")), fault.CodeInvalid, "expected_dpus[1].loopback_ip"},
 			{"BMC MAC of another ExpectedMachine (other spelling)", emSpec("0A-00-00-00-00-01"), fault.CodeConflict, "bmc_mac_address"},
-			{"serial declared by another ExpectedMachine", emSpec(mac, emDpu4("MT-A1", "", "")), fault.CodeConflict, "expected_dpus[0].serial_number"},
-			{"loopback_ip declared by another ExpectedDpu", emSpec(mac, emDpu4("MT-1", "10.180.62.210", "")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 declared by another ExpectedDpu", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::10")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip allocated to another owner", emSpec(mac, emDpu4("MT-1", "10.180.62.220", "")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
-			{"loopback_ip_v6 allocated to another owner", emSpec(mac, emDpu4("MT-1", "", "fd00:180:62:1::20")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
-			{"loopback_ip quarantined for another machine", emSpec(mac, emDpu4("MT-1", "10.180.62.230", "")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
+			{"serial declared by another ExpectedMachine", emSpec(mac, emDPU4("MT-A1", "", "")), fault.CodeConflict, "expected_dpus[0].serial_number"},
+			{"loopback_ip declared by another ExpectedDpu", emSpec(mac, emDPU4("MT-1", "10.180.62.210", "")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 declared by another ExpectedDpu", emSpec(mac, emDPU4("MT-1", "", "fd00:180:62:1::10")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip allocated to another owner", emSpec(mac, emDPU4("MT-1", "10.180.62.220", "")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
+			{"loopback_ip_v6 allocated to another owner", emSpec(mac, emDPU4("MT-1", "", "fd00:180:62:1::20")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6"},
+			{"loopback_ip quarantined for another machine", emSpec(mac, emDPU4("MT-1", "10.180.62.230", "")), fault.CodeNotAvailable, "expected_dpus[0].loopback_ip"},
 		}
 		for _, c := range cases {
 			before := f.emSnap()
@@ -153,13 +153,13 @@ func TestExpectedMachineValidationRules(t *testing.T) {
 		// it: allocated to it, or quarantined for it.
 		f.alloc(PoolLoopbackV4, DPUMachineID("MT-NEW2"), "10.180.62.231")
 		f.quarantine(PoolLoopbackV4, "10.180.62.231")
-		ok := emSpec(mac, emDpu4("MT-NEW", "10.180.62.221", ""), emDpu4("MT-NEW2", "10.180.62.231", "fd00:180:62:1::21"))
+		ok := emSpec(mac, emDPU4("MT-NEW", "10.180.62.221", ""), emDPU4("MT-NEW2", "10.180.62.231", "fd00:180:62:1::21"))
 		if err := f.a.ValidateExpectedMachine(f.ctx, "", ok); err != nil {
 			t.Fatalf("validate: %v", err)
 		}
 		em := f.emCreate(ok)
-		if len(em.ExpectedDpus) != 2 || *em.ExpectedDpus[1].LoopbackIPv6 != "fd00:180:62:1::21" || em.ExpectedDpus[0].LoopbackIPv6 != nil {
-			t.Fatalf("created %+v", em.ExpectedDpus)
+		if len(em.ExpectedDPUs) != 2 || *em.ExpectedDPUs[1].LoopbackIPv6 != "fd00:180:62:1::21" || em.ExpectedDPUs[0].LoopbackIPv6 != nil {
+			t.Fatalf("created %+v", em.ExpectedDPUs)
 		}
 		// Once declared, the value is refused to any other requester.
 		_, _, err := f.a.Allocate(f.ctx, PoolLoopbackV4, own("someone"), "10.180.62.210")
@@ -173,16 +173,16 @@ func TestExpectedMachineMissingFamilyPool(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.mkPool(PoolLoopbackV4, "ipv4", 0, rng("10.180.62.200", "10.180.62.255", false))
-		_, err := f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:02", emDpu4("MT-1", "10.180.62.201", "fd00:180:62:1::1")))
+		_, err := f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:02", emDPU4("MT-1", "10.180.62.201", "fd00:180:62:1::1")))
 		testkit.WantCode(t, err, fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6")
 		testkit.WantCode(t, err, fault.CodeInvalid, "", `pool "lo-ip-v6" does not exist`)
-		em := f.emCreate(emSpec("0a:00:00:00:00:02", emDpu4("MT-1", "10.180.62.201", "")))
-		if *em.ExpectedDpus[0].LoopbackIP != "10.180.62.201" {
+		em := f.emCreate(emSpec("0a:00:00:00:00:02", emDPU4("MT-1", "10.180.62.201", "")))
+		if *em.ExpectedDPUs[0].LoopbackIP != "10.180.62.201" {
 			t.Fatalf("%+v", em)
 		}
 		// A pool of the wrong type under the loopback name is refused too.
 		f.mkPool(PoolLoopbackV6, "ipv4", 0, rng("10.1.0.0", "10.1.0.10", false))
-		_, err = f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:03", emDpu4("MT-3", "", "fd00::1")))
+		_, err = f.a.CreateExpectedMachine(f.ctx, emSpec("0a:00:00:00:00:03", emDPU4("MT-3", "", "fd00::1")))
 		testkit.WantCode(t, err, fault.CodeInvalid, "expected_dpus[0].loopback_ip_v6")
 	})
 }
@@ -231,7 +231,7 @@ func TestExpectedMachineOlderClientRoundTrip(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		em := f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MT-1", "10.180.62.201", "fd00:180:62:1::1"), emDpu4("MT-2", "10.180.62.202", "")))
+		em := f.emCreate(emSpec("0a:00:00:00:00:01", emDPU4("MT-1", "10.180.62.201", "fd00:180:62:1::1"), emDPU4("MT-2", "10.180.62.202", "")))
 		b, _ := json.Marshal(em)
 		var doc map[string]any
 		_ = json.Unmarshal(b, &doc)
@@ -247,7 +247,7 @@ func TestExpectedMachineOlderClientRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.ChassisSerialNumber != "CHS-NEW" || got.Version != 2 || len(got.ExpectedDpus) != 2 || *got.ExpectedDpus[0].LoopbackIP != "10.180.62.201" || !got.BmcPasswordSet {
+		if got.ChassisSerialNumber != "CHS-NEW" || got.Version != 2 || len(got.ExpectedDPUs) != 2 || *got.ExpectedDPUs[0].LoopbackIP != "10.180.62.201" || !got.BmcPasswordSet {
 			t.Fatalf("after older-client PUT: %+v", got)
 		}
 		var row models.ExpectedMachine
@@ -262,16 +262,16 @@ func TestExpectedMachineOlderClientRoundTrip(t *testing.T) {
 		}
 		// PUT resets absent fields (metadata, sku) except the two above.
 		got, err = f.a.ReplaceExpectedMachine(f.ctx, em.ID, ExpectedMachineSpec{BmcMacAddress: "0a:00:00:00:00:01"}, nil)
-		if err != nil || got.ChassisSerialNumber != "" || got.Metadata.Name != "" || got.BmcUsername != "" || len(got.ExpectedDpus) != 2 || !got.BmcPasswordSet {
+		if err != nil || got.ChassisSerialNumber != "" || got.Metadata.Name != "" || got.BmcUsername != "" || len(got.ExpectedDPUs) != 2 || !got.BmcPasswordSet {
 			t.Fatalf("PUT with only the MAC: %+v %v", got, err)
 		}
 		// [] clears.
-		got, err = f.a.ReplaceExpectedMachine(f.ctx, em.ID, ExpectedMachineSpec{BmcMacAddress: "0a:00:00:00:00:01", ExpectedDpus: emDpus()}, nil)
-		if err != nil || len(got.ExpectedDpus) != 0 || f.countRows(&models.ExpectedDpu{}, "1=1") != 0 {
+		got, err = f.a.ReplaceExpectedMachine(f.ctx, em.ID, ExpectedMachineSpec{BmcMacAddress: "0a:00:00:00:00:01", ExpectedDPUs: emDPUs()}, nil)
+		if err != nil || len(got.ExpectedDPUs) != 0 || f.countRows(&models.ExpectedDPU{}, "1=1") != 0 {
 			t.Fatalf("PUT []: %+v %v", got, err)
 		}
 		// The freed values can be declared by another machine now.
-		f.emCreate(emSpec("0a:00:00:00:00:02", emDpu4("MT-9", "10.180.62.201", "")))
+		f.emCreate(emSpec("0a:00:00:00:00:02", emDPU4("MT-9", "10.180.62.201", "")))
 	})
 }
 
@@ -281,17 +281,17 @@ func TestExpectedMachinePatch(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		spec := emSpec("0a:00:00:00:00:01", emDpu4("MT-1", "10.180.62.201", ""))
+		spec := emSpec("0a:00:00:00:00:01", emDPU4("MT-1", "10.180.62.201", ""))
 		spec.Metadata = &Metadata{Name: "r1", Description: "d", Labels: []Label{{"env", "prod"}}}
-		spec.FallbackDpuSerialNumbers = []string{"FB-1"}
+		spec.FallbackDPUSerialNumbers = []string{"FB-1"}
 		em := f.emCreate(spec)
 		got, err := f.a.PatchExpectedMachine(f.ctx, em.BmcMacAddress, []byte(`{"metadata":{"name":"r2"},"sku_id":"sku-1"}`), nil)
 		if err != nil || got.Metadata.Name != "r2" || got.Metadata.Description != "d" || len(got.Metadata.Labels) != 1 ||
-			deref(got.SkuID) != "sku-1" || len(got.ExpectedDpus) != 1 || got.FallbackDpuSerialNumbers[0] != "FB-1" || !got.BmcPasswordSet || got.Version != 2 {
+			deref(got.SkuID) != "sku-1" || len(got.ExpectedDPUs) != 1 || got.FallbackDPUSerialNumbers[0] != "FB-1" || !got.BmcPasswordSet || got.Version != 2 {
 			t.Fatalf("merge: %+v %v", got, err)
 		}
 		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-1","loopback_ip_v6":"fd00:180:62:1::1"}]}`), txn.IfMatch{2})
-		if err != nil || got.ExpectedDpus[0].LoopbackIP != nil || *got.ExpectedDpus[0].LoopbackIPv6 != "fd00:180:62:1::1" {
+		if err != nil || got.ExpectedDPUs[0].LoopbackIP != nil || *got.ExpectedDPUs[0].LoopbackIPv6 != "fd00:180:62:1::1" {
 			t.Fatalf("replace dpus: %+v %v", got, err)
 		}
 		before := f.emSnap()
@@ -307,7 +307,7 @@ func TestExpectedMachinePatch(t *testing.T) {
 			t.Fatal("refused patches changed stored state")
 		}
 		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null,"metadata":{"labels":null}}`), txn.IfMatch{3})
-		if err != nil || len(got.ExpectedDpus) != 0 || len(got.Metadata.Labels) != 0 || got.Metadata.Name != "r2" {
+		if err != nil || len(got.ExpectedDPUs) != 0 || len(got.Metadata.Labels) != 0 || got.Metadata.Name != "r2" {
 			t.Fatalf("null clears: %+v %v", got, err)
 		}
 		got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"bmc_password":null}`), nil)
@@ -382,16 +382,16 @@ func TestExpectedMachineConcurrentReservations(t *testing.T) {
 			}
 		}
 		race("same loopback_ip", func(i int) ExpectedMachineSpec {
-			return emSpec(fmt.Sprintf("0a:00:00:00:01:%02x", i), emDpu4(fmt.Sprintf("MT-V4-%d", i), "10.180.62.250", ""))
+			return emSpec(fmt.Sprintf("0a:00:00:00:01:%02x", i), emDPU4(fmt.Sprintf("MT-V4-%d", i), "10.180.62.250", ""))
 		}, fault.CodeNotAvailable, "expected_dpus[0].loopback_ip")
 		race("same loopback_ip_v6", func(i int) ExpectedMachineSpec {
-			return emSpec(fmt.Sprintf("0a:00:00:00:02:%02x", i), emDpu4(fmt.Sprintf("MT-V6-%d", i), "", "fd00:180:62:1::fa"))
+			return emSpec(fmt.Sprintf("0a:00:00:00:02:%02x", i), emDPU4(fmt.Sprintf("MT-V6-%d", i), "", "fd00:180:62:1::fa"))
 		}, fault.CodeNotAvailable, "expected_dpus[0].loopback_ip_v6")
 		race("same serial", func(i int) ExpectedMachineSpec {
-			return emSpec(fmt.Sprintf("0a:00:00:00:03:%02x", i), emDpu4("MT-SAME", "", ""))
+			return emSpec(fmt.Sprintf("0a:00:00:00:03:%02x", i), emDPU4("MT-SAME", "", ""))
 		}, fault.CodeConflict, "expected_dpus[0].serial_number")
 		race("same BMC MAC", func(i int) ExpectedMachineSpec { return emSpec("0a:00:00:00:04:01") }, fault.CodeConflict, "bmc_mac_address")
-		if n := f.countRows(&models.ExpectedDpu{}, "loopback_ip = ?", "10.180.62.250"); n != 1 {
+		if n := f.countRows(&models.ExpectedDPU{}, "loopback_ip = ?", "10.180.62.250"); n != 1 {
 			t.Fatalf("%d rows declare 10.180.62.250", n)
 		}
 	})
@@ -409,7 +409,7 @@ func TestExpectedMachineConcurrentSerialWithoutPools(t *testing.T) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				_, errs[i] = f.a.CreateExpectedMachine(f.ctx, emSpec(fmt.Sprintf("0a:00:00:00:05:%02x", i), emDpu4("MT-RACE", "", "")))
+				_, errs[i] = f.a.CreateExpectedMachine(f.ctx, emSpec(fmt.Sprintf("0a:00:00:00:05:%02x", i), emDPU4("MT-RACE", "", "")))
 			}(i)
 		}
 		wg.Wait()
@@ -429,18 +429,18 @@ func TestExpectedMachineConcurrentSerialWithoutPools(t *testing.T) {
 
 // The database itself refuses two ExpectedDpus with one serial, one
 // loopback_ip or one loopback_ip_v6, whatever code writes them.
-func TestExpectedDpuUniqueConstraints(t *testing.T) {
+func TestExpectedDPUUniqueConstraints(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		f.declare("MT-1", "10.180.62.201", "fd00:180:62:1::1")
-		em := models.ExpectedMachine{ID: "em-x", BmcMacAddress: "0a:00:00:00:00:09", FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]", Version: 1,
+		em := models.ExpectedMachine{ID: "em-x", BmcMacAddress: "0a:00:00:00:00:09", FallbackDPUSerialNumbers: "[]", MetadataLabels: "[]", Version: 1,
 			CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
 		if err := f.db.Create(&em).Error; err != nil {
 			t.Fatal(err)
 		}
 		k4 := fromAddr(mustAddr(t, "10.180.62.201")).key()
 		k6 := fromAddr(mustAddr(t, "fd00:180:62:1::1")).key()
-		for name, d := range map[string]models.ExpectedDpu{
+		for name, d := range map[string]models.ExpectedDPU{
 			"serial":         {ExpectedMachineID: "em-x", SerialNumber: "MT-1"},
 			"loopback_ip":    {ExpectedMachineID: "em-x", SerialNumber: "MT-2", LoopbackIP: sp("10.180.62.201"), LoopbackIPKey: &k4},
 			"loopback_ip_v6": {ExpectedMachineID: "em-x", SerialNumber: "MT-3", LoopbackIPv6: sp("fd00:180:62:1::1"), LoopbackIPv6Key: &k6},
@@ -475,8 +475,8 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		a := f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MT-A", "10.180.62.201", "fd00:180:62:1::1")))
-		b := f.emCreate(emSpec("0a:00:00:00:00:02", emDpu4("MT-B", "10.180.62.202", "")))
+		a := f.emCreate(emSpec("0a:00:00:00:00:01", emDPU4("MT-A", "10.180.62.201", "fd00:180:62:1::1")))
+		b := f.emCreate(emSpec("0a:00:00:00:00:02", emDPU4("MT-B", "10.180.62.202", "")))
 		f.emCreate(emSpec("0a:00:00:00:00:03"))
 		f.alloc(PoolLoopbackV4, "someone", "10.180.62.240")
 		file := func(s string) []ExpectedMachineSpec {
@@ -531,8 +531,8 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(items) != 3 || items[0].ID != b.ID || items[1].ID != a.ID || *items[0].ExpectedDpus[0].LoopbackIP != "10.180.62.201" ||
-			*items[1].ExpectedDpus[0].LoopbackIP != "10.180.62.202" || !items[1].BmcPasswordSet || items[2].Version != 1 {
+		if len(items) != 3 || items[0].ID != b.ID || items[1].ID != a.ID || *items[0].ExpectedDPUs[0].LoopbackIP != "10.180.62.201" ||
+			*items[1].ExpectedDPUs[0].LoopbackIP != "10.180.62.202" || !items[1].BmcPasswordSet || items[2].Version != 1 {
 			t.Fatalf("after replace-all: %+v", items)
 		}
 		if n := f.countRows(&models.ExpectedMachine{}, "1=1"); n != 3 {
@@ -547,12 +547,12 @@ func TestExpectedMachineReplaceAll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(items[0].ExpectedDpus) != 1 || *items[0].ExpectedDpus[0].LoopbackIP != "10.180.62.201" || items[1].Version != 2 || items[2].Version != 1 {
+		if len(items[0].ExpectedDPUs) != 1 || *items[0].ExpectedDPUs[0].LoopbackIP != "10.180.62.201" || items[1].Version != 2 || items[2].Version != 1 {
 			t.Fatalf("keep/unchanged: %+v", items)
 		}
 		// An empty list removes everything.
 		if items, err = f.a.ReplaceAllExpectedMachines(f.ctx, file(`{"expected_machines":[]}`)); err != nil || len(items) != 0 ||
-			f.countRows(&models.ExpectedDpu{}, "1=1") != 0 {
+			f.countRows(&models.ExpectedDPU{}, "1=1") != 0 {
 			t.Fatalf("empty: %v %v", items, err)
 		}
 	})
@@ -564,7 +564,7 @@ func TestExpectedMachineAuditRedactsPassword(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		spec := emSpec("0a:00:00:00:00:01", emDpu4("MT-1", "10.180.62.201", ""))
+		spec := emSpec("0a:00:00:00:00:01", emDPU4("MT-1", "10.180.62.201", ""))
 		spec.BmcPassword = sp("very-secret-pw-1")
 		em := f.emCreate(spec)
 		if _, err := f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"bmc_password":"very-secret-pw-2"}`), nil); err != nil {
@@ -608,9 +608,9 @@ func TestExpectedMachineListFilters(t *testing.T) {
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
 		for i := 1; i <= 5; i++ {
-			s := emSpec(fmt.Sprintf("0a:00:00:00:00:%02x", i), emDpu4(fmt.Sprintf("MT-%d", i), "", ""))
+			s := emSpec(fmt.Sprintf("0a:00:00:00:00:%02x", i), emDPU4(fmt.Sprintf("MT-%d", i), "", ""))
 			s.Metadata.Labels = []Label{{"rack", fmt.Sprintf("r%d", i%2)}}
-			s.FallbackDpuSerialNumbers = []string{fmt.Sprintf("FB_%d", i)}
+			s.FallbackDPUSerialNumbers = []string{fmt.Sprintf("FB_%d", i)}
 			f.emCreate(s)
 		}
 		list := func(flt ExpectedMachineFilter) []string {
@@ -668,9 +668,9 @@ func TestExpectedMachineProblemsForForms(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		em := f.emCreate(emSpec("0a:00:00:00:00:01", emDpu4("MT-1", "10.180.62.201", "")))
+		em := f.emCreate(emSpec("0a:00:00:00:00:01", emDPU4("MT-1", "10.180.62.201", "")))
 		ps, err := f.a.ExpectedMachineProblems(f.ctx, "", ExpectedMachineSpec{BmcMacAddress: "x",
-			ExpectedDpus: emDpus(emDpu4("", "1.2.3", ""), emDpu4("MT-2", "", "10.0.0.1"))})
+			ExpectedDPUs: emDPUs(emDPU4("", "1.2.3", ""), emDPU4("MT-2", "", "10.0.0.1"))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -683,7 +683,7 @@ func TestExpectedMachineProblemsForForms(t *testing.T) {
 		}
 		// Editing the record itself: its own values and serials are fine,
 		// and values may move between its DPUs.
-		s := emSpec("0a:00:00:00:00:01", emDpu4("MT-0", "10.180.62.201", ""), emDpu4("MT-1", "10.180.62.202", ""))
+		s := emSpec("0a:00:00:00:00:01", emDPU4("MT-0", "10.180.62.201", ""), emDPU4("MT-1", "10.180.62.202", ""))
 		if err := f.a.ValidateExpectedMachine(f.ctx, em.ID, s); err != nil {
 			t.Fatal(err)
 		}
@@ -744,8 +744,8 @@ func TestExpectedMachinePatchKeepsUntouchedReservations(t *testing.T) {
 	t.Parallel()
 	fndEach(t, func(t *testing.T, f *fnd) {
 		emPools(f)
-		em := f.emCreate(emSpec("0a:00:00:00:08:01", emDpu4("MT-81", "10.180.62.205", "")))
-		var row models.ExpectedDpu
+		em := f.emCreate(emSpec("0a:00:00:00:08:01", emDPU4("MT-81", "10.180.62.205", "")))
+		var row models.ExpectedDPU
 		if err := f.db.Where("serial_number = ?", "MT-81").Take(&row).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -755,13 +755,13 @@ func TestExpectedMachinePatchKeepsUntouchedReservations(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"metadata":{"name":"renamed"}}`), nil)
-		if err != nil || got.Metadata.Name != "renamed" || *got.ExpectedDpus[0].LoopbackIP != "10.180.62.205" {
+		if err != nil || got.Metadata.Name != "renamed" || *got.ExpectedDPUs[0].LoopbackIP != "10.180.62.205" {
 			t.Fatalf("rename: %+v %v", got, err)
 		}
 		_, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":[{"serial_number":"MT-81","loopback_ip":"10.180.62.205"}]}`), nil)
 		testkit.WantCode(t, err, fault.CodeNotAvailable, "expected_dpus[0].loopback_ip")
 		// Clearing it is always possible.
-		if got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null}`), nil); err != nil || len(got.ExpectedDpus) != 0 {
+		if got, err = f.a.PatchExpectedMachine(f.ctx, em.ID, []byte(`{"expected_dpus":null}`), nil); err != nil || len(got.ExpectedDPUs) != 0 {
 			t.Fatalf("clear: %+v %v", got, err)
 		}
 	})

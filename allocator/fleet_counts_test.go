@@ -134,7 +134,7 @@ func TestFleetCountsFollowEveryWrite(t *testing.T) {
 	t.Parallel()
 	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
 		wantFleetExact(t, s, "empty")
-		emA := s.em(macA, lcDpu{"S1", "10.0.0.150", "fd00:1::50"}, lcDpu{serial: "S2"})
+		emA := s.em(macA, lcDPU{"S1", "10.0.0.150", "fd00:1::50"}, lcDPU{serial: "S2"})
 		s.report(macA, "S1", "S2")
 		wantFleetExact(t, s, "report: one reserved, one automatic DPU")
 		if got := s.sortName(HostMachineID(macA)); got != "chs-"+macA {
@@ -151,7 +151,7 @@ func TestFleetCountsFollowEveryWrite(t *testing.T) {
 		if _, _, err := s.a.Allocate(s.ctx, PoolLoopbackV4, Owner{"network", "squatter"}, "10.0.0.170"); err != nil {
 			t.Fatal(err)
 		}
-		s.addDpu(emA, 2, lcDpu{"S3", "10.0.0.170", ""})
+		s.addDPU(emA, 2, lcDPU{"S3", "10.0.0.170", ""})
 		s.report(macA, "S1", "S2", "S3")
 		wantFleetExact(t, s, "reserved value held by another: conflict")
 		s.report(macB, "S4")
@@ -180,7 +180,7 @@ func TestFleetCountsConcurrentWriters(t *testing.T) {
 	t.Parallel()
 	lcEach(t, lcOpts{autoV4: [2]string{"10.0.0.1", "10.0.0.99"}}, func(t *testing.T, s *lcSite) {
 		for i := 0; i < 8; i++ {
-			s.em(fmt.Sprintf("0a:00:00:00:02:%02x", i), lcDpu{fmt.Sprintf("CR%02d", i), fmt.Sprintf("10.0.0.%d", 100+i), ""})
+			s.em(fmt.Sprintf("0a:00:00:00:02:%02x", i), lcDPU{fmt.Sprintf("CR%02d", i), fmt.Sprintf("10.0.0.%d", 100+i), ""})
 		}
 		var wg sync.WaitGroup
 		errs := make(chan error, 64)

@@ -111,11 +111,11 @@ func (f *fnd) declare(serial, v4, v6 string) {
 	k := h.Sum32() // a BMC MAC of its own per serial, in the canonical spelling the database holds
 	mac := fmt.Sprintf("0e:00:%02x:%02x:%02x:%02x", byte(k>>24), byte(k>>16), byte(k>>8), byte(k))
 	em := models.ExpectedMachine{ID: "em-" + serial, BmcMacAddress: mac,
-		FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
+		FallbackDPUSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
 	if err := f.db.Create(&em).Error; err != nil {
 		f.t.Fatalf("insert expected machine: %v", err)
 	}
-	d := models.ExpectedDpu{ExpectedMachineID: em.ID, SerialNumber: serial}
+	d := models.ExpectedDPU{ExpectedMachineID: em.ID, SerialNumber: serial}
 	if v4 != "" {
 		a, err := parseAddr(v4)
 		if err != nil {

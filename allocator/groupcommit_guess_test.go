@@ -176,7 +176,7 @@ func TestGroupCommitGuessMatchesOneByOne(t *testing.T) {
 				}
 			case op == 37: // drop a declaration
 				for serial := range declared {
-					if err := f.db.Where("serial_number = ?", serial).Delete(&models.ExpectedDpu{}).Error; err != nil {
+					if err := f.db.Where("serial_number = ?", serial).Delete(&models.ExpectedDPU{}).Error; err != nil {
 						t.Fatal(err)
 					}
 					delete(declared, serial)

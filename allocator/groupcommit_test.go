@@ -48,7 +48,7 @@ func (f *fnd) oracleFirstFree(pool string, n int) []string {
 	}
 	if col := reservationColumn(pool); col != "" {
 		var declared []string
-		f.db.Model(&models.ExpectedDpu{}).Where(col+" IS NOT NULL").Pluck(col, &declared)
+		f.db.Model(&models.ExpectedDPU{}).Where(col+" IS NOT NULL").Pluck(col, &declared)
 		for _, k := range declared {
 			taken[k] = true
 		}

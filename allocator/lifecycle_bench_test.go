@@ -29,12 +29,12 @@ func lcBenchSite(b *testing.B, d models.Dialect) (*Allocator, context.Context) {
 	for i := 0; i < 500; i++ {
 		emID := fmt.Sprintf("bench-em-%d", i)
 		if err := db.Create(&models.ExpectedMachine{ID: emID, BmcMacAddress: fmt.Sprintf("0b:00:00:00:%02x:%02x", i/256, i%256),
-			FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]", Version: 1}).Error; err != nil {
+			FallbackDPUSerialNumbers: "[]", MetadataLabels: "[]", Version: 1}).Error; err != nil {
 			b.Fatal(err)
 		}
 		v4 := fmt.Sprintf("10.1.%d.%d", i/256, i%256)
 		v6 := fmt.Sprintf("fd00:1::%x", i)
-		r := models.ExpectedDpu{ExpectedMachineID: emID, SerialNumber: fmt.Sprintf("R%05d", i), LoopbackIP: &v4, LoopbackIPKey: lcKey(v4),
+		r := models.ExpectedDPU{ExpectedMachineID: emID, SerialNumber: fmt.Sprintf("R%05d", i), LoopbackIP: &v4, LoopbackIPKey: lcKey(v4),
 			LoopbackIPv6: &v6, LoopbackIPv6Key: lcKey(v6)}
 		if err := s.db.Create(&r).Error; err != nil {
 			b.Fatal(err)

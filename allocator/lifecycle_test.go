@@ -69,7 +69,7 @@ func (s *lcSite) pool(name, typ string, ranges ...RangeSpec) {
 	}
 }
 
-type lcDpu struct{ serial, v4, v6 string }
+type lcDPU struct{ serial, v4, v6 string }
 
 func lcKey(v string) *string {
 	a, err := parseAddr(v)
@@ -84,23 +84,23 @@ func lcKey(v string) *string {
 // (as the ExpectedMachine writes store them; the rows may deliberately break
 // validation
 // to create "unexpectedly unavailable" states) and returns its id.
-func (s *lcSite) em(mac string, dpus ...lcDpu) string {
+func (s *lcSite) em(mac string, dpus ...lcDPU) string {
 	s.t.Helper()
 	now := time.Now().UTC()
 	row := models.ExpectedMachine{ID: "em-" + strings.ReplaceAll(mac, ":", ""), BmcMacAddress: mac, ChassisSerialNumber: "CHS-" + mac,
-		FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: now, UpdatedAt: now}
+		FallbackDPUSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: now, UpdatedAt: now}
 	if err := s.db.Create(&row).Error; err != nil {
 		s.t.Fatalf("insert expected machine: %v", err)
 	}
 	for i, d := range dpus {
-		s.addDpu(row.ID, i, d)
+		s.addDPU(row.ID, i, d)
 	}
 	return row.ID
 }
 
-func (s *lcSite) addDpu(emID string, pos int, d lcDpu) {
+func (s *lcSite) addDPU(emID string, pos int, d lcDPU) {
 	s.t.Helper()
-	r := models.ExpectedDpu{ExpectedMachineID: emID, Position: pos, SerialNumber: d.serial}
+	r := models.ExpectedDPU{ExpectedMachineID: emID, Position: pos, SerialNumber: d.serial}
 	if d.v4 != "" {
 		r.LoopbackIP, r.LoopbackIPKey = strp(d.v4), lcKey(d.v4)
 	}
@@ -114,7 +114,7 @@ func (s *lcSite) addDpu(emID string, pos int, d lcDpu) {
 
 func (s *lcSite) setReservation(serial, v4 string) {
 	s.t.Helper()
-	if err := s.db.Model(&models.ExpectedDpu{}).Where("serial_number = ?", serial).
+	if err := s.db.Model(&models.ExpectedDPU{}).Where("serial_number = ?", serial).
 		Updates(map[string]any{"loopback_ip": v4, "loopback_ip_key": *lcKey(v4)}).Error; err != nil {
 		s.t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestLifecycleTable(t *testing.T) {
 		run  func(t *testing.T, s *lcSite)
 	}{
 		{"DPU ingested, reservation for its serial exists: reserved value allocated to its machine_id", lcOpts{}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{"S1", "10.0.0.150", "fd00:1::50"})
+			s.em(macA, lcDPU{"S1", "10.0.0.150", "fd00:1::50"})
 			res := s.report(macA, "S1")
 			wantIncomplete(t, res)
 			s.wantLoopbacks("S1", "10.0.0.150", "fd00:1::50")
@@ -263,7 +263,7 @@ func TestLifecycleTable(t *testing.T) {
 			}
 		}},
 		{"DPU ingested, no reservation: automatic allocation from each family's pool", lcOpts{}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{serial: "S1"})
+			s.em(macA, lcDPU{serial: "S1"})
 			wantIncomplete(t, s.report(macA, "S1"))
 			s.wantLoopbacks("S1", "10.0.0.1", "fd00::1")
 			s.wantStatus("S1", BindingAutomatic, BindingAutomatic)
@@ -277,7 +277,7 @@ func TestLifecycleTable(t *testing.T) {
 			if _, _, err := s.a.Allocate(s.ctx, PoolLoopbackV4, Owner{"network", "squatter"}, "10.0.0.150"); err != nil {
 				t.Fatal(err)
 			}
-			s.em(macA, lcDpu{"S1", "10.0.0.150", "fd00:1::50"})
+			s.em(macA, lcDPU{"S1", "10.0.0.150", "fd00:1::50"})
 			res := s.report(macA, "S1")
 			wantIncomplete(t, res, DPUMachineID("S1")+"/ipv4/not_available")
 			if !strings.Contains(res.Incomplete[0].Message, "10.0.0.150") {
@@ -300,7 +300,7 @@ func TestLifecycleTable(t *testing.T) {
 			s.wantStatus("S1", BindingReserved, BindingReserved)
 		}},
 		{"reservation edited while the DPU is active: no readdressing, binding pending until re-ingested", lcOpts{}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{"S1", "10.0.0.150", ""})
+			s.em(macA, lcDPU{"S1", "10.0.0.150", ""})
 			s.report(macA, "S1")
 			s.setReservation("S1", "10.0.0.151")
 			s.report(macA, "S1")
@@ -319,9 +319,9 @@ func TestLifecycleTable(t *testing.T) {
 			s.wantStatus("S1", BindingReserved, BindingAutomatic)
 		}},
 		{"ExpectedMachine removed: active DPUs keep their values, bindings automatic, next ingestion automatic", lcOpts{}, func(t *testing.T, s *lcSite) {
-			id := s.em(macA, lcDpu{"S1", "10.0.0.150", "fd00:1::50"})
+			id := s.em(macA, lcDPU{"S1", "10.0.0.150", "fd00:1::50"})
 			s.report(macA, "S1")
-			if err := s.db.Where("expected_machine_id = ?", id).Delete(&models.ExpectedDpu{}).Error; err != nil {
+			if err := s.db.Where("expected_machine_id = ?", id).Delete(&models.ExpectedDPU{}).Error; err != nil {
 				t.Fatal(err)
 			}
 			if err := s.db.Where("id = ?", id).Delete(&models.ExpectedMachine{}).Error; err != nil {
@@ -343,7 +343,7 @@ func TestLifecycleTable(t *testing.T) {
 			s.wantLoopbacks("S1", "10.0.0.1", "fd00::1")
 		}},
 		{"host decommissioned, then deleted: values free; a reserved value only reachable by its declared DPU", lcOpts{}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{"S1", "10.0.0.150", ""}, lcDpu{serial: "S2"})
+			s.em(macA, lcDPU{"S1", "10.0.0.150", ""}, lcDPU{serial: "S2"})
 			s.report(macA, "S1", "S2")
 			s.wantLoopbacks("S2", "10.0.0.1", "fd00::2")
 			s.decommission(HostMachineID(macA))
@@ -368,7 +368,7 @@ func TestLifecycleTable(t *testing.T) {
 			s.wantLoopbacks("S1", "10.0.0.150", "fd00::1")
 		}},
 		{"force delete: declared value returns to its reservation, every other value quarantined with reason, time, former owner", lcOpts{}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{"S1", "10.0.0.150", ""})
+			s.em(macA, lcDPU{"S1", "10.0.0.150", ""})
 			s.report(macA, "S1")
 			imp, err := s.a.DeleteImpact(s.ctx, HostMachineID(macA), true)
 			if err != nil {
@@ -393,7 +393,7 @@ func TestLifecycleTable(t *testing.T) {
 			}
 		}},
 		{"same hardware ingested again: same machine_id, reserved value, else its own quarantined value; never another's", lcOpts{}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{"S1", "10.0.0.150", ""}, lcDpu{serial: "S2"})
+			s.em(macA, lcDPU{"S1", "10.0.0.150", ""}, lcDPU{serial: "S2"})
 			s.report(macA, "S1", "S2")
 			s.wantLoopbacks("S1", "10.0.0.150", "fd00::1")
 			s.wantLoopbacks("S2", "10.0.0.1", "fd00::2")
@@ -416,14 +416,14 @@ func TestLifecycleTable(t *testing.T) {
 			}
 		}},
 		{"DPU reported under a host whose ExpectedMachine does not declare it while another does: conflict for reserved families", lcOpts{}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{"S1", "10.0.0.150", ""})
-			emB := s.em(macB, lcDpu{serial: "S9"})
+			s.em(macA, lcDPU{"S1", "10.0.0.150", ""})
+			emB := s.em(macB, lcDPU{serial: "S9"})
 			res := s.report(macB, "S1")
 			wantIncomplete(t, res, DPUMachineID("S1")+"/ipv4/conflict")
 			s.wantLoopbacks("S1", "", "fd00::1")
 			s.wantStatus("S1", BindingConflict, BindingAutomatic)
 			// The operator fixes the ExpectedMachines: S1 belongs to B.
-			if err := s.db.Model(&models.ExpectedDpu{}).Where("serial_number = ?", "S1").Update("expected_machine_id", emB).Error; err != nil {
+			if err := s.db.Model(&models.ExpectedDPU{}).Where("serial_number = ?", "S1").Update("expected_machine_id", emB).Error; err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.a.ReconcileLoopbacks(s.ctx); err != nil {
@@ -433,14 +433,14 @@ func TestLifecycleTable(t *testing.T) {
 			s.wantStatus("S1", BindingReserved, BindingAutomatic)
 		}},
 		{"a host whose ExpectedMachine lists the DPU in fallback_dpu_serial_numbers is not misplaced", lcOpts{}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{"S1", "10.0.0.150", ""})
+			s.em(macA, lcDPU{"S1", "10.0.0.150", ""})
 			s.em(macB)
 			s.db.Model(&models.ExpectedMachine{}).Where("bmc_mac_address = ?", macB).Update("fallback_dpu_serial_numbers", `["S1"]`)
 			wantIncomplete(t, s.report(macB, "S1"))
 			s.wantLoopbacks("S1", "10.0.0.150", "fd00::1")
 		}},
 		{"host with no ExpectedMachine (unknown BMC MAC): reservation looked up by serial", lcOpts{}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{"S1", "", "fd00:1::50"})
+			s.em(macA, lcDPU{"S1", "", "fd00:1::50"})
 			res := s.report(macC, "S1")
 			wantIncomplete(t, res)
 			if res.Machines[0].ExpectedMachineID != nil {
@@ -450,7 +450,7 @@ func TestLifecycleTable(t *testing.T) {
 			s.wantStatus("S1", BindingAutomatic, BindingReserved)
 		}},
 		{"direct discovery: reservation found by serial; a DPU without host is a host-less entry", lcOpts{}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{"S1", "10.0.0.150", "fd00:1::50"})
+			s.em(macA, lcDPU{"S1", "10.0.0.150", "fd00:1::50"})
 			res, err := s.a.Discover(s.ctx, DiscoverSpec{SerialNumber: "S1"})
 			if err != nil {
 				t.Fatal(err)
@@ -491,7 +491,7 @@ func TestLifecycleTable(t *testing.T) {
 			s.wantLoopbacks("S2", "10.0.0.2", "fd00::2")
 		}},
 		{"IPv4 and IPv6 independent: reserved v4 assigned while the v6 pool is exhausted, then v6 completed by growth", lcOpts{autoV6: [2]string{"fd00::1", "fd00::1"}}, func(t *testing.T, s *lcSite) {
-			s.em(macA, lcDpu{serial: "S1"}, lcDpu{"S2", "10.0.0.150", ""}, lcDpu{"S3", "", "fd00:1::1"})
+			s.em(macA, lcDPU{serial: "S1"}, lcDPU{"S2", "10.0.0.150", ""}, lcDPU{"S3", "", "fd00:1::1"})
 			res := s.report(macA, "S3", "S2", "S1")
 			wantIncomplete(t, res, DPUMachineID("S2")+"/ipv6/pool_exhausted")
 			s.wantLoopbacks("S1", "10.0.0.1", "fd00::1")
@@ -601,7 +601,7 @@ func lcOrderRun(t *testing.T, reversed bool, serials []string, results map[strin
 	{
 		dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 			s := newLC(t, db, lcOpts{})
-			s.em(macA, lcDpu{"S2", "10.0.0.150", ""}, lcDpu{"S4", "", "fd00:1::4"}, lcDpu{serial: "S1"}, lcDpu{serial: "S3"})
+			s.em(macA, lcDPU{"S2", "10.0.0.150", ""}, lcDPU{"S4", "", "fd00:1::4"}, lcDPU{serial: "S1"}, lcDPU{serial: "S3"})
 			order := append([]string(nil), serials...)
 			if reversed {
 				for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
@@ -628,7 +628,7 @@ func lcOrderRun(t *testing.T, reversed bool, serials []string, results map[strin
 func TestConcurrentReportsOneDPU(t *testing.T) {
 	t.Parallel()
 	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
-		s.em(macA, lcDpu{"S1", "", "fd00:1::9"})
+		s.em(macA, lcDPU{"S1", "", "fd00:1::9"})
 		var wg sync.WaitGroup
 		errs := make(chan error, 10)
 		for i := 0; i < 10; i++ {
@@ -791,7 +791,7 @@ func TestMachineConstraints(t *testing.T) {
 func TestListMachinesAndBindings(t *testing.T) {
 	t.Parallel()
 	lcEach(t, lcOpts{}, func(t *testing.T, s *lcSite) {
-		s.em(macA, lcDpu{"S1", "10.0.0.150", ""})
+		s.em(macA, lcDPU{"S1", "10.0.0.150", ""})
 		s.report(macA, "S1", "S2")
 		s.report(macB, "S3")
 		if _, err := s.a.Discover(s.ctx, DiscoverSpec{SerialNumber: "S4"}); err != nil {
@@ -880,7 +880,7 @@ func TestConcurrentReportsManyProcesses(t *testing.T) {
 			s0 := sites[0]
 			s0.pool(PoolLoopbackV4, "ipv4", rng("10.0.0.1", "10.0.0.99", true), rng("10.0.0.100", "10.0.0.199", false))
 			s0.pool(PoolLoopbackV6, "ipv6", rng("fd00::1", "fd00::ff", true))
-			s0.em(macA, lcDpu{"S1", "10.0.0.150", ""})
+			s0.em(macA, lcDPU{"S1", "10.0.0.150", ""})
 			var wg sync.WaitGroup
 			errs := make(chan error, 64)
 			for i := 0; i < 30; i++ {

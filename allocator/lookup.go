@@ -103,7 +103,7 @@ func (a *Allocator) lookupIn(ctx context.Context, p *models.Pool, sp space, key 
 	val := sp.format(key)
 	var ranges []models.PoolRange
 	var allocs []models.Allocation
-	var dpus []models.ExpectedDpu
+	var dpus []models.ExpectedDPU
 	err := a.read(ctx, func(db *gorm.DB) error {
 		if err := db.Where("pool_id = ? AND first_key <= ? AND last_key >= ?", p.ID, k, k).Find(&ranges).Error; err != nil {
 			return err

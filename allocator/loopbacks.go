@@ -50,7 +50,7 @@ func (f loopbackFamily) active(nc *models.NetworkConfig) *string {
 	return nc.LoopbackIPv6
 }
 
-func (f loopbackFamily) reserved(d *models.ExpectedDpu) *string {
+func (f loopbackFamily) reserved(d *models.ExpectedDPU) *string {
 	if d == nil {
 		return nil
 	}
@@ -142,7 +142,7 @@ func (t *tx) ensureLoopbacks(pools map[string]*models.Pool, dpu *models.Machine)
 	if err != nil {
 		return false, nil, err
 	}
-	decl, err := expectedDpuBySerial(t.DB, serial)
+	decl, err := expectedDPUBySerial(t.DB, serial)
 	if err != nil {
 		return false, nil, err
 	}
@@ -181,7 +181,7 @@ func (t *tx) ensureLoopbacks(pools map[string]*models.Pool, dpu *models.Machine)
 // expected_dpus nor in fallback_dpu_serial_numbers (docs/reservations.md: the
 // hardware is not where the site expects it), else nil. A host without an
 // ExpectedMachine is never "misplaced": its DPUs are matched by serial.
-func (t *tx) misplacedBy(dpu *models.Machine, decl *models.ExpectedDpu) (*models.ExpectedMachine, error) {
+func (t *tx) misplacedBy(dpu *models.Machine, decl *models.ExpectedDPU) (*models.ExpectedMachine, error) {
 	if decl == nil || dpu.HostMachineID == nil {
 		return nil, nil
 	}

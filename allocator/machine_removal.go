@@ -156,7 +156,7 @@ func (a *Allocator) impactOf(db *gorm.DB, row *models.Machine, force bool) (*Del
 		v := ImpactValue{Pool: h.PoolName, Value: h.Value, owner: Owner{Type: OwnerTypeMachine, ID: m.MachineID}, serial: serial}
 		declared := ""
 		if col := reservationColumn(h.PoolName); col != "" && serial != "" {
-			var d models.ExpectedDpu
+			var d models.ExpectedDPU
 			err := db.Where(col+" = ?", h.ValueKey).Take(&d).Error
 			if err == nil {
 				declared = d.SerialNumber

@@ -348,10 +348,10 @@ func expectedMachineByMAC(db *gorm.DB, mac string) (*models.ExpectedMachine, err
 	return &em, nil
 }
 
-// expectedDpuBySerial finds the ExpectedDpu of a serial (globally unique),
+// expectedDPUBySerial finds the ExpectedDpu of a serial (globally unique),
 // or nil.
-func expectedDpuBySerial(db *gorm.DB, serial string) (*models.ExpectedDpu, error) {
-	var d models.ExpectedDpu
+func expectedDPUBySerial(db *gorm.DB, serial string) (*models.ExpectedDPU, error) {
+	var d models.ExpectedDPU
 	err := db.Where("serial_number = ?", serial).Take(&d).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, nil
@@ -366,14 +366,14 @@ func expectedDpuBySerial(db *gorm.DB, serial string) (*models.ExpectedDpu, error
 // expected_dpus (declared) or in fallback_dpu_serial_numbers.
 func listsSerial(db *gorm.DB, em *models.ExpectedMachine, serial string) (bool, error) {
 	var n int64
-	if err := db.Model(&models.ExpectedDpu{}).Where("expected_machine_id = ? AND serial_number = ?", em.ID, serial).Count(&n).Error; err != nil {
+	if err := db.Model(&models.ExpectedDPU{}).Where("expected_machine_id = ? AND serial_number = ?", em.ID, serial).Count(&n).Error; err != nil {
 		return false, err
 	}
 	if n > 0 {
 		return true, nil
 	}
 	var fallback []string
-	_ = json.Unmarshal([]byte(em.FallbackDpuSerialNumbers), &fallback)
+	_ = json.Unmarshal([]byte(em.FallbackDPUSerialNumbers), &fallback)
 	for _, s := range fallback {
 		if strings.TrimSpace(s) == serial {
 			return true, nil

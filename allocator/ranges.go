@@ -124,8 +124,8 @@ func (t *tx) blockers(p *models.Pool, first, last string, keep *[2]string) (stri
 		}
 	}
 	if col := reservationColumn(p.Name); col != "" {
-		decls := func() *gorm.DB { return inRange(t.Model(&models.ExpectedDpu{}), col) }
-		var dpus []models.ExpectedDpu
+		decls := func() *gorm.DB { return inRange(t.Model(&models.ExpectedDPU{}), col) }
+		var dpus []models.ExpectedDPU
 		if err := decls().Order(col).Limit(maxBlockers).Find(&dpus).Error; err != nil {
 			return "", err
 		}

@@ -78,10 +78,10 @@ func BindingClass(status string) string {
 	return status
 }
 
-// ExpectedDpuBySerial finds the ExpectedDpu of a serial (globally unique)
+// ExpectedDPUBySerial finds the ExpectedDpu of a serial (globally unique)
 // with db, or nil.
-func ExpectedDpuBySerial(db *gorm.DB, serial string) (*models.ExpectedDpu, error) {
-	return expectedDpuBySerial(db, serial)
+func ExpectedDPUBySerial(db *gorm.DB, serial string) (*models.ExpectedDPU, error) {
+	return expectedDPUBySerial(db, serial)
 }
 
 // MachineNamesOf returns the display name of each machine_id given, read

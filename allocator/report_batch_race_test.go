@@ -58,9 +58,9 @@ func TestReportBatchesRaceAcrossProcesses(t *testing.T) {
 							}
 						}
 					case k < 8 && h < 3:
-						var dpus []ExpectedDpu
+						var dpus []ExpectedDPU
 						for i, s := range rnd.Perm(serials)[:rnd.IntN(3)] {
-							d := ExpectedDpu{SerialNumber: fmt.Sprintf("S%d", s)}
+							d := ExpectedDPU{SerialNumber: fmt.Sprintf("S%d", s)}
 							if rnd.IntN(2) == 0 {
 								d.LoopbackIP = strp(fmt.Sprintf("10.0.0.%d", 13+rnd.IntN(12)))
 							}
@@ -70,7 +70,7 @@ func TestReportBatchesRaceAcrossProcesses(t *testing.T) {
 							dpus = append(dpus, d)
 						}
 						_, _ = a.ReplaceExpectedMachine(ctx, mac(h), ExpectedMachineSpec{BmcMacAddress: mac(h),
-							ChassisSerialNumber: "CHS-" + mac(h), FallbackDpuSerialNumbers: []string{}, ExpectedDpus: &dpus}, txn.IfMatch{})
+							ChassisSerialNumber: "CHS-" + mac(h), FallbackDPUSerialNumbers: []string{}, ExpectedDPUs: &dpus}, txn.IfMatch{})
 					case k < 9:
 						_, _ = a.DeleteMachine(ctx, HostMachineID(mac(h)), true)
 					default:
@@ -176,7 +176,7 @@ func checkLoopbackInvariants(t *testing.T, db *gorm.DB) {
 			}
 		}
 	}
-	var decls []models.ExpectedDpu
+	var decls []models.ExpectedDPU
 	db.Find(&decls)
 	for _, d := range decls {
 		for _, f := range loopbackFamilies {

@@ -40,7 +40,7 @@ type plainSite struct {
 	ems      map[string]*models.ExpectedMachine // by lower-case BMC MAC
 	machines map[string]*models.Machine         // by machine_id
 	macOwner map[string]string                  // machine_id by BMC MAC, of every machine read
-	decls    map[string]*models.ExpectedDpu     // by serial
+	decls    map[string]*models.ExpectedDPU     // by serial
 	ncs      map[string]*models.NetworkConfig   // by DPU machine_id
 	held     map[string]map[string]*models.Allocation
 	odd      map[string]bool // DPU machine_ids with a quarantined or unheld row in a loopback pool
@@ -116,7 +116,7 @@ func (t *tx) ingestPlain(pools map[string]*models.Pool, items []plainItem) (map[
 // readPlainSite reads the stored state every report of items depends on.
 func (t *tx) readPlainSite(pools map[string]*models.Pool, items []plainItem) (*plainSite, error) {
 	s := &plainSite{ems: map[string]*models.ExpectedMachine{}, machines: map[string]*models.Machine{}, macOwner: map[string]string{},
-		decls: map[string]*models.ExpectedDpu{}, ncs: map[string]*models.NetworkConfig{},
+		decls: map[string]*models.ExpectedDPU{}, ncs: map[string]*models.NetworkConfig{},
 		held: map[string]map[string]*models.Allocation{}, odd: map[string]bool{}, ranges: map[int64][]models.PoolRange{}}
 	var macs, ids, bmcMACs, serials, dpuIDs []string
 	for _, it := range items {

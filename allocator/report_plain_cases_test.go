@@ -117,12 +117,12 @@ func TestReportPlainExpiredQuarantine(t *testing.T) {
 func (f *fnd) emWith(mac string, fallback string, dpus ...[3]string) {
 	f.t.Helper()
 	em := models.ExpectedMachine{ID: "em-" + strings.ReplaceAll(mac, ":", ""), BmcMacAddress: mac, ChassisSerialNumber: "CHS-" + mac,
-		FallbackDpuSerialNumbers: fallback, MetadataLabels: "[]", Version: 1, CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
+		FallbackDPUSerialNumbers: fallback, MetadataLabels: "[]", Version: 1, CreatedAt: f.clock.Now(), UpdatedAt: f.clock.Now()}
 	if err := f.db.Create(&em).Error; err != nil {
 		f.t.Fatal(err)
 	}
 	for i, d := range dpus {
-		r := models.ExpectedDpu{ExpectedMachineID: em.ID, Position: i, SerialNumber: d[0]}
+		r := models.ExpectedDPU{ExpectedMachineID: em.ID, Position: i, SerialNumber: d[0]}
 		if d[1] != "" {
 			r.LoopbackIP, r.LoopbackIPKey = strp(d[1]), lcKey(d[1])
 		}

@@ -15,7 +15,7 @@ import (
 type plainReads struct {
 	ems      []models.ExpectedMachine
 	machines []models.Machine
-	decls    []models.ExpectedDpu
+	decls    []models.ExpectedDPU
 	ncs      []models.NetworkConfig
 	owned    []models.Allocation // held by or quarantined for the DPUs, any pool
 	ranges   []models.PoolRange
@@ -111,7 +111,7 @@ func (t *tx) readPlainPG(lowerMACs, machineIDs, bmcMACs, serials, dpuIDs []strin
 		if len(serials) > 0 {
 			b.Queue(pgPlainDecls, serials).Query(func(rows pgx.Rows) error {
 				return scanEach(rows, func() error {
-					var d models.ExpectedDpu
+					var d models.ExpectedDPU
 					if err := rows.Scan(&d.ExpectedMachineID, &d.SerialNumber, &d.LoopbackIP, &d.LoopbackIPv6); err != nil {
 						return err
 					}

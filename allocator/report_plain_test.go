@@ -118,12 +118,12 @@ func plainScenario(t *testing.T, db *gorm.DB, seed uint64) *plainSiteFixture {
 			continue
 		}
 		em := models.ExpectedMachine{ID: fmt.Sprintf("em-%02d", h), BmcMacAddress: plainMAC(h), ChassisSerialNumber: fmt.Sprintf("CHS-%02d", h),
-			FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: clock.Now(), UpdatedAt: clock.Now()}
+			FallbackDPUSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: clock.Now(), UpdatedAt: clock.Now()}
 		if err := db.Create(&em).Error; err != nil {
 			t.Fatal(err)
 		}
 		for k := 0; k < 2; k++ {
-			d := models.ExpectedDpu{ExpectedMachineID: em.ID, Position: k, SerialNumber: fmt.Sprintf("S%02d-%d", h, k)}
+			d := models.ExpectedDPU{ExpectedMachineID: em.ID, Position: k, SerialNumber: fmt.Sprintf("S%02d-%d", h, k)}
 			if h == 30 && k == 0 {
 				d.SerialNumber = "S11-9" // reported under host 11: misplaced
 			}

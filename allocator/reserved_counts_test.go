@@ -109,14 +109,14 @@ func TestReservedCountFollowsEveryWrite(t *testing.T) {
 		check("a reservation pool without reservations")
 
 		// Reservations set, changed and cleared on ExpectedMachines.
-		em1 := f.emCreate(emSpec("02:00:00:00:00:01", emDpu4("MT1", "10.0.0.100", ""), emDpu4("MT2", "10.0.0.101", "")))
-		em2 := f.emCreate(emSpec("02:00:00:00:00:02", emDpu4("MT3", "10.0.0.102", ""), emDpu4("MT4", "", "")))
+		em1 := f.emCreate(emSpec("02:00:00:00:00:01", emDPU4("MT1", "10.0.0.100", ""), emDPU4("MT2", "10.0.0.101", "")))
+		em2 := f.emCreate(emSpec("02:00:00:00:00:02", emDPU4("MT3", "10.0.0.102", ""), emDPU4("MT4", "", "")))
 		check("reservations declared")
 		f.wantReserved(PoolLoopbackV4, "3")
 		f.mustReport(specOf("02:00:00:00:00:01", "MT1", "MT2"))
 		check("a report allocates the reserved values")
 		f.wantReserved(PoolLoopbackV4, "1")
-		if _, err := f.a.ReplaceExpectedMachine(f.ctx, em1.ID, emSpec("02:00:00:00:00:01", emDpu4("MT1", "10.0.0.110", ""), emDpu4("MT2", "10.0.0.101", "")), nil); err != nil {
+		if _, err := f.a.ReplaceExpectedMachine(f.ctx, em1.ID, emSpec("02:00:00:00:00:01", emDPU4("MT1", "10.0.0.110", ""), emDPU4("MT2", "10.0.0.101", "")), nil); err != nil {
 			t.Fatal(err)
 		}
 		check("a reservation moved away from its DPU's value")
@@ -165,7 +165,7 @@ func TestReservedCountFollowsEveryWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.emCreate(emSpec("02:00:00:00:00:05", emDpu4("MT5", "10.0.1.5", "")))
+		f.emCreate(emSpec("02:00:00:00:00:05", emDPU4("MT5", "10.0.1.5", "")))
 		check("a reservation in a new range")
 		f.declare("MT8", "10.0.2.5", "") // outside every range (a repair in SQL)
 		check("a reservation outside every range")
@@ -217,15 +217,15 @@ func TestReservedCountFollowsEveryWrite(t *testing.T) {
 		}
 		check("an ExpectedMachine deleted")
 		if _, err := f.a.ReplaceAllExpectedMachines(f.ctx, []ExpectedMachineSpec{
-			emSpec("02:00:00:00:00:05", emDpu4("MT5", "10.0.1.6", "")),
-			emSpec("02:00:00:00:00:09", emDpu4("MT9", "10.0.0.120", "fd00:1::9"), emDpu4("MT10", "10.0.0.121", "fd00:1::a")),
+			emSpec("02:00:00:00:00:05", emDPU4("MT5", "10.0.1.6", "")),
+			emSpec("02:00:00:00:00:09", emDPU4("MT9", "10.0.0.120", "fd00:1::9"), emDPU4("MT10", "10.0.0.121", "fd00:1::a")),
 		}); err != nil {
 			t.Fatal(err)
 		}
 		check("a replace-all")
 		if _, err := f.a.ImportExpectedMachines(f.ctx, []ExpectedMachineSpec{
-			emSpec("02:00:00:00:00:0a", emDpu4("MT11", "10.0.0.122", "")),
-			emSpec("02:00:00:00:00:09", emDpu4("MT9", "10.0.0.123", "fd00:1::9")),
+			emSpec("02:00:00:00:00:0a", emDPU4("MT11", "10.0.0.122", "")),
+			emSpec("02:00:00:00:00:09", emDPU4("MT9", "10.0.0.123", "fd00:1::9")),
 		}, ImportMerge); err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +390,7 @@ func TestReservedCountUnderConcurrentWriters(t *testing.T) {
 					case 0: // ExpectedMachine edits and reports through the allocator
 						switch rng.IntN(3) {
 						case 0:
-							_, err = f.a.ReplaceExpectedMachine(f.ctx, mac, emSpec(mac, emDpu4(serial, v4(a), v6(b))), nil)
+							_, err = f.a.ReplaceExpectedMachine(f.ctx, mac, emSpec(mac, emDPU4(serial, v4(a), v6(b))), nil)
 						case 1:
 							_, err = f.a.ReplaceExpectedMachine(f.ctx, mac, emSpec(mac), nil)
 						default:

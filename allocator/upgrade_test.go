@@ -212,7 +212,7 @@ func upgradeChecks(t *testing.T, db *gorm.DB, from int) {
 		t.Errorf("old ci token: %+v, %v", tok, err)
 	}
 	em, err := a.GetExpectedMachine(ctx, upgradeMAC)
-	if err != nil || em.ID != upgradeEM || len(em.ExpectedDpus) != 1 || em.ExpectedDpus[0].LoopbackIP == nil || *em.ExpectedDpus[0].LoopbackIP != "10.0.0.100" ||
+	if err != nil || em.ID != upgradeEM || len(em.ExpectedDPUs) != 1 || em.ExpectedDPUs[0].LoopbackIP == nil || *em.ExpectedDPUs[0].LoopbackIP != "10.0.0.100" ||
 		!em.BmcPasswordSet {
 		t.Errorf("ExpectedMachine after the upgrade: %+v, %v", em, err)
 	}

@@ -119,10 +119,10 @@ func emServer(b *testing.B, d models.Dialect) string {
 	specs := make([]allocator.ExpectedMachineSpec, emRecords)
 	for i := range specs {
 		v4a, v4b, v6 := fmt.Sprintf("10.180.1.%d", 2*i), fmt.Sprintf("10.180.1.%d", 2*i+1), fmt.Sprintf("fd00:1::%x", i)
-		dpus := []allocator.ExpectedDpu{{SerialNumber: fmt.Sprint("MT-A", i), LoopbackIP: &v4a, LoopbackIPv6: &v6}, {SerialNumber: fmt.Sprint("MT-B", i), LoopbackIP: &v4b}}
+		dpus := []allocator.ExpectedDPU{{SerialNumber: fmt.Sprint("MT-A", i), LoopbackIP: &v4a, LoopbackIPv6: &v6}, {SerialNumber: fmt.Sprint("MT-B", i), LoopbackIP: &v4b}}
 		pw := "bench-password"
 		specs[i] = allocator.ExpectedMachineSpec{BmcMacAddress: fmt.Sprintf("0a:00:00:00:%02x:%02x", i/256, i%256), BmcUsername: "root",
-			BmcPassword: &pw, ChassisSerialNumber: fmt.Sprint("CHS-", i), ExpectedDpus: &dpus}
+			BmcPassword: &pw, ChassisSerialNumber: fmt.Sprint("CHS-", i), ExpectedDPUs: &dpus}
 	}
 	if _, err := a.ReplaceAllExpectedMachines(ctx, specs); err != nil {
 		b.Fatal(err)

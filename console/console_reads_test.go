@@ -21,9 +21,9 @@ func crSite(t *testing.T, s *site) {
 	str := func(v string) *string { return &v }
 	for _, spec := range []allocator.ExpectedMachineSpec{
 		{BmcMacAddress: "0a:00:00:00:00:01", ChassisSerialNumber: "CH-1", Metadata: &allocator.Metadata{Name: "rack1-u01"},
-			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT0001", LoopbackIP: str("10.0.0.100")}, {SerialNumber: "MT0002"}}},
+			ExpectedDPUs: &[]allocator.ExpectedDPU{{SerialNumber: "MT0001", LoopbackIP: str("10.0.0.100")}, {SerialNumber: "MT0002"}}},
 		{BmcMacAddress: "0a:00:00:00:00:02", ChassisSerialNumber: "CH-2", Metadata: &allocator.Metadata{Name: "rack1-u02"},
-			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT0003", LoopbackIP: str("10.0.0.103")}}},
+			ExpectedDPUs: &[]allocator.ExpectedDPU{{SerialNumber: "MT0003", LoopbackIP: str("10.0.0.103")}}},
 	} {
 		if _, err := s.a.CreateExpectedMachine(s.ctx, spec); err != nil {
 			t.Fatalf("create %s: %v", spec.BmcMacAddress, err)
@@ -72,7 +72,7 @@ func TestNamesFollowTheRule(t *testing.T) {
 		}
 		// Errors name ExpectedMachines by name and MAC, not by UUID.
 		err = s.a.ValidateExpectedMachine(s.ctx, "", allocator.ExpectedMachineSpec{BmcMacAddress: "0a:00:00:00:00:05",
-			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT0003"}}})
+			ExpectedDPUs: &[]allocator.ExpectedDPU{{SerialNumber: "MT0003"}}})
 		if err == nil || !strings.Contains(err.Error(), "rack1-u02 (0a:00:00:00:00:02)") {
 			t.Errorf("declared-serial error: %v", err)
 		}
@@ -229,7 +229,7 @@ func TestMachineDetailAndPendingWarning(t *testing.T) {
 		// ingested (no warning).
 		str := func(v string) *string { return &v }
 		em, _ := s.a.GetExpectedMachine(s.ctx, "0a:00:00:00:00:01")
-		spec := allocator.ExpectedMachineSpec{BmcMacAddress: em.BmcMacAddress, ExpectedDpus: &[]allocator.ExpectedDpu{
+		spec := allocator.ExpectedMachineSpec{BmcMacAddress: em.BmcMacAddress, ExpectedDPUs: &[]allocator.ExpectedDPU{
 			{SerialNumber: "MT0001", LoopbackIP: str("10.0.0.110")},
 			{SerialNumber: "MT0002", LoopbackIP: str("10.0.0.111"), LoopbackIPv6: str("not-an-ip")},
 			{SerialNumber: "MT0003", LoopbackIP: str("10.0.0.103")},
@@ -244,8 +244,8 @@ func TestMachineDetailAndPendingWarning(t *testing.T) {
 		}
 		// Keeping the active value warns of nothing; no expected_dpus
 		// keeps the stored list.
-		(*spec.ExpectedDpus)[0].LoopbackIP = str("10.0.0.100")
-		(*spec.ExpectedDpus)[1].LoopbackIP = nil
+		(*spec.ExpectedDPUs)[0].LoopbackIP = str("10.0.0.100")
+		(*spec.ExpectedDPUs)[1].LoopbackIP = nil
 		if ps, err = s.c.PendingLoopbacks(s.ctx, em.ID, spec); err != nil || len(ps) != 0 {
 			t.Fatalf("unchanged: %+v %v", ps, err)
 		}

@@ -42,11 +42,11 @@ type PendingLoopback struct {
 // the stored list, so it proposes no change.
 func (c *Console) PendingLoopbacks(ctx context.Context, id string, spec allocator.ExpectedMachineSpec) ([]PendingLoopback, error) {
 	out := []PendingLoopback{}
-	if spec.ExpectedDpus == nil {
+	if spec.ExpectedDPUs == nil {
 		return out, nil
 	}
 	err := c.read(ctx, func(db *gorm.DB) error {
-		for i, d := range *spec.ExpectedDpus {
+		for i, d := range *spec.ExpectedDPUs {
 			serial := strings.TrimSpace(d.SerialNumber)
 			if !ident.ValidSerial(serial) {
 				continue
@@ -59,7 +59,7 @@ func (c *Console) PendingLoopbacks(ctx context.Context, id string, spec allocato
 			if len(ncs) == 0 {
 				continue // not ingested: the reservation applies at ingestion
 			}
-			stored, err := allocator.ExpectedDpuBySerial(db, serial)
+			stored, err := allocator.ExpectedDPUBySerial(db, serial)
 			if err != nil {
 				return err
 			}
@@ -94,7 +94,7 @@ func (c *Console) PendingLoopbacks(ctx context.Context, id string, spec allocato
 }
 
 // ipGiven reports a non-empty reservation text of one family.
-func ipGiven(d allocator.ExpectedDpu, family string) bool {
+func ipGiven(d allocator.ExpectedDPU, family string) bool {
 	v := d.LoopbackIP
 	if family == allocator.FamilyIPv6 {
 		v = d.LoopbackIPv6
@@ -114,7 +114,7 @@ func canonicalOrNil(s *string) *string {
 	return &c
 }
 
-func storedOf(d *models.ExpectedDpu, v6 bool) *string {
+func storedOf(d *models.ExpectedDPU, v6 bool) *string {
 	if d == nil {
 		return nil
 	}

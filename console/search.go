@@ -314,7 +314,7 @@ func (s *searcher) byText(q string) error {
 			} else if ok {
 				continue
 			}
-			var d []models.ExpectedDpu
+			var d []models.ExpectedDPU
 			if err := s.db.Where("serial_number = ?", serial).Limit(1).Find(&d).Error; err != nil {
 				return err
 			}

@@ -90,7 +90,7 @@ func emMatched(em *allocator.ExpectedMachine, q string) string {
 	case has(em.ChassisSerialNumber):
 		return "chassis serial " + em.ChassisSerialNumber
 	}
-	for _, d := range em.ExpectedDpus {
+	for _, d := range em.ExpectedDPUs {
 		if has(d.SerialNumber) {
 			return "expected DPU serial " + d.SerialNumber
 		}

@@ -26,11 +26,11 @@ func TestSearchPartialFollowsWritesAndIndexes(t *testing.T) {
 		em := func(mac, name, chassis string, dpus ...string) *allocator.ExpectedMachine {
 			t.Helper()
 			spec := allocator.ExpectedMachineSpec{BmcMacAddress: mac, ChassisSerialNumber: chassis, Metadata: &allocator.Metadata{Name: name}}
-			var ds []allocator.ExpectedDpu
+			var ds []allocator.ExpectedDPU
 			for _, d := range dpus {
-				ds = append(ds, allocator.ExpectedDpu{SerialNumber: d})
+				ds = append(ds, allocator.ExpectedDPU{SerialNumber: d})
 			}
-			spec.ExpectedDpus = &ds
+			spec.ExpectedDPUs = &ds
 			out, err := s.a.CreateExpectedMachine(s.ctx, spec)
 			if err != nil {
 				t.Fatalf("create %s: %v", name, err)
@@ -156,7 +156,7 @@ func hitKeys(hs []SearchHit) []string {
 func scanExpectedMachines(t *testing.T, s *site, q string) []string {
 	t.Helper()
 	var ems []models.ExpectedMachine
-	var eds []models.ExpectedDpu
+	var eds []models.ExpectedDPU
 	if err := s.db.Order("bmc_mac_address").Find(&ems).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func scanExpectedMachines(t *testing.T, s *site, q string) []string {
 func scanSearch(t *testing.T, s *site, q string) []string {
 	t.Helper()
 	var ems []models.ExpectedMachine
-	var eds []models.ExpectedDpu
+	var eds []models.ExpectedDPU
 	var ms []models.Machine
 	for _, err := range []error{s.db.Order("bmc_mac_address").Find(&ems).Error, s.db.Find(&eds).Error, s.db.Order("machine_id").Find(&ms).Error} {
 		if err != nil {
@@ -206,7 +206,7 @@ func scanSearch(t *testing.T, s *site, q string) []string {
 }
 
 // scanSearchOf adds to out the hits of one spelling lq of the text.
-func scanSearchOf(lq string, out *[]string, seen map[string]bool, ems []models.ExpectedMachine, eds []models.ExpectedDpu, ms []models.Machine) {
+func scanSearchOf(lq string, out *[]string, seen map[string]bool, ems []models.ExpectedMachine, eds []models.ExpectedDPU, ms []models.Machine) {
 	has := func(vs ...*string) bool {
 		for _, v := range vs {
 			if v != nil && strings.Contains(strings.ToLower(*v), lq) {

@@ -112,7 +112,7 @@ func checkWebhookDeliveries(c *checker) error {
 // strand it are refused, docs/pools.md "Ranges"). Whether it is free is
 // not a rule: the lifecycle foresees a declared value being unavailable.
 func checkReservations(c *checker) error {
-	var dpus []models.ExpectedDpu
+	var dpus []models.ExpectedDPU
 	if err := c.q.Raw(`SELECT * FROM expected_dpus WHERE loopback_ip IS NOT NULL OR loopback_ip_v6 IS NOT NULL ORDER BY serial_number`).Scan(&dpus).Error; err != nil {
 		return err
 	}

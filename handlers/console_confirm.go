@@ -160,7 +160,7 @@ func (h *Console) ConfirmDeleteExpectedMachine(c echo.Context) error {
 	}
 	name := allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress)
 	var dpus []string
-	for _, d := range em.ExpectedDpus {
+	for _, d := range em.ExpectedDPUs {
 		dpus = append(dpus, d.SerialNumber)
 	}
 	v := views.ConfirmView{Page: h.page(c, "Delete "+name, "expected"), Heading: "Delete ExpectedMachine " + name,

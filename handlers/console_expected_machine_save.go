@@ -45,17 +45,17 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 	}
 	v.Form.PasswordTyped = pw != ""
 	if c.FormValue("add_dpu") != "" {
-		v.Form.Dpus = append(v.Form.Dpus, views.NewDpuRow())
+		v.Form.DPUs = append(v.Form.DPUs, views.NewDPURow())
 		return render(c, http.StatusOK, views.EMFormPage(v))
 	}
 	if key := c.FormValue("remove_dpu"); key != "" {
-		var kept []views.DpuRow
-		for _, d := range f.Dpus {
+		var kept []views.DPURow
+		for _, d := range f.DPUs {
 			if d.Key != key {
 				kept = append(kept, d)
 			}
 		}
-		v.Form.Dpus = kept
+		v.Form.DPUs = kept
 		return render(c, http.StatusOK, views.EMFormPage(v))
 	}
 	if f.ID != "" && f.Version <= 0 {

@@ -34,7 +34,7 @@ func (h *Console) ExpectedMachine(c echo.Context) error {
 	} else if e, ok := fault.AsError(err); !ok || e.Code != fault.CodeNotFound {
 		return err
 	}
-	for _, d := range em.ExpectedDpus {
+	for _, d := range em.ExpectedDPUs {
 		b, err := h.A.GetBinding(Ctx(c), d.SerialNumber)
 		if err == nil {
 			v.Bindings[d.SerialNumber] = *b

@@ -53,7 +53,7 @@ func searchTerm(q string) string {
 
 // NewExpectedMachine: GET /expected-machines/new (operator).
 func (h *Console) NewExpectedMachine(c echo.Context) error {
-	v := views.EMFormView{Page: h.page(c, "New ExpectedMachine", "expected"), Form: views.EMForm{Dpus: []views.DpuRow{views.NewDpuRow()}}}
+	v := views.EMFormView{Page: h.page(c, "New ExpectedMachine", "expected"), Form: views.EMForm{DPUs: []views.DPURow{views.NewDPURow()}}}
 	return render(c, http.StatusOK, views.EMFormPage(v))
 }
 
@@ -71,10 +71,10 @@ func (h *Console) EditExpectedMachine(c echo.Context) error {
 	return render(c, http.StatusOK, views.EMFormPage(v))
 }
 
-// DpuRow: GET /expected-machines/dpu-row — an empty ExpectedDpu row that
+// DPURow: GET /expected-machines/dpu-row — an empty ExpectedDpu row that
 // "Add DPU" appends in place.
-func (h *Console) DpuRow(c echo.Context) error {
-	return render(c, http.StatusOK, views.DpuRowFragment(views.NewDpuRow(), nil))
+func (h *Console) DPURow(c echo.Context) error {
+	return render(c, http.StatusOK, views.DPURowFragment(views.NewDPURow(), nil))
 }
 
 // emForm reads the ExpectedMachine form (rows in order) and the password.
@@ -108,7 +108,7 @@ func emForm(c echo.Context) (views.EMForm, string, error) {
 			n+1, m, strings.Join(missing, ", "))
 	}
 	for i := 0; i < n; i++ {
-		f.Dpus = append(f.Dpus, views.DpuRow{Key: keys[i], Serial: strings.TrimSpace(serials[i]),
+		f.DPUs = append(f.DPUs, views.DPURow{Key: keys[i], Serial: strings.TrimSpace(serials[i]),
 			IP: strings.TrimSpace(ips[i]), IPv6: strings.TrimSpace(ip6s[i])})
 	}
 	return f, vals.Get("password"), nil

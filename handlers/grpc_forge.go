@@ -192,7 +192,7 @@ func specFromProto(m *forge.ExpectedMachine, prefix string) (allocator.ExpectedM
 		s.BmcPassword = &pw
 	}
 	s.ChassisSerialNumber = m.GetChassisSerialNumber()
-	s.FallbackDpuSerialNumbers = append([]string{}, m.GetFallbackDpuSerialNumbers()...)
+	s.FallbackDPUSerialNumbers = append([]string{}, m.GetFallbackDpuSerialNumbers()...)
 	if md := m.GetMetadata(); md != nil {
 		meta := allocator.Metadata{Name: md.GetName(), Description: md.GetDescription(), Labels: []allocator.Label{}}
 		for _, l := range md.GetLabels() {
@@ -202,11 +202,11 @@ func specFromProto(m *forge.ExpectedMachine, prefix string) (allocator.ExpectedM
 	}
 	s.SkuID = m.SkuId
 	if w := m.GetExpectedDpus(); w != nil {
-		list := make([]allocator.ExpectedDpu, 0, len(w.GetItems()))
+		list := make([]allocator.ExpectedDPU, 0, len(w.GetItems()))
 		for _, d := range w.GetItems() {
-			list = append(list, allocator.ExpectedDpu{SerialNumber: d.GetSerialNumber(), LoopbackIP: d.LoopbackIp, LoopbackIPv6: d.LoopbackIpV6})
+			list = append(list, allocator.ExpectedDPU{SerialNumber: d.GetSerialNumber(), LoopbackIP: d.LoopbackIp, LoopbackIPv6: d.LoopbackIpV6})
 		}
-		s.ExpectedDpus = &list
+		s.ExpectedDPUs = &list
 	}
 	return s, nil
 }
@@ -278,11 +278,11 @@ func ExpectedMachineProto(em *allocator.ExpectedMachine) *forge.ExpectedMachine 
 		BmcMacAddress:            em.BmcMacAddress,
 		BmcUsername:              em.BmcUsername,
 		ChassisSerialNumber:      em.ChassisSerialNumber,
-		FallbackDpuSerialNumbers: em.FallbackDpuSerialNumbers,
+		FallbackDpuSerialNumbers: em.FallbackDPUSerialNumbers,
 		Metadata:                 &forge.Metadata{Name: em.Metadata.Name, Description: em.Metadata.Description},
 		SkuId:                    em.SkuID,
 		Id:                       &common.UUID{Value: em.ID},
-		ExpectedDpus:             &forge.ExpectedDpuList{Items: make([]*forge.ExpectedDpu, 0, len(em.ExpectedDpus))},
+		ExpectedDpus:             &forge.ExpectedDpuList{Items: make([]*forge.ExpectedDpu, 0, len(em.ExpectedDPUs))},
 	}
 	for _, l := range em.Metadata.Labels {
 		lb := &forge.Label{Key: l.Key}
@@ -292,7 +292,7 @@ func ExpectedMachineProto(em *allocator.ExpectedMachine) *forge.ExpectedMachine 
 		}
 		out.Metadata.Labels = append(out.Metadata.Labels, lb)
 	}
-	for _, d := range em.ExpectedDpus {
+	for _, d := range em.ExpectedDPUs {
 		out.ExpectedDpus.Items = append(out.ExpectedDpus.Items, &forge.ExpectedDpu{
 			SerialNumber: d.SerialNumber, LoopbackIp: d.LoopbackIP, LoopbackIpV6: d.LoopbackIPv6})
 	}
@@ -316,7 +316,7 @@ var grpcCodes = map[fault.Code]connect.Code{
 }
 
 // GRPCPath turns a REST field path into the gRPC message's path: the
-// reservations sit inside the ExpectedDpuList wrapper, so
+// reservations sit inside the ExpectedDPUList wrapper, so
 // expected_dpus[1].loopback_ip becomes expected_dpus.items[1].loopback_ip.
 func GRPCPath(s string) string {
 	return strings.ReplaceAll(s, "expected_dpus[", "expected_dpus.items[")

@@ -84,11 +84,11 @@ FROM (SELECT x.id, SUM(x.s) AS n FROM (` + strings.Join(parts, "\n  UNION ALL\n 
 WHERE range_counts.range_id = d.id AND d.n <> 0`
 }
 
-// reservedDpuDeltaSQL: src has the columns loopback_ip_key,
+// reservedDPUDeltaSQL: src has the columns loopback_ip_key,
 // loopback_ip_v6_key and s (+1 for a reservation made, -1 for one
 // removed); each key counts on its reservation pool's range unless an
 // allocation of the pool holds it.
-func reservedDpuDeltaSQL(src string) string {
+func reservedDPUDeltaSQL(src string) string {
 	var parts []string
 	for _, rp := range reservationPools {
 		parts = append(parts, strings.NewReplacer("$POOL", rp[0], "$COL", rp[1], "$SRC", src).Replace(
@@ -156,14 +156,14 @@ BEGIN
   PERFORM pg_advisory_xact_lock_shared(` + reservedLockKey + `);
 END $$
 --;
-` + pgDpuReservedTrigger("INSERT", "NEW", "new_dpus", "1") + `
+` + pgDPUReservedTrigger("INSERT", "NEW", "new_dpus", "1") + `
 --;
-` + pgDpuReservedTrigger("DELETE", "OLD", "old_dpus", "-1") + `
+` + pgDPUReservedTrigger("DELETE", "OLD", "old_dpus", "-1") + `
 --;
 CREATE FUNCTION ipledger_expected_dpus_reserved_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM ipledger_lock_reservations();
-  ` + reservedDpuDeltaSQL(`(SELECT OLD.loopback_ip_key AS loopback_ip_key, OLD.loopback_ip_v6_key AS loopback_ip_v6_key, -1 AS s
+  ` + reservedDPUDeltaSQL(`(SELECT OLD.loopback_ip_key AS loopback_ip_key, OLD.loopback_ip_v6_key AS loopback_ip_v6_key, -1 AS s
     UNION ALL SELECT NEW.loopback_ip_key, NEW.loopback_ip_v6_key, 1)`) + `;
   RETURN NULL;
 END $$
@@ -232,19 +232,19 @@ END
 CREATE TRIGGER expected_dpus_reserved_insert AFTER INSERT ON expected_dpus
 WHEN NEW.loopback_ip_key IS NOT NULL OR NEW.loopback_ip_v6_key IS NOT NULL
 BEGIN
-  ` + reservedDpuDeltaSQL(`(SELECT NEW.loopback_ip_key AS loopback_ip_key, NEW.loopback_ip_v6_key AS loopback_ip_v6_key, 1 AS s)`) + `;
+  ` + reservedDPUDeltaSQL(`(SELECT NEW.loopback_ip_key AS loopback_ip_key, NEW.loopback_ip_v6_key AS loopback_ip_v6_key, 1 AS s)`) + `;
 END
 --;
 CREATE TRIGGER expected_dpus_reserved_delete AFTER DELETE ON expected_dpus
 WHEN OLD.loopback_ip_key IS NOT NULL OR OLD.loopback_ip_v6_key IS NOT NULL
 BEGIN
-  ` + reservedDpuDeltaSQL(`(SELECT OLD.loopback_ip_key AS loopback_ip_key, OLD.loopback_ip_v6_key AS loopback_ip_v6_key, -1 AS s)`) + `;
+  ` + reservedDPUDeltaSQL(`(SELECT OLD.loopback_ip_key AS loopback_ip_key, OLD.loopback_ip_v6_key AS loopback_ip_v6_key, -1 AS s)`) + `;
 END
 --;
 CREATE TRIGGER expected_dpus_reserved_update AFTER UPDATE OF loopback_ip_key, loopback_ip_v6_key ON expected_dpus
 WHEN OLD.loopback_ip_key IS NOT NEW.loopback_ip_key OR OLD.loopback_ip_v6_key IS NOT NEW.loopback_ip_v6_key
 BEGIN
-  ` + reservedDpuDeltaSQL(`(SELECT OLD.loopback_ip_key AS loopback_ip_key, OLD.loopback_ip_v6_key AS loopback_ip_v6_key, -1 AS s
+  ` + reservedDPUDeltaSQL(`(SELECT OLD.loopback_ip_key AS loopback_ip_key, OLD.loopback_ip_v6_key AS loopback_ip_v6_key, -1 AS s
     UNION ALL SELECT NEW.loopback_ip_key, NEW.loopback_ip_v6_key, 1)`) + `;
 END
 --;
@@ -291,15 +291,15 @@ CREATE TRIGGER ` + name + ` AFTER ` + event + ` ON ` + table + `
   FOR EACH STATEMENT EXECUTE FUNCTION ipledger_` + name + `()`
 }
 
-// pgDpuReservedTrigger counts the reservations a statement on
+// pgDPUReservedTrigger counts the reservations a statement on
 // expected_dpus made (sign 1) or removed (sign -1), after taking the
 // reservation pools' locks (ipledger_lock_reservations).
-func pgDpuReservedTrigger(event, kind, ref, sign string) string {
+func pgDPUReservedTrigger(event, kind, ref, sign string) string {
 	return pgReservedStatementTrigger("expected_dpus", event, kind, ref, `  IF NOT EXISTS (SELECT 1 FROM `+ref+` WHERE loopback_ip_key IS NOT NULL OR loopback_ip_v6_key IS NOT NULL) THEN
     RETURN NULL;
   END IF;
   PERFORM ipledger_lock_reservations();
-  `+reservedDpuDeltaSQL(`(SELECT loopback_ip_key, loopback_ip_v6_key, `+sign+` AS s FROM `+ref+`)`)+`;`)
+  `+reservedDPUDeltaSQL(`(SELECT loopback_ip_key, loopback_ip_v6_key, `+sign+` AS s FROM `+ref+`)`)+`;`)
 }
 
 // pgAllocationReservedTrigger counts the reservations a statement on

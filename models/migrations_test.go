@@ -202,11 +202,11 @@ func TestConstraintsHoldWithoutTheAllocator(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		p, r := fixture(t, db)
-		em := models.ExpectedMachine{ID: "em-1", BmcMacAddress: "02:00:00:00:00:01", FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]",
+		em := models.ExpectedMachine{ID: "em-1", BmcMacAddress: "02:00:00:00:00:01", FallbackDPUSerialNumbers: "[]", MetadataLabels: "[]",
 			Version: 1, CreatedAt: t0, UpdatedAt: t0}
 		must(t, db.Create(&em).Error)
 		s := func(v string) *string { return &v }
-		must(t, db.Create(&models.ExpectedDpu{ExpectedMachineID: "em-1", SerialNumber: "MT-1",
+		must(t, db.Create(&models.ExpectedDPU{ExpectedMachineID: "em-1", SerialNumber: "MT-1",
 			LoopbackIP: s("10.0.0.1"), LoopbackIPKey: s(key(0x0a000001)), LoopbackIPv6: s("fd00::1"), LoopbackIPv6Key: s(key(1))}).Error)
 		other := "other"
 		quarantinedWithOwner := alloc(p.ID, 16, "q")
@@ -260,19 +260,19 @@ func TestConstraintsHoldWithoutTheAllocator(t *testing.T) {
 				return db.Create(&models.Pool{Name: "p", Type: "ipv4", Version: 1, CreatedAt: t0, UpdatedAt: t0}).Error
 			}},
 			{"duplicate ExpectedDpu serial", func(db *gorm.DB) error {
-				return db.Create(&models.ExpectedDpu{ExpectedMachineID: "em-1", Position: 1, SerialNumber: "MT-1"}).Error
+				return db.Create(&models.ExpectedDPU{ExpectedMachineID: "em-1", Position: 1, SerialNumber: "MT-1"}).Error
 			}},
 			{"duplicate ExpectedDpu loopback_ip", func(db *gorm.DB) error {
-				return db.Create(&models.ExpectedDpu{ExpectedMachineID: "em-1", Position: 1, SerialNumber: "MT-2", LoopbackIP: s("10.0.0.1"), LoopbackIPKey: s(key(0x0a000001))}).Error
+				return db.Create(&models.ExpectedDPU{ExpectedMachineID: "em-1", Position: 1, SerialNumber: "MT-2", LoopbackIP: s("10.0.0.1"), LoopbackIPKey: s(key(0x0a000001))}).Error
 			}},
 			{"duplicate ExpectedDpu loopback_ip_v6", func(db *gorm.DB) error {
-				return db.Create(&models.ExpectedDpu{ExpectedMachineID: "em-1", Position: 1, SerialNumber: "MT-3", LoopbackIPv6: s("fd00::1"), LoopbackIPv6Key: s(key(1))}).Error
+				return db.Create(&models.ExpectedDPU{ExpectedMachineID: "em-1", Position: 1, SerialNumber: "MT-3", LoopbackIPv6: s("fd00::1"), LoopbackIPv6Key: s(key(1))}).Error
 			}},
 			{"ExpectedDpu of no ExpectedMachine", func(db *gorm.DB) error {
-				return db.Create(&models.ExpectedDpu{ExpectedMachineID: "em-missing", SerialNumber: "MT-4"}).Error
+				return db.Create(&models.ExpectedDPU{ExpectedMachineID: "em-missing", SerialNumber: "MT-4"}).Error
 			}},
 			{"duplicate BMC MAC", func(db *gorm.DB) error {
-				return db.Create(&models.ExpectedMachine{ID: "em-2", BmcMacAddress: "02:00:00:00:00:01", FallbackDpuSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: t0, UpdatedAt: t0}).Error
+				return db.Create(&models.ExpectedMachine{ID: "em-2", BmcMacAddress: "02:00:00:00:00:01", FallbackDPUSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: t0, UpdatedAt: t0}).Error
 			}},
 			{"allocation of no pool", func(db *gorm.DB) error { return db.Create(alloc(p.ID+100, 15, other)).Error }},
 		}

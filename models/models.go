@@ -96,14 +96,14 @@ type Setting struct {
 }
 
 // ExpectedMachine is a host the site expects to ingest (NICo fields).
-// FallbackDpuSerialNumbers and MetadataLabels hold JSON arrays.
+// FallbackDPUSerialNumbers and MetadataLabels hold JSON arrays.
 type ExpectedMachine struct {
 	ID                       string `gorm:"primaryKey"`
 	BmcMacAddress            string
 	BmcUsername              string
 	BmcPassword              string
 	ChassisSerialNumber      string
-	FallbackDpuSerialNumbers string
+	FallbackDPUSerialNumbers string
 	MetadataName             string
 	MetadataDescription      string
 	MetadataLabels           string
@@ -113,9 +113,9 @@ type ExpectedMachine struct {
 	UpdatedAt                time.Time
 }
 
-// ExpectedDpu is one expected DPU of an ExpectedMachine with its optional
+// ExpectedDPU is one expected DPU of an ExpectedMachine with its optional
 // loopback reservations; *Key columns are the numeric sort keys.
-type ExpectedDpu struct {
+type ExpectedDPU struct {
 	ID                int64 `gorm:"primaryKey"`
 	ExpectedMachineID string
 	Position          int

@@ -13,14 +13,14 @@ import (
 	"github.com/ipledger/ipledger/fault"
 )
 
-// DpuRow is one ExpectedDpu row of the form. Key is a random id that ties
+// DPURow is one ExpectedDpu row of the form. Key is a random id that ties
 // the row's error messages to it while rows are added and removed in place.
-type DpuRow struct {
+type DPURow struct {
 	Key, Serial, IP, IPv6 string
 }
 
-// NewDpuRow returns an empty row with a fresh key.
-func NewDpuRow() DpuRow { return DpuRow{Key: RowKey()} }
+// NewDPURow returns an empty row with a fresh key.
+func NewDPURow() DPURow { return DPURow{Key: RowKey()} }
 
 // RowKey is a fresh random row key.
 func RowKey() string {
@@ -47,14 +47,14 @@ type EMForm struct {
 	Labels        string // one key=value per line
 	Fallback      string // comma or space separated serials
 	SkuID         string
-	Dpus          []DpuRow
+	DPUs          []DPURow
 }
 
 // EMFormFrom fills the form from a stored record (never the password).
 func EMFormFrom(em *allocator.ExpectedMachine) EMForm {
 	f := EMForm{ID: em.ID, Version: em.Version, MAC: em.BmcMacAddress, Username: em.BmcUsername,
 		PasswordSet: em.BmcPasswordSet, Chassis: em.ChassisSerialNumber, Name: em.Metadata.Name,
-		Description: em.Metadata.Description, Fallback: strings.Join(em.FallbackDpuSerialNumbers, ", ")}
+		Description: em.Metadata.Description, Fallback: strings.Join(em.FallbackDPUSerialNumbers, ", ")}
 	if em.SkuID != nil {
 		f.SkuID = *em.SkuID
 	}
@@ -67,8 +67,8 @@ func EMFormFrom(em *allocator.ExpectedMachine) EMForm {
 		}
 	}
 	f.Labels = strings.Join(ls, "\n")
-	for _, d := range em.ExpectedDpus {
-		f.Dpus = append(f.Dpus, DpuRow{Key: RowKey(), Serial: d.SerialNumber, IP: Str(d.LoopbackIP), IPv6: Str(d.LoopbackIPv6)})
+	for _, d := range em.ExpectedDPUs {
+		f.DPUs = append(f.DPUs, DPURow{Key: RowKey(), Serial: d.SerialNumber, IP: Str(d.LoopbackIP), IPv6: Str(d.LoopbackIPv6)})
 	}
 	return f
 }
@@ -78,7 +78,7 @@ func EMFormFrom(em *allocator.ExpectedMachine) EMForm {
 // list clears it), an empty password keeps the stored one.
 func (f EMForm) Spec(password string) allocator.ExpectedMachineSpec {
 	s := allocator.ExpectedMachineSpec{BmcMacAddress: f.MAC, BmcUsername: f.Username, ChassisSerialNumber: f.Chassis,
-		FallbackDpuSerialNumbers: []string{}, Metadata: &allocator.Metadata{Name: f.Name, Description: f.Description, Labels: []allocator.Label{}}}
+		FallbackDPUSerialNumbers: []string{}, Metadata: &allocator.Metadata{Name: f.Name, Description: f.Description, Labels: []allocator.Label{}}}
 	if password != "" {
 		s.BmcPassword = &password
 	}
@@ -86,7 +86,7 @@ func (f EMForm) Spec(password string) allocator.ExpectedMachineSpec {
 		sku := f.SkuID
 		s.SkuID = &sku
 	}
-	s.FallbackDpuSerialNumbers = append(s.FallbackDpuSerialNumbers,
+	s.FallbackDPUSerialNumbers = append(s.FallbackDPUSerialNumbers,
 		strings.FieldsFunc(f.Fallback, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })...)
 	for _, line := range strings.Split(f.Labels, "\n") {
 		line = strings.TrimSpace(line)
@@ -96,10 +96,10 @@ func (f EMForm) Spec(password string) allocator.ExpectedMachineSpec {
 		k, v, _ := strings.Cut(line, "=")
 		s.Metadata.Labels = append(s.Metadata.Labels, allocator.Label{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
 	}
-	dpus := []allocator.ExpectedDpu{}
+	dpus := []allocator.ExpectedDPU{}
 	for _, i := range f.specRows() {
-		d := f.Dpus[i]
-		e := allocator.ExpectedDpu{SerialNumber: d.Serial}
+		d := f.DPUs[i]
+		e := allocator.ExpectedDPU{SerialNumber: d.Serial}
 		if d.IP != "" {
 			ip := d.IP
 			e.LoopbackIP = &ip
@@ -110,14 +110,14 @@ func (f EMForm) Spec(password string) allocator.ExpectedMachineSpec {
 		}
 		dpus = append(dpus, e)
 	}
-	s.ExpectedDpus = &dpus
+	s.ExpectedDPUs = &dpus
 	return s
 }
 
 // Empty reports a row with no serial and no addresses: the new form shows
 // one, and an untouched row is not an ExpectedDpu (it is left out of the
 // spec, so a record without DPUs is valid).
-func (d DpuRow) Empty() bool {
+func (d DPURow) Empty() bool {
 	return strings.TrimSpace(d.Serial) == "" && strings.TrimSpace(d.IP) == "" && strings.TrimSpace(d.IPv6) == ""
 }
 
@@ -126,7 +126,7 @@ func (d DpuRow) Empty() bool {
 // specRows()[i].
 func (f EMForm) specRows() []int {
 	var out []int
-	for i, d := range f.Dpus {
+	for i, d := range f.DPUs {
 		if !d.Empty() {
 			out = append(out, i)
 		}
@@ -154,7 +154,7 @@ func (f EMForm) EMErrorID(field string) string {
 			if part == "" {
 				part = "serial_number"
 			}
-			return "err-dpu-" + f.Dpus[i].Key + "-" + part
+			return "err-dpu-" + f.DPUs[i].Key + "-" + part
 		}
 		return "err-form"
 	}
@@ -197,7 +197,7 @@ func (f EMForm) AllErrorIDs() []string {
 	for _, k := range emFields {
 		ids = append(ids, "err-"+strings.ReplaceAll(k, ".", "-"))
 	}
-	for _, d := range f.Dpus {
+	for _, d := range f.DPUs {
 		for _, p := range []string{"serial_number", "loopback_ip", "loopback_ip_v6"} {
 			ids = append(ids, "err-dpu-"+d.Key+"-"+p)
 		}
@@ -314,11 +314,11 @@ func (f EMForm) Displayable() EMForm {
 	r := strings.NewReplacer("\x00", "\uFFFD")
 	f.MAC, f.Username, f.Chassis, f.Name = r.Replace(f.MAC), r.Replace(f.Username), r.Replace(f.Chassis), r.Replace(f.Name)
 	f.Description, f.Labels, f.Fallback, f.SkuID = r.Replace(f.Description), r.Replace(f.Labels), r.Replace(f.Fallback), r.Replace(f.SkuID)
-	rows := make([]DpuRow, len(f.Dpus))
-	for i, d := range f.Dpus {
-		rows[i] = DpuRow{Key: r.Replace(d.Key), Serial: r.Replace(d.Serial), IP: r.Replace(d.IP), IPv6: r.Replace(d.IPv6)}
+	rows := make([]DPURow, len(f.DPUs))
+	for i, d := range f.DPUs {
+		rows[i] = DPURow{Key: r.Replace(d.Key), Serial: r.Replace(d.Serial), IP: r.Replace(d.IP), IPv6: r.Replace(d.IPv6)}
 	}
-	f.Dpus = rows
+	f.DPUs = rows
 	return f
 }
 
@@ -331,7 +331,7 @@ func (f EMForm) SpecIndex(i int) int {
 			return j
 		}
 	}
-	return len(f.Dpus)
+	return len(f.DPUs)
 }
 
 // Warnings places the allocator's pending-binding warnings
@@ -357,7 +357,7 @@ func (f EMForm) Warnings(ps []console.PendingLoopback) FieldMessages {
 // WarnIDs lists every warning element of the form's DPU rows.
 func (f EMForm) WarnIDs() []string {
 	var ids []string
-	for _, d := range f.Dpus {
+	for _, d := range f.DPUs {
 		for _, p := range []string{"loopback_ip", "loopback_ip_v6"} {
 			ids = append(ids, "warn-dpu-"+d.Key+"-"+p)
 		}

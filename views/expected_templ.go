@@ -192,7 +192,7 @@ func EMListPage(v EMListView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				for _, d := range em.ExpectedDpus {
+				for _, d := range em.ExpectedDPUs {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<div><a class=\"mono\" href=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -248,7 +248,7 @@ func EMListPage(v EMListView) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				if len(em.ExpectedDpus) == 0 {
+				if len(em.ExpectedDPUs) == 0 {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<span class=\"muted\">none</span>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -682,8 +682,8 @@ func EMFormFragment(v EMFormView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		for _, d := range v.Form.Dpus {
-			templ_7745c5c3_Err = DpuRowFragment(d, v.Msgs).Render(ctx, templ_7745c5c3_Buffer)
+		for _, d := range v.Form.DPUs {
+			templ_7745c5c3_Err = DPURowFragment(d, v.Msgs).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -985,10 +985,10 @@ func warnBox(msgs FieldMessages, id string) templ.Component {
 	})
 }
 
-// DpuRowFragment is one ExpectedDpu row; "Add DPU" appends a fresh one and
+// DPURowFragment is one ExpectedDpu row; "Add DPU" appends a fresh one and
 // "remove" deletes it in place (without JavaScript both buttons re-render
 // the form).
-func DpuRowFragment(d DpuRow, msgs FieldMessages) templ.Component {
+func DPURowFragment(d DPURow, msgs FieldMessages) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

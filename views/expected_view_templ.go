@@ -235,7 +235,7 @@ func EMViewPage(v EMView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			for i, s := range v.EM.FallbackDpuSerialNumbers {
+			for i, s := range v.EM.FallbackDPUSerialNumbers {
 				if i > 0 {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, ",")
 					if templ_7745c5c3_Err != nil {
@@ -500,7 +500,7 @@ func EMViewPage(v EMView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = RowCount(len(v.EM.ExpectedDpus), false, "expected DPU", "expected DPUs").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = RowCount(len(v.EM.ExpectedDPUs), false, "expected DPU", "expected DPUs").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -508,7 +508,7 @@ func EMViewPage(v EMView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			for _, d := range v.EM.ExpectedDpus {
+			for _, d := range v.EM.ExpectedDPUs {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<tr><td class=\"nowrap\"><a class=\"mono\" href=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -746,7 +746,7 @@ func EMViewPage(v EMView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			if len(v.EM.ExpectedDpus) == 0 {
+			if len(v.EM.ExpectedDPUs) == 0 {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 68, "<tr><td colspan=\"5\" class=\"muted\">No expected DPU.</td></tr>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

@@ -65,7 +65,7 @@ func TestUsageChartGeometry(t *testing.T) {
 }
 
 func TestEMFormErrorPlacement(t *testing.T) {
-	f := EMForm{Dpus: []DpuRow{{Key: "a", Serial: "A"}, {Key: "b", IPv6: "::1"}}}
+	f := EMForm{DPUs: []DPURow{{Key: "a", Serial: "A"}, {Key: "b", IPv6: "::1"}}}
 	for field, id := range map[string]string{
 		"bmc_mac_address":                 "err-bmc_mac_address",
 		"metadata.name":                   "err-metadata-name",
@@ -80,23 +80,23 @@ func TestEMFormErrorPlacement(t *testing.T) {
 			t.Errorf("EMErrorID(%q) = %q, want %q", field, got, id)
 		}
 	}
-	spec := EMForm{MAC: "x", Labels: "env=prod\n\nrole", Fallback: "A, B C", Dpus: []DpuRow{{Serial: "S", IP: "10.0.0.1"}}}.Spec("")
-	if spec.BmcPassword != nil || len(*spec.ExpectedDpus) != 1 || (*spec.ExpectedDpus)[0].LoopbackIPv6 != nil ||
-		len(spec.Metadata.Labels) != 2 || spec.Metadata.Labels[1].Key != "role" || len(spec.FallbackDpuSerialNumbers) != 3 {
+	spec := EMForm{MAC: "x", Labels: "env=prod\n\nrole", Fallback: "A, B C", DPUs: []DPURow{{Serial: "S", IP: "10.0.0.1"}}}.Spec("")
+	if spec.BmcPassword != nil || len(*spec.ExpectedDPUs) != 1 || (*spec.ExpectedDPUs)[0].LoopbackIPv6 != nil ||
+		len(spec.Metadata.Labels) != 2 || spec.Metadata.Labels[1].Key != "role" || len(spec.FallbackDPUSerialNumbers) != 3 {
 		t.Fatalf("spec %+v", spec)
 	}
-	if empty := (EMForm{}).Spec(""); empty.ExpectedDpus == nil || len(*empty.ExpectedDpus) != 0 {
+	if empty := (EMForm{}).Spec(""); empty.ExpectedDPUs == nil || len(*empty.ExpectedDPUs) != 0 {
 		t.Fatal("a form without rows must clear the list, not keep it")
 	}
 }
 
-// TestEMFormSkipsEmptyDpuRows: an untouched row is left out of the spec and
+// TestEMFormSkipsEmptyDPURows: an untouched row is left out of the spec and
 // the allocator's expected_dpus[i] still points at the right form row.
-func TestEMFormSkipsEmptyDpuRows(t *testing.T) {
-	f := EMForm{MAC: "x", Dpus: []DpuRow{{Key: "e"}, {Key: "s", Serial: "S1"}, {Key: "e2", IP: "  "}, {Key: "i", IP: "10.0.0.1"}}}
+func TestEMFormSkipsEmptyDPURows(t *testing.T) {
+	f := EMForm{MAC: "x", DPUs: []DPURow{{Key: "e"}, {Key: "s", Serial: "S1"}, {Key: "e2", IP: "  "}, {Key: "i", IP: "10.0.0.1"}}}
 	spec := f.Spec("")
-	if n := len(*spec.ExpectedDpus); n != 2 || (*spec.ExpectedDpus)[0].SerialNumber != "S1" || (*spec.ExpectedDpus)[1].LoopbackIP == nil {
-		t.Fatalf("spec DPUs %+v, want the two filled rows", *spec.ExpectedDpus)
+	if n := len(*spec.ExpectedDPUs); n != 2 || (*spec.ExpectedDPUs)[0].SerialNumber != "S1" || (*spec.ExpectedDPUs)[1].LoopbackIP == nil {
+		t.Fatalf("spec DPUs %+v, want the two filled rows", *spec.ExpectedDPUs)
 	}
 	for field, id := range map[string]string{
 		"expected_dpus[0].serial_number": "err-dpu-s-serial_number",

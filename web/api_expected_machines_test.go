@@ -167,7 +167,7 @@ func TestExpectedMachinesREST(t *testing.T) {
 			t.Fatalf("older-client PUT: %d %s", r.Code, r.Body)
 		}
 		got := decodeEM(t, r)
-		if got.BmcUsername != "admin" || !got.BmcPasswordSet || len(got.ExpectedDpus) != 1 || *got.ExpectedDpus[0].LoopbackIPv6 != "fd00:180:62:1::c8" {
+		if got.BmcUsername != "admin" || !got.BmcPasswordSet || len(got.ExpectedDPUs) != 1 || *got.ExpectedDPUs[0].LoopbackIPv6 != "fd00:180:62:1::c8" {
 			t.Fatalf("older-client PUT lost data: %s", r.Body)
 		}
 		// If-Match.
@@ -184,7 +184,7 @@ func TestExpectedMachinesREST(t *testing.T) {
 		}
 		h.wantError(h.do("PATCH", loc, h.admin, `{}`, map[string]string{"Content-Type": "text/plain"}), 400, "bad_request", "")
 		r = h.do("PATCH", loc, h.admin, `{"expected_dpus":null}`, nil)
-		if r.Code != 200 || len(decodeEM(t, r).ExpectedDpus) != 0 || !strings.Contains(r.Body.String(), `"expected_dpus":[]`) {
+		if r.Code != 200 || len(decodeEM(t, r).ExpectedDPUs) != 0 || !strings.Contains(r.Body.String(), `"expected_dpus":[]`) {
 			t.Fatalf("PATCH null: %d %s", r.Code, r.Body)
 		}
 		// List shape and filters.
@@ -242,8 +242,8 @@ func TestExpectedMachinesReplaceAllREST(t *testing.T) {
 		if err := json.Unmarshal(r.Body.Bytes(), &res); err != nil || len(res.Items) != 2 {
 			t.Fatalf("replace-all answer %s", r.Body)
 		}
-		if res.Items[1].ID != keep.ID || res.Items[1].ChassisSerialNumber != "CHS-000102" || len(res.Items[0].ExpectedDpus) != 2 ||
-			*res.Items[0].ExpectedDpus[0].LoopbackIPv6 != "fd00:180:62:1::11" || res.Items[0].ExpectedDpus[1].LoopbackIPv6 != nil {
+		if res.Items[1].ID != keep.ID || res.Items[1].ChassisSerialNumber != "CHS-000102" || len(res.Items[0].ExpectedDPUs) != 2 ||
+			*res.Items[0].ExpectedDPUs[0].LoopbackIPv6 != "fd00:180:62:1::11" || res.Items[0].ExpectedDPUs[1].LoopbackIPv6 != nil {
 			t.Fatalf("replace-all items %s", r.Body)
 		}
 		if strings.Contains(r.Body.String(), "factory-default") {

@@ -15,7 +15,7 @@ func (s *Server) consoleExtraRoutes() []Route {
 	return []Route{
 		{http.MethodGet, "/expected-machines", V, h.ExpectedMachines},
 		{http.MethodGet, "/expected-machines/new", O, h.NewExpectedMachine},
-		{http.MethodGet, "/expected-machines/dpu-row", O, h.DpuRow},
+		{http.MethodGet, "/expected-machines/dpu-row", O, h.DPURow},
 		{http.MethodGet, "/expected-machines/import", O, h.ImportForm},
 		{http.MethodPost, "/expected-machines/import", O, h.Import},
 		{http.MethodPost, "/expected-machines/validate", O, h.ValidateExpectedMachine},

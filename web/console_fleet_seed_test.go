@@ -72,7 +72,7 @@ func seedFleet(b *testing.B, site *consoleSite, n int) *fleetSite {
 	fs := &fleetSite{hosts: n / 3, dpus: 2 * (n / 3)}
 	var (
 		ems    []models.ExpectedMachine
-		eds    []models.ExpectedDpu
+		eds    []models.ExpectedDPU
 		hosts  []models.Machine
 		dpus   []models.Machine
 		ncs    []models.NetworkConfig
@@ -105,7 +105,7 @@ func seedFleet(b *testing.B, site *consoleSite, n int) *fleetSite {
 			emID = &id
 			fs.emIDs = append(fs.emIDs, id)
 			ems = append(ems, models.ExpectedMachine{ID: id, BmcMacAddress: mac, ChassisSerialNumber: fmt.Sprintf("CH%07d", h),
-				FallbackDpuSerialNumbers: "[]", MetadataName: name, MetadataLabels: "[]", Version: 1, CreatedAt: now, UpdatedAt: now})
+				FallbackDPUSerialNumbers: "[]", MetadataName: name, MetadataLabels: "[]", Version: 1, CreatedAt: now, UpdatedAt: now})
 		}
 		fs.names = append(fs.names, name)
 		hosts = append(hosts, models.Machine{MachineID: hid, Kind: allocator.KindHost, State: allocator.StateReady, BmcMacAddress: str(mac),
@@ -122,9 +122,9 @@ func seedFleet(b *testing.B, site *consoleSite, n int) *fleetSite {
 			conflict := emID != nil && d%1000 == 5
 			pending := emID != nil && d%500 == 2
 			nc := models.NetworkConfig{MachineID: did, Version: 1, UpdatedAt: now}
-			var ed *models.ExpectedDpu
+			var ed *models.ExpectedDPU
 			if emID != nil {
-				ed = &models.ExpectedDpu{ExpectedMachineID: *emID, Position: pos, SerialNumber: serial}
+				ed = &models.ExpectedDPU{ExpectedMachineID: *emID, Position: pos, SerialNumber: serial}
 			}
 			if !conflict {
 				a4, k4 := v4(k)

@@ -54,15 +54,15 @@ func seedBelievableSite(t testing.TB, site *consoleSite) {
 	ems := []allocator.ExpectedMachineSpec{
 		{BmcMacAddress: "1a:1b:1c:1d:1e:1f", BmcUsername: "root", BmcPassword: str("never-shown"), ChassisSerialNumber: "SN-R7-U12",
 			Metadata:     &allocator.Metadata{Name: "rack7-u12", Labels: []allocator.Label{{Key: "env", Value: "prod"}}},
-			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT2242X00001", LoopbackIP: str("10.180.62.200"), LoopbackIPv6: str("fd00:180:62:1::c8")}}},
+			ExpectedDPUs: &[]allocator.ExpectedDPU{{SerialNumber: "MT2242X00001", LoopbackIP: str("10.180.62.200"), LoopbackIPv6: str("fd00:180:62:1::c8")}}},
 		{BmcMacAddress: "1a:1b:1c:1d:1e:20", BmcUsername: "root", ChassisSerialNumber: "SN-R7-U14",
 			Metadata:     &allocator.Metadata{Name: "rack7-u14", Labels: []allocator.Label{{Key: "env", Value: "prod"}}},
-			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT2242X00002", LoopbackIP: str("10.180.62.201")}, {SerialNumber: "MT2242X00003"}}},
+			ExpectedDPUs: &[]allocator.ExpectedDPU{{SerialNumber: "MT2242X00002", LoopbackIP: str("10.180.62.201")}, {SerialNumber: "MT2242X00003"}}},
 		{BmcMacAddress: "2a:00:00:00:00:31", BmcUsername: "admin", ChassisSerialNumber: "SN-R8-U01",
 			Metadata:     &allocator.Metadata{Name: "rack8-u01"},
-			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT2242X00010", LoopbackIP: str("10.180.62.210")}}},
+			ExpectedDPUs: &[]allocator.ExpectedDPU{{SerialNumber: "MT2242X00010", LoopbackIP: str("10.180.62.210")}}},
 		{BmcMacAddress: "2a:00:00:00:00:32", ChassisSerialNumber: "SN-R8-U03", Metadata: &allocator.Metadata{Name: "rack8-u03"},
-			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT2242X00020", LoopbackIP: str("10.180.62.220")}}},
+			ExpectedDPUs: &[]allocator.ExpectedDPU{{SerialNumber: "MT2242X00020", LoopbackIP: str("10.180.62.220")}}},
 	}
 	for _, s := range ems {
 		if _, err := a.CreateExpectedMachine(ctx, s); err != nil {

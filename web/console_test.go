@@ -491,7 +491,7 @@ func TestConsoleExpectedMachineForm(t *testing.T) {
 		res = b.post("/expected-machines", f, true)
 		expect(t, res, http.StatusSeeOther)
 		em, err := site.a.GetExpectedMachine(context.Background(), "1a:1b:1c:1d:1e:1f")
-		if err != nil || len(em.ExpectedDpus) != 2 || *em.ExpectedDpus[0].LoopbackIP != "10.180.62.201" || !em.BmcPasswordSet || len(em.Metadata.Labels) != 2 {
+		if err != nil || len(em.ExpectedDPUs) != 2 || *em.ExpectedDPUs[0].LoopbackIP != "10.180.62.201" || !em.BmcPasswordSet || len(em.Metadata.Labels) != 2 {
 			t.Fatalf("saved record: %+v %v", em, err)
 		}
 		edit := expect(t, b.get("/expected-machines/"+em.ID+"/edit"), http.StatusOK, "10.180.62.201", "A password is stored")
@@ -829,11 +829,11 @@ func TestConsoleSessionSlides(t *testing.T) {
 	})
 }
 
-// TestConsoleExpectedMachineEmptyDpuRow: the new form shows one empty DPU
+// TestConsoleExpectedMachineEmptyDPURow: the new form shows one empty DPU
 // row; a row with no serial and no addresses is ignored on validate and
 // save (a record without DPUs is valid), while a half-filled row is still
 // checked and its messages land on that row.
-func TestConsoleExpectedMachineEmptyDpuRow(t *testing.T) {
+func TestConsoleExpectedMachineEmptyDPURow(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		site := newConsoleSite(t, db)
@@ -857,7 +857,7 @@ func TestConsoleExpectedMachineEmptyDpuRow(t *testing.T) {
 		}
 		expect(t, b.post("/expected-machines", f, true), http.StatusSeeOther)
 		em, err := site.a.GetExpectedMachine(context.Background(), "2a:00:00:00:00:07")
-		if err != nil || len(em.ExpectedDpus) != 0 {
+		if err != nil || len(em.ExpectedDPUs) != 0 {
 			t.Fatalf("saved with an empty DPU row: %+v %v", em, err)
 		}
 	})
@@ -959,7 +959,7 @@ func TestConsoleExpectedMachineBrokenPosts(t *testing.T) {
 		f["dpu_ip6"] = []string{"", ""}
 		expect(t, b.post("/expected-machines", f, true), http.StatusSeeOther)
 		em, err := site.a.GetExpectedMachine(context.Background(), "2a:00:00:00:00:05")
-		if err != nil || len(em.ExpectedDpus) != 2 {
+		if err != nil || len(em.ExpectedDPUs) != 2 {
 			t.Fatalf("saved: %+v %v", em, err)
 		}
 		g := withKV(f, "id", em.ID, "name", "changed")
@@ -1178,7 +1178,7 @@ func TestConsoleExpectedMachineFormatAndConflictTogether(t *testing.T) {
 		ctx := audit.WithActor(context.Background(), "test", "")
 		ip := "10.180.62.201"
 		if _, err := site.a.CreateExpectedMachine(ctx, allocator.ExpectedMachineSpec{BmcMacAddress: "2a:00:00:00:00:01",
-			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "MT-OTHER", LoopbackIP: &ip}}}); err != nil {
+			ExpectedDPUs: &[]allocator.ExpectedDPU{{SerialNumber: "MT-OTHER", LoopbackIP: &ip}}}); err != nil {
 			t.Fatal(err)
 		}
 		b := site.login(auth.RoleOperator)

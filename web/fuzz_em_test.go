@@ -134,9 +134,9 @@ func FuzzExpectedMachineBodies(f *testing.F) {
 		}
 		var em struct {
 			ID           string            `json:"id"`
-			ExpectedDpus []json.RawMessage `json:"expected_dpus"`
+			ExpectedDPUs []json.RawMessage `json:"expected_dpus"`
 		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &em); err != nil || em.ID == "" || em.ExpectedDpus == nil {
+		if err := json.Unmarshal(rec.Body.Bytes(), &em); err != nil || em.ID == "" || em.ExpectedDPUs == nil {
 			t.Fatalf("%s %q: %d answer is not an ExpectedMachine with expected_dpus: %s", method, body, rec.Code, out)
 		}
 		if back := call("GET", "/api/v1/expected-machines/"+em.ID, "", ""); back.Code != http.StatusOK {

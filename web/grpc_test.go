@@ -259,7 +259,7 @@ func (env *grpcEnv) stored(t *testing.T, mac string) (allocator.ExpectedMachine,
 
 func dpuText(em allocator.ExpectedMachine) string {
 	var b strings.Builder
-	for _, d := range em.ExpectedDpus {
+	for _, d := range em.ExpectedDPUs {
 		s := func(p *string) string {
 			if p == nil {
 				return "-"
@@ -287,7 +287,7 @@ func TestGRPCOlderClientKeepsReservations(t *testing.T) {
 		}
 		const mac = "0a:00:00:00:01:01"
 		before, pwBefore := env.stored(t, mac)
-		if len(before.ExpectedDpus) != 2 || pwBefore != "factory-default-1" {
+		if len(before.ExpectedDPUs) != 2 || pwBefore != "factory-default-1" {
 			t.Fatalf("sample record %+v", before)
 		}
 		old := env.oldClient(t, env.operator)
@@ -387,7 +387,7 @@ func TestGRPCOlderClientKeepsReservations(t *testing.T) {
 		if _, err := c.UpdateExpectedMachine(context.Background(), connect.NewRequest(upd)); err != nil {
 			t.Fatal(err)
 		}
-		if now, pw := env.stored(t, mac); len(now.ExpectedDpus) != 0 || pw != pwBefore {
+		if now, pw := env.stored(t, mac); len(now.ExpectedDPUs) != 0 || pw != pwBefore {
 			t.Fatalf("Update with an empty wrapper kept %q", dpuText(now))
 		}
 	})

@@ -313,7 +313,7 @@ type schemaGen struct {
 	defs map[string]any
 	// input marks a request body: no member is required (the allocator
 	// names what is missing), and a struct shared with answers gets its
-	// own component (ExpectedDpuInput).
+	// own component (ExpectedDPUInput).
 	input bool
 	// undocumented lists routes without an apiDocs entry.
 	undocumented []string

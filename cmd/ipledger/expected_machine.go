@@ -19,7 +19,7 @@ import (
 // compatibility rule); --clear-expected-dpus or
 // --dpu-loopback-reservations '[]' removes them.
 
-func emDpuText(d allocator.ExpectedDpu) string {
+func emDPUText(d allocator.ExpectedDPU) string {
 	s := d.SerialNumber
 	if d.LoopbackIP != nil {
 		s += " v4=" + *d.LoopbackIP
@@ -34,8 +34,8 @@ func printExpectedMachines(c *client, items []allocator.ExpectedMachine) {
 	var rows [][]string
 	for _, em := range items {
 		var dpus []string
-		for _, d := range em.ExpectedDpus {
-			dpus = append(dpus, emDpuText(d))
+		for _, d := range em.ExpectedDPUs {
+			dpus = append(dpus, emDPUText(d))
 		}
 		rows = append(rows, []string{em.BmcMacAddress, em.ID, strconv.FormatInt(em.Version, 10), orDash(&em.ChassisSerialNumber),
 			orDash(&em.Metadata.Name), orDash(emStrp(strings.Join(dpus, "; ")))})
@@ -57,7 +57,7 @@ func printExpectedMachine(c *client, em allocator.ExpectedMachine) {
 		{"bmc_username", orDash(&em.BmcUsername)},
 		{"bmc_password_set", strconv.FormatBool(em.BmcPasswordSet)},
 		{"chassis_serial_number", orDash(&em.ChassisSerialNumber)},
-		{"fallback_dpu_serial_numbers", orDash(emStrp(strings.Join(em.FallbackDpuSerialNumbers, ", ")))},
+		{"fallback_dpu_serial_numbers", orDash(emStrp(strings.Join(em.FallbackDPUSerialNumbers, ", ")))},
 		{"metadata.name", orDash(&em.Metadata.Name)},
 		{"metadata.description", orDash(&em.Metadata.Description)},
 		{"metadata.labels", orDash(emStrp(strings.Join(labels, ", ")))},
@@ -65,7 +65,7 @@ func printExpectedMachine(c *client, em allocator.ExpectedMachine) {
 	})
 	fmt.Fprintln(c.out)
 	var rows [][]string
-	for _, d := range em.ExpectedDpus {
+	for _, d := range em.ExpectedDPUs {
 		rows = append(rows, []string{d.SerialNumber, orDash(d.LoopbackIP), orDash(d.LoopbackIPv6)})
 	}
 	if len(rows) == 0 {
@@ -188,12 +188,12 @@ func newExpectedMachineCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			dpus, err := addF.expectedDpus()
+			dpus, err := addF.expectedDPUs()
 			if err != nil {
 				return err
 			}
 			spec := allocator.ExpectedMachineSpec{BmcMacAddress: addF.mac, BmcUsername: addF.username, ChassisSerialNumber: addF.chassis,
-				FallbackDpuSerialNumbers: append([]string{}, addF.fallback...), ExpectedDpus: &dpus,
+				FallbackDPUSerialNumbers: append([]string{}, addF.fallback...), ExpectedDPUs: &dpus,
 				Metadata: &allocator.Metadata{Name: addF.name, Description: addF.description, Labels: labels}}
 			if set {
 				spec.BmcPassword = &pw

@@ -17,11 +17,11 @@ import (
 // spellings and NICo's admin-CLI ones side by side (nicoAliases), resolved
 // into one request body. Giving both spellings of one field is an error.
 
-// parseExpectedDpuFlag reads SERIAL[,ipv4=A][,ipv6=B] (also loopback_ip= and
+// parseExpectedDPUFlag reads SERIAL[,ipv4=A][,ipv6=B] (also loopback_ip= and
 // loopback_ip_v6=). The values are checked by the server.
-func parseExpectedDpuFlag(s string) (allocator.ExpectedDpu, error) {
+func parseExpectedDPUFlag(s string) (allocator.ExpectedDPU, error) {
 	parts := strings.Split(s, ",")
-	d := allocator.ExpectedDpu{SerialNumber: strings.TrimSpace(parts[0])}
+	d := allocator.ExpectedDPU{SerialNumber: strings.TrimSpace(parts[0])}
 	if d.SerialNumber == "" || strings.Contains(d.SerialNumber, "=") {
 		return d, fmt.Errorf("--expected-dpu %q: want SERIAL[,ipv4=A][,ipv6=B]", s)
 	}
@@ -57,7 +57,7 @@ func parseExpectedDpuFlag(s string) (allocator.ExpectedDpu, error) {
 type emFlags struct {
 	mac, username, password, passwordFile, chassis, name, description, sku string
 	fallback, labels, dpus                                                 []string
-	clearDpus                                                              bool
+	clearDPUs                                                              bool
 	ifMatch                                                                int64
 
 	// NICo spellings, folded into the fields above by resolve.
@@ -117,7 +117,7 @@ func (f *emFlags) resolve(cmd *cobra.Command) error {
 // {"dpu_serial_number", "loopback_ipv4", "loopback_ipv6"} (NICo's admin
 // CLI), the whole list of expected DPUs; '[]' clears it. Unknown members
 // are refused: a misspelt address must not silently become "none".
-func parseReservations(s string) ([]allocator.ExpectedDpu, error) {
+func parseReservations(s string) ([]allocator.ExpectedDPU, error) {
 	const want = `want a JSON array like [{"dpu_serial_number":"MT1","loopback_ipv4":"10.0.0.1","loopback_ipv6":"fd00::1"}] ('[]' clears)`
 	if strings.TrimSpace(string(strictjson.TrimBOM([]byte(s)))) == "" {
 		return nil, fmt.Errorf("--dpu-loopback-reservations is empty: %s", want)
@@ -136,9 +136,9 @@ func parseReservations(s string) ([]allocator.ExpectedDpu, error) {
 	if in == nil {
 		return nil, fmt.Errorf("--dpu-loopback-reservations: %s: null is not a list", want)
 	}
-	out := make([]allocator.ExpectedDpu, 0, len(in))
+	out := make([]allocator.ExpectedDPU, 0, len(in))
 	for _, d := range in {
-		out = append(out, allocator.ExpectedDpu{SerialNumber: d.Serial, LoopbackIP: d.V4, LoopbackIPv6: d.V6})
+		out = append(out, allocator.ExpectedDPU{SerialNumber: d.Serial, LoopbackIP: d.V4, LoopbackIPv6: d.V6})
 	}
 	return out, nil
 }
@@ -174,7 +174,7 @@ func (f *emFlags) register(cmd *cobra.Command, patch bool) {
 	fl.StringArrayVar(&f.dpus, "expected-dpu", nil, dpuHelp)
 	fl.StringVar(&f.reservations, "dpu-loopback-reservations", "", resHelp)
 	if patch {
-		fl.BoolVar(&f.clearDpus, "clear-expected-dpus", false, "remove every expected DPU and its reservations")
+		fl.BoolVar(&f.clearDPUs, "clear-expected-dpus", false, "remove every expected DPU and its reservations")
 		fl.Int64Var(&f.ifMatch, "if-match", 0, "only change the record if it is still at this version (412 otherwise)")
 	}
 }
@@ -196,13 +196,13 @@ func (f *emFlags) passwordValue() (string, bool, error) {
 	return f.password, f.password != "", nil
 }
 
-func (f *emFlags) expectedDpus() ([]allocator.ExpectedDpu, error) {
+func (f *emFlags) expectedDPUs() ([]allocator.ExpectedDPU, error) {
 	if f.changed["dpu-loopback-reservations"] {
 		return parseReservations(f.reservations)
 	}
-	out := []allocator.ExpectedDpu{}
+	out := []allocator.ExpectedDPU{}
 	for _, s := range f.dpus {
-		d, err := parseExpectedDpuFlag(s)
+		d, err := parseExpectedDPUFlag(s)
 		if err != nil {
 			return nil, err
 		}
@@ -278,13 +278,13 @@ func (f *emFlags) patchBody(selectedByMAC bool) (map[string]any, error) {
 	if len(meta) > 0 {
 		p["metadata"] = meta
 	}
-	if f.clearDpus && ch("expected-dpu") {
+	if f.clearDPUs && ch("expected-dpu") {
 		return nil, fmt.Errorf("--clear-expected-dpus and --expected-dpu/--dpu-loopback-reservations contradict each other")
 	}
-	if f.clearDpus {
+	if f.clearDPUs {
 		p["expected_dpus"] = []any{}
 	} else if ch("expected-dpu") {
-		d, err := f.expectedDpus()
+		d, err := f.expectedDPUs()
 		if err != nil {
 			return nil, err
 		}

@@ -30,28 +30,28 @@ func TestExpectedMachineCLINICoFlags(t *testing.T) {
 			"--meta-name", "r08-u01", "--meta-description", "NICo flags", "--label", "rack:r08", "--label", "gpu", "--sku-id", "sku-8",
 			"--dpu-loopback-reservations", `[{"dpu_serial_number":"MT-81","loopback_ipv4":"10.180.62.240","loopback_ipv6":"fd00:180:62:1::81"},{"dpu_serial_number":"MT-82"}]`)
 		if em.BmcMacAddress != mac || em.BmcUsername != "root" || !em.BmcPasswordSet || em.ChassisSerialNumber != "CHS-81" ||
-			strings.Join(em.FallbackDpuSerialNumbers, ",") != "FB-81,FB-82" || em.Metadata.Name != "r08-u01" ||
+			strings.Join(em.FallbackDPUSerialNumbers, ",") != "FB-81,FB-82" || em.Metadata.Name != "r08-u01" ||
 			em.Metadata.Description != "NICo flags" || len(em.Metadata.Labels) != 2 || em.Metadata.Labels[0] != (allocator.Label{Key: "rack", Value: "r08"}) ||
 			em.Metadata.Labels[1] != (allocator.Label{Key: "gpu"}) || em.SkuID == nil || *em.SkuID != "sku-8" ||
-			len(em.ExpectedDpus) != 2 || *em.ExpectedDpus[0].LoopbackIP != "10.180.62.240" || *em.ExpectedDpus[0].LoopbackIPv6 != "fd00:180:62:1::81" ||
-			em.ExpectedDpus[1].LoopbackIP != nil {
+			len(em.ExpectedDPUs) != 2 || *em.ExpectedDPUs[0].LoopbackIP != "10.180.62.240" || *em.ExpectedDPUs[0].LoopbackIPv6 != "fd00:180:62:1::81" ||
+			em.ExpectedDPUs[1].LoopbackIP != nil {
 			t.Fatalf("add with NICo flags: %+v", em)
 		}
 		// patch -a selects the record; the reservations are kept when the
 		// flag is omitted.
 		em = runJSON("patch", "-a", mac, "--sku-id", "sku-9")
-		if *em.SkuID != "sku-9" || len(em.ExpectedDpus) != 2 || em.BmcMacAddress != mac || !em.BmcPasswordSet {
+		if *em.SkuID != "sku-9" || len(em.ExpectedDPUs) != 2 || em.BmcMacAddress != mac || !em.BmcPasswordSet {
 			t.Fatalf("patch -a --sku-id: %+v", em)
 		}
 		// update with flags changes only those; --dpu-loopback-reservations replaces the list.
 		em = runJSON("update", "-a", mac, "--meta-name", "r08-u02",
 			"--dpu-loopback-reservations", `[{"dpu_serial_number":"MT-83","loopback_ipv4":"10.180.62.241"}]`)
-		if em.Metadata.Name != "r08-u02" || em.Metadata.Description != "NICo flags" || len(em.ExpectedDpus) != 1 ||
-			em.ExpectedDpus[0].SerialNumber != "MT-83" || *em.SkuID != "sku-9" {
+		if em.Metadata.Name != "r08-u02" || em.Metadata.Description != "NICo flags" || len(em.ExpectedDPUs) != 1 ||
+			em.ExpectedDPUs[0].SerialNumber != "MT-83" || *em.SkuID != "sku-9" {
 			t.Fatalf("update -a with flags: %+v", em)
 		}
 		em = runJSON("patch", mac, "--dpu-loopback-reservations", "[]")
-		if len(em.ExpectedDpus) != 0 || !em.BmcPasswordSet {
+		if len(em.ExpectedDPUs) != 0 || !em.BmcPasswordSet {
 			t.Fatalf("--dpu-loopback-reservations '[]': %+v", em)
 		}
 		// A positional record makes -a a new MAC.
@@ -81,10 +81,10 @@ func TestExpectedMachineCLINICoFlags(t *testing.T) {
 			}
 		}
 		// The refused flags changed nothing; a leading BOM is ignored.
-		if em = runJSON("show", "0a:00:00:00:08:02"); len(em.ExpectedDpus) != 0 || em.Version == 0 {
+		if em = runJSON("show", "0a:00:00:00:08:02"); len(em.ExpectedDPUs) != 0 || em.Version == 0 {
 			t.Fatalf("a refused --dpu-loopback-reservations changed the record: %+v", em)
 		}
-		if em = runJSON("patch", "0a:00:00:00:08:02", "--dpu-loopback-reservations", "\ufeff[{\"dpu_serial_number\":\"MT-84\"}]"); len(em.ExpectedDpus) != 1 {
+		if em = runJSON("patch", "0a:00:00:00:08:02", "--dpu-loopback-reservations", "\ufeff[{\"dpu_serial_number\":\"MT-84\"}]"); len(em.ExpectedDPUs) != 1 {
 			t.Fatalf("--dpu-loopback-reservations with a BOM: %+v", em)
 		}
 		for _, sub := range []string{"add", "patch", "update"} {

@@ -61,8 +61,8 @@ func TestExpectedMachineCLI(t *testing.T) {
 			"--bmc-password", "cli-secret-pw", "--chassis-serial", "CHS-71", "--name", "r07-u01", "--label", "rack=r07",
 			"--fallback-dpu-serial", "FB-71", "--expected-dpu", "MT-71,ipv4=10.180.62.250,ipv6=fd00:180:62:1::71",
 			"--expected-dpu", "MT-72")
-		if em.BmcMacAddress != mac || !em.BmcPasswordSet || len(em.ExpectedDpus) != 2 || *em.ExpectedDpus[0].LoopbackIP != "10.180.62.250" ||
-			em.ExpectedDpus[1].LoopbackIP != nil || em.Metadata.Labels[0].Value != "r07" || em.FallbackDpuSerialNumbers[0] != "FB-71" {
+		if em.BmcMacAddress != mac || !em.BmcPasswordSet || len(em.ExpectedDPUs) != 2 || *em.ExpectedDPUs[0].LoopbackIP != "10.180.62.250" ||
+			em.ExpectedDPUs[1].LoopbackIP != nil || em.Metadata.Labels[0].Value != "r07" || em.FallbackDPUSerialNumbers[0] != "FB-71" {
 			t.Fatalf("add: %+v", em)
 		}
 		out, err := run("expected-machine", "show", mac)
@@ -72,7 +72,7 @@ func TestExpectedMachineCLI(t *testing.T) {
 		}
 		// patch without --expected-dpu keeps the reservations.
 		em = runJSON("-o", "json", "em", "patch", mac, "--name", "renamed", "--if-match", "1")
-		if em.Metadata.Name != "renamed" || em.Metadata.Labels[0].Key != "rack" || len(em.ExpectedDpus) != 2 || em.Version != 2 {
+		if em.Metadata.Name != "renamed" || em.Metadata.Labels[0].Key != "rack" || len(em.ExpectedDPUs) != 2 || em.Version != 2 {
 			t.Fatalf("patch --name: %+v", em)
 		}
 		// A stale --if-match is refused with the API's error.
@@ -85,11 +85,11 @@ func TestExpectedMachineCLI(t *testing.T) {
 			t.Fatalf("auto-range reservation: %v", err)
 		}
 		em = runJSON("-o", "json", "em", "patch", mac, "--expected-dpu", "MT-71,ipv6=fd00:180:62:1::72")
-		if len(em.ExpectedDpus) != 1 || em.ExpectedDpus[0].LoopbackIP != nil || *em.ExpectedDpus[0].LoopbackIPv6 != "fd00:180:62:1::72" {
+		if len(em.ExpectedDPUs) != 1 || em.ExpectedDPUs[0].LoopbackIP != nil || *em.ExpectedDPUs[0].LoopbackIPv6 != "fd00:180:62:1::72" {
 			t.Fatalf("patch --expected-dpu: %+v", em)
 		}
 		em = runJSON("-o", "json", "em", "patch", mac, "--clear-expected-dpus")
-		if len(em.ExpectedDpus) != 0 || !em.BmcPasswordSet {
+		if len(em.ExpectedDPUs) != 0 || !em.BmcPasswordSet {
 			t.Fatalf("patch --clear-expected-dpus: %+v", em)
 		}
 		if _, err := run("em", "patch", mac, "--expected-dpu", "MT-1,ipv5=1.2.3.4"); err == nil || !strings.Contains(err.Error(), "unknown key") {
@@ -101,7 +101,7 @@ func TestExpectedMachineCLI(t *testing.T) {
 		rec := filepath.Join(dir, "record.json")
 		os.WriteFile(rec, []byte(`{"bmc_mac_address":"0a:00:00:00:07:01","bmc_username":"admin","chassis_serial_number":"CHS-71b"}`), 0o600)
 		em = runJSON("-o", "json", "em", "update", mac, "-f", rec)
-		if em.BmcUsername != "admin" || em.Metadata.Name != "" || len(em.ExpectedDpus) != 1 || *em.ExpectedDpus[0].LoopbackIP != "10.180.62.251" || !em.BmcPasswordSet {
+		if em.BmcUsername != "admin" || em.Metadata.Name != "" || len(em.ExpectedDPUs) != 1 || *em.ExpectedDPUs[0].LoopbackIP != "10.180.62.251" || !em.BmcPasswordSet {
 			t.Fatalf("update -f: %+v", em)
 		}
 		// replace-all -f with the sample file; a bad file changes nothing.
@@ -139,7 +139,7 @@ func TestExpectedMachineCLI(t *testing.T) {
 	})
 }
 
-func TestParseExpectedDpuFlag(t *testing.T) {
+func TestParseExpectedDPUFlag(t *testing.T) {
 	for in, want := range map[string]string{
 		"MT-1":                            "MT-1 <nil> <nil>",
 		" MT-1 , ipv4=10.0.0.1 ":          "MT-1 10.0.0.1 <nil>",
@@ -152,7 +152,7 @@ func TestParseExpectedDpuFlag(t *testing.T) {
 		"MT-1,ipv4=":                      "error",
 		"MT-1,loopback_ip=10.0.0.1,ipv6=fd00::ff": "MT-1 10.0.0.1 fd00::ff",
 	} {
-		d, err := parseExpectedDpuFlag(in)
+		d, err := parseExpectedDPUFlag(in)
 		got := "error"
 		if err == nil {
 			s := func(p *string) string {
@@ -191,7 +191,7 @@ func TestDemoExpectedMachines(t *testing.T) {
 				t.Fatalf("%s: %v", mac, err)
 			}
 			var got []string
-			for _, d := range em.ExpectedDpus {
+			for _, d := range em.ExpectedDPUs {
 				got = append(got, d.SerialNumber+" "+orDash(d.LoopbackIP)+" "+orDash(d.LoopbackIPv6))
 			}
 			if strings.Join(got, "; ") != want || !em.BmcPasswordSet {

@@ -29,19 +29,19 @@ func demoStr(s string) *string { return &s }
 
 type demoEM struct {
 	mac, name string
-	dpus      []allocator.ExpectedDpu
+	dpus      []allocator.ExpectedDPU
 }
 
 var demoMachineEMs = []demoEM{
-	{"0a:00:00:00:02:10", "r02-u10", []allocator.ExpectedDpu{
+	{"0a:00:00:00:02:10", "r02-u10", []allocator.ExpectedDPU{
 		{SerialNumber: "MT2302X00011", LoopbackIP: demoStr("10.180.62.220"), LoopbackIPv6: demoStr("fd00:180:62:1::21")},
 		{SerialNumber: "MT2302X00012", LoopbackIP: demoStr("10.180.62.221")}}},
-	{"0a:00:00:00:02:11", "r02-u11", []allocator.ExpectedDpu{{SerialNumber: "MT2302X00021"}}},
-	{"0a:00:00:00:02:12", "r02-u12", []allocator.ExpectedDpu{{SerialNumber: "MT2302X00031", LoopbackIP: demoStr("10.180.62.230")}}},
-	{"0a:00:00:00:02:13", "r02-u13", []allocator.ExpectedDpu{{SerialNumber: "MT2302X00041", LoopbackIP: demoStr("10.180.62.240")}}},
-	{"0a:00:00:00:02:14", "r02-u14", []allocator.ExpectedDpu{{SerialNumber: "MT2302X00051"}}},
-	{"0a:00:00:00:02:15", "r02-u15", []allocator.ExpectedDpu{{SerialNumber: "MT2302X00071"}}},
-	{"0a:00:00:00:02:16", "r02-u16", []allocator.ExpectedDpu{{SerialNumber: "MT2302X00081"}}},
+	{"0a:00:00:00:02:11", "r02-u11", []allocator.ExpectedDPU{{SerialNumber: "MT2302X00021"}}},
+	{"0a:00:00:00:02:12", "r02-u12", []allocator.ExpectedDPU{{SerialNumber: "MT2302X00031", LoopbackIP: demoStr("10.180.62.230")}}},
+	{"0a:00:00:00:02:13", "r02-u13", []allocator.ExpectedDPU{{SerialNumber: "MT2302X00041", LoopbackIP: demoStr("10.180.62.240")}}},
+	{"0a:00:00:00:02:14", "r02-u14", []allocator.ExpectedDPU{{SerialNumber: "MT2302X00051"}}},
+	{"0a:00:00:00:02:15", "r02-u15", []allocator.ExpectedDPU{{SerialNumber: "MT2302X00071"}}},
+	{"0a:00:00:00:02:16", "r02-u16", []allocator.ExpectedDPU{{SerialNumber: "MT2302X00081"}}},
 }
 
 func demoMachines(ctx context.Context, a *allocator.Allocator) error {
@@ -59,11 +59,11 @@ func demoMachines(ctx context.Context, a *allocator.Allocator) error {
 			continue
 		}
 		spec := allocator.ReportSpec{BmcMacAddress: em.BmcMacAddress, ChassisSerialNumber: em.ChassisSerialNumber}
-		for _, d := range em.ExpectedDpus {
+		for _, d := range em.ExpectedDPUs {
 			spec.DPUs = append(spec.DPUs, allocator.ReportDPU{SerialNumber: d.SerialNumber})
 		}
 		if len(spec.DPUs) == 0 {
-			for _, s := range em.FallbackDpuSerialNumbers {
+			for _, s := range em.FallbackDPUSerialNumbers {
 				spec.DPUs = append(spec.DPUs, allocator.ReportDPU{SerialNumber: s})
 			}
 		}
@@ -79,8 +79,8 @@ func demoMachines(ctx context.Context, a *allocator.Allocator) error {
 		}
 		dpus := e.dpus
 		spec := allocator.ExpectedMachineSpec{BmcMacAddress: e.mac, BmcUsername: "admin", BmcPassword: demoStr("demo-" + e.name),
-			ChassisSerialNumber: "CHS-" + e.name, FallbackDpuSerialNumbers: []string{},
-			Metadata: &allocator.Metadata{Name: e.name, Labels: []allocator.Label{{Key: "rack", Value: "r02"}}}, ExpectedDpus: &dpus}
+			ChassisSerialNumber: "CHS-" + e.name, FallbackDPUSerialNumbers: []string{},
+			Metadata: &allocator.Metadata{Name: e.name, Labels: []allocator.Label{{Key: "rack", Value: "r02"}}}, ExpectedDPUs: &dpus}
 		if _, err := a.CreateExpectedMachine(ctx, spec); err != nil {
 			slog.Warn("demo ExpectedMachine left out", "bmc_mac_address", e.mac, "error", err)
 		}

@@ -191,12 +191,12 @@ func TestReconcileHook(t *testing.T) {
 		}
 		v := "10.2.0.100"
 		if _, err := a.CreateExpectedMachine(ctx, allocator.ExpectedMachineSpec{BmcMacAddress: "0a:00:00:00:07:01",
-			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "RX1", LoopbackIP: &v}}}); err != nil {
+			ExpectedDPUs: &[]allocator.ExpectedDPU{{SerialNumber: "RX1", LoopbackIP: &v}}}); err != nil {
 			t.Fatal(err)
 		}
 		// RX1 turns up in another ExpectedMachine's host: conflict.
 		if _, err := a.CreateExpectedMachine(ctx, allocator.ExpectedMachineSpec{BmcMacAddress: "0a:00:00:00:07:02",
-			ExpectedDpus: &[]allocator.ExpectedDpu{{SerialNumber: "RX2"}}}); err != nil {
+			ExpectedDPUs: &[]allocator.ExpectedDPU{{SerialNumber: "RX2"}}}); err != nil {
 			t.Fatal(err)
 		}
 		res, err := a.Report(ctx, allocator.ReportSpec{BmcMacAddress: "0a:00:00:00:07:02", DPUs: []allocator.ReportDPU{{SerialNumber: "RX1"}}})

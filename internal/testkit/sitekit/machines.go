@@ -12,9 +12,9 @@ type DPU struct{ Serial, V4, V6 string }
 // "CHS-"+mac) with its DPUs through the allocator, as the API does.
 func (s *Site) ExpectedMachine(mac string, dpus ...DPU) *allocator.ExpectedMachine {
 	s.T.Helper()
-	list := make([]allocator.ExpectedDpu, 0, len(dpus))
+	list := make([]allocator.ExpectedDPU, 0, len(dpus))
 	for _, d := range dpus {
-		e := allocator.ExpectedDpu{SerialNumber: d.Serial}
+		e := allocator.ExpectedDPU{SerialNumber: d.Serial}
 		if d.V4 != "" {
 			e.LoopbackIP = &d.V4
 		}
@@ -24,7 +24,7 @@ func (s *Site) ExpectedMachine(mac string, dpus ...DPU) *allocator.ExpectedMachi
 		list = append(list, e)
 	}
 	em, err := s.A.CreateExpectedMachine(s.Ctx, allocator.ExpectedMachineSpec{BmcMacAddress: mac,
-		ChassisSerialNumber: "CHS-" + mac, FallbackDpuSerialNumbers: []string{}, ExpectedDpus: &list})
+		ChassisSerialNumber: "CHS-" + mac, FallbackDPUSerialNumbers: []string{}, ExpectedDPUs: &list})
 	if err != nil {
 		s.T.Fatalf("create expected machine %s: %v", mac, err)
 	}
