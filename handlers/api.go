@@ -39,8 +39,9 @@ type API struct {
 	StreamKeepAlive time.Duration
 }
 
-// Identity is who a request acts as: an API token or a console session.
-type Identity struct {
+// Caller is who a request acts as: an API token, a console session, or an
+// identity a sign-in way (web.Identity) vouched for.
+type Caller struct {
 	Name    string
 	Role    auth.Role
 	Session bool
@@ -62,14 +63,14 @@ func SessionRefOf(c echo.Context) string {
 	return s
 }
 
-const identityKey = "ipledger.identity"
+const callerKey = "ipledger.caller"
 
-// SetIdentity stores the authenticated identity on the request context.
-func SetIdentity(c echo.Context, id *Identity) { c.Set(identityKey, id) }
+// SetCaller stores the authenticated caller on the request context.
+func SetCaller(c echo.Context, id *Caller) { c.Set(callerKey, id) }
 
-// IdentityOf returns the request's identity, or nil when anonymous.
-func IdentityOf(c echo.Context) *Identity {
-	id, _ := c.Get(identityKey).(*Identity)
+// CallerOf returns the request's caller, or nil when anonymous.
+func CallerOf(c echo.Context) *Caller {
+	id, _ := c.Get(callerKey).(*Caller)
 	return id
 }
 

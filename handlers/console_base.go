@@ -65,7 +65,7 @@ const flashCookie = "ipledger_flash"
 // page builds the frame data of a full page, consuming the flash message.
 func (h *Console) page(c echo.Context, title, nav string) views.Page {
 	p := views.Page{Title: title, Nav: nav, CSRF: CSRFOf(c)}
-	if id := IdentityOf(c); id != nil {
+	if id := CallerOf(c); id != nil {
 		p.User, p.Role = id.Name, id.Role
 	}
 	if ck, err := c.Cookie(flashCookie); err == nil && ck.Value != "" {
@@ -176,10 +176,10 @@ func ConsoleError(err error, c echo.Context) {
 		title = "Not found"
 	}
 	var p views.Page
-	if id := IdentityOf(c); id != nil {
+	if id := CallerOf(c); id != nil {
 		p = views.Page{Title: title, User: id.Name, Role: id.Role, CSRF: CSRFOf(c)}
 	}
-	_ = render(c, status, views.ErrorPage(p, status, title, msg, IdentityOf(c) != nil))
+	_ = render(c, status, views.ErrorPage(p, status, title, msg, CallerOf(c) != nil))
 }
 
 // formValue is a trimmed form field.

@@ -72,7 +72,7 @@ func safeNext(next string) string {
 
 // LoginForm: GET /login.
 func (h *Console) LoginForm(c echo.Context) error {
-	if IdentityOf(c) != nil {
+	if CallerOf(c) != nil {
 		// Signed in already (in another tab, say): go where the link
 		// meant to go, with the same rule as after signing in.
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))

@@ -20,7 +20,7 @@ const usageDays = 30
 func (h *Console) allocationsView(c echo.Context, pool string) (views.AllocationsView, int, error) {
 	v := views.AllocationsView{Pool: pool, OwnerType: c.QueryParam("owner_type"), OwnerID: c.QueryParam("owner_id"),
 		State: c.QueryParam("state"), Value: c.QueryParam("value"), Cursor: c.QueryParam("cursor"), CSRF: CSRFOf(c)}
-	if id := IdentityOf(c); id != nil {
+	if id := CallerOf(c); id != nil {
 		v.CanAdmin = id.Role.Allows(auth.RoleAdmin)
 	}
 	if p, err := h.A.GetPool(Ctx(c), pool); err == nil {

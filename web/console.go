@@ -210,7 +210,7 @@ func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		if id == nil {
 			return fault.Errf(fault.CodeUnauthorized, "", "sign in to use the console")
 		}
-		handlers.SetIdentity(c, id)
+		handlers.SetCaller(c, id)
 		c.SetRequest(c.Request().WithContext(audit.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
 		return next(c)
 	}
@@ -220,7 +220,7 @@ func (s *Server) consoleAuth(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) optionalSession(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if id := s.sessions.Identify(c); id != nil {
-			handlers.SetIdentity(c, id)
+			handlers.SetCaller(c, id)
 		}
 		return next(c)
 	}

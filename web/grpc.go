@@ -43,7 +43,7 @@ func GRPCRoutes() []GRPCRoute {
 // (for the request log), between the echo route and the interceptor.
 type grpcCall struct {
 	requestID string
-	id        *handlers.Identity
+	id        *handlers.Caller
 	// ec is the echo request, for the trusted proxy's header and the
 	// client certificate.
 	ec echo.Context
@@ -87,7 +87,7 @@ func (s *Server) serveGRPC(h http.Handler) echo.HandlerFunc {
 		defer cancel()
 		h.ServeHTTP(c.Response(), c.Request().WithContext(ctx))
 		if call.id != nil {
-			handlers.SetIdentity(c, call.id)
+			handlers.SetCaller(c, call.id)
 		}
 		return nil
 	}
@@ -104,7 +104,7 @@ func (s *Server) grpcAuth(roles map[string]auth.Role) connect.UnaryInterceptorFu
 				return nil, connect.NewError(connect.CodeUnimplemented, nil)
 			}
 			call, _ := ctx.Value(grpcCallKey{}).(*grpcCall)
-			var id *handlers.Identity
+			var id *handlers.Caller
 			var err error
 			rid := ""
 			if call != nil {

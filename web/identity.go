@@ -84,7 +84,7 @@ func (e *proxyRefused) Unwrap() error { return e.e }
 // ambient identifies a caller whom the browser or the connection
 // authenticates on its own: the trusted proxy's user header, else a
 // verified client certificate. nil when neither is there.
-func (s *Server) ambient(c echo.Context) (*handlers.Identity, error) {
+func (s *Server) ambient(c echo.Context) (*handlers.Caller, error) {
 	r := c.Request()
 	who, err := s.cfg.Identity.Proxy.Identify(r)
 	if who == nil && err == nil && len(s.cfg.Identity.ClientRoles) > 0 {
@@ -96,7 +96,7 @@ func (s *Server) ambient(c echo.Context) (*handlers.Identity, error) {
 	if who == nil {
 		return nil, nil
 	}
-	return &handlers.Identity{Name: who.Actor, Role: who.Role, Ambient: true}, nil
+	return &handlers.Caller{Name: who.Actor, Role: who.Role, Ambient: true}, nil
 }
 
 // identityError maps the auth package's refusals to the error type: a
@@ -137,7 +137,7 @@ func (e *noRole) Unwrap() error { return e.e }
 
 // ambientCSRF gives a console page of an ambient caller a CSRF token bound
 // to the caller, so its forms pass the same check as a session's.
-func (s *Server) ambientCSRF(c echo.Context, id *handlers.Identity) error {
+func (s *Server) ambientCSRF(c echo.Context, id *handlers.Caller) error {
 	key, err := s.sessionStore().signingKey(c.Request().Context())
 	if err != nil {
 		return err

@@ -109,7 +109,7 @@ func withQueryRoles(r Route, rules []QueryRole, h echo.HandlerFunc) echo.Handler
 		return h
 	}
 	return func(c echo.Context) error {
-		id := handlers.IdentityOf(c)
+		id := handlers.CallerOf(c)
 		for _, q := range mine {
 			v := c.QueryParam(q.Param)
 			for _, want := range q.Values {

@@ -95,7 +95,7 @@ type Server struct {
 // SessionAuth lets the console's session cookie authenticate requests.
 type SessionAuth interface {
 	// Identify returns the identity of a valid session cookie, or nil.
-	Identify(c echo.Context) *handlers.Identity
+	Identify(c echo.Context) *handlers.Caller
 	// CheckCSRF verifies the CSRF token of a state-changing request made
 	// with a session (form field or X-CSRF-Token header).
 	CheckCSRF(c echo.Context) error
@@ -288,7 +288,7 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err)
 		}
 		actor, role := "", ""
-		if id := handlers.IdentityOf(c); id != nil {
+		if id := handlers.CallerOf(c); id != nil {
 			actor, role = id.Name, string(id.Role)
 		}
 		lvl := slog.LevelInfo
@@ -325,9 +325,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		// unknown path, a NUL in the query of the header search) still
 		// belongs to a signed-in operator: identify the session so the
 		// error page keeps the navigation instead of offering "Sign in".
-		if handlers.IdentityOf(c) == nil && s.sessions != nil {
+		if handlers.CallerOf(c) == nil && s.sessions != nil {
 			if id := s.sessions.Identify(c); id != nil {
-				handlers.SetIdentity(c, id)
+				handlers.SetCaller(c, id)
 			}
 		}
 		if renderNoRole(c, err) || renderProxyRefused(c, err) {
@@ -353,7 +353,7 @@ const RetryAfterSeconds = "5"
 // the actor on the request context for audit events.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		var id *handlers.Identity
+		var id *handlers.Caller
 		var err error
 		if h := c.Request().Header.Get(echo.HeaderAuthorization); h != "" {
 			if id, err = s.bearerIdentity(c.Request().Context(), h, requestID(c)); err != nil {
@@ -367,7 +367,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if id == nil {
 			return fault.Errf(fault.CodeUnauthorized, "", "authentication required: send Authorization: Bearer <token>")
 		}
-		handlers.SetIdentity(c, id)
+		handlers.SetCaller(c, id)
 		c.SetRequest(c.Request().WithContext(audit.WithActorRole(c.Request().Context(), id.Name, string(id.Role), requestID(c))))
 		return next(c)
 	}
@@ -380,7 +380,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 // "service:SUB"); a refused one is 401 invalid_token, and logged with
 // why (never the token): an ID token tried as one, say, is someone
 // replaying a sign-in.
-func (s *Server) bearerIdentity(ctx context.Context, h, rid string) (*handlers.Identity, error) {
+func (s *Server) bearerIdentity(ctx context.Context, h, rid string) (*handlers.Caller, error) {
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") { // the scheme is case-insensitive (RFC 7235)
 		return nil, fault.Errf(fault.CodeUnauthorized, "", "Authorization must be \"Bearer <token>\"")
@@ -394,17 +394,17 @@ func (s *Server) bearerIdentity(ctx context.Context, h, rid string) (*handlers.I
 			}
 			return nil, identityError(err)
 		}
-		return &handlers.Identity{Name: who.Actor, Role: who.Role}, nil
+		return &handlers.Caller{Name: who.Actor, Role: who.Role}, nil
 	}
 	t, err := s.auth.Authenticate(ctx, tok)
 	if err != nil {
 		return nil, err
 	}
-	return &handlers.Identity{Name: "token:" + t.Name, Role: t.Role}, nil
+	return &handlers.Caller{Name: "token:" + t.Name, Role: t.Role}, nil
 }
 
 // allow is the role check of every authenticated door (REST, gRPC).
-func allow(id *handlers.Identity, role auth.Role) error {
+func allow(id *handlers.Caller, role auth.Role) error {
 	if id == nil {
 		return fault.Errf(fault.CodeUnauthorized, "", "authentication required")
 	}
@@ -418,7 +418,7 @@ func allow(id *handlers.Identity, role auth.Role) error {
 // state-changing method must also pass the CSRF check.
 func (s *Server) require(role auth.Role, h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id := handlers.IdentityOf(c)
+		id := handlers.CallerOf(c)
 		if err := allow(id, role); err != nil {
 			return err
 		}

@@ -250,7 +250,7 @@ func (s *sessions) lookupFailed(c echo.Context, err error) {
 // Identify returns the identity of a live session (with its token's
 // current role), renews the session's expiry when it is used, and puts the
 // session's CSRF token on the context for the templates.
-func (s *sessions) Identify(c echo.Context) *handlers.Identity {
+func (s *sessions) Identify(c echo.Context) *handlers.Caller {
 	kind, id := s.sessionID(c)
 	if id == "" {
 		return nil
@@ -265,7 +265,7 @@ func (s *sessions) Identify(c echo.Context) *handlers.Identity {
 		key, _ := s.signingKey(ctx)
 		handlers.SetCSRF(c, b64.EncodeToString(handlers.Sign(key, "csrf", id)))
 		handlers.SetSessionRef(c, auth.PersonRef(id))
-		return &handlers.Identity{Name: "user:" + p.Name, Role: p.Role, Session: true}
+		return &handlers.Caller{Name: "user:" + p.Name, Role: p.Role, Session: true}
 	}
 	sess, err := s.auth.Session(ctx, id, s.ttl, sessionRenewEvery)
 	if err != nil {
@@ -278,7 +278,7 @@ func (s *sessions) Identify(c echo.Context) *handlers.Identity {
 	}
 	handlers.SetCSRF(c, b64.EncodeToString(handlers.Sign(key, "csrf", id)))
 	handlers.SetSessionRef(c, auth.TokenSessionRef(id))
-	return &handlers.Identity{Name: "console:" + sess.Token.Name, Role: sess.Token.Role, Session: true}
+	return &handlers.Caller{Name: "console:" + sess.Token.Name, Role: sess.Token.Role, Session: true}
 }
 
 // CheckCSRF accepts the X-CSRF-Token header or the csrf_token form field
