@@ -2,8 +2,6 @@ package allocator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base32"
 	"errors"
 	"regexp"
 	"strings"
@@ -42,23 +40,6 @@ func (o Owner) Validate() error {
 // OwnerTypeMachine is the owner type of DPU loopbacks; the owner id is the
 // DPU's machine_id.
 const OwnerTypeMachine = "machine"
-
-var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// DPUMachineID derives a DPU's machine_id from its serial number, so the
-// same hardware gets the same id whenever it is ingested: "fm100ds" and the
-// lower-case base32 of the SHA-256 of the trimmed serial (59 characters).
-func DPUMachineID(serial string) string {
-	h := sha256.Sum256([]byte(strings.TrimSpace(serial)))
-	return "fm100ds" + b32.EncodeToString(h[:])
-}
-
-// HostMachineID derives a host's machine_id from its BMC MAC address
-// (normalized lower-case with ':'), so a host reported again keeps its id.
-func HostMachineID(bmcMAC string) string {
-	h := sha256.Sum256([]byte("host:" + strings.ToLower(strings.TrimSpace(bmcMAC))))
-	return "fm100ht" + b32.EncodeToString(h[:])
-}
 
 // Allocation is one allocation or quarantine as the API shows it.
 type Allocation struct {

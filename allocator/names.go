@@ -1,6 +1,8 @@
 package allocator
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
 	"strings"
 
 	"gorm.io/gorm"
@@ -20,7 +22,26 @@ import (
 //   - an ExpectedMachine is its metadata.name, else its BMC MAC address.
 //
 // The machine_id stays beside the name (shortened on pages, in full where
-// it is copied), so the name is for reading and the id for tools.
+// it is copied), so the name is for reading and the id for tools. It is
+// derived from the hardware too (DPUMachineID, HostMachineID), so the same
+// machine keeps its id whenever it is reported.
+
+var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// DPUMachineID derives a DPU's machine_id from its serial number, so the
+// same hardware gets the same id whenever it is ingested: "fm100ds" and the
+// lower-case base32 of the SHA-256 of the trimmed serial (59 characters).
+func DPUMachineID(serial string) string {
+	h := sha256.Sum256([]byte(strings.TrimSpace(serial)))
+	return "fm100ds" + b32.EncodeToString(h[:])
+}
+
+// HostMachineID derives a host's machine_id from its BMC MAC address
+// (normalized lower-case with ':'), so a host reported again keeps its id.
+func HostMachineID(bmcMAC string) string {
+	h := sha256.Sum256([]byte("host:" + strings.ToLower(strings.TrimSpace(bmcMAC))))
+	return "fm100ht" + b32.EncodeToString(h[:])
+}
 
 // HostName names a host: the ExpectedMachine's name, else the chassis
 // serial, else the BMC MAC address, else the machine_id.
@@ -29,6 +50,14 @@ func HostName(emName, chassis, mac, machineID string) string {
 		if s = strings.TrimSpace(s); s != "" {
 			return s
 		}
+	}
+	return machineID
+}
+
+// DPUName names a DPU: its serial number, else the machine_id given.
+func DPUName(serial, machineID string) string {
+	if serial != "" {
+		return serial
 	}
 	return machineID
 }
@@ -114,7 +143,7 @@ func machineNames(db *gorm.DB, ids []string) (names, kinds map[string]string, er
 	for _, m := range rows {
 		kinds[m.MachineID] = m.Kind
 		if m.Kind == KindDPU {
-			out[m.MachineID] = deref(m.SerialNumber)
+			out[m.MachineID] = DPUName(deref(m.SerialNumber), "")
 			continue
 		}
 		out[m.MachineID] = HostName(em[deref(m.BmcMacAddress)], m.ChassisSerialNumber, deref(m.BmcMacAddress), m.MachineID)

@@ -32,8 +32,8 @@ func OwnerURL(ownerType, ownerID string) string {
 	return SearchURL(ownerID)
 }
 
-// Names maps machine ids to display names (allocator.MachineNames); a
-// missing id is shown as its short id.
+// Names maps machine ids to display names (console.MachineNames, by the
+// rule of allocator/names.go); a missing id is shown as its short id.
 type Names map[string]string
 
 // Of names a machine id.
@@ -181,7 +181,7 @@ func EventMachineName(e audit.Event, names Names) string {
 	for _, raw := range []json.RawMessage{e.Before, e.After} {
 		if json.Unmarshal(raw, &doc) == nil && (Str(doc.Serial) != "" || doc.Chassis != "" || Str(doc.MAC) != "") {
 			if Str(doc.Serial) != "" {
-				return Str(doc.Serial)
+				return allocator.DPUName(Str(doc.Serial), ShortID(e.ObjectID))
 			}
 			return allocator.HostName("", doc.Chassis, Str(doc.MAC), ShortID(e.ObjectID))
 		}
