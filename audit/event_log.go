@@ -16,6 +16,18 @@ import (
 // dashboard and machine History), beside the writing of its events
 // (audit.go).
 
+// Log is the audit log of one database, for the callers that are handed
+// it at assembly (the REST and console handlers).
+type Log struct{ db *gorm.DB }
+
+// NewLog is the audit log stored in db.
+func NewLog(db *gorm.DB) *Log { return &Log{db: db} }
+
+// List is ListEvents over the log's database.
+func (l *Log) List(ctx context.Context, f EventFilter) (*EventPage, error) {
+	return ListEvents(ctx, l.db, f)
+}
+
 // EventFilter selects audit events; empty fields match everything.
 type EventFilter struct {
 	Actor      string

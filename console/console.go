@@ -16,14 +16,15 @@ import (
 	"github.com/ipledger/ipledger/txn"
 )
 
-// Console serves the console's read models over one allocator.
+// Console serves the console's read models over one allocator and the
+// database it writes.
 type Console struct {
 	a  *allocator.Allocator
 	db *gorm.DB
 }
 
-// New returns the read models over the allocator's database.
-func New(a *allocator.Allocator) *Console { return &Console{a: a, db: a.DB()} }
+// New returns the read models that read db, the database of a.
+func New(a *allocator.Allocator, db *gorm.DB) *Console { return &Console{a: a, db: db} }
 
 // read runs fn with a read-only handle, mapping database errors.
 func (c *Console) read(ctx context.Context, fn func(db *gorm.DB) error) error {

@@ -22,7 +22,7 @@ func TestConsolePoolUsage(t *testing.T) {
 		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		clock := testkit.NewClock(start)
 		a := allocator.New(db, allocator.Options{Now: clock.Now})
-		c := New(a)
+		c := New(a, db)
 		ctx := context.Background()
 		auto := true
 		for _, name := range []string{"p", "p2"} {

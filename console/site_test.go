@@ -32,7 +32,7 @@ type siteOpts struct {
 func newSite(t *testing.T, db *gorm.DB, o siteOpts) *site {
 	t.Helper()
 	a := allocator.New(db, allocator.Options{})
-	s := &site{t: t, db: db, a: a, c: New(a), ctx: audit.WithActor(context.Background(), "test", "req-console")}
+	s := &site{t: t, db: db, a: a, c: New(a, db), ctx: audit.WithActor(context.Background(), "test", "req-console")}
 	auto := o.autoV4
 	if auto[0] == "" {
 		auto = [2]string{"10.0.0.1", "10.0.0.9"}

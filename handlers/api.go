@@ -21,6 +21,7 @@ import (
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/apijson"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/feed"
@@ -34,6 +35,8 @@ type API struct {
 	// Feed is the change feed; Hooks the webhooks and their deliveries.
 	Feed  *feed.Feed
 	Hooks *webhook.Service
+	// AuditLog is the audit log.
+	AuditLog *audit.Log
 	// StreamKeepAlive is the idle interval of the event stream's comment
 	// lines (DefaultStreamKeepAlive when 0).
 	StreamKeepAlive time.Duration

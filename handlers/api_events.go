@@ -49,7 +49,7 @@ func (h *API) ListEvents(c echo.Context) error {
 			*p.dst = t
 		}
 	}
-	page, err := audit.ListEvents(Ctx(c), h.A.DB(), f)
+	page, err := h.AuditLog.List(Ctx(c), f)
 	if err != nil {
 		return err
 	}

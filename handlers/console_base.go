@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/fault"
@@ -38,6 +39,8 @@ type Console struct {
 	// Feed is the change feed; Hooks the webhooks and their deliveries.
 	Feed  *feed.Feed
 	Hooks *webhook.Service
+	// AuditLog is the audit log.
+	AuditLog *audit.Log
 	// SecureCookies marks the flash cookie Secure (behind TLS).
 	SecureCookies bool
 	// SignIn is what the login page offers.

@@ -33,7 +33,7 @@ func (h *Console) dashboard(c echo.Context, title, nav string, events int) (view
 		return d, nil, err
 	}
 	if events > 0 {
-		page, err := audit.ListEvents(Ctx(c), h.A.DB(), audit.EventFilter{Limit: events})
+		page, err := h.AuditLog.List(Ctx(c), audit.EventFilter{Limit: events})
 		if err != nil {
 			return d, nil, err
 		}

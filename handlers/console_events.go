@@ -57,7 +57,7 @@ func (h *Console) Events(c echo.Context) error {
 	}
 	status := http.StatusOK
 	if len(v.Errors) == 0 {
-		page, err := audit.ListEvents(Ctx(c), h.A.DB(), f)
+		page, err := h.AuditLog.List(Ctx(c), f)
 		if err != nil {
 			if !isFormError(err) {
 				return err

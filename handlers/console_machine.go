@@ -48,7 +48,7 @@ func (h *Console) Machine(c echo.Context) error {
 // deletedMachine is the page of a deleted machine: the name it had, when
 // and by whom it was deleted, its host, and its audit history.
 func (h *Console) deletedMachine(c echo.Context, d *console.DeletedMachine) error {
-	page, err := audit.ListEvents(Ctx(c), h.A.DB(), audit.EventFilter{Scope: &audit.EventScope{Machines: []string{d.MachineID}}, Limit: 100})
+	page, err := h.AuditLog.List(Ctx(c), audit.EventFilter{Scope: &audit.EventScope{Machines: []string{d.MachineID}}, Limit: 100})
 	if err != nil {
 		return err
 	}

@@ -319,7 +319,7 @@ ranges = [{ start = "5", end = "6" }]
 		if p.Ranges[0].Last != "10.0.0.99" || p.Ranges[1].AutoAssign {
 			t.Fatalf("drift was applied: %+v", p.Ranges)
 		}
-		d, err := console.New(f.a).PoolFileDrift(f.ctx)
+		d, err := console.New(f.a, f.db).PoolFileDrift(f.ctx)
 		if err != nil || len(d) != 3 {
 			t.Fatalf("stored drift %+v %v", d, err)
 		}
@@ -327,7 +327,7 @@ ranges = [{ start = "5", end = "6" }]
 		if _, err := Load(f.ctx, f.a, []byte("[pools.new]\ntype = \"integer\"\nranges = [{ start = \"5\", end = \"6\" }]\n")); err != nil {
 			t.Fatal(err)
 		}
-		if d, _ := console.New(f.a).PoolFileDrift(f.ctx); len(d) != 0 {
+		if d, _ := console.New(f.a, f.db).PoolFileDrift(f.ctx); len(d) != 0 {
 			t.Fatalf("drift after a clean load: %+v", d)
 		}
 	})

@@ -52,7 +52,7 @@ func (s *Server) ConsoleRoutes() []Route {
 		Route{http.MethodGet, "/sessions", A, h.SessionsPage},
 		Route{http.MethodPost, "/sessions/:ref/end", A, h.EndSession},
 	)
-	return append(routes, s.consoleExtraRoutes()...)
+	return append(routes, consoleExtraRoutes(h)...)
 }
 
 // ConsoleQueryRoles are the query rules of ConsoleRoutes (see QueryRole).
@@ -65,7 +65,8 @@ func (s *Server) ConsoleQueryRoles() []QueryRole {
 // consoleHandlers builds the console's handlers with the login page's
 // options and the sessions page's store.
 func (s *Server) consoleHandlers(store *sessions) *handlers.Console {
-	h := &handlers.Console{A: s.a, Reads: s.reads, Auth: s.auth, Feed: s.cfg.Feed, Hooks: s.cfg.Webhooks, SecureCookies: s.cfg.SecureCookies}
+	h := &handlers.Console{A: s.a, Reads: s.reads, Auth: s.auth, Feed: s.cfg.Feed, Hooks: s.cfg.Webhooks, AuditLog: s.events,
+		SecureCookies: s.cfg.SecureCookies}
 	id := s.cfg.Identity
 	h.SignIn.NoTokenForm = id.NoTokenLogin
 	if id.OIDC != nil {

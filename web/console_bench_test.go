@@ -160,7 +160,7 @@ func BenchmarkConsolePoolParts(b *testing.B) {
 					}
 				}
 			})
-			reads := console.New(site.a)
+			reads := console.New(site.a, site.a.DB())
 			b.Run("PoolUsage-30d", func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					u, err := reads.PoolUsage(ctx, "big", 30)

@@ -8,9 +8,9 @@ import (
 )
 
 // consoleExtraRoutes are the console routes of ExpectedMachines, machines
-// and DPU bindings (part of ConsoleRoutes).
-func (s *Server) consoleExtraRoutes() []Route {
-	h := &handlers.Console{A: s.a, Reads: s.reads, Auth: s.auth, Feed: s.cfg.Feed, Hooks: s.cfg.Webhooks, SecureCookies: s.cfg.SecureCookies}
+// and DPU bindings (part of ConsoleRoutes), served by the console's one
+// set of handlers h.
+func consoleExtraRoutes(h *handlers.Console) []Route {
 	V, O, A := auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin
 	return []Route{
 		{http.MethodGet, "/expected-machines", V, h.ExpectedMachines},

@@ -144,7 +144,7 @@ func (h *healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest)
 	if req.Service != "" && req.Service != forgeconnect.ForgeName {
 		return nil, connect.NewError(connect.CodeNotFound, nil)
 	}
-	db, err := h.s.a.DB().DB()
+	db, err := h.s.db.DB()
 	if err == nil {
 		err = db.PingContext(ctx)
 	}

@@ -145,7 +145,7 @@ func (s *Server) routes() {
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
 	defer cancel()
-	db, err := s.a.DB().DB()
+	db, err := s.db.DB()
 	if err == nil {
 		err = db.PingContext(ctx)
 	}

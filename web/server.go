@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/audit"
@@ -30,12 +31,15 @@ import (
 // Config is what the server is built from.
 type Config struct {
 	Allocator *allocator.Allocator
-	// Auth keeps API tokens and console sessions; nil makes one over the
-	// allocator's database.
+	// DB is the database the services below, the audit log and the
+	// readiness checks use, the allocator's own (nil: the one the
+	// Allocator was made with, for tests that build a server in one line).
+	DB *gorm.DB
+	// Auth keeps API tokens and console sessions; nil makes one over DB.
 	Auth *auth.Service
 	// Feed is the change feed and Webhooks the webhooks, wired to each
 	// other and to every writer's commit hook by the caller; nil makes
-	// them over the allocator's database (a feed made here queues the
+	// them over DB (a feed made here queues the
 	// deliveries of Webhooks). Their workers run only where RunFeed and
 	// Run are called: serve starts them.
 	Feed     *feed.Feed
@@ -74,6 +78,8 @@ type Config struct {
 type Server struct {
 	e       *echo.Echo
 	a       *allocator.Allocator
+	db      *gorm.DB         // the database, for readiness checks
+	events  *audit.Log       // the audit log, for the handlers
 	reads   *console.Console // the console's read models over a
 	auth    *auth.Service
 	log     *slog.Logger
@@ -109,15 +115,18 @@ func New(cfg Config) *Server {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(cfg.Registry)
 	}
+	if cfg.DB == nil {
+		cfg.DB = cfg.Allocator.DB()
+	}
 	if cfg.Webhooks == nil {
-		cfg.Webhooks = webhook.New(cfg.Allocator.DB(), webhook.Options{Logger: cfg.Logger})
+		cfg.Webhooks = webhook.New(cfg.DB, webhook.Options{Logger: cfg.Logger})
 	}
 	if cfg.Feed == nil {
-		cfg.Feed = feed.New(cfg.Allocator.DB(), feed.Options{Logger: cfg.Logger})
+		cfg.Feed = feed.New(cfg.DB, feed.Options{Logger: cfg.Logger})
 		cfg.Feed.SetDeliveries(cfg.Webhooks)
 	}
 	if cfg.Auth == nil {
-		cfg.Auth = auth.New(cfg.Allocator.DB(), auth.Options{Logger: cfg.Logger, OnCommit: cfg.Feed.Committed})
+		cfg.Auth = auth.New(cfg.DB, auth.Options{Logger: cfg.Logger, OnCommit: cfg.Feed.Committed})
 	}
 	cfg.Registry = cfg.Metrics.reg
 	if cfg.RequestTimeout == 0 {
@@ -132,7 +141,8 @@ func New(cfg Config) *Server {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	s := &Server{e: e, a: cfg.Allocator, reads: console.New(cfg.Allocator), auth: cfg.Auth, log: cfg.Logger, api: &handlers.API{A: cfg.Allocator, Feed: cfg.Feed, Hooks: cfg.Webhooks, StreamKeepAlive: cfg.StreamKeepAlive}, cfg: cfg}
+	s := &Server{e: e, a: cfg.Allocator, db: cfg.DB, events: audit.NewLog(cfg.DB), reads: console.New(cfg.Allocator, cfg.DB), auth: cfg.Auth, log: cfg.Logger, cfg: cfg}
+	s.api = &handlers.API{A: cfg.Allocator, Feed: cfg.Feed, Hooks: cfg.Webhooks, AuditLog: s.events, StreamKeepAlive: cfg.StreamKeepAlive}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.metrics = cfg.Metrics
 	s.metrics.watch(cfg.Allocator, cfg.Feed, cfg.Webhooks)

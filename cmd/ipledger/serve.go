@@ -31,14 +31,8 @@ func newLogger(level slog.Level) *slog.Logger {
 }
 
 // openDatabase opens and migrates the database of c and returns its
-// allocator.
-func openDatabase(c config) (*allocator.Allocator, func(), error) {
-	return openDatabaseWith(c, allocator.Options{})
-}
-
-// openDatabaseWith is openDatabase with the allocator's hooks (serve's
-// metrics) given at construction.
-func openDatabaseWith(c config, opts allocator.Options) (*allocator.Allocator, func(), error) {
+// handle: the process builds the allocator and the services over it.
+func openDatabase(c config) (*gorm.DB, func(), error) {
 	t, err := database.ParseURL(c.DatabaseURL)
 	if err != nil {
 		return nil, nil, err
@@ -66,8 +60,14 @@ func openDatabaseWith(c config, opts allocator.Options) (*allocator.Allocator, f
 		}
 		release()
 	}
+	return db, closeFn, nil
+}
+
+// newAllocator is the allocator over db with c's settings and opts's hooks
+// (serve's metrics).
+func newAllocator(c config, db *gorm.DB, opts allocator.Options) *allocator.Allocator {
 	opts.QuarantineHold, opts.Logger = c.QuarantineHold, slog.Default()
-	return allocator.New(db, opts), closeFn, nil
+	return allocator.New(db, opts)
 }
 
 // storedProblems lists what an older database holds against rules that
@@ -124,18 +124,19 @@ func newServeCmd() *cobra.Command {
 			// Every writer wakes the change feed after its commit; the
 			// feed is made once the database is open, before any write.
 			var fd *feed.Feed
-			a, closeDB, err := openDatabaseWith(cfg, metrics.AllocatorOptions(allocator.Options{OnCommit: func() { fd.Committed() }}))
+			db, closeDB, err := openDatabase(cfg)
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			fd = feed.New(a.DB(), feed.Options{Logger: log})
-			hooks := webhook.New(a.DB(), webhook.Options{Logger: log, OnCommit: fd.Committed})
+			a := newAllocator(cfg, db, metrics.AllocatorOptions(allocator.Options{OnCommit: func() { fd.Committed() }}))
+			fd = feed.New(db, feed.Options{Logger: log})
+			hooks := webhook.New(db, webhook.Options{Logger: log, OnCommit: fd.Committed})
 			fd.SetDeliveries(hooks)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			ctx = audit.WithActor(ctx, "system:startup", "")
-			au := auth.New(a.DB(), auth.Options{Logger: log, OnCommit: fd.Committed})
+			au := auth.New(db, auth.Options{Logger: log, OnCommit: fd.Committed})
 			if err := bootstrapAdmin(ctx, au, cmd, cfg.AdminToken); err != nil {
 				return err
 			}
@@ -158,7 +159,7 @@ func newServeCmd() *cobra.Command {
 					return fmt.Errorf("--demo: %w", err)
 				}
 			}
-			for _, line := range storedProblems(ctx, a, a.DB()) {
+			for _, line := range storedProblems(ctx, a, db) {
 				log.Warn(line)
 			}
 			if err := reconcileAtStartup(ctx, a, log, cfg.ReconcileInterval); err != nil {
@@ -172,7 +173,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv := web.New(web.Config{Allocator: a, Auth: au, Feed: fd, Webhooks: hooks, Metrics: metrics, Logger: log, SecureCookies: cfg.secureCookies() || tlsFiles != nil,
+			srv := web.New(web.Config{Allocator: a, DB: db, Auth: au, Feed: fd, Webhooks: hooks, Metrics: metrics, Logger: log, SecureCookies: cfg.secureCookies() || tlsFiles != nil,
 				Identity: ident, TLS: tlsFiles})
 			// The change feed's sequencer and the webhook deliveries
 			// (docs/feed.md) run in every server process; they share the
@@ -289,12 +290,12 @@ func newTokenCmd() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("--role %q: want viewer, operator or admin", role)
 			}
-			a, closeDB, err := openExistingDatabase(cmd)
+			db, closeDB, err := openExistingDatabase(cmd)
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			tok, err := auth.New(a.DB(), auth.Options{}).CreateToken(audit.WithActor(context.Background(), "cli:token-create", ""), name, r, "")
+			tok, err := auth.New(db, auth.Options{}).CreateToken(audit.WithActor(context.Background(), "cli:token-create", ""), name, r, "")
 			if err != nil {
 				return err
 			}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database"
@@ -22,7 +22,7 @@ import (
 // openExistingDatabase opens the database of cmd's settings (--database,
 // IPLEDGER_DATABASE_URL) like openDatabase, but refuses a SQLite URL naming
 // no file (a typo would otherwise create an empty database).
-func openExistingDatabase(cmd *cobra.Command) (*allocator.Allocator, func(), error) {
+func openExistingDatabase(cmd *cobra.Command) (*gorm.DB, func(), error) {
 	c, err := loadConfig(cmd.Flags(), os.LookupEnv, databaseSettings...)
 	if err != nil {
 		return nil, nil, err
@@ -43,12 +43,12 @@ func newTokenListCmd() *cobra.Command {
 		Short: "List API tokens with their live console sessions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, closeDB, err := openExistingDatabase(cmd)
+			db, closeDB, err := openExistingDatabase(cmd)
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			toks, err := auth.New(a.DB(), auth.Options{}).ListTokens(context.Background())
+			toks, err := auth.New(db, auth.Options{}).ListTokens(context.Background())
 			if err != nil {
 				return err
 			}
@@ -86,12 +86,12 @@ func newTokenDeleteCmd() *cobra.Command {
 			if id < 0 {
 				return fmt.Errorf("--id %d: want a positive token id", id)
 			}
-			a, closeDB, err := openExistingDatabase(cmd)
+			db, closeDB, err := openExistingDatabase(cmd)
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			t, err := auth.New(a.DB(), auth.Options{}).DeleteToken(audit.WithActor(context.Background(), "cli:token-delete", ""), id, name)
+			t, err := auth.New(db, auth.Options{}).DeleteToken(audit.WithActor(context.Background(), "cli:token-delete", ""), id, name)
 			if err != nil {
 				if e, ok := fault.AsError(err); ok && e.Field != "" {
 					return fmt.Errorf("--%s: %s", e.Field, e.Message)

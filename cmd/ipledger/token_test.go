@@ -35,12 +35,12 @@ func TestTokenListDelete(t *testing.T) {
 			} else {
 				dbURL = dbtest.NewPostgresURL(t)
 			}
-			a, closeDB, err := openDatabase(config{DatabaseURL: dbURL})
+			db, closeDB, err := openDatabase(config{DatabaseURL: dbURL})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer closeDB()
-			au := auth.New(a.DB(), auth.Options{})
+			au := auth.New(db, auth.Options{})
 			ctx := context.Background()
 			alice, _ := au.CreateToken(ctx, "alice", auth.RoleOperator, "")
 			if _, err := au.CreateToken(ctx, "bob", auth.RoleViewer, ""); err != nil {

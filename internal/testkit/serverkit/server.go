@@ -73,7 +73,7 @@ func Start(t testing.TB, db *gorm.DB, o Options) *Server {
 	authOpts.Logger = o.Allocator.Logger
 	s.Auth = auth.New(db, authOpts)
 	AdminToken(t, s.Auth, o.Admin)
-	cfg := web.Config{Allocator: s.A, Auth: s.Auth, Logger: o.Allocator.Logger}
+	cfg := web.Config{Allocator: s.A, DB: db, Auth: s.Auth, Logger: o.Allocator.Logger}
 	if o.Feed {
 		cfg.Feed, cfg.Webhooks = s.Feed, s.Hooks
 	}
