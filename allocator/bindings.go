@@ -90,13 +90,13 @@ func (a *Allocator) ListBindings(ctx context.Context, f BindingFilter) (*Binding
 		var conds []string
 		var args []any
 		if f.Status != "" {
-			hasPool, err := loopbackPoolsExist(db)
+			hasPool, err := LoopbackPoolsExist(db)
 			if err != nil {
 				return err
 			}
 			for _, fam := range []struct{ col, pool string }{{"binding_v4", PoolLoopbackV4}, {"binding_v6", PoolLoopbackV6}} {
 				for _, class := range []string{BindingReserved, BindingAutomatic, BindingPending, BindingConflict, fleetUnbound} {
-					if classStatus(class, hasPool[fam.pool]) == f.Status {
+					if BindingClassStatus(class, hasPool[fam.pool]) == f.Status {
 						conds = append(conds, fam.col+" = ?")
 						args = append(args, class)
 					}
@@ -112,7 +112,7 @@ func (a *Allocator) ListBindings(ctx context.Context, f BindingFilter) (*Binding
 			if err != nil {
 				return err
 			}
-			bs, err := bindingsOf(db, dpus)
+			bs, err := BindingsOf(db, dpus)
 			if err != nil {
 				return err
 			}
@@ -191,7 +191,7 @@ func (a *Allocator) GetBinding(ctx context.Context, id string) (*Binding, error)
 		if row.Kind != KindDPU {
 			return fault.Errf(fault.CodeNotFound, "", "machine %s is a host; bindings belong to DPUs", row.MachineID)
 		}
-		bs, err := bindingsOf(db, []models.Machine{*row})
+		bs, err := BindingsOf(db, []models.Machine{*row})
 		if err != nil {
 			return err
 		}
@@ -201,14 +201,14 @@ func (a *Allocator) GetBinding(ctx context.Context, id string) (*Binding, error)
 	return out, err
 }
 
-// bindingsOf computes the bindings of DPU rows with a fixed number of
-// queries per batch.
-func bindingsOf(db *gorm.DB, dpus []models.Machine) ([]Binding, error) {
+// BindingsOf computes the bindings of DPU rows read with db, with a fixed
+// number of queries per batch.
+func BindingsOf(db *gorm.DB, dpus []models.Machine) ([]Binding, error) {
 	out := make([]Binding, 0, len(dpus))
 	if len(dpus) == 0 {
 		return out, nil
 	}
-	hasPool, err := loopbackPoolsExist(db)
+	hasPool, err := LoopbackPoolsExist(db)
 	if err != nil {
 		return nil, err
 	}
@@ -295,15 +295,16 @@ func bindingsOf(db *gorm.DB, dpus []models.Machine) ([]Binding, error) {
 		case hostEM != nil:
 			b.ExpectedMachineID = strp(hostEM.ID)
 		}
-		b.StatusV4 = bindingStatus(b.LoopbackIP, b.ReservedIP, hasPool[PoolLoopbackV4])
-		b.StatusV6 = bindingStatus(b.LoopbackIPv6, b.ReservedIPv6, hasPool[PoolLoopbackV6])
+		b.StatusV4 = BindingStatus(b.LoopbackIP, b.ReservedIP, hasPool[PoolLoopbackV4])
+		b.StatusV6 = BindingStatus(b.LoopbackIPv6, b.ReservedIPv6, hasPool[PoolLoopbackV6])
 		out = append(out, b)
 	}
 	return out, nil
 }
 
-// loopbackPoolsExist tells which of lo-ip and lo-ip-v6 exist.
-func loopbackPoolsExist(db *gorm.DB) (map[string]bool, error) {
+// LoopbackPoolsExist tells, read with db, which of lo-ip and lo-ip-v6
+// exist.
+func LoopbackPoolsExist(db *gorm.DB) (map[string]bool, error) {
 	var poolNames []string
 	if err := db.Model(&models.Pool{}).Where("name IN ?", []string{PoolLoopbackV4, PoolLoopbackV6}).Pluck("name", &poolNames).Error; err != nil {
 		return nil, err
@@ -315,12 +316,12 @@ func loopbackPoolsExist(db *gorm.DB) (map[string]bool, error) {
 	return hasPool, nil
 }
 
-// bindingStatus is the status of one family (docs/api.md). A declared
+// BindingStatus is the status of one family (docs/api.md). A declared
 // value that the DPU does not hold is `conflict`: ingestion never falls
 // back to an automatic value for a reserved family, so the only ways to
 // get there are an unavailable reserved value or a DPU declared by another
 // ExpectedMachine than its host's.
-func bindingStatus(active, reserved *string, poolExists bool) string {
+func BindingStatus(active, reserved *string, poolExists bool) string {
 	switch {
 	case active != nil && reserved == nil:
 		return BindingAutomatic
@@ -340,9 +341,10 @@ func bindingStatus(active, reserved *string, poolExists bool) string {
 // migration 23) for a family without value and reservation.
 const fleetUnbound = "unbound"
 
-// classStatus is the binding status of a stored binding class: a family
-// without value or reservation is missing when its pool exists, else none.
-func classStatus(class string, poolExists bool) string {
+// BindingClassStatus is the binding status of a binding class stored on a
+// DPU and counted in fleet_counts (migration 23): a family without value
+// or reservation is missing when its pool exists, else none.
+func BindingClassStatus(class string, poolExists bool) string {
 	if class != fleetUnbound {
 		return class
 	}

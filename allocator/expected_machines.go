@@ -100,15 +100,3 @@ type ExpectedMachinePage struct {
 	Items      []ExpectedMachine `json:"items"`
 	NextCursor string            `json:"next_cursor,omitempty"`
 }
-
-// ---------------------------------------------------------------------------
-// Decoding (shared by REST and the console's file import)
-
-// ---------------------------------------------------------------------------
-// Validation: one function for every door
-
-// ---------------------------------------------------------------------------
-// Reading
-
-// ---------------------------------------------------------------------------
-// Writing

@@ -21,7 +21,7 @@ func wantFleetExact(t *testing.T, s *lcSite, step string) {
 			t.Fatalf("%s: %s: %+v", step, rule, res)
 		}
 	}
-	hasPool, err := loopbackPoolsExist(s.db)
+	hasPool, err := LoopbackPoolsExist(s.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func wantFleetExact(t *testing.T, s *lcSite, step string) {
 			countedHosts[r.State] += r.N
 			continue
 		}
-		v4, v6 := classStatus(r.BindingV4, hasPool[PoolLoopbackV4]), classStatus(r.BindingV6, hasPool[PoolLoopbackV6])
+		v4, v6 := BindingClassStatus(r.BindingV4, hasPool[PoolLoopbackV4]), BindingClassStatus(r.BindingV6, hasPool[PoolLoopbackV6])
 		counted[v4] += r.N
 		counted[v6] += r.N
 		countedDPUs += r.N

@@ -172,7 +172,7 @@ func (t *tx) ingestReport(pools map[string]*models.Pool, r *report) (*IngestResu
 		}
 		res.Incomplete = append(res.Incomplete, inc...)
 	}
-	res.Machines, err = t.a.machinesOut(t.ctx, t.DB, []models.Machine{*host})
+	res.Machines, err = t.a.MachinesOf(t.ctx, t.DB, []models.Machine{*host})
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,7 @@ func (a *Allocator) Discover(ctx context.Context, spec DiscoverSpec) (*IngestRes
 			}
 			top = host
 		}
-		res.Machines, err = t.a.machinesOut(t.ctx, t.DB, []models.Machine{top})
+		res.Machines, err = t.a.MachinesOf(t.ctx, t.DB, []models.Machine{top})
 		return err
 	})
 	if err != nil {

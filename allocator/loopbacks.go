@@ -142,7 +142,7 @@ func (t *tx) ensureLoopbacks(pools map[string]*models.Pool, dpu *models.Machine)
 	if err != nil {
 		return false, nil, err
 	}
-	decl, err := expectedDPUBySerial(t.DB, serial)
+	decl, err := ExpectedDPUBySerial(t.DB, serial)
 	if err != nil {
 		return false, nil, err
 	}

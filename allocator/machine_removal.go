@@ -58,7 +58,7 @@ func (a *Allocator) Decommission(ctx context.Context, id string) (*Machine, erro
 		if err := t.Where("machine_id = ?", row.MachineID).Take(row).Error; err != nil {
 			return err
 		}
-		ms, err := t.a.machinesOut(t.ctx, t.DB, []models.Machine{*row})
+		ms, err := t.a.MachinesOf(t.ctx, t.DB, []models.Machine{*row})
 		if err != nil {
 			return err
 		}

@@ -184,7 +184,7 @@ func (a *Allocator) ListMachines(ctx context.Context, f MachineFilter) (*Machine
 		top = top[:f.Limit]
 		page.NextCursor = top[len(top)-1].MachineID
 	}
-	items, err := a.machinesOut(ctx, a.db.WithContext(ctx), top)
+	items, err := a.MachinesOf(ctx, a.db.WithContext(ctx), top)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (a *Allocator) GetMachine(ctx context.Context, id string) (*Machine, error)
 		if err != nil {
 			return err
 		}
-		ms, err := a.machinesOut(ctx, db, []models.Machine{*row})
+		ms, err := a.MachinesOf(ctx, db, []models.Machine{*row})
 		if err != nil {
 			return err
 		}
@@ -236,9 +236,10 @@ func findMachine(db *gorm.DB, id string) (*models.Machine, error) {
 	return nil, fault.Errf(fault.CodeNotFound, "", "machine %q does not exist (give a machine_id, a host BMC MAC address or a DPU serial number)", id)
 }
 
-// machinesOut renders top-level rows: hosts get their DPUs (ordered by
-// serial number), DPUs their network config.
-func (a *Allocator) machinesOut(ctx context.Context, db *gorm.DB, top []models.Machine) ([]Machine, error) {
+// MachinesOf renders machine rows read with db as the API shows them:
+// hosts with their DPUs (ordered by serial number), DPUs with their
+// network config.
+func (a *Allocator) MachinesOf(ctx context.Context, db *gorm.DB, top []models.Machine) ([]Machine, error) {
 	out := make([]Machine, 0, len(top))
 	var hostIDs, dpuIDs []string
 	for _, m := range top {
@@ -348,9 +349,9 @@ func expectedMachineByMAC(db *gorm.DB, mac string) (*models.ExpectedMachine, err
 	return &em, nil
 }
 
-// expectedDPUBySerial finds the ExpectedDpu of a serial (globally unique),
-// or nil.
-func expectedDPUBySerial(db *gorm.DB, serial string) (*models.ExpectedDPU, error) {
+// ExpectedDPUBySerial finds, with db, the ExpectedDpu of a serial
+// (globally unique), or nil.
+func ExpectedDPUBySerial(db *gorm.DB, serial string) (*models.ExpectedDPU, error) {
 	var d models.ExpectedDPU
 	err := db.Where("serial_number = ?", serial).Take(&d).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {

@@ -108,11 +108,11 @@ func ConfirmMatches(m *Machine, typed string) bool {
 	return false
 }
 
-// machineNames returns the display name of each machine_id given (hosts
-// by the host rule, DPUs by serial), inside a read or a transaction (the
-// console reads it through MachineNamesOf); ids that are not machines are
-// left out, kinds maps each id found to its kind (host or dpu).
-func machineNames(db *gorm.DB, ids []string) (names, kinds map[string]string, err error) {
+// MachineNamesOf returns the display name of each machine_id given (hosts
+// by the host rule, DPUs by serial), read with db inside a read or a
+// transaction; ids that are not machines are left out, kinds maps each id
+// found to its kind (host or dpu).
+func MachineNamesOf(db *gorm.DB, ids []string) (names, kinds map[string]string, err error) {
 	out, kinds := map[string]string{}, map[string]string{}
 	var rows []models.Machine
 	for start := 0; start < len(ids); start += 500 {
@@ -198,7 +198,7 @@ func machineRowLabel(db *gorm.DB, m *models.Machine) string {
 // deleted, so every page and message still names them after (the
 // deleted_machines table).
 func (t *tx) keepNames(ids []string) error {
-	names, kinds, err := machineNames(t.DB, ids)
+	names, kinds, err := MachineNamesOf(t.DB, ids)
 	if err != nil {
 		return err
 	}

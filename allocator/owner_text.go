@@ -33,7 +33,7 @@ func ownerText(db *gorm.DB, typ, id *string) string {
 	if m.HostMachineID != nil {
 		ids = append(ids, *m.HostMachineID)
 	}
-	names, _, err := machineNames(db, ids)
+	names, _, err := MachineNamesOf(db, ids)
 	if err != nil || names[m.MachineID] == "" {
 		return s
 	}

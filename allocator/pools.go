@@ -290,22 +290,4 @@ func (a *Allocator) GetPool(ctx context.Context, name string) (*Pool, error) {
 	return a.poolOut(ctx, &p)
 }
 
-// ParseValue parses a value for the named pool's type and returns its
-// canonical text (422 invalid with field "value" when malformed).
-func (a *Allocator) ParseValue(ctx context.Context, pool, value string) (string, error) {
-	var p models.Pool
-	err := a.read(ctx, func(db *gorm.DB) error { return db.Where("name = ?", pool).Take(&p).Error })
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return "", fault.Errf(fault.CodeNotFound, "", "pool %q does not exist", pool)
-	}
-	if err != nil {
-		return "", err
-	}
-	v, err := spaceOf(&p).parse(value)
-	if err != nil {
-		return "", fault.Errf(fault.CodeInvalid, "value", "%v", err)
-	}
-	return spaceOf(&p).format(v), nil
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -277,7 +277,7 @@ func (t *tx) plainResults(plans []*plainPlan) (map[int]*IngestResult, error) {
 	for i, pl := range plans {
 		top[i] = *pl.host
 	}
-	ms, err := t.a.machinesOut(t.ctx, t.DB, top)
+	ms, err := t.a.MachinesOf(t.ctx, t.DB, top)
 	if err != nil {
 		return nil, err
 	}
