@@ -9,7 +9,7 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// A DPU's BMC MAC address (docs/api.md "Site-explorer reports",
+// A DPU's BMC MAC address (docs/api.md "Machines",
 // docs/decisions.md "A DPU's BMC MAC shares the hosts' column"): optional
 // in a report, stored in machines.bmc_mac_address in ident.ParseMAC's
 // canonical spelling, one machine per BMC MAC whatever its kind (the

@@ -22,7 +22,8 @@ import (
 	"github.com/ipledger/ipledger/feed"
 )
 
-// The documented PostgreSQL procedure (docs/operations.md, "Backups"):
+// The documented PostgreSQL procedure (docs/operations.md
+// "PostgreSQL: pg_dump, or continuous archiving for point-in-time recovery"):
 // `ipledger backup` refuses and points at it; pg_dump --format=custom of a
 // database that writers keep allocating in (with the feed numbering
 // their events), pg_restore --single-transaction into an empty one, and

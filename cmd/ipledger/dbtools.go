@@ -18,7 +18,7 @@ import (
 )
 
 // `ipledger backup`, `restore` and `check` open the database directly
-// (docs/operations.md, "Backups" and "Checking a database").
+// (docs/operations.md, "Backup, restore and check" and "`ipledger check`").
 
 func newBackupCmd() *cobra.Command {
 	var to string

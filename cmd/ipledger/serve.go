@@ -40,7 +40,8 @@ func openDatabase(c config) (*gorm.DB, func(), error) {
 	release := func() {}
 	if t.Dialect == models.SQLite {
 		// Held while the process runs: a restore refuses to replace the
-		// file under a server (docs/operations.md, "Restore").
+		// file under a server (docs/operations.md
+		// "SQLite: `ipledger backup` while the server runs").
 		if release, err = database.HoldSQLite(t.Path); err != nil {
 			return nil, nil, err
 		}
