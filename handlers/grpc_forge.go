@@ -316,7 +316,7 @@ var grpcCodes = map[fault.Code]connect.Code{
 }
 
 // GRPCPath turns a REST field path into the gRPC message's path: the
-// reservations sit inside the ExpectedDPUList wrapper, so
+// reservations sit inside the ExpectedDpuList wrapper, so
 // expected_dpus[1].loopback_ip becomes expected_dpus.items[1].loopback_ip.
 func GRPCPath(s string) string {
 	return strings.ReplaceAll(s, "expected_dpus[", "expected_dpus.items[")

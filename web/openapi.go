@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
 )
@@ -306,6 +307,14 @@ func errorExampleJSON(e fault.Error) map[string]any {
 	return m
 }
 
+// componentNames keeps the component names clients generate code from
+// when a Go type's name differs from the contract's: the Go code spells
+// DPU in capitals, the contract's object is ExpectedDpu
+// (docs/decisions.md "Go names spell DPU; the contract keeps ExpectedDpu").
+var componentNames = map[reflect.Type]string{
+	reflect.TypeFor[allocator.ExpectedDPU](): "ExpectedDpu",
+}
+
 // schemaGen derives JSON Schemas (2020-12, as OpenAPI 3.1 uses) from Go
 // types the way encoding/json renders them: named structs become
 // components, pointers may be null, omitempty fields are optional.
@@ -313,7 +322,7 @@ type schemaGen struct {
 	defs map[string]any
 	// input marks a request body: no member is required (the allocator
 	// names what is missing), and a struct shared with answers gets its
-	// own component (ExpectedDPUInput).
+	// own component (ExpectedDpuInput).
 	input bool
 	// undocumented lists routes without an apiDocs entry.
 	undocumented []string
@@ -383,6 +392,9 @@ func (g *schemaGen) of(t reflect.Type) any {
 			return g.object(t)
 		}
 		name := strings.ToUpper(t.Name()[:1]) + t.Name()[1:]
+		if n, ok := componentNames[t]; ok {
+			name = n
+		}
 		if g.input && !strings.HasSuffix(name, "Spec") && !strings.HasSuffix(name, "Update") &&
 			!strings.HasSuffix(name, "Request") && !strings.HasSuffix(name, "File") {
 			name += "Input"

@@ -337,3 +337,33 @@ func TestOpenAPIExamplesFitTheirSchemas(t *testing.T) {
 		t.Fatalf("only %d answer examples checked", n)
 	}
 }
+
+// The document's component names are what clients generate code from:
+// the contract's object ExpectedDpu keeps its name whatever the Go type
+// is called (docs/decisions.md "Go names spell DPU; the contract keeps
+// ExpectedDpu").
+func TestOpenAPIComponentsKeepTheContractsNames(t *testing.T) {
+	t.Parallel()
+	b, err := OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ExpectedDpu", "ExpectedDpuInput", "ExpectedMachine", "ReportDPUInput"} {
+		if _, ok := doc.Components.Schemas[name]; !ok {
+			t.Errorf("component %s is missing", name)
+		}
+	}
+	for name := range doc.Components.Schemas {
+		if strings.HasPrefix(name, "ExpectedDPU") {
+			t.Errorf("component %s: the contract spells it ExpectedDpu", name)
+		}
+	}
+}
