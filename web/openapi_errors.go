@@ -110,6 +110,14 @@ var errorExamples = map[string]map[int]fault.Error{
 	"GET /owners/:owner_type/:owner_id/cni-ipam": {
 		409: {Code: fault.CodeConflict, Message: "the owner's addresses do not form a valid galactic-ipam config: two ipv4 addresses (pools lo-ip and pod-ip)"},
 	},
+	"POST /owners/:owner_type/:owner_id/allocations": {
+		409: {Code: fault.CodeNotAvailable, Field: "pools[1].value", Message: `pool "endpoint-v6": fd00:10:ff01:1:0:5::/96 is allocated to endpoint/pod-2`},
+		422: {Code: fault.CodeInvalid, Field: "pools[1]", Message: `pool "endpoint-v6" does not exist`},
+	},
+	"DELETE /owners/:owner_type/:owner_id/allocations": {
+		409: {Code: fault.CodeConflict, Message: "owner machine/fm100dstbywpbepeb5yxsve6tpxjlrj44bsnqfrjupsa34aay2socpe6liq: 10.180.62.230 is the lo-ip loopback of DPU MT2309X00011 (machine_id fm100dstbywpbepeb5yxsve6tpxjlrj44bsnqfrjupsa34aay2socpe6liq) in its network config: it is released only by decommissioning and deleting the host, or by a force delete; nothing was released"},
+		422: {Code: fault.CodeInvalid, Field: "pool", Message: "unknown query parameter \"pool\"; this route takes none"},
+	},
 	"GET /events:stream": {
 		422: {Code: fault.CodeInvalid, Field: "after", Message: `after "x" must be a revision (an integer ≥ 0)`},
 	},

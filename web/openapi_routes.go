@@ -28,6 +28,9 @@ type (
 	allocationItems struct {
 		Items []allocator.Allocation `json:"items"`
 	}
+	ownerAllocationsRequest struct {
+		Pools []any `json:"pools"`
+	}
 	unquarantined struct {
 		Pool  string `json:"pool"`
 		Value string `json:"value"`
@@ -161,6 +164,11 @@ var apiDocs = map[string]apiDoc{
 		Errors: []int{404, 412}},
 	"GET /owners/:owner_type/:owner_id/cni-ipam": {Summary: "The galactic-ipam ipam object of every address an owner holds",
 		OK: 200, OKBody: cni.IPAMConfig{}, Errors: []int{404, 409}},
+	"POST /owners/:owner_type/:owner_id/allocations": {Summary: "One value of each listed pool for this owner, in one transaction, all or nothing, each as a single allocation would (idempotent: values the owner holds are returned); the answer lists them in request order, an error's field is pools[i] or pools[i].value",
+		Body: ownerAllocationsRequest{}, Example: `{"pools": ["pod-v4", {"pool": "endpoint-v6", "value": "fd00:10:ff01::1:0:0/96"}]}`,
+		OK: 200, OKBody: allocationItems{}, Errors: []int{400, 409, 413, 422}},
+	"DELETE /owners/:owner_type/:owner_id/allocations": {Summary: "Release every value this owner holds, in one transaction (nothing held is a no-op); a DPU's live loopback is 409 and nothing is released",
+		OK: 204, Errors: []int{409, 422}},
 }
 
 // schemaOverrides give a schema to types whose JSON is hand-made
@@ -170,6 +178,15 @@ var schemaOverrides map[reflect.Type]func(g *schemaGen) any
 // fieldSchemas narrow the schema of single members whose Go type says
 // less than the API promises (a string that is one of a few words).
 var fieldSchemas = map[reflect.Type]map[string]any{
+	reflect.TypeOf(ownerAllocationsRequest{}): {
+		"pools": map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"oneOf": []any{
+			map[string]any{"type": "string", "description": "a pool's name: the owner's value of it, or the lowest free value of its auto_assign ranges"},
+			map[string]any{"type": "object", "required": []any{"pool"}, "additionalProperties": false, "properties": map[string]any{
+				"pool":  map[string]any{"type": "string"},
+				"value": map[string]any{"type": "string", "description": "this exact value, from an auto_assign=false range"},
+			}},
+		}}},
+	},
 	reflect.TypeOf(audit.Event{}): {
 		"actor_role": map[string]any{"type": "string", "enum": []any{"viewer", "operator", "admin"},
 			"description": "The role the actor acted with at the time; absent for system actors and for events written before roles were stored."},

@@ -74,6 +74,8 @@ func (s *Server) APIRoutes() []Route {
 		{http.MethodPatch, "/expected-machines/:id", O, h.PatchExpectedMachine},
 		{http.MethodDelete, "/expected-machines/:id", O, h.DeleteExpectedMachine},
 		{http.MethodGet, "/owners/:owner_type/:owner_id/cni-ipam", V, h.OwnerCNIIPAM},
+		{http.MethodPost, "/owners/:owner_type/:owner_id/allocations", O, h.AllocateForOwner},
+		{http.MethodDelete, "/owners/:owner_type/:owner_id/allocations", O, h.ReleaseOwner},
 	}
 }
 

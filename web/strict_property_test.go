@@ -22,20 +22,21 @@ import (
 // route table: a new POST, PUT or PATCH route without a body here (or a
 // reason in noJSONBody) fails it.
 var validBodies = map[string]string{
-	"POST /pools":                           `{"name":"p-new","type":"ipv4","ranges":[{"first":"10.9.0.1","last":"10.9.0.9","auto_assign":false}],"gateway":"10.9.0.254"}`,
-	"POST /pools/:name/ranges":              `{"first":"10.180.63.1","last":"10.180.63.9","auto_assign":false}`,
-	"PATCH /pools/:name/ranges/:id":         `{"last":"10.180.62.70","auto_assign":true}`,
-	"POST /pools/:name/allocations":         `{"owner_type":"machine","owner_id":"m-prop","value":"10.180.62.200"}`,
-	"POST /pools/:name/allocations\\:batch": `{"allocations":[{"owner_type":"machine","owner_id":"m-prop-b1"},{"owner_type":"machine","owner_id":"m-prop-b2","value":"10.180.62.205"}]}`,
-	"POST /site-explorer/reports":           `{"bmc_mac_address":"0a:00:00:00:0b:01","chassis_serial_number":"CHS-B1","dpus":[{"serial_number":"MT-PROP-1"},{"serial_number":"MT-PROP-2"}]}`,
-	`POST /machines\:discover`:              `{"serial_number":"MT-PROP-3","host_bmc_mac_address":"0a:00:00:00:0b:01"}`,
-	"POST /expected-machines":               `{"bmc_mac_address":"0a:00:00:00:0c:01","bmc_username":"root","bmc_password":"pw","chassis_serial_number":"CHS-C1","fallback_dpu_serial_numbers":["MT-F1"],"metadata":{"name":"r1-u1","description":"d","labels":[{"key":"env","value":"prod"},{"key":"row","value":"7"}]},"sku_id":null,"expected_dpus":[{"serial_number":"MT-C1","loopback_ip":"10.180.62.201","loopback_ip_v6":"fd00:1::9"}]}`,
-	"PUT /expected-machines":                `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:0a:01","bmc_username":"root","chassis_serial_number":"CHS-A1","metadata":{"name":"a1","labels":[{"key":"env","value":"prod"}]},"expected_dpus":[{"serial_number":"MT-A1","loopback_ip":"10.180.62.202"}]},{"bmc_mac_address":"0a:00:00:00:0a:02","bmc_username":"root","chassis_serial_number":"CHS-A2","expected_dpus":[]}]}`,
-	"PUT /expected-machines/:id":            `{"bmc_mac_address":"0a:00:00:00:0a:01","bmc_username":"admin","chassis_serial_number":"CHS-A1","metadata":{"name":"a1-renamed","description":"","labels":[{"key":"k","value":"v"}]},"expected_dpus":[{"serial_number":"MT-A1","loopback_ip":"10.180.62.203"}]}`,
-	"POST /expected-machines\\:import":      `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:0d:01","bmc_username":"root","chassis_serial_number":"CHS-D1","metadata":{"name":"d1","labels":[{"key":"env","value":"prod"}]},"expected_dpus":[{"serial_number":"MT-D1","loopback_ip":"10.180.62.204"}]}]}`,
-	"PATCH /expected-machines/:id":          `{"metadata":{"name":"patched","labels":[{"key":"a","value":"b"}]},"expected_dpus":[{"serial_number":"MT-A1","loopback_ip_v6":"fd00:1::7"}]}`,
-	"POST /webhooks":                        `{"name":"w-prop","url":"http://127.0.0.1:9/hook","secret":"prop-secret-0123456789","actions":["allocation.*","pool.create"],"pools":["lo-ip"],"enabled":true}`,
-	"PATCH /webhooks/:id":                   `{"actions":["*"],"pools":null,"enabled":false}`,
+	"POST /pools":                                    `{"name":"p-new","type":"ipv4","ranges":[{"first":"10.9.0.1","last":"10.9.0.9","auto_assign":false}],"gateway":"10.9.0.254"}`,
+	"POST /pools/:name/ranges":                       `{"first":"10.180.63.1","last":"10.180.63.9","auto_assign":false}`,
+	"PATCH /pools/:name/ranges/:id":                  `{"last":"10.180.62.70","auto_assign":true}`,
+	"POST /pools/:name/allocations":                  `{"owner_type":"machine","owner_id":"m-prop","value":"10.180.62.200"}`,
+	"POST /pools/:name/allocations\\:batch":          `{"allocations":[{"owner_type":"machine","owner_id":"m-prop-b1"},{"owner_type":"machine","owner_id":"m-prop-b2","value":"10.180.62.205"}]}`,
+	"POST /site-explorer/reports":                    `{"bmc_mac_address":"0a:00:00:00:0b:01","chassis_serial_number":"CHS-B1","dpus":[{"serial_number":"MT-PROP-1"},{"serial_number":"MT-PROP-2"}]}`,
+	`POST /machines\:discover`:                       `{"serial_number":"MT-PROP-3","host_bmc_mac_address":"0a:00:00:00:0b:01"}`,
+	"POST /expected-machines":                        `{"bmc_mac_address":"0a:00:00:00:0c:01","bmc_username":"root","bmc_password":"pw","chassis_serial_number":"CHS-C1","fallback_dpu_serial_numbers":["MT-F1"],"metadata":{"name":"r1-u1","description":"d","labels":[{"key":"env","value":"prod"},{"key":"row","value":"7"}]},"sku_id":null,"expected_dpus":[{"serial_number":"MT-C1","loopback_ip":"10.180.62.201","loopback_ip_v6":"fd00:1::9"}]}`,
+	"PUT /expected-machines":                         `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:0a:01","bmc_username":"root","chassis_serial_number":"CHS-A1","metadata":{"name":"a1","labels":[{"key":"env","value":"prod"}]},"expected_dpus":[{"serial_number":"MT-A1","loopback_ip":"10.180.62.202"}]},{"bmc_mac_address":"0a:00:00:00:0a:02","bmc_username":"root","chassis_serial_number":"CHS-A2","expected_dpus":[]}]}`,
+	"PUT /expected-machines/:id":                     `{"bmc_mac_address":"0a:00:00:00:0a:01","bmc_username":"admin","chassis_serial_number":"CHS-A1","metadata":{"name":"a1-renamed","description":"","labels":[{"key":"k","value":"v"}]},"expected_dpus":[{"serial_number":"MT-A1","loopback_ip":"10.180.62.203"}]}`,
+	"POST /expected-machines\\:import":               `{"expected_machines":[{"bmc_mac_address":"0a:00:00:00:0d:01","bmc_username":"root","chassis_serial_number":"CHS-D1","metadata":{"name":"d1","labels":[{"key":"env","value":"prod"}]},"expected_dpus":[{"serial_number":"MT-D1","loopback_ip":"10.180.62.204"}]}]}`,
+	"PATCH /expected-machines/:id":                   `{"metadata":{"name":"patched","labels":[{"key":"a","value":"b"}]},"expected_dpus":[{"serial_number":"MT-A1","loopback_ip_v6":"fd00:1::7"}]}`,
+	"POST /webhooks":                                 `{"name":"w-prop","url":"http://127.0.0.1:9/hook","secret":"prop-secret-0123456789","actions":["allocation.*","pool.create"],"pools":["lo-ip"],"enabled":true}`,
+	"PATCH /webhooks/:id":                            `{"actions":["*"],"pools":null,"enabled":false}`,
+	"POST /owners/:owner_type/:owner_id/allocations": `{"pools":["lo-ip",{"pool":"lo-ip-v6","value":"fd00:1::20"}]}`,
 }
 
 // noJSONBody are the writing routes that read no JSON body, and why.
