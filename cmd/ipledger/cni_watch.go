@@ -16,18 +16,23 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newCNIIPAMCmd: ipledger cni-ipam show|watch --owner-type T --owner-id ID.
+// newCNIIPAMCmd: ipledger cni-ipam show|watch OWNER_TYPE OWNER_ID (or
+// --owner-type T --owner-id ID).
 func newCNIIPAMCmd(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "cni-ipam", Short: "The galactic-ipam ipam object of an owner's addresses (docs/cni.md, docs/feed.md)"}
 	var ownerType, ownerID, stateFile string
 	show := &cobra.Command{
-		Use: "show --owner-type T --owner-id ID", Short: "Print the owner's ipam object once", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use: "show OWNER_TYPE OWNER_ID", Short: "Print the owner's ipam object once", Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ot, oid, err := ownerOf(args, ownerType, ownerID)
+			if err != nil {
+				return err
+			}
 			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
-			b, err := ownerIPAM(c, ownerType, ownerID)
+			b, err := ownerIPAM(c, ot, oid)
 			if err != nil {
 				return err
 			}
@@ -36,7 +41,7 @@ func newCNIIPAMCmd(cf *clientFlags) *cobra.Command {
 		},
 	}
 	watch := &cobra.Command{
-		Use:   "watch --owner-type T --owner-id ID [--state-file F]",
+		Use:   "watch OWNER_TYPE OWNER_ID [--state-file F]",
 		Short: "Print the owner's ipam object now and every time its addresses change (one JSON line each)",
 		Long: `watch prints the owner's ipam object, then follows the change feed
 (GET /api/v1/events?after=R&wait=30s) and prints the object again each
@@ -45,8 +50,12 @@ the one printed last. An owner without any address prints
 {"type":"galactic-ipam","addresses":[]}. With --state-file it saves the feed revision it has
 handled and the last object printed after each change, and resumes from
 there after a restart, printing only what changed meanwhile.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ot, oid, err := ownerOf(args, ownerType, ownerID)
+			if err != nil {
+				return err
+			}
 			c, err := cf.client(cmd.OutOrStdout())
 			if err != nil {
 				return err
@@ -54,18 +63,29 @@ there after a restart, printing only what changed meanwhile.`,
 			c.http.Timeout = 90 * time.Second
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return watchIPAM(ctx.Done(), c, ownerType, ownerID, stateFile, c.out)
+			return watchIPAM(ctx.Done(), c, ot, oid, stateFile, c.out)
 		},
 	}
 	for _, sub := range []*cobra.Command{show, watch} {
-		sub.Flags().StringVar(&ownerType, "owner-type", "", "owner type, e.g. endpoint")
-		sub.Flags().StringVar(&ownerID, "owner-id", "", "owner id, e.g. pod-web-1")
-		_ = sub.MarkFlagRequired("owner-type")
-		_ = sub.MarkFlagRequired("owner-id")
+		sub.Flags().StringVar(&ownerType, "owner-type", "", "owner type, e.g. endpoint (instead of OWNER_TYPE OWNER_ID)")
+		sub.Flags().StringVar(&ownerID, "owner-id", "", "owner id, e.g. pod-web-1 (with --owner-type)")
 	}
 	watch.Flags().StringVar(&stateFile, "state-file", "", "file keeping the last handled revision across restarts")
 	cmd.AddCommand(show, watch)
 	return cmd
+}
+
+// ownerOf reads the owner from OWNER_TYPE OWNER_ID, as `ipledger owner`
+// takes it, or from --owner-type and --owner-id, which scripts written
+// before keep using.
+func ownerOf(args []string, ownerType, ownerID string) (string, string, error) {
+	switch {
+	case len(args) == 2 && ownerType == "" && ownerID == "":
+		return args[0], args[1], nil
+	case len(args) == 0 && ownerType != "" && ownerID != "":
+		return ownerType, ownerID, nil
+	}
+	return "", "", fmt.Errorf("name the owner as OWNER_TYPE OWNER_ID, or with both --owner-type and --owner-id (not both ways)")
 }
 
 func ownerIPAM(c *client, ownerType, ownerID string) ([]byte, error) {

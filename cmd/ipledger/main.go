@@ -46,7 +46,7 @@ func newRootCmd() *cobra.Command {
 		newBackupCmd(), newRestoreCmd(cf), newCheckCmd(cf),
 		newPoolCmd(cf), newEventsCmd(cf), newAddressCmd(cf),
 		newExpectedMachineCmd(cf), newMachineCmd(cf), newBindingCmd(cf),
-		newWebhookCmd(cf), newCNIIPAMCmd(cf), newVersionCmd(),
+		newWebhookCmd(cf), newOwnerCmd(cf), newCNIIPAMCmd(cf), newVersionCmd(),
 	)
 	return root
 }
