@@ -38,12 +38,12 @@ type LedgerNetworkAttachmentSpec struct {
 
 	// CNI is the main plugin's configuration, a JSON object such as
 	// {"cniVersion": "1.0.0", "type": "macvlan", "master": "eth1"}. Its
-	// "ipam" key is written by ipledger.
+	// "ipam" key is written by ipledger. The API server checks only that
+	// it is an object; its controller checks the rest.
 	//
 	// +required
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:XValidation:rule="has(self.type) && type(self.type) == string && self.type != ''",message="cni.type must name the CNI plugin"
 	CNI apiextensionsv1.JSON `json:"cni"`
 }
 
