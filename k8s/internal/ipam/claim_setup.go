@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +58,22 @@ func SetupClaimController(mgr ctrl.Manager, r *ClaimReconciler, w *feed.Watcher,
 		}
 		return out
 	}
+	// lost lists the claims matching opts whose value was lost
+	// (AllocationFailed).
+	lost := func(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+		var l ipamv1.IPAddressClaimList
+		if err := c.List(ctx, &l, opts...); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range l.Items {
+			cond := meta.FindStatusCondition(l.Items[i].Status.Conditions, ipamv1.IPAddressClaimReadyCondition)
+			if cond != nil && cond.Reason == ipamv1.IPAddressClaimReadyAllocationFailedReason {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&l.Items[i])})
+			}
+		}
+		return out
+	}
 	all := func(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 		var l ipamv1.IPAddressClaimList
 		if err := c.List(ctx, &l, opts...); err != nil {
@@ -83,6 +100,10 @@ func SetupClaimController(mgr ctrl.Manager, r *ClaimReconciler, w *feed.Watcher,
 		}
 		if ev.Pool != "" && freeingActions[ev.Action] {
 			out = append(out, waiting(ctx, client.MatchingFields{indexLedgerPool: ev.Pool})...)
+		} else if ev.Pool != "" && strings.HasPrefix(ev.Action, "allocation.") {
+			// A claim whose value was released by hand says who holds
+			// the value now.
+			out = append(out, lost(ctx, client.MatchingFields{indexLedgerPool: ev.Pool})...)
 		}
 		return out
 	})
