@@ -8,8 +8,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 //go:generate go tool controller-gen object paths=./... crd:maxDescLen=400 output:crd:artifacts:config=../../config/crd/bases
@@ -19,11 +20,19 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "ipam.ipledger.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the kinds with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the kinds of this group to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&LedgerIPPool{}, &LedgerIPPoolList{}, &GlobalLedgerIPPool{}, &GlobalLedgerIPPoolList{},
+		&LedgerNetworkAttachment{}, &LedgerNetworkAttachmentList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
 
 // Kind names, as a claim's spec.poolRef.kind carries them.
 const (

@@ -98,7 +98,3 @@ type LedgerNetworkAttachmentList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LedgerNetworkAttachment `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&LedgerNetworkAttachment{}, &LedgerNetworkAttachmentList{})
-}

@@ -129,7 +129,3 @@ type GlobalLedgerIPPoolList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []GlobalLedgerIPPool `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&LedgerIPPool{}, &LedgerIPPoolList{}, &GlobalLedgerIPPool{}, &GlobalLedgerIPPoolList{})
-}

@@ -148,7 +148,10 @@ func (l *Ledger) start(t testing.TB, bin string) {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil && !strings.Contains(err.Error(), "signal") {
+				t.Logf("ipledger serve: %v", err)
+			}
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 			t.Errorf("ipledger ignored SIGTERM for 30 s")
