@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ipledger/ipledger/k8s/internal/app"
+	"github.com/ipledger/ipledger/k8s/internal/ipam"
 	"github.com/ipledger/ipledger/k8s/internal/ledger"
 )
 
@@ -73,6 +74,9 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	}
 	if f.clusterName == "" {
 		return nil, errors.New("--cluster-name is required: it names this cluster in ipledger's owner ids")
+	}
+	if err := ipam.ValidateClusterName(f.clusterName); err != nil {
+		return nil, err
 	}
 	if f.url == "" {
 		return nil, errors.New("--ipledger-url (or IPLEDGER_URL) is required")
