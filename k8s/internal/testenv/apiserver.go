@@ -27,6 +27,7 @@ import (
 
 // Env is the API server shared by a test binary's tests.
 type Env struct {
+	env        *envtest.Environment
 	Config     *rest.Config
 	Client     client.Client
 	KubeConfig []byte
@@ -141,7 +142,7 @@ func start() error {
 		_ = env.Stop()
 		return err
 	}
-	shared = &Env{Config: cfg, Client: c, KubeConfig: env.KubeConfig}
+	shared = &Env{env: env, Config: cfg, Client: c, KubeConfig: env.KubeConfig}
 	sharedStop = env.Stop
 	return nil
 }
@@ -164,4 +165,17 @@ func absent(t testing.TB, format string, args ...any) {
 		t.Fatalf("required under CI=true: "+format, args...)
 	}
 	t.Skipf(format, args...)
+}
+
+// UserConfig returns a client configuration of a new user name of the API
+// server (a client certificate), with no permission until RBAC grants one.
+func (e *Env) UserConfig(t testing.TB, name string) *rest.Config {
+	t.Helper()
+	u, err := e.env.AddUser(envtest.User{Name: name}, e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := u.Config()
+	cfg.QPS, cfg.Burst = 500, 1000
+	return cfg
 }

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 
 	"github.com/ipledger/ipledger/k8s/internal/app"
 	"github.com/ipledger/ipledger/k8s/internal/ledger"
@@ -63,6 +64,11 @@ type ManagerOptions struct {
 	// (label "test" = GlobalLabel).
 	GlobalLabel string
 	SyncPeriod  time.Duration
+	// Rest is the manager's client configuration (default: the admin's).
+	Rest *rest.Config
+	// LeaderElect elects the manager through a Lease in the first of
+	// Namespaces.
+	LeaderElect bool
 }
 
 // StartManager runs the manager in this process against the shared API
@@ -72,8 +78,13 @@ func (e *Env) StartManager(t testing.TB, l *Ledger, o ManagerOptions) (stop func
 	t.Helper()
 	logs := &logBuffer{}
 	log := funcr.NewJSON(func(obj string) { logs.write(obj) }, funcr.Options{})
+	rc := e.Config
+	if o.Rest != nil {
+		rc = o.Rest
+	}
 	opts := app.Options{
-		Rest:        e.Config,
+		Rest:        rc,
+		LeaderElect: o.LeaderElect, LeaderElectionNamespace: o.Namespaces[0],
 		Ledger:      ledger.Config{URL: l.URL, Token: l.OperatorTok},
 		ClusterName: o.Cluster, MetricsAddr: "0", ProbeAddr: "0",
 		SyncPeriod: o.SyncPeriod, Namespaces: o.Namespaces, Logger: log,
