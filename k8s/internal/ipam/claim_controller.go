@@ -58,9 +58,17 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if why != "" {
 		return reconcile.Result{}, r.setReady(ctx, claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, why)
 	}
-	owner, ledgerPool, err := r.adopt(ctx, claim, pool)
+	owner, ledgerPool, fresh, err := r.adopt(ctx, claim, pool)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if !fresh && claim.Status.AddressRef.Name == "" {
+		// The cache may not show yet that the claim was given an
+		// address; whether it was decides between looking its value up
+		// and allocating one, so ask the API server.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, claim); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 
 	alloc, reason, msg, err := r.value(ctx, claim, ledgerPool, owner)
@@ -129,12 +137,13 @@ func (r *ClaimReconciler) pool(ctx context.Context, claim *ipamv1.IPAddressClaim
 
 // adopt puts the finalizer and the ipledger pool and owner id annotations
 // on the claim, in one write before anything is allocated, and returns
-// the owner and the ipledger pool. Once written, the annotations are what
+// the owner, the ipledger pool and whether claim was just written (and so
+// is fresh from the API server). Once written, the annotations are what
 // the claim is known by in ipledger.
-func (r *ClaimReconciler) adopt(ctx context.Context, claim *ipamv1.IPAddressClaim, pool v1alpha1.PoolObject) (ledger.Owner, string, error) {
+func (r *ClaimReconciler) adopt(ctx context.Context, claim *ipamv1.IPAddressClaim, pool v1alpha1.PoolObject) (ledger.Owner, string, bool, error) {
 	id, lp := claim.Annotations[OwnerIDAnnotation], claim.Annotations[PoolAnnotation]
 	if id != "" && lp != "" && controllerutil.ContainsFinalizer(claim, Finalizer) {
-		return ledger.Owner{Type: OwnerType, ID: id}, lp, nil
+		return ledger.Owner{Type: OwnerType, ID: id}, lp, false, nil
 	}
 	before := claim.DeepCopy()
 	if id == "" {
@@ -149,9 +158,9 @@ func (r *ClaimReconciler) adopt(ctx context.Context, claim *ipamv1.IPAddressClai
 	claim.Annotations[OwnerIDAnnotation], claim.Annotations[PoolAnnotation] = id, lp
 	controllerutil.AddFinalizer(claim, Finalizer)
 	if err := r.Client.Patch(ctx, claim, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ledger.Owner{}, "", err
+		return ledger.Owner{}, "", false, err
 	}
-	return ledger.Owner{Type: OwnerType, ID: id}, lp, nil
+	return ledger.Owner{Type: OwnerType, ID: id}, lp, true, nil
 }
 
 // value returns the claim's value in ipledger. A claim that never had an
