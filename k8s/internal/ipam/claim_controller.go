@@ -215,17 +215,21 @@ func (r *ClaimReconciler) lostMessage(ctx context.Context, claim *ipamv1.IPAddre
 		return fmt.Sprintf("ipledger pool %q no longer holds a value for %s: it was released there; delete the claim, or allocate its value to that owner again in ipledger", pool, owner)
 	}
 	value := ip.Spec.Address
-	if h, err := r.Ledger.Holder(ctx, pool, value); err == nil && h == nil {
+	h, err := r.Ledger.Holder(ctx, pool, value)
+	if err == nil && h == nil {
 		// An ipv6prefix pool keys its values by CIDR.
-		h, _ = r.Ledger.Holder(ctx, pool, fmt.Sprintf("%s/%d", value, ptr.Deref(ip.Spec.Prefix, 128)))
-		if h == nil {
-			return fmt.Sprintf("%s was released in ipledger pool %q and is free there; the claim's IPAddress still says %s: delete the claim, or allocate %s to %s again in ipledger", value, pool, value, value, owner)
-		}
-		return fmt.Sprintf("%s was released in ipledger pool %q and is now held by %s/%s: delete the claim", value, pool, h.OwnerType, h.OwnerID)
-	} else if err == nil {
+		h, err = r.Ledger.Holder(ctx, pool, fmt.Sprintf("%s/%d", value, ptr.Deref(ip.Spec.Prefix, 128)))
+	}
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s was released in ipledger pool %q: delete the claim, or allocate %s to %s again in ipledger", value, pool, value, owner)
+	case h == nil:
+		return fmt.Sprintf("%s was released in ipledger pool %q and is free there; the claim's IPAddress still says %s: delete the claim, or allocate %s to %s again in ipledger", value, pool, value, value, owner)
+	case h.OwnerType == "":
+		return fmt.Sprintf("%s was released in ipledger pool %q and is %s there: delete the claim", value, pool, h.State)
+	default:
 		return fmt.Sprintf("%s was released in ipledger pool %q and is now held by %s/%s: delete the claim", value, pool, h.OwnerType, h.OwnerID)
 	}
-	return fmt.Sprintf("%s was released in ipledger pool %q: delete the claim, or allocate %s to %s again in ipledger", value, pool, value, owner)
 }
 
 // addressOf splits an ipledger value into the IPAddress's address and
