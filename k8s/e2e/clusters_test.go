@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -159,6 +162,9 @@ func TestManagerKilledMidReconcile(t *testing.T) {
 				t.Fatalf("every claim was Ready before the kill: nothing was cut mid-way")
 			}
 
+			// The restarted one serves its probes and metrics.
+			probe, metrics := freeAddr(t), freeAddr(t)
+			args = append(args, "--health-probe-bind-address", probe, "--metrics-bind-address", metrics)
 			p2 := testenv.StartManagerBinary(t, f.l, args...)
 			values := map[string]string{}
 			for i := range n {
@@ -178,6 +184,23 @@ func TestManagerKilledMidReconcile(t *testing.T) {
 					t.Fatalf("%s: IPAddress of %s, held in ipledger by %v", addr, name, h)
 				}
 			}
+			for _, u := range []string{"http://" + probe + "/healthz", "http://" + probe + "/readyz", "http://" + metrics + "/metrics"} {
+				testenv.Eventually(t, wait, func() error {
+					resp, err := http.Get(u)
+					if err != nil {
+						return err
+					}
+					defer resp.Body.Close()
+					b, _ := io.ReadAll(resp.Body)
+					if resp.StatusCode != http.StatusOK {
+						return fmt.Errorf("%s: %d %s", u, resp.StatusCode, b)
+					}
+					if strings.HasSuffix(u, "/metrics") && !strings.Contains(string(b), `controller_runtime_reconcile_total{controller="ipaddressclaim"`) {
+						return fmt.Errorf("%s has no reconcile counter of the claim controller", u)
+					}
+					return nil
+				})
+			}
 			if !p2.LogContains(`"msg":"Successfully acquired lease"`) {
 				t.Fatalf("the restarted manager did not log taking the Lease:\n%s", p2.Log())
 			}
@@ -193,4 +216,15 @@ func TestManagerKilledMidReconcile(t *testing.T) {
 			})
 		})
 	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

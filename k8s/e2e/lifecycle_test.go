@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -199,6 +200,7 @@ func TestExhaustedPoolFrees(t *testing.T) {
 			if !strings.Contains(cond.Message, "tiny") {
 				t.Fatalf("PoolExhausted message %q does not name the pool", cond.Message)
 			}
+			f.event("c", ipamv1.IPAddressClaimReadyPoolExhaustedReason, "tiny")
 			f.claim("d", ref, "")
 			f.condition("d", metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolExhaustedReason)
 
@@ -241,6 +243,24 @@ func TestExhaustedPoolFrees(t *testing.T) {
 	}
 }
 
+// event waits for a Kubernetes event of reason about the claim whose note
+// holds text.
+func (f *fixture) event(claim, reason, text string) {
+	f.t.Helper()
+	testenv.Eventually(f.t, wait, func() error {
+		var l eventsv1.EventList
+		if err := f.c.List(ctx, &l, client.InNamespace(f.ns)); err != nil {
+			return err
+		}
+		for _, e := range l.Items {
+			if e.Regarding.Kind == "IPAddressClaim" && e.Regarding.Name == claim && e.Reason == reason && strings.Contains(e.Note, text) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event of claim %s with %q among %d events", reason, claim, text, len(l.Items))
+	})
+}
+
 func readyOf(c *ipamv1.IPAddressClaim) bool {
 	for _, cond := range c.Status.Conditions {
 		if cond.Type == ipamv1.IPAddressClaimReadyCondition {
@@ -281,6 +301,8 @@ func TestValueReleasedByHand(t *testing.T) {
 			if h := f.holders("nodes"); len(h) != 0 {
 				t.Fatalf("the manager took a value again behind the operator: %v", h)
 			}
+			f.event("a", "Allocated", ip.Spec.Address)
+			f.event("a", "AddressReleased", ip.Spec.Address)
 
 			// Reassigned by hand: the message names the new holder.
 			f.l.MustCall(t, http.StatusCreated, http.MethodPost, "/api/v1/pools/nodes/allocations",
