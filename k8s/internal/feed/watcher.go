@@ -53,10 +53,10 @@ func (w *Watcher) Revision() int64 {
 }
 
 // Source is a controller source that enqueues what mapFn makes of each
-// event. When the watcher first reaches ipledger it calls mapFn with
-// resync set (and an empty event) for subscribers that started before,
-// so that whatever they reconciled before the feed's head was known is
-// looked at again.
+// event. When the watcher first reaches ipledger, and again when it
+// reaches it after failing to, it calls mapFn with resync set (and an
+// empty event), so that whatever was reconciled before the feed's head
+// was known, or failed while ipledger was away, is looked at again.
 func (w *Watcher) Source(mapFn func(ctx context.Context, resync bool, ev ledger.Event) []reconcile.Request) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		w.mu.Lock()
@@ -108,12 +108,14 @@ func (w *Watcher) Start(ctx context.Context) error {
 		}
 	}
 	backoff.reset()
+	failing := false
 	for ctx.Err() == nil {
 		evs, next, err := w.r.Events(ctx, after, Poll)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
+			failing = true
 			w.log.Error(err, "reading the change feed; retrying", "after", after, "in", backoff.peek())
 			if !backoff.wait(ctx) {
 				return nil
@@ -121,6 +123,13 @@ func (w *Watcher) Start(ctx context.Context) error {
 			continue
 		}
 		backoff.reset()
+		if failing {
+			// ipledger is back: whatever failed while it was away is
+			// tried again now, not after its growing retry backoff.
+			failing = false
+			w.log.Info("ipledger's change feed is back", "after", after)
+			w.publish(true, ledger.Event{})
+		}
 		for _, ev := range evs {
 			w.publish(false, ev)
 		}

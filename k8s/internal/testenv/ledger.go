@@ -32,6 +32,7 @@ type Ledger struct {
 	OperatorTok string // an operator-role token, as the manager holds
 
 	cmd    *exec.Cmd
+	exited chan struct{}
 	mu     sync.Mutex
 	stderr bytes.Buffer
 }
@@ -115,9 +116,30 @@ func StartLedger(t testing.TB, db string) *Ledger {
 	return l
 }
 
+// Stop stops the server (SIGTERM) and waits for it.
+func (l *Ledger) Stop(t testing.TB) {
+	t.Helper()
+	_ = l.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-l.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("ipledger ignored SIGTERM for a minute")
+	}
+}
+
+// Restart starts the server again on the same address and database.
+func (l *Ledger) Restart(t testing.TB) {
+	t.Helper()
+	l.start(t, LedgerBinary(t))
+}
+
 func (l *Ledger) start(t testing.TB, bin string) {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--database", l.Database)
+	listen := "127.0.0.1:0"
+	if l.URL != "" {
+		listen = strings.TrimPrefix(l.URL, "http://")
+	}
+	cmd := exec.Command(bin, "serve", "--listen", listen, "--database", l.Database)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), "IPLEDGER_ADMIN_TOKEN="+l.AdminToken, "IPLEDGER_DB_MAX_CONNS=8")
 	errPipe, err := cmd.StderrPipe()
@@ -129,8 +151,12 @@ func (l *Ledger) start(t testing.TB, bin string) {
 		t.Fatal(err)
 	}
 	l.cmd = cmd
+	exited := make(chan struct{})
+	l.exited = exited
 	addr := make(chan string, 1)
 	go func() {
+		defer close(exited)
+		defer func() { _ = cmd.Wait() }()
 		sc := bufio.NewScanner(errPipe)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -145,13 +171,8 @@ func (l *Ledger) start(t testing.TB, bin string) {
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
 		select {
-		case err := <-done:
-			if err != nil && !strings.Contains(err.Error(), "signal") {
-				t.Logf("ipledger serve: %v", err)
-			}
+		case <-exited:
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 			t.Errorf("ipledger ignored SIGTERM for 30 s")
@@ -160,6 +181,8 @@ func (l *Ledger) start(t testing.TB, bin string) {
 	select {
 	case a := <-addr:
 		l.URL = "http://" + a
+	case <-exited:
+		t.Fatalf("ipledger serve exited at start:\n%s", l.Log())
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("ipledger serve did not come up in 2 minutes:\n%s", l.Log())
 	}
