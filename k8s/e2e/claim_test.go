@@ -167,13 +167,17 @@ func TestIPAddressDeletedUnderLiveClaim(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "edge-" + f.ns, Labels: map[string]string{"test": f.ns}},
 				Spec:       v1alpha1.LedgerIPPoolSpec{Pool: "edge", Prefix: ptrTo[int32](64)},
 			}
+			// Claims made before their pool wait for it, and for its
+			// status: the ipledger pool's own gateway fills the
+			// IPAddress's.
+			f.claim("m-0", poolRef(v1alpha1.GlobalLedgerIPPoolKind, gp.Name), "")
+			f.claim("m-1", poolRef(v1alpha1.GlobalLedgerIPPoolKind, gp.Name), "")
+			f.condition("m-1", metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
 			if err := f.c.Create(ctx, gp); err != nil {
 				t.Fatal(err)
 			}
-			f.claim("m-0", poolRef(v1alpha1.GlobalLedgerIPPoolKind, gp.Name), "")
-			f.claim("m-1", poolRef(v1alpha1.GlobalLedgerIPPoolKind, gp.Name), "")
+			checkIPAddress(t, f.ready("m-0"), f.get("m-0"), gp.UID, 64, "fd00:40::1", "")
 			first := f.ready("m-1")
-			// The ipledger pool's own gateway fills the IPAddress's.
 			checkIPAddress(t, first, f.get("m-1"), gp.UID, 64, "fd00:40::1", "")
 			if err := f.c.Delete(ctx, first); err != nil {
 				t.Fatal(err)

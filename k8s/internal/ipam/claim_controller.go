@@ -52,11 +52,13 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	}
 
 	pool, why, err := r.pool(ctx, claim)
-	if err != nil {
+	switch {
+	case err != nil:
 		return reconcile.Result{}, err
-	}
-	if why != "" {
+	case why != "":
 		return reconcile.Result{}, r.setReady(ctx, claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, why)
+	case pool == nil:
+		return reconcile.Result{}, nil
 	}
 	owner, ledgerPool, fresh, err := r.adopt(ctx, claim, pool)
 	if err != nil {
@@ -115,7 +117,8 @@ func (r *ClaimReconciler) paused(ctx context.Context, claim *ipamv1.IPAddressCla
 	return ann || ptr.Deref(cl.Spec.Paused, false), nil
 }
 
-// pool returns the claim's pool object, or why it cannot be used yet.
+// pool returns the claim's Ready pool object, or why it cannot be used,
+// or neither while the pool's status is not written yet.
 func (r *ClaimReconciler) pool(ctx context.Context, claim *ipamv1.IPAddressClaim) (v1alpha1.PoolObject, string, error) {
 	ref := claim.Spec.PoolRef
 	var obj v1alpha1.PoolObject = &v1alpha1.LedgerIPPool{}
@@ -129,7 +132,13 @@ func (r *ClaimReconciler) pool(ctx context.Context, claim *ipamv1.IPAddressClaim
 		}
 		return nil, "", err
 	}
-	if c := meta.FindStatusCondition(obj.PoolStatus().Conditions, v1alpha1.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse {
+	c := meta.FindStatusCondition(obj.PoolStatus().Conditions, v1alpha1.ReadyCondition)
+	switch {
+	case c == nil || c.ObservedGeneration != obj.GetGeneration():
+		// Its status (ipledger's type and gateway) is not written for
+		// this spec yet; the pool's Ready change brings the claim back.
+		return nil, "", nil
+	case c.Status != metav1.ConditionTrue:
 		return nil, fmt.Sprintf("%s %s is not ready: %s", ref.Kind, key, c.Message), nil
 	}
 	return obj, "", nil

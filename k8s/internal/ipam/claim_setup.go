@@ -117,6 +117,7 @@ func SetupClaimController(mgr ctrl.Manager, r *ClaimReconciler, w *feed.Watcher,
 	readyChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		a, b := e.ObjectOld.(v1alpha1.PoolObject), e.ObjectNew.(v1alpha1.PoolObject)
 		return readyOf(a.PoolStatus().Conditions) != readyOf(b.PoolStatus().Conditions) ||
+			a.PoolStatus().ObservedGeneration != b.PoolStatus().ObservedGeneration ||
 			a.PoolStatus().Gateway != b.PoolStatus().Gateway
 	}}
 	clusterToClaims := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
