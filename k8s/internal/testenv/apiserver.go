@@ -34,6 +34,10 @@ type Env struct {
 }
 
 var (
+	// tempDirs hold the binaries built for this test binary, removed when
+	// its tests end.
+	tempDirs []string
+
 	shared     *Env
 	unusable   string // why there is no API server
 	sharedStop func() error
@@ -98,6 +102,9 @@ func Main(m *testing.M) int {
 		unusable = err.Error()
 	}
 	code := m.Run()
+	for _, d := range tempDirs {
+		_ = os.RemoveAll(d)
+	}
 	if sharedStop != nil {
 		if err := sharedStop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the API server:", err)

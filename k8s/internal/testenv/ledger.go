@@ -49,6 +49,7 @@ func LedgerBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "ipledger-k8s-test-")
+		tempDirs = append(tempDirs, dir)
 		if err != nil {
 			buildErr = err
 			return

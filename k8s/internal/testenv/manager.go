@@ -133,6 +133,7 @@ func ManagerBinary(t testing.TB) string {
 	t.Helper()
 	mgrBuildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "ipledger-k8s-bin-")
+		tempDirs = append(tempDirs, dir)
 		if err != nil {
 			mgrBuildErr = err
 			return
