@@ -137,10 +137,16 @@ func (s *Service) Session(ctx context.Context, id string, ttl, renewEvery time.D
 			return t.Exec(`UPDATE console_sessions SET expires_at = ?, last_seen_at = ? WHERE id = ? AND expires_at < ?`,
 				exp.Unix(), now.Unix(), h, exp.Unix()).Error
 		})
-		if err != nil {
+		switch {
+		case unavailable(err):
+			// The session is valid as it stands: a database that cannot
+			// store the renewal (its storage full) keeps serving its
+			// reads; a later request renews it.
+		case err != nil:
 			return nil, err
+		default:
+			cs.Expires, cs.Renewed = time.Unix(exp.Unix(), 0), true
 		}
-		cs.Expires, cs.Renewed = time.Unix(exp.Unix(), 0), true
 	}
 	return cs, nil
 }
@@ -151,4 +157,10 @@ func (s *Service) DeleteSession(ctx context.Context, id string) error {
 	return s.write(ctx, func(t *txn.Tx) error {
 		return t.Exec(`DELETE FROM console_sessions WHERE id = ?`, tokenSessionHash(id)).Error
 	})
+}
+
+// unavailable reports a 503: the database could not do it now.
+func unavailable(err error) bool {
+	e, ok := fault.AsError(err)
+	return ok && e.Code == fault.CodeUnavailable
 }

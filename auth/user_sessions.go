@@ -151,9 +151,11 @@ func (p *People) Lookup(ctx context.Context, id string) (*PersonSession, error) 
 	r := rows[0]
 	if now.Unix()-r.LastSeenAt >= int64(seenEvery/time.Second) {
 		// Not audited and nothing for the feed: a plain statement.
+		// A database that cannot store it now (its storage full) leaves
+		// the session as valid as it was: a later request writes it.
 		if err := p.Service.read(ctx, func(db *gorm.DB) error {
 			return db.Exec(`UPDATE user_sessions SET last_seen_at = ? WHERE id = ?`, now.Unix(), h).Error
-		}); err != nil {
+		}); err != nil && !unavailable(err) {
 			return nil, err
 		}
 	}

@@ -55,20 +55,23 @@ func IsRetryable(err error) bool {
 }
 
 // IsUnavailable reports that the database cannot be reached (refused or
-// reset connection, server shutting down): the API answers 503.
+// reset connection, server shutting down), lacks the resources to run the
+// statement, or cannot store a write (IsStorageFull): the API answers 503.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if IsFailover(err) {
+	if IsFailover(err) || IsStorageFull(err) {
 		return true // 25006 included: a server that turned read-only
 	}
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
 		// 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect
 		// now, 08xxx connection, 57014 statement cancelled (the request's
-		// deadline passed while the query ran).
-		return strings.HasPrefix(pg.Code, "57P") || strings.HasPrefix(pg.Code, "08") || pg.Code == "57014"
+		// deadline passed while the query ran), 53xxx insufficient
+		// resources (out of memory, too many connections, disk full).
+		return strings.HasPrefix(pg.Code, "57P") || strings.HasPrefix(pg.Code, "08") || pg.Code == "57014" ||
+			strings.HasPrefix(pg.Code, "53")
 	}
 	// A connection that broke mid-transaction (the driver closes it when a
 	// request's deadline cancels a query, or the server went away): the

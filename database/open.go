@@ -132,6 +132,9 @@ func openTarget(t Target, o OpenOptions) (*gorm.DB, models.Dialect, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("open %s database: %w", t.Dialect, err)
 	}
+	if err := db.Use(&StorageWatch{interval: StorageProbeInterval}); err != nil {
+		return nil, "", err
+	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, "", err

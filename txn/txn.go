@@ -120,6 +120,11 @@ func Write(ctx context.Context, db *gorm.DB, opts WriteOptions, fn func(t *Tx) e
 			case <-time.After(min(25*time.Millisecond<<(failovers-1), 400*time.Millisecond)):
 			}
 		default:
+			if database.IsStorageFull(err) {
+				// Readiness, the metric and the log line follow the storage
+				// (docs/operations.md "A full disk").
+				database.StorageWatchOf(db).Refused(err)
+			}
 			return MapCtxError(ctx, err)
 		}
 	}
@@ -160,6 +165,11 @@ func MapDBError(err error) error {
 	}
 	if database.IsConstraintViolation(err) {
 		return fault.Errf(fault.CodeConflict, "", "the change collides with stored state (%s)", constraintText(err))
+	}
+	if database.IsStorageFull(err) {
+		// Logged once when the storage fills (database.StorageWatch), not
+		// per request.
+		return fault.Errf(fault.CodeUnavailable, "", "the database cannot store the change: its storage is full or failing; nothing was written, retry once space is freed")
 	}
 	if database.IsUnavailable(err) {
 		// The driver's text names the database's user, host and port: it

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
@@ -136,7 +137,7 @@ func (s *Server) grpcAuth(roles map[string]auth.Role) connect.UnaryInterceptorFu
 }
 
 // healthChecker answers grpc.health.v1.Health like /readyz: SERVING while
-// the database answers. The overall server ("") and forge.Forge are
+// the database answers and its storage takes writes. The overall server ("") and forge.Forge are
 // known services.
 type healthChecker struct{ s *Server }
 
@@ -148,7 +149,7 @@ func (h *healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest)
 	if err == nil {
 		err = db.PingContext(ctx)
 	}
-	if err != nil {
+	if full, _ := database.StorageWatchOf(h.s.db).Full(); err != nil || full {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil

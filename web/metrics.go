@@ -9,9 +9,11 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/buildinfo"
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/feed"
 	"github.com/ipledger/ipledger/webhook"
 )
@@ -77,9 +79,9 @@ func (m *Metrics) AllocatorOptions(o allocator.Options) allocator.Options {
 }
 
 // watch adds the per-pool gauges read from a at each scrape, a's fast-path
-// counters, and the
+// counters, whether db's storage takes writes, and the
 // change feed's and webhooks' metrics (metrics_feed.go).
-func (m *metrics) watch(a *allocator.Allocator, fd *feed.Feed, wh *webhook.Service) {
+func (m *metrics) watch(a *allocator.Allocator, db *gorm.DB, fd *feed.Feed, wh *webhook.Service) {
 	guessHits := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "ipledger_allocation_batch_guess_hits_total",
 		Help: "Batches of automatic allocations committed in one round trip on the leader's guess of the free values (PostgreSQL).",
@@ -93,7 +95,28 @@ func (m *metrics) watch(a *allocator.Allocator, fd *feed.Feed, wh *webhook.Servi
 		Help: "Guessed batches committed in one transaction with other pools' batches (PostgreSQL).",
 	}, func() float64 { return float64(a.SharedGroupCommits()) })
 	m.reg.MustRegister(&poolCollector{a: a}, guessHits, guessMisses, grouped)
+	registerStorageMetrics(m.reg, database.StorageWatchOf(db))
 	registerFeedMetrics(m.reg, fd, wh)
+}
+
+// registerStorageMetrics exports whether the database's storage takes
+// writes (docs/operations.md "A full disk"): the IpledgerStorageFull
+// alert reads them.
+func registerStorageMetrics(reg prometheus.Registerer, w *database.StorageWatch) {
+	full := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ipledger_storage_full",
+		Help: "1 while the database's storage refuses writes (disk full or failing: every write is answered 503 and /readyz is not ready), else 0.",
+	}, func() float64 {
+		if f, _ := w.Full(); f {
+			return 1
+		}
+		return 0
+	})
+	refused := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ipledger_storage_refused_writes_total",
+		Help: "Write transactions the database refused for lack of space (or a failing disk), each answered 503.",
+	}, func() float64 { return float64(w.RefusedWrites()) })
+	reg.MustRegister(full, refused)
 }
 
 // Count is the allocator's OnChange hook.

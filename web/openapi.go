@@ -73,7 +73,7 @@ var errorText = map[int]string{
 	412: "stale_version: If-Match names a version that is no longer current",
 	413: "the body is over the size limit",
 	422: "invalid: a field or query parameter is malformed; `field` names it",
-	503: "unavailable: the database cannot be reached (also while PostgreSQL fails over) or the request's 30 s deadline passed; retry after the Retry-After header's seconds, with backoff",
+	503: "unavailable: the database cannot be reached (also while PostgreSQL fails over), cannot store the change (its storage is full) or the request's 30 s deadline passed; retry after the Retry-After header's seconds, with backoff",
 }
 
 var (

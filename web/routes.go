@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ipledger/ipledger/auth"
+	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/handlers"
 )
@@ -154,6 +155,11 @@ func (s *Server) readyz(c echo.Context) error {
 	if err != nil {
 		s.log.Warn("readiness check failed", "error", err)
 		return fault.Errf(fault.CodeUnavailable, "", "the database is unreachable")
+	}
+	if full, since := database.StorageWatchOf(s.db).Full(); full {
+		// Logged when it began (database.StorageWatch), not at every probe.
+		return fault.Errf(fault.CodeUnavailable, "", "the database's storage has refused writes since %s (full or failing); ready again once a write commits",
+			since.UTC().Format(time.RFC3339))
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -145,7 +145,7 @@ func New(cfg Config) *Server {
 	s.api = &handlers.API{A: cfg.Allocator, Feed: cfg.Feed, Hooks: cfg.Webhooks, AuditLog: s.events, StreamKeepAlive: cfg.StreamKeepAlive}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.metrics = cfg.Metrics
-	s.metrics.watch(cfg.Allocator, cfg.Feed, cfg.Webhooks)
+	s.metrics.watch(cfg.Allocator, cfg.DB, cfg.Feed, cfg.Webhooks)
 	e.HTTPErrorHandler = s.handleError
 	e.IPExtractor = clientIP(cfg.Identity.Proxy)
 	e.Use(sanitizeRequestID)
