@@ -235,7 +235,9 @@ func bootstrapAdmin(ctx context.Context, a *auth.Service, cmd *cobra.Command, to
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "First admin token (shown once; log in to the console or use with --token):\n%s\n", tok)
+	// One line, the token last: `grep 'First admin token'` in a log
+	// (the Helm chart's install notes) finds the token with its name.
+	fmt.Fprintf(cmd.OutOrStdout(), "First admin token (shown once; sign in to the console or use with --token): %s\n", tok)
 	return nil
 }
 

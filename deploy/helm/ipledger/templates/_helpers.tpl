@@ -89,6 +89,33 @@ renders is a pod that starts (not one that crash-loops). */}}
 {{- if and .Values.tls.clientRoles (not .Values.tls.clientCASecret) -}}
 {{- fail "tls.clientRoles needs tls.clientCASecret: roles are given to certificates that CA signed" -}}
 {{- end -}}
+{{- include "ipledger.validatePDB" . -}}
+{{- end -}}
+
+{{/*
+A disruption budget that lets no pod go blocks every node drain (kubectl
+drain waits forever): maxUnavailable 0, or minAvailable reaching
+replicaCount (a percentage rounds up, as Kubernetes rounds it).
+*/}}
+{{- define "ipledger.validatePDB" -}}
+{{- $pdb := .Values.podDisruptionBudget -}}
+{{- $n := int .Values.replicaCount -}}
+{{- if $pdb.enabled -}}
+{{- $min := toString $pdb.minAvailable -}}
+{{- if ne $min "" -}}
+{{- $need := 0 -}}
+{{- if hasSuffix "%" $min -}}
+{{- $need = int (ceil (divf (mulf (atoi (trimSuffix "%" $min)) $n) 100)) -}}
+{{- else -}}
+{{- $need = atoi $min -}}
+{{- end -}}
+{{- if ge $need $n -}}
+{{- fail (printf "podDisruptionBudget.minAvailable %s with replicaCount %d lets no pod be evicted, so every node drain would wait forever: keep it below replicaCount (or set podDisruptionBudget.enabled false)" $min $n) -}}
+{{- end -}}
+{{- else if has (toString $pdb.maxUnavailable) (list "0" "0%") -}}
+{{- fail (printf "podDisruptionBudget.maxUnavailable %v lets no pod be evicted, so every node drain would wait forever: use 1 (the default) or more (or set podDisruptionBudget.enabled false)" $pdb.maxUnavailable) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* One environment variable when its value is set. */}}
