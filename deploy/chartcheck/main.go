@@ -1,15 +1,20 @@
 // Command chartcheck renders a packaged chart as `helm template` would,
 // with its default values and missing keys an error, and checks that it
-// deploys the release's image: scripts/ci-extra.sh runs it on the chart
-// archive scripts/release.sh writes.
+// deploys the release's image: scripts/release-check.sh runs it on the
+// chart archive scripts/release.sh writes. Given the release's OCI
+// layout too, it checks that the layout names its image exactly as the
+// chart pulls it, so an image loaded from the layout (`podman load`,
+// `skopeo copy`) is the one the chart deploys.
 //
-//	cd deploy && go run ./chartcheck ../dist/ipledger-chart-v1.2.0.tgz v1.2.0
+//	cd deploy && go run ./chartcheck ../dist/ipledger-chart-v1.2.0.tgz v1.2.0 [../dist/oci]
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -21,31 +26,58 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: chartcheck CHART.tgz VERSION")
+	if len(os.Args) != 3 && len(os.Args) != 4 {
+		fmt.Fprintln(os.Stderr, "usage: chartcheck CHART.tgz VERSION [OCI-LAYOUT-DIR]")
 		os.Exit(2)
 	}
-	if err := check(os.Args[1], os.Args[2]); err != nil {
+	image, err := check(os.Args[1], os.Args[2])
+	if err == nil && len(os.Args) == 4 {
+		err = checkLayoutName(os.Args[3], image)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "chartcheck %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
 }
 
-func check(archive, version string) error {
-	ch, err := loader.Load(archive)
+// checkLayoutName checks that the OCI layout at dir names its one image
+// image (org.opencontainers.image.ref.name).
+func checkLayoutName(dir, image string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
 	if err != nil {
 		return err
 	}
+	var idx struct {
+		Manifests []struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return fmt.Errorf("%s/index.json: %w", dir, err)
+	}
+	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != image {
+		return fmt.Errorf("%s/index.json names %+v; the chart deploys %s: the loaded image would not be the one the chart pulls", dir, idx.Manifests, image)
+	}
+	fmt.Printf("the OCI layout %s names its image %s, as the chart pulls it\n", dir, image)
+	return nil
+}
+
+// check renders the chart and returns the image its Deployment runs.
+func check(archive, version string) (string, error) {
+	ch, err := loader.Load(archive)
+	if err != nil {
+		return "", err
+	}
 	if ch.Metadata.AppVersion != version {
-		return fmt.Errorf("appVersion %q, want %q", ch.Metadata.AppVersion, version)
+		return "", fmt.Errorf("appVersion %q, want %q", ch.Metadata.AppVersion, version)
 	}
 	vals, err := chartutil.ToRenderValues(ch, nil, chartutil.ReleaseOptions{Name: "site", Namespace: "ipledger", IsInstall: true}, chartutil.DefaultCapabilities)
 	if err != nil {
-		return err
+		return "", err
 	}
 	files, err := engine.Engine{Strict: true}.Render(ch, vals)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var kinds []string
 	image := ""
@@ -59,21 +91,21 @@ func check(archive, version string) error {
 			}
 			var meta struct{ Kind string }
 			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
+				return "", fmt.Errorf("%s: %w", name, err)
 			}
 			kinds = append(kinds, meta.Kind)
 			if meta.Kind == "Deployment" {
 				var d appsv1.Deployment
 				if err := yaml.UnmarshalStrict([]byte(doc), &d); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
+					return "", fmt.Errorf("%s: %w", name, err)
 				}
 				image = d.Spec.Template.Spec.Containers[0].Image
 			}
 		}
 	}
 	if !strings.HasSuffix(image, ":"+version) {
-		return fmt.Errorf("the Deployment runs %q, not the release's image %s", image, version)
+		return "", fmt.Errorf("the Deployment runs %q, not the release's image %s", image, version)
 	}
 	fmt.Printf("chart %s %s (appVersion %s) renders %s; image %s\n", ch.Metadata.Name, ch.Metadata.Version, version, strings.Join(kinds, ", "), image)
-	return nil
+	return image, nil
 }

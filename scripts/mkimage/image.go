@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -30,8 +31,25 @@ const (
 
 type options struct {
 	dist, version, revision, source, caCerts string
-	platforms                                []string
-	created                                  time.Time
+	// name is the image's repository (ghcr.io/ipledger/ipledger, the Helm
+	// chart's image.repository): with the version it names the layout's
+	// image (refName).
+	name      string
+	platforms []string
+	created   time.Time
+}
+
+// refName is the layout's name of the image, a full image reference
+// (org.opencontainers.image.ref.name): `podman load` and `ctr image
+// import` name the loaded image by it, skopeo's oci: transport finds the
+// image by it. An error names a reference a registry would refuse.
+func (o options) refName() (string, error) {
+	ref := o.name + ":" + o.version
+	tag, err := name.NewTag(ref, name.WeakValidation)
+	if err != nil || tag.TagStr() != o.version {
+		return "", fmt.Errorf("--name %q with --version %q: %q is not an image reference (registry/repository:tag): %v", o.name, o.version, ref, err)
+	}
+	return ref, nil
 }
 
 // labels are the OCI annotations of the image config, manifests and

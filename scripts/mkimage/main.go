@@ -11,7 +11,8 @@
 //	    --created 2026-12-01T19:00:00Z --platforms linux/amd64,linux/arm64
 //
 // It reads dist/ipledger-linux-ARCH and dist/galactic-ipam-linux-ARCH and
-// writes dist/oci/ and dist/ipledger-VERSION.oci.tar.
+// writes dist/oci/ and dist/ipledger-VERSION.oci.tar, where the image is
+// named ghcr.io/ipledger/ipledger:VERSION (--name sets the repository).
 package main
 
 import (
@@ -29,6 +30,7 @@ func main() {
 	flag.StringVar(&o.dist, "dist", "dist", "folder holding ipledger-OS-ARCH and galactic-ipam-OS-ARCH; the image is written there")
 	flag.StringVar(&o.version, "version", "", "the release's version (org.opencontainers.image.version)")
 	flag.StringVar(&o.revision, "revision", "", "the git commit (org.opencontainers.image.revision)")
+	flag.StringVar(&o.name, "name", "ghcr.io/ipledger/ipledger", "the image's repository; with the version it names the image in the layout (org.opencontainers.image.ref.name), as `podman load` will call it")
 	flag.StringVar(&o.source, "source", "https://github.com/ipledger/ipledger", "the source repository (org.opencontainers.image.source)")
 	flag.StringVar(&created, "created", "", "build time, RFC 3339 (org.opencontainers.image.created); default now")
 	flag.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "comma-separated OS/ARCH list")
@@ -46,17 +48,21 @@ func main() {
 	if o.version == "" || o.revision == "" {
 		fail(fmt.Errorf("--version and --revision are required"))
 	}
+	ref, err := o.refName()
+	if err != nil {
+		fail(err)
+	}
 	idx, err := build(o)
 	if err != nil {
 		fail(err)
 	}
 	layoutDir := filepath.Join(o.dist, "oci")
 	tarPath := filepath.Join(o.dist, "ipledger-"+o.version+".oci.tar")
-	if err := write(idx, o.version, layoutDir, tarPath, o.created); err != nil {
+	if err := write(idx, ref, layoutDir, tarPath, o.created); err != nil {
 		fail(err)
 	}
 	d, _ := idx.Digest()
-	fmt.Printf("image index %s for %s\n  layout %s\n  archive %s\n", d, platforms, layoutDir, tarPath)
+	fmt.Printf("image %s, index %s for %s\n  layout %s\n  archive %s\n", ref, d, platforms, layoutDir, tarPath)
 }
 
 func fail(err error) {

@@ -33,7 +33,7 @@ func TestImage(t *testing.T) {
 	dist := t.TempDir()
 	o := options{
 		dist: dist, version: "v9.8.7-test", revision: "0123456789abcdef0123456789abcdef01234567",
-		source: "https://github.com/ipledger/ipledger", caCerts: caBundle,
+		source: "https://github.com/ipledger/ipledger", caCerts: caBundle, name: "ghcr.io/ipledger/ipledger",
 		platforms: []string{"linux/amd64"}, created: time.Date(2026, 12, 1, 19, 0, 0, 0, time.UTC),
 	}
 	buildBinaries(t, o, "amd64")
@@ -41,14 +41,18 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ref, err := o.refName()
+	if err != nil {
+		t.Fatal(err)
+	}
 	layoutDir, tarPath := filepath.Join(dist, "oci"), filepath.Join(dist, "image.oci.tar")
-	if err := write(idx, o.version, layoutDir, tarPath, o.created); err != nil {
+	if err := write(idx, ref, layoutDir, tarPath, o.created); err != nil {
 		t.Fatal(err)
 	}
 	// A second build of the same release is the same archive, byte for
 	// byte (reproducible: no file times or modes of the build machine).
 	again := filepath.Join(dist, "again.oci.tar")
-	if err := write(idx, o.version, filepath.Join(dist, "oci-again"), again, o.created); err != nil {
+	if err := write(idx, ref, filepath.Join(dist, "oci-again"), again, o.created); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := mustRead(t, tarPath), mustRead(t, again); !bytes.Equal(a, b) {
@@ -69,7 +73,9 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(topM.Manifests) != 1 || topM.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != o.version || topM.Manifests[0].MediaType != types.OCIImageIndex {
+	// Named by a full image reference, so that `podman load` calls the
+	// image ghcr.io/ipledger/ipledger:v9.8.7-test, not localhost/v9.8.7-test.
+	if len(topM.Manifests) != 1 || topM.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "ghcr.io/ipledger/ipledger:v9.8.7-test" || topM.Manifests[0].MediaType != types.OCIImageIndex {
 		t.Fatalf("index.json %+v", topM.Manifests)
 	}
 	rel, err := top.ImageIndex(topM.Manifests[0].Digest)
@@ -287,4 +293,25 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// The layout names the image by a full reference, repository and tag;
+// a name or version a registry would refuse is refused before anything
+// is written.
+func TestRefName(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, version, want string }{
+		{"ghcr.io/ipledger/ipledger", "v1.2.0", "ghcr.io/ipledger/ipledger:v1.2.0"},
+		{"registry.example:5000/site/ipledger", "ci-9296877a1a9e", "registry.example:5000/site/ipledger:ci-9296877a1a9e"},
+		{"ipledger", "v1.2.0-3-gc702d87-dirty", "ipledger:v1.2.0-3-gc702d87-dirty"},
+		{"ghcr.io/ipledger/ipledger", "v1.2.0+build.5", ""},
+		{"ghcr.io/IPledger/ipledger", "v1.2.0", ""},
+		{"", "v1.2.0", ""},
+		{"ghcr.io/ipledger/ipledger", "", ""},
+	} {
+		got, err := options{name: c.name, version: c.version}.refName()
+		if got != c.want || (err == nil) != (c.want != "") {
+			t.Errorf("name %q version %q: %q, %v; want %q", c.name, c.version, got, err, c.want)
+		}
+	}
 }

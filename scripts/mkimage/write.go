@@ -13,10 +13,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
-// write puts idx into a fresh OCI layout at dir, named by version
-// (org.opencontainers.image.ref.name), and tars that layout into
-// tarPath with every entry dated mtime (the image's creation time).
-func write(idx v1.ImageIndex, version, dir, tarPath string, mtime time.Time) error {
+// write puts idx into a fresh OCI layout at dir, named ref
+// (org.opencontainers.image.ref.name: options.refName), and tars that
+// layout into tarPath with every entry dated mtime (the image's creation
+// time).
+func write(idx v1.ImageIndex, ref, dir, tarPath string, mtime time.Time) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -24,7 +25,7 @@ func write(idx v1.ImageIndex, version, dir, tarPath string, mtime time.Time) err
 	if err != nil {
 		return err
 	}
-	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version})); err != nil {
+	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
 		return err
 	}
 	return tarDir(dir, tarPath, mtime)

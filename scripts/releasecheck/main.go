@@ -8,8 +8,10 @@
 // interpreter or dynamic section (static: nothing to load), whose Go build
 // information (what `go version -m` prints) says CGO_ENABLED=0 and
 // -trimpath, and ipledger must carry the release's version (the binary of
-// this machine's platform is run: `ipledger version`). The OCI layout's index must name the
-// release's index, holding one image for linux/amd64 and one for
+// this machine's platform is run: `ipledger version`, whose --output json
+// is one line). The OCI layout's index must name the release's index by
+// a full image reference (ghcr.io/ipledger/ipledger:VERSION; --name sets
+// the repository), holding one image for linux/amd64 and one for
 // linux/arm64, each with its platform in its config and the release's
 // binaries in its layer; the layout's archive must hold the layout.
 //
@@ -36,6 +38,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -49,6 +52,7 @@ var (
 func main() {
 	dist := flag.String("dist", "dist", "the release folder")
 	version := flag.String("version", "", "the version the release was built as")
+	imageName := flag.String("name", "ghcr.io/ipledger/ipledger", "the image's repository (scripts/mkimage --name)")
 	flag.Parse()
 	if *version == "" {
 		fmt.Fprintln(os.Stderr, "releasecheck: --version is required")
@@ -68,7 +72,7 @@ func main() {
 			digests[name] = sum
 		}
 	}
-	if err := checkImage(*dist, *version, digests); err != nil {
+	if err := checkImage(*dist, *imageName+":"+*version, digests); err != nil {
 		fail("oci: %v", err)
 	}
 	if err := checkArchive(filepath.Join(*dist, "ipledger-"+*version+".oci.tar")); err != nil {
@@ -130,6 +134,10 @@ func checkBinary(path, bin, arch, version string) (string, error) {
 		if err != nil || json.Unmarshal(out, &got) != nil || got.Version != version || got.Commit == "" {
 			return "", fmt.Errorf("`version --output json` says %q (%v), want version %s and a commit", out, err, version)
 		}
+		// One line, as the CLI prints every --output json (README.md, "CLI").
+		if bytes.Count(out, []byte("\n")) != 1 || !bytes.HasSuffix(out, []byte("\n")) {
+			return "", fmt.Errorf("`version --output json` printed %q: want one line", out)
+		}
 	}
 	sum, size, err := sha256File(path)
 	if err != nil {
@@ -140,8 +148,10 @@ func checkBinary(path, bin, arch, version string) (string, error) {
 }
 
 // checkImage reads the OCI layout as a registry client would and checks
-// each platform's image against the binaries in dist.
-func checkImage(dist, version string, digests map[string]string) error {
+// that it names the image ref (a full image reference, as `podman load`
+// names what it loads), and each platform's image against the binaries
+// in dist.
+func checkImage(dist, ref string, digests map[string]string) error {
 	lp, err := layout.FromPath(filepath.Join(dist, "oci"))
 	if err != nil {
 		return err
@@ -155,8 +165,11 @@ func checkImage(dist, version string, digests map[string]string) error {
 		return err
 	}
 	if len(topM.Manifests) != 1 || topM.Manifests[0].MediaType != types.OCIImageIndex ||
-		topM.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != version {
-		return fmt.Errorf("index.json should name one image index, %s: %+v", version, topM.Manifests)
+		topM.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != ref {
+		return fmt.Errorf("index.json should name one image index, %s: %+v", ref, topM.Manifests)
+	}
+	if _, err := name.NewTag(ref, name.WeakValidation); err != nil {
+		return fmt.Errorf("the image is named %q, not an image reference: %w", ref, err)
 	}
 	rel, err := top.ImageIndex(topM.Manifests[0].Digest)
 	if err != nil {
