@@ -176,17 +176,8 @@ func (c *client) get(path string, out any) (printed bool, err error) {
 	return false, json.Unmarshal(raw, out)
 }
 
-// printJSON writes raw JSON indented.
-func (c *client) printJSON(raw []byte) error {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		_, err = c.out.Write(raw)
-		return err
-	}
-	buf.WriteByte('\n')
-	_, err := c.out.Write(buf.Bytes())
-	return err
-}
+// printJSON writes an answer of the API on one line (output.go).
+func (c *client) printJSON(raw []byte) error { return printJSON(c.out, raw) }
 
 // table prints rows aligned for people.
 func (c *client) table(header []string, rows [][]string) {

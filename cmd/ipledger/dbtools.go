@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -188,9 +187,7 @@ func runCheck(ctx context.Context, out io.Writer, url, output string) error {
 		return err
 	}
 	if output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := writeJSON(out, res); err != nil {
 			return err
 		}
 	} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -54,9 +53,7 @@ func newTokenListCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if output, _ := cmd.Flags().GetString("output"); output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"items": toks})
+				return writeJSON(out, map[string]any{"items": toks})
 			}
 			w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tNAME\tROLE\tCREATED\tSESSIONS")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
@@ -25,9 +24,7 @@ func newVersionCmd() *cobra.Command {
 			out := cmd.OutOrStdout()
 			switch output, _ := cmd.Flags().GetString("output"); output {
 			case "json":
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(in)
+				return writeJSON(out, in)
 			case "table":
 				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
 				fmt.Fprintf(w, "version\t%s\ncommit\t%s\nbuilt\t%s\ngo\t%s\n", in.Version, in.Commit, in.Date, in.GoVersion)
