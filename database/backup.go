@@ -21,7 +21,7 @@ import (
 // ErrPostgresBackup is returned by Backup and Restore for PostgreSQL.
 var ErrPostgresBackup = errors.New("a PostgreSQL database is backed up and restored with PostgreSQL's own tools " +
 	"(pg_dump --format=custom and pg_restore, or continuous archiving for point-in-time recovery): " +
-	"see docs/operations.md, \"Backup, restore and check\"; run `ipledger check` on the restored database")
+	"see docs/operations.md \"PostgreSQL: pg_dump, or continuous archiving for point-in-time recovery\"; run `ipledger check` on the restored database")
 
 // Backup writes a consistent copy of the SQLite database behind db to path
 // while other connections and processes keep writing: VACUUM INTO reads
