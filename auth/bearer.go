@@ -2,11 +2,7 @@ package auth
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -24,13 +20,24 @@ func LooksLikeJWT(tok string) bool {
 	return strings.Count(tok, ".") == 2 && strings.HasPrefix(tok, "eyJ")
 }
 
+// SignIns knows the ID tokens ipledger received at console sign-ins
+// (People, signin_tokens.go).
+type SignIns interface {
+	ReceivedAtSignIn(ctx context.Context, raw string) (bool, error)
+}
+
 // VerifyBearer checks a bearer JWT from the issuer: signature against the
 // issuer's JWKS (asymmetric algorithms only, an unknown key id refreshes
 // the set), iss, aud containing the API audience, exp and nbf with Leeway,
-// and that it is not an ID token (idTokenMark). The role comes from the
-// groups claim through the role map; the actor is user:NAME, or
-// service:SUB for a token that names no user.
-func (o *OIDC) VerifyBearer(ctx context.Context, raw string) (*Person, error) {
+// and that it is not an ID token ipledger itself received at a console
+// sign-in (signIns). Nothing else about its shape matters: an issuer's
+// access token may look like an ID token (Dex's carry at_hash), and an ID
+// token a client got for ipledger's audience is its to present. The role
+// comes from the groups claim through the role map; the actor is
+// user:NAME, or service:SUB for a token that names no user. A database
+// that cannot answer whether the token is a sign-in's refuses it with
+// its error (503), never lets it through.
+func (o *OIDC) VerifyBearer(ctx context.Context, raw string, signIns SignIns) (*Person, error) {
 	d, err := o.current()
 	if err != nil {
 		return nil, &InvalidTokenError{"the issuer has not answered discovery, so no JWT can be verified"}
@@ -46,8 +53,12 @@ func (o *OIDC) VerifyBearer(ctx context.Context, raw string) (*Person, error) {
 	if err := checkTimes(claims, o.cfg.Now()); err != nil {
 		return nil, &InvalidTokenError{err.Error()}
 	}
-	if mark := idTokenMark(raw, claims, t.Audience, o.cfg.ClientID); mark != "" {
-		return nil, &InvalidTokenError{"an ID token is not an API credential: " + mark}
+	received, err := signIns.ReceivedAtSignIn(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	if received {
+		return nil, &InvalidTokenError{ReceivedAtSignIn}
 	}
 	groups, _, err := groupsFrom(claims, o.cfg.GroupsClaim)
 	if err != nil {
@@ -79,60 +90,9 @@ func (o *OIDC) VerifyBearer(ctx context.Context, raw string) (*Person, error) {
 	return &Person{Actor: actor, Name: name, Role: role}, nil
 }
 
-// idTokenClaims are claims that OpenID Connect defines for ID tokens
-// only: the hashes that bind an ID token to the access token, code or
-// state issued beside it (OIDC Core 3.1.3.6, 3.3.2.11; FAPI's s_hash).
-// An access token never carries them.
-var idTokenClaims = []string{"at_hash", "c_hash", "s_hash"}
-
-// idTokenMark says why a verified JWT is an ID token, or "" when nothing
-// marks it as one. An ID token says who signed in to a client; it is no
-// credential for an API (OIDC Core 2, RFC 9068), and ipledger's sign-in
-// ID tokens travel where access tokens do not: sign-out puts one in the
-// end-session URL (id_token_hint), so a browser's history or a proxy's
-// log would hold a bearer token that outlives the session. Marks:
-//   - a header typ naming an ID token ("id_token", "id_token+jwt");
-//   - a claim only ID tokens carry (idTokenClaims), or Keycloak's
-//     typ claim "ID";
-//   - a nonce in a token addressed to ipledger's own client id: ipledger
-//     sends a nonce with every sign-in, and the issuer puts it in the ID
-//     token; access tokens of client credentials and token exchange carry
-//     none. With IPLEDGER_OIDC_API_AUDIENCE left at the client id this is
-//     what refuses the sign-in's ID token whatever the issuer.
-func idTokenMark(raw string, claims map[string]any, aud []string, clientID string) string {
-	if typ := headerTyp(raw); typ == "id_token" || typ == "id_token+jwt" {
-		return fmt.Sprintf("its header typ is %q", typ)
-	}
-	for _, c := range idTokenClaims {
-		if _, ok := claims[c]; ok {
-			return "it carries " + c + ", a claim only ID tokens carry"
-		}
-	}
-	if typ, _ := claims["typ"].(string); typ == "ID" {
-		return `its typ claim is "ID"`
-	}
-	if _, ok := claims["nonce"]; ok && slices.Contains(aud, clientID) {
-		return "it carries a nonce and is addressed to ipledger's client id, as the ID token of a sign-in is"
-	}
-	return ""
-}
-
-// headerTyp is the JWS header's typ, lower-case without "application/"
-// (RFC 7515 4.1.9), or "" when it has none. raw has verified already.
-func headerTyp(raw string) string {
-	h, _, _ := strings.Cut(raw, ".")
-	b, err := base64.RawURLEncoding.DecodeString(h)
-	if err != nil {
-		return ""
-	}
-	var hdr struct {
-		Typ string `json:"typ"`
-	}
-	if json.Unmarshal(b, &hdr) != nil {
-		return ""
-	}
-	return strings.TrimPrefix(strings.ToLower(hdr.Typ), "application/")
-}
+// ReceivedAtSignIn is the reason a refused ID token of a console sign-in
+// gives.
+const ReceivedAtSignIn = "this is the ID token of a console sign-in to ipledger, and such a token is never an API credential: use an access token"
 
 // JWKSFetches reports how many times the issuer's key set was fetched
 // (0 before discovery).

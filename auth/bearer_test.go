@@ -19,8 +19,6 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-
-	"github.com/ipledger/ipledger/auth/oidctest"
 )
 
 // jwtIssuer serves discovery and a JWKS whose keys a test rotates, and
@@ -117,6 +115,16 @@ func signWith(t *testing.T, key jose.SigningKey, claims map[string]any) string {
 	return raw
 }
 
+// noSignIns is an empty set of sign-in ID tokens, for the checks that do
+// not depend on it (People keeps the real set, signin_tokens_test.go).
+var noSignIns = signInSet{}
+
+type signInSet map[string]bool
+
+func (s signInSet) ReceivedAtSignIn(_ context.Context, raw string) (bool, error) {
+	return s[signInTokenHash(raw)], nil
+}
+
 type clock struct{ t atomic.Int64 }
 
 func (c *clock) now() time.Time          { return time.Unix(0, c.t.Load()) }
@@ -153,7 +161,7 @@ func TestBearerJWT(t *testing.T) {
 	ctx := context.Background()
 	accept := func(t *testing.T, raw, actor string, role Role) {
 		t.Helper()
-		who, err := o.VerifyBearer(ctx, raw)
+		who, err := o.VerifyBearer(ctx, raw, noSignIns)
 		if err != nil {
 			t.Fatalf("refused: %v", err)
 		}
@@ -163,7 +171,7 @@ func TestBearerJWT(t *testing.T) {
 	}
 	refuse := func(t *testing.T, raw, why string) {
 		t.Helper()
-		_, err := o.VerifyBearer(ctx, raw)
+		_, err := o.VerifyBearer(ctx, raw, noSignIns)
 		if !IsInvalidToken(err) {
 			t.Fatalf("want invalid_token, got %v", err)
 		}
@@ -217,7 +225,7 @@ func TestBearerJWT(t *testing.T) {
 		refuse(t, parts[0]+"."+base64.RawURLEncoding.EncodeToString(body)+"."+parts[2], "signature")
 	})
 	t.Run("no role", func(t *testing.T) {
-		_, err := o.VerifyBearer(ctx, is.sign(t, is.claims(c, map[string]any{"groups": []string{"staff"}})))
+		_, err := o.VerifyBearer(ctx, is.sign(t, is.claims(c, map[string]any{"groups": []string{"staff"}})), noSignIns)
 		var nr *NoRoleError
 		if !errors.As(err, &nr) {
 			t.Fatalf("want NoRoleError, got %v", err)
@@ -233,7 +241,7 @@ func TestBearerKeyRotation(t *testing.T) {
 	is := newJWTIssuer(t)
 	o, c := newBearerRP(t, is, "ipledger-api")
 	ctx := context.Background()
-	if _, err := o.VerifyBearer(ctx, is.sign(t, is.claims(c, nil))); err != nil {
+	if _, err := o.VerifyBearer(ctx, is.sign(t, is.claims(c, nil)), noSignIns); err != nil {
 		t.Fatal(err)
 	}
 	if n := is.jwksHits.Load(); n != 1 {
@@ -241,19 +249,19 @@ func TestBearerKeyRotation(t *testing.T) {
 	}
 	is.rotate(t, "key-2", "ES256")
 	tok2 := is.sign(t, is.claims(c, nil))
-	if _, err := o.VerifyBearer(ctx, tok2); !IsInvalidToken(err) || !strings.Contains(err.Error(), "key-2") {
+	if _, err := o.VerifyBearer(ctx, tok2, noSignIns); !IsInvalidToken(err) || !strings.Contains(err.Error(), "key-2") {
 		t.Fatalf("within 30 s of the last fetch: want refused naming key-2, got %v", err)
 	}
 	if n := is.jwksHits.Load(); n != 1 {
 		t.Fatalf("JWKS fetched %d times within the refresh interval, want 1", n)
 	}
 	c.advance(JWKSRefreshEvery)
-	if _, err := o.VerifyBearer(ctx, tok2); err != nil {
+	if _, err := o.VerifyBearer(ctx, tok2, noSignIns); err != nil {
 		t.Fatalf("after rotation and the interval: %v", err)
 	}
 	for range 5 {
 		bogus := signWith(t, jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: mustRSA(t), KeyID: "made-up"}}, is.claims(c, nil))
-		if _, err := o.VerifyBearer(ctx, bogus); !IsInvalidToken(err) {
+		if _, err := o.VerifyBearer(ctx, bogus, noSignIns); !IsInvalidToken(err) {
 			t.Fatalf("made-up kid: %v", err)
 		}
 	}
@@ -272,7 +280,7 @@ func TestBearerRefreshDoesNotBlockKnownKeys(t *testing.T) {
 	o, c := newBearerRP(t, is, "ipledger-api")
 	ctx := context.Background()
 	tok1 := is.sign(t, is.claims(c, nil))
-	if _, err := o.VerifyBearer(ctx, tok1); err != nil {
+	if _, err := o.VerifyBearer(ctx, tok1, noSignIns); err != nil {
 		t.Fatal(err)
 	}
 	// The issuer publishes a second key beside the first and becomes slow.
@@ -298,7 +306,7 @@ func TestBearerRefreshDoesNotBlockKnownKeys(t *testing.T) {
 	verify := func(raw string) <-chan result {
 		out := make(chan result, 1)
 		go func() {
-			who, err := o.VerifyBearer(ctx, raw)
+			who, err := o.VerifyBearer(ctx, raw, noSignIns)
 			out <- result{who, err}
 		}()
 		return out
@@ -345,90 +353,6 @@ func mustRSA(t *testing.T) *rsa.PrivateKey {
 		t.Fatal(err)
 	}
 	return k
-}
-
-// TestBearerIDTokenFromProvider: with the API audience left at the
-// client id, the ID token the real provider issued at sign-in verifies
-// (signature, issuer, audience) and is still refused as a bearer token,
-// while the access token of the same sign-in and a client-credentials
-// token are accepted.
-func TestBearerIDTokenFromProvider(t *testing.T) {
-	t.Parallel()
-	p := oidctest.Start(t, oidctest.Options{Users: testUsers, RedirectURIs: []string{rpURL + CallbackPath},
-		GroupsInIDToken: true, JWTAccessTokens: true, ServiceGroups: []string{"ipam-operators"}})
-	o := NewOIDC(OIDCConfig{Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret, ExternalURL: rpURL, Roles: testRoles})
-	waitReady(t, o)
-	st, q := authorize(t, p, o, "alice", "alice-pw")
-	idt, access, err := p.Tokens(rpURL+CallbackPath, q.Get("code"), st.Verifier)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := o.VerifyBearer(ctx, idt); !IsInvalidToken(err) || !strings.Contains(err.Error(), "an ID token is not an API credential") {
-		t.Fatalf("the sign-in's ID token as a bearer token: %v", err)
-	}
-	if who, err := o.VerifyBearer(ctx, access); err != nil || who.Actor != "user:alice" || who.Role != RoleAdmin {
-		t.Fatalf("the sign-in's access token: %+v, %v", who, err)
-	}
-	svc, err := p.ServiceToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if who, err := o.VerifyBearer(ctx, svc); err != nil || who.Actor != "service:"+oidctest.ServiceClientID || who.Role != RoleOperator {
-		t.Fatalf("the client-credentials token: %+v, %v", who, err)
-	}
-}
-
-// TestBearerRefusesIDTokens: each mark of an ID token refuses a token
-// that is otherwise valid; a nonce alone refuses only a token addressed
-// to ipledger's client id (an ID token of its sign-in), since with a
-// separate API audience the audience check already keeps those out.
-func TestBearerRefusesIDTokens(t *testing.T) {
-	t.Parallel()
-	is := newJWTIssuer(t)
-	ctx := context.Background()
-	for _, apiAud := range []string{"ipledger", "ipledger-api"} {
-		o, c := newBearerRP(t, is, apiAud)
-		claims := func(extra map[string]any) map[string]any {
-			return is.claims(c, mergeClaims(map[string]any{"aud": []string{apiAud}}, extra))
-		}
-		if _, err := o.VerifyBearer(ctx, is.sign(t, claims(nil))); err != nil {
-			t.Fatalf("aud %s: the control is refused: %v", apiAud, err)
-		}
-		for what, tok := range map[string]string{
-			"at_hash":                    is.sign(t, claims(map[string]any{"at_hash": "x2eSvl3kh5NbYn7N3HSu0g"})),
-			"c_hash":                     is.sign(t, claims(map[string]any{"c_hash": "LDktKdoQak3Pk0cnXxCltA"})),
-			"s_hash":                     is.sign(t, claims(map[string]any{"s_hash": "LDktKdoQak3Pk0cnXxCltA"})),
-			"Keycloak's typ ID":          is.sign(t, claims(map[string]any{"typ": "ID"})),
-			"header typ id_token":        is.signTyp(t, "id_token", claims(nil)),
-			"header typ id_token+jwt":    is.signTyp(t, "application/id_token+jwt", claims(nil)),
-			"nonce, aud the client id":   is.sign(t, claims(map[string]any{"nonce": "n-0S6_WzA2Mj", "aud": []string{apiAud, "ipledger"}})),
-			"empty nonce, aud client id": is.sign(t, claims(map[string]any{"nonce": "", "aud": []string{"ipledger", apiAud}})),
-		} {
-			_, err := o.VerifyBearer(ctx, tok)
-			if !IsInvalidToken(err) || !strings.Contains(err.Error(), "an ID token is not an API credential") {
-				t.Errorf("aud %s, %s: %v", apiAud, what, err)
-			}
-		}
-		// Keycloak marks its access tokens typ "Bearer"; RFC 9068 ones
-		// carry the header typ at+jwt.
-		for what, tok := range map[string]string{
-			"typ claim Bearer": is.sign(t, claims(map[string]any{"typ": "Bearer"})),
-			"header at+jwt":    is.signTyp(t, "at+jwt", claims(nil)),
-		} {
-			if _, err := o.VerifyBearer(ctx, tok); err != nil {
-				t.Errorf("aud %s, %s: %v", apiAud, what, err)
-			}
-		}
-		nonceOtherAud := is.sign(t, claims(map[string]any{"nonce": "n-0S6_WzA2Mj"}))
-		_, err := o.VerifyBearer(ctx, nonceOtherAud)
-		if apiAud == "ipledger" && !IsInvalidToken(err) {
-			t.Errorf("a nonce with the API audience at the client id: %v", err)
-		}
-		if apiAud != "ipledger" && err != nil {
-			t.Errorf("a nonce in a token for a separate API audience: %v", err)
-		}
-	}
 }
 
 func mergeClaims(a, b map[string]any) map[string]any {

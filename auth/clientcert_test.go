@@ -70,7 +70,7 @@ func TestCertActorIsNotAJWTService(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		jwt, err := o.VerifyBearer(context.Background(), is.sign(t, is.claims(c, map[string]any{"preferred_username": nil, "sub": id, "groups": "noc"})))
+		jwt, err := o.VerifyBearer(context.Background(), is.sign(t, is.claims(c, map[string]any{"preferred_username": nil, "sub": id, "groups": "noc"})), noSignIns)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -317,8 +317,10 @@ type Person struct {
 	Role  Role
 	// IDToken is the ID token of a sign-in through the issuer (empty for
 	// a bearer JWT or the proxy): kept sealed with the session, for
-	// sign-out's id_token_hint.
-	IDToken Secret
+	// sign-out's id_token_hint, and remembered by hash until
+	// IDTokenExpires, as no bearer credential (signin_tokens.go).
+	IDToken        Secret
+	IDTokenExpires time.Time
 }
 
 // NoRoleError refuses a person none of whose groups has a role.
@@ -326,6 +328,11 @@ type NoRoleError struct {
 	Name   string
 	Claim  string
 	Groups []string
+	// IDToken and IDTokenExpires are the ID token of a refused sign-in
+	// (empty for a bearer JWT or the proxy): it reached ipledger, and is
+	// remembered as no bearer credential all the same.
+	IDToken        Secret
+	IDTokenExpires time.Time
 }
 
 func (e *NoRoleError) Error() string {
@@ -380,6 +387,7 @@ func (o *OIDC) Finish(ctx context.Context, st LoginState, state, code string) (*
 	if err := checkTimes(claims, o.cfg.Now()); err != nil {
 		return nil, &LoginError{err.Error()}
 	}
+	exp, _ := numericDate(claims["exp"]) // checkTimes required it
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(st.Nonce)) != 1 {
 		return nil, &LoginError{"the ID token's nonce is not this sign-in's"}
 	}
@@ -417,9 +425,9 @@ func (o *OIDC) Finish(ctx context.Context, st LoginState, state, code string) (*
 	}
 	role, ok := o.cfg.Roles.Role(groups)
 	if !ok {
-		return nil, &NoRoleError{Name: name, Claim: o.cfg.GroupsClaim, Groups: groups}
+		return nil, &NoRoleError{Name: name, Claim: o.cfg.GroupsClaim, Groups: groups, IDToken: Secret(raw), IDTokenExpires: exp}
 	}
-	return &Person{Actor: "user:" + name, Name: name, Role: role, IDToken: Secret(raw)}, nil
+	return &Person{Actor: "user:" + name, Name: name, Role: role, IDToken: Secret(raw), IDTokenExpires: exp}, nil
 }
 
 // checkAZP holds an ID token to OIDC Core 3.1.3.7: one with several

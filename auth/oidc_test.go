@@ -169,7 +169,7 @@ func TestOIDCUnreachableIssuer(t *testing.T) {
 	if _, _, err := o.Begin(ctx, "/"); err == nil || !strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("Begin: want unavailable, got %v", err)
 	}
-	if _, err := o.VerifyBearer(ctx, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"); !IsInvalidToken(err) {
+	if _, err := o.VerifyBearer(ctx, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln", noSignIns); !IsInvalidToken(err) {
 		t.Fatalf("VerifyBearer: want invalid_token, got %v", err)
 	}
 	if o.EndSessionURL("") != "" {
@@ -199,7 +199,7 @@ func TestOIDCSilentIssuerNeverWaits(t *testing.T) {
 		if _, _, err := o.Begin(ctx, "/"); err == nil || !strings.Contains(err.Error(), "unavailable") {
 			t.Fatalf("Begin: want unavailable, got %v", err)
 		}
-		if _, err := o.VerifyBearer(ctx, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"); !IsInvalidToken(err) {
+		if _, err := o.VerifyBearer(ctx, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln", noSignIns); !IsInvalidToken(err) {
 			t.Fatalf("VerifyBearer: want invalid_token, got %v", err)
 		}
 		if o.EndSessionURL("") != "" {

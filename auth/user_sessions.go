@@ -51,7 +51,8 @@ func sessionHash(id string) string {
 // Open stores a session for who (signed in through source, "oidc") and
 // returns its random id (32 bytes, base64url) and end. who's ID token, if
 // any, is stored sealed under a key derived from the id (see
-// sealIDToken). Expired sessions are swept in the same transaction; the
+// sealIDToken), and remembered by hash as no bearer credential
+// (rememberIDToken). Expired sessions are swept in the same transaction; the
 // sign-in is audited (session.open, with the role), never the id or the
 // token. When the sign-in gives the person a lower role than an open
 // session of theirs has, their groups have changed since: every other
@@ -78,6 +79,9 @@ func (p *People) Open(ctx context.Context, who *Person, source string) (string, 
 			return err
 		}
 		if err := endDemoted(t, who); err != nil {
+			return err
+		}
+		if err := rememberIDToken(t, who.IDToken, who.IDTokenExpires); err != nil {
 			return err
 		}
 		if err := t.Exec(`INSERT INTO user_sessions (id, username, role, source, created_at, last_seen_at, expires_at, id_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,

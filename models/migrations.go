@@ -93,6 +93,9 @@ var Migrations = []Migration{
 	// Version 29 (migration_v29.go): the reservations no allocation holds,
 	// per range, kept by triggers on every write.
 	{Version: 29, Name: "reserved counts kept on write", Postgres: schemaV29Postgres, SQLite: schemaV29SQLite},
+	// Version 30 (migration_v30.go): the ID tokens received at console
+	// sign-ins, by hash, until they expire: never bearer credentials.
+	{Version: 30, Name: "ID tokens received at sign-in", Postgres: schemaV30Postgres, SQLite: schemaV30SQLite},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when

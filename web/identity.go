@@ -246,6 +246,11 @@ func (s *Server) oidcCallback(c echo.Context, h *handlers.Console) error {
 	switch {
 	case errors.As(err, &nr):
 		s.log.Warn("single sign-on: no role", "request_id", requestID(c), "user", nr.Name, "claim", nr.Claim, "groups", nr.Groups)
+		// No session, but the ID token reached ipledger: it stays no
+		// bearer credential.
+		if err := s.signIns.RememberIDToken(ctx, nr.IDToken, nr.IDTokenExpires); err != nil {
+			return err
+		}
 		return handlers.Render(c, http.StatusForbidden, views.NoRolePage(nr.Name, nr.Claim, nr.Groups))
 	case errors.As(err, &le):
 		return refuse(http.StatusUnauthorized, le.Error())

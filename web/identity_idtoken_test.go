@@ -11,21 +11,23 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"gorm.io/gorm"
 
+	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/auth/oidctest"
 	"github.com/ipledger/ipledger/database/dbtest"
 	"github.com/ipledger/ipledger/proto/gen/forge/forgeconnect"
 	"github.com/ipledger/ipledger/web"
 )
 
-// TestIDTokenIsNoBearer: with IPLEDGER_OIDC_API_AUDIENCE left at the
-// client id, the ID token of a sign-in verifies against the issuer for
-// ipledger's audience, yet it is no API credential: as a bearer token on
-// REST and gRPC it is 401 invalid_token and logged — the ID token of a
-// sign-in made through the console, the one its session keeps and sign-out
-// puts in the end-session URL as id_token_hint (where a browser's history
-// or a proxy's log would keep it), both before and after sign-out. The
-// access token of the same sign-in and a client-credentials token keep
-// working, and nothing a refused token sent was written.
+// TestIDTokenIsNoBearer: the ID token ipledger itself received at a
+// console sign-in is no API credential: as a bearer token on REST and gRPC
+// it is 401 invalid_token and logged — taken from the session, as the
+// id_token_hint sign-out hands the browser (where its history or a
+// proxy's log keeps it), after sign-out and after a restart of the server.
+// Every other token of the issuer that passes the checks is one, whatever
+// its shape: an ID token of the same person that ipledger never received
+// (a client of the same issuer got it, for ipledger's audience), the
+// access token, a client-credentials token. Nothing a refused token sent
+// was written, and no token is in the log.
 func TestIDTokenIsNoBearer(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
@@ -46,7 +48,7 @@ func TestIDTokenIsNoBearer(t *testing.T) {
 			t.Helper()
 			res, body := createPool(tok, "by-id-token")
 			if res.StatusCode != http.StatusUnauthorized || res.Header.Get("WWW-Authenticate") != web.WWWAuthenticateInvalid ||
-				!strings.Contains(body, "an ID token is not an API credential") {
+				!strings.Contains(body, auth.ReceivedAtSignIn) {
 				t.Fatalf("%s on REST: %d %q %s", what, res.StatusCode, res.Header.Get("WWW-Authenticate"), body)
 			}
 			if res, _ := apiCall(t, s.srv.URL, "GET", "/api/v1/pools", tok, ""); res.StatusCode != http.StatusUnauthorized {
@@ -56,69 +58,70 @@ func TestIDTokenIsNoBearer(t *testing.T) {
 				t.Fatalf("%s on gRPC: %v", what, code)
 			}
 		}
+		accepted := func(t *testing.T, what, tok, pool, actor string) {
+			t.Helper()
+			if res, body := createPool(tok, pool); res.StatusCode != http.StatusCreated {
+				t.Fatalf("%s on REST: %d %s", what, res.StatusCode, body)
+			}
+			if code := grpcCode(tok); code != 0 {
+				t.Fatalf("%s on gRPC: %v", what, code)
+			}
+			if ev := events(t, db, "pool.create"); ev[len(ev)-1].Actor != actor || ev[len(ev)-1].ObjectID != pool {
+				t.Fatalf("%s: pool.create %+v", what, ev[len(ev)-1])
+			}
+		}
 
-		// alice signs in through the console; her session keeps the ID
-		// token of that sign-in.
+		// alice signs in through the console: ipledger receives her ID
+		// token (at_hash, nonce and all) and keeps it for sign-out.
 		alice := newJarBrowser(s.consoleSite)
 		if res := s.finish(alice, s.signIn(alice, "", "alice", "alice-pw")); res.StatusCode != http.StatusSeeOther {
 			t.Fatalf("sign-in: %d", res.StatusCode)
 		}
-		// The tokens of a sign-in with ipledger's parameters (nonce and
-		// all): the ID token is refused, the access token beside it works.
+		session := s.received.last()
+		if c := jwtClaims(t, session); c["nonce"] == nil || c["at_hash"] == nil {
+			t.Fatalf("the provider's ID token carries no nonce or at_hash: %v", c)
+		}
+		refused(t, "the session's ID token", session)
+
+		// Tokens of a sign-in ipledger never saw, with its parameters
+		// (nonce and all): the ID token and the access token both work.
 		idt, access := s.signInTokens(t, "alice", "alice-pw")
-		if c := jwtClaims(t, idt); c["nonce"] == nil {
-			t.Fatalf("the provider's ID token carries no nonce: %v", c)
+		if c := jwtClaims(t, idt); c["nonce"] == nil || c["at_hash"] == nil || c["sub"] != "u-alice" {
+			t.Fatalf("the other sign-in's ID token: %v", c)
 		}
-		refused(t, "the ID token of a sign-in", idt)
-		if res, body := createPool(access, "by-access-token"); res.StatusCode != http.StatusCreated {
-			t.Fatalf("the access token of the same sign-in: %d %s", res.StatusCode, body)
-		}
-		if code := grpcCode(access); code != 0 {
-			t.Fatalf("the access token on gRPC: %v", code)
-		}
-		if ev := events(t, db, "pool.create"); len(ev) != 1 || ev[0].Actor != "user:alice" {
-			t.Fatalf("pool.create: %+v", ev)
-		}
+		accepted(t, "an ID token ipledger never received", idt, "by-other-id-token", "user:alice")
+		accepted(t, "an access token", access, "by-access-token", "user:alice")
 		svc, err := s.idp.ServiceToken()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res, body := createPool(svc, "by-service"); res.StatusCode != http.StatusCreated {
-			t.Fatalf("a client-credentials token: %d %s", res.StatusCode, body)
-		}
-		if code := grpcCode(svc); code != 0 {
-			t.Fatalf("a client-credentials token on gRPC: %v", code)
-		}
-		if ev := events(t, db, "pool.create"); len(ev) != 2 || ev[1].Actor != "service:"+oidctest.ServiceClientID {
-			t.Fatalf("pool.create: %+v", ev)
-		}
+		accepted(t, "a client-credentials token", svc, "by-service", "service:"+oidctest.ServiceClientID)
 
 		// Sign-out hands the session's ID token to the browser as
-		// id_token_hint: refused as a bearer token, now and after an
-		// admin or the person ended the session.
+		// id_token_hint: refused, and so it stays after a restart.
 		res := alice.post("/logout", nil, true)
 		loc, _ := url.Parse(res.Header.Get("Location"))
 		hint := loc.Query().Get("id_token_hint")
-		if res.StatusCode != http.StatusSeeOther || hint == "" {
-			t.Fatalf("logout: %d → %s", res.StatusCode, loc)
-		}
-		if c := jwtClaims(t, hint); c["sub"] != "u-alice" {
-			t.Fatalf("the hint names %v, not alice", c["sub"])
+		if res.StatusCode != http.StatusSeeOther || hint != session {
+			t.Fatalf("logout: %d → %s (the hint is the session's token: %v)", res.StatusCode, loc, hint == session)
 		}
 		refused(t, "the id_token_hint of sign-out", hint)
+		s.restart()
+		refused(t, "the id_token_hint after a restart", hint)
+		accepted(t, "an access token after a restart", access, "after-restart", "user:alice")
 
 		var names []string
 		db.Raw(`SELECT name FROM pools ORDER BY name`).Scan(&names)
-		if strings.Join(names, ",") != "by-access-token,by-service" {
+		if strings.Join(names, ",") != "after-restart,by-access-token,by-other-id-token,by-service" {
 			t.Fatalf("pools %v: a refused token wrote", names)
 		}
 		out := logs.String()
-		if n := strings.Count(out, `"msg":"bearer JWT refused"`); n < 6 || !strings.Contains(out, "an ID token is not an API credential") {
-			t.Fatalf("%d refusals logged, want 6 naming the ID token:\n%s", n, out)
+		if n := strings.Count(out, `"msg":"bearer JWT refused"`); n != 9 || !strings.Contains(out, auth.ReceivedAtSignIn) {
+			t.Fatalf("%d refusals logged, want 9 naming the sign-in's ID token:\n%s", n, out)
 		}
-		for _, tok := range []string{idt, hint} {
+		for _, tok := range []string{session, idt, access} {
 			if strings.Contains(out, strings.Split(tok, ".")[2]) {
-				t.Fatal("the log holds a refused token")
+				t.Fatal("the log holds a token")
 			}
 		}
 	})

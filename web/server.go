@@ -89,6 +89,9 @@ type Server struct {
 	// sessions authenticates console sessions; nil until the console is
 	// mounted.
 	sessions SessionAuth
+	// signIns knows the ID tokens received at console sign-ins, which
+	// are never bearer credentials.
+	signIns *auth.People
 	// htmlError renders errors of console pages; nil renders JSON.
 	htmlError func(err error, c echo.Context)
 	// stopping ends when an http.Server of this Server shuts down; event
@@ -141,7 +144,8 @@ func New(cfg Config) *Server {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	s := &Server{e: e, a: cfg.Allocator, db: cfg.DB, events: audit.NewLog(cfg.DB), reads: console.New(cfg.Allocator, cfg.DB), auth: cfg.Auth, log: cfg.Logger, cfg: cfg}
+	s := &Server{e: e, a: cfg.Allocator, db: cfg.DB, events: audit.NewLog(cfg.DB), reads: console.New(cfg.Allocator, cfg.DB), auth: cfg.Auth, log: cfg.Logger, cfg: cfg,
+		signIns: &auth.People{Service: cfg.Auth}}
 	s.api = &handlers.API{A: cfg.Allocator, Feed: cfg.Feed, Hooks: cfg.Webhooks, AuditLog: s.events, StreamKeepAlive: cfg.StreamKeepAlive}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.metrics = cfg.Metrics
@@ -397,7 +401,7 @@ func (s *Server) bearerIdentity(ctx context.Context, h, rid string) (*handlers.C
 	}
 	tok = strings.TrimSpace(tok)
 	if o := s.cfg.Identity.OIDC; o != nil && auth.LooksLikeJWT(tok) {
-		who, err := o.VerifyBearer(ctx, tok)
+		who, err := o.VerifyBearer(ctx, tok, s.signIns)
 		if err != nil {
 			if auth.IsInvalidToken(err) {
 				s.log.Warn("bearer JWT refused", "request_id", rid, "reason", err.Error())
