@@ -19,6 +19,11 @@ type Proxy struct {
 	GroupsHeader string
 	Trusted      []netip.Prefix
 	Roles        RoleMap
+	// LogoutURL is where the console's Sign out sends a person the proxy
+	// signed in (IPLEDGER_AUTH_PROXY_LOGOUT_URL: the proxy's own sign-out,
+	// such as oauth2-proxy's /oauth2/sign_out). Empty: ipledger cannot
+	// sign such a person out, and the console says so.
+	LogoutURL string
 }
 
 // ParseCIDRs parses IPLEDGER_AUTH_PROXY_TRUSTED: comma-separated CIDRs or

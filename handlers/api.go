@@ -52,6 +52,12 @@ type Caller struct {
 	// trusted proxy's user header, a client certificate — whose
 	// state-changing requests must not come from another site.
 	Ambient bool
+	// LogoutURL is where Sign out sends an ambient caller the trusted
+	// proxy signed in (the proxy's sign-out); SignOutNote, when set, says
+	// why the console offers no Sign out (the proxy has no sign-out URL
+	// configured, or a client certificate signs the caller in).
+	LogoutURL   string
+	SignOutNote string
 }
 
 const sessionRefKey = "ipledger.session_ref"

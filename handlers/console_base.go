@@ -69,7 +69,7 @@ const flashCookie = "ipledger_flash"
 func (h *Console) page(c echo.Context, title, nav string) views.Page {
 	p := views.Page{Title: title, Nav: nav, CSRF: CSRFOf(c)}
 	if id := CallerOf(c); id != nil {
-		p.User, p.Role = id.Name, id.Role
+		p.User, p.Role, p.SignOutNote = id.Name, id.Role, id.SignOutNote
 	}
 	if ck, err := c.Cookie(flashCookie); err == nil && ck.Value != "" {
 		if raw, ok := h.unseal(c, "flash", ck.Value); ok {

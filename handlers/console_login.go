@@ -101,8 +101,14 @@ func (h *Console) Login(c echo.Context, store SessionStore) error {
 }
 
 // Logout: POST /logout (CSRF checked) → session row deleted, cookie
-// cleared, 303 to /login (HX-Redirect for htmx).
+// cleared, 303 to /login (HX-Redirect for htmx); for a person the trusted
+// proxy signed in, 303 to the proxy's sign-out. A caller nothing here can
+// sign out (a proxy without a sign-out URL, a client certificate) gets
+// the sign-out page saying why, and nothing changes.
 func (h *Console) Logout(c echo.Context, store SessionStore) error {
+	if id := CallerOf(c); id != nil && id.SignOutNote != "" {
+		return render(c, http.StatusOK, views.LogoutPage(h.page(c, "Sign out", "")))
+	}
 	to, err := store.Close(c)
 	if err != nil {
 		return err

@@ -32,6 +32,10 @@ type Page struct {
 	FlashLinks []Link
 	// Query is the text of the header's search box.
 	Query string
+	// SignOutNote replaces the Sign out button when nothing ipledger
+	// does would sign the person out (behind a proxy without a sign-out
+	// URL, or with a client certificate).
+	SignOutNote string
 }
 
 // Link is a link with its text.

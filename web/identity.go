@@ -86,8 +86,16 @@ func (e *proxyRefused) Unwrap() error { return e.e }
 // verified client certificate. nil when neither is there.
 func (s *Server) ambient(c echo.Context) (*handlers.Caller, error) {
 	r := c.Request()
-	who, err := s.cfg.Identity.Proxy.Identify(r)
-	if who == nil && err == nil && len(s.cfg.Identity.ClientRoles) > 0 {
+	px := s.cfg.Identity.Proxy
+	who, err := px.Identify(r)
+	if who != nil {
+		id := &handlers.Caller{Name: who.Actor, Role: who.Role, Ambient: true, LogoutURL: px.LogoutURL}
+		if id.LogoutURL == "" {
+			id.SignOutNote = ProxySignOutNote
+		}
+		return id, nil
+	}
+	if err == nil && len(s.cfg.Identity.ClientRoles) > 0 {
 		who, err = s.cfg.Identity.ClientRoles.Identify(r.TLS)
 	}
 	if err != nil {
@@ -96,8 +104,18 @@ func (s *Server) ambient(c echo.Context) (*handlers.Caller, error) {
 	if who == nil {
 		return nil, nil
 	}
-	return &handlers.Caller{Name: who.Actor, Role: who.Role, Ambient: true}, nil
+	return &handlers.Caller{Name: who.Actor, Role: who.Role, Ambient: true, SignOutNote: CertSignOutNote}, nil
 }
+
+// What the console says instead of offering a Sign out that would sign
+// nobody out (docs/identity.md "Trusted proxy").
+const (
+	ProxySignOutNote = "The sign-in proxy in front of ipledger signed you in and keeps your sign-in: " +
+		"ipledger has no session of yours to end. Sign out at the proxy, or close the browser. " +
+		"(An admin can set IPLEDGER_AUTH_PROXY_LOGOUT_URL to the proxy sign-out to give this console a Sign out.)"
+	CertSignOutNote = "Your client certificate signs you in on every request: ipledger has no session of yours to end. " +
+		"Stop presenting the certificate (close the browser) to sign out."
+)
 
 // identityError maps the auth package's refusals to the error type: a
 // refused JWT or proxy header is 401, a person or certificate without a

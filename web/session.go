@@ -179,6 +179,14 @@ func (s *sessions) endCurrent(c echo.Context) {
 // through single sign-on the issuer's end_session_endpoint when it has
 // one.
 func (s *sessions) Close(c echo.Context) (string, error) {
+	if who := handlers.CallerOf(c); who != nil && who.Ambient && who.LogoutURL != "" {
+		// A person the trusted proxy signed in: the proxy holds the
+		// sign-in, so its sign-out ends it; the audit log says who left.
+		if err := s.people.SignedOutAtProxy(c.Request().Context(), who.Name, who.Role); err != nil {
+			return "", err
+		}
+		return who.LogoutURL, nil
+	}
 	kind, id := s.sessionID(c)
 	c.SetCookie(&http.Cookie{Name: s.cookieName(), Value: "", Path: "/", MaxAge: -1, Expires: time.Unix(0, 0),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secure})

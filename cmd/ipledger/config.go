@@ -45,6 +45,7 @@ type config struct {
 	TokenLogin                                 bool
 	SessionTTL                                 time.Duration
 	ProxyHeader, ProxyGroupsHeader             string
+	ProxyLogoutURL                             string
 	ProxyTrusted                               []netip.Prefix
 	TLSCert, TLSKey, TLSClientCA               string
 	TLSClientRoles                             auth.ClientRoles
@@ -195,6 +196,8 @@ var settings = []setting{
 			c.ProxyTrusted, err = auth.ParseCIDRs(v)
 			return err
 		}},
+	{env: "IPLEDGER_AUTH_PROXY_LOGOUT_URL", usage: "where the console's Sign out sends a person the trusted proxy signed in: the proxy's sign-out, such as /oauth2/sign_out",
+		set: func(c *config, v string) error { c.ProxyLogoutURL = v; return logoutURL(v) }},
 	{env: "IPLEDGER_TLS_CERT", flag: "tls-cert", usage: "PEM certificate file: serve HTTPS (and gRPC over HTTP/2); re-read when it changes",
 		set: func(c *config, v string) error { c.TLSCert = v; return nil }},
 	{env: "IPLEDGER_TLS_KEY", flag: "tls-key", usage: "PEM key file of --tls-cert",
@@ -214,7 +217,7 @@ var identitySettings = []string{"IPLEDGER_ROLE_ADMIN_GROUPS", "IPLEDGER_ROLE_OPE
 	"IPLEDGER_OIDC_ISSUER", "IPLEDGER_OIDC_CLIENT_ID", "IPLEDGER_OIDC_CLIENT_SECRET", "IPLEDGER_EXTERNAL_URL",
 	"IPLEDGER_OIDC_SCOPES", "IPLEDGER_OIDC_GROUPS_CLAIM", "IPLEDGER_OIDC_USERNAME_CLAIM", "IPLEDGER_OIDC_NAME",
 	"IPLEDGER_OIDC_API_AUDIENCE", "IPLEDGER_TOKEN_LOGIN", "IPLEDGER_SESSION_TTL",
-	"IPLEDGER_AUTH_PROXY_HEADER", "IPLEDGER_AUTH_PROXY_GROUPS_HEADER", "IPLEDGER_AUTH_PROXY_TRUSTED",
+	"IPLEDGER_AUTH_PROXY_HEADER", "IPLEDGER_AUTH_PROXY_GROUPS_HEADER", "IPLEDGER_AUTH_PROXY_TRUSTED", "IPLEDGER_AUTH_PROXY_LOGOUT_URL",
 	"IPLEDGER_TLS_CERT", "IPLEDGER_TLS_KEY", "IPLEDGER_TLS_CLIENT_CA", "IPLEDGER_TLS_CLIENT_ROLES"}
 
 // secureCookies reports whether console cookies are Secure: when set, when
@@ -237,8 +240,8 @@ func (c config) checkIdentity() error {
 		return fmt.Errorf("IPLEDGER_OIDC_CLIENT_ID or _SECRET is set but IPLEDGER_OIDC_ISSUER is not")
 	case c.ProxyHeader != "" && len(c.ProxyTrusted) == 0:
 		return fmt.Errorf("IPLEDGER_AUTH_PROXY_HEADER is set but IPLEDGER_AUTH_PROXY_TRUSTED is empty: the header would be believed from nobody, or everybody; list the proxies' addresses")
-	case c.ProxyHeader == "" && (c.ProxyGroupsHeader != "" || len(c.ProxyTrusted) > 0):
-		return fmt.Errorf("IPLEDGER_AUTH_PROXY_GROUPS_HEADER or _TRUSTED is set but IPLEDGER_AUTH_PROXY_HEADER is not")
+	case c.ProxyHeader == "" && (c.ProxyGroupsHeader != "" || len(c.ProxyTrusted) > 0 || c.ProxyLogoutURL != ""):
+		return fmt.Errorf("IPLEDGER_AUTH_PROXY_GROUPS_HEADER, _TRUSTED or _LOGOUT_URL is set but IPLEDGER_AUTH_PROXY_HEADER is not")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return fmt.Errorf("--tls-cert and --tls-key go together")
 	case c.TLSClientCA != "" && c.TLSCert == "":
@@ -257,6 +260,23 @@ func httpURL(v string) error {
 		return fmt.Errorf("want an http(s) URL such as https://idp.example/realms/site")
 	}
 	return nil
+}
+
+// logoutURL holds IPLEDGER_AUTH_PROXY_LOGOUT_URL to a path of the site
+// the browser is on (the proxy's, /oauth2/sign_out) or an http(s) URL:
+// nothing a browser would read as another scheme or a relative path.
+func logoutURL(v string) error {
+	u, err := url.Parse(v)
+	switch {
+	case v == "":
+		return nil
+	case err != nil || strings.ContainsAny(v, " \t\r\n\\"):
+	case strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "//") && u.Scheme == "" && u.Host == "":
+		return nil
+	case (u.Scheme == "http" || u.Scheme == "https") && u.Host != "":
+		return nil
+	}
+	return fmt.Errorf("want a path such as /oauth2/sign_out or an http(s) URL such as https://ipledger.site.example/oauth2/sign_out")
 }
 
 func headerName(v string) error {

@@ -68,6 +68,10 @@ func TestConfigBadValues(t *testing.T) {
 		{env: "IPLEDGER_AUTH_PROXY_HEADER=X Forwarded User", want: `IPLEDGER_AUTH_PROXY_HEADER="X Forwarded User": want a header name`},
 		{env: "IPLEDGER_AUTH_PROXY_TRUSTED=10.0.0.0/33", want: `IPLEDGER_AUTH_PROXY_TRUSTED="10.0.0.0/33": "10.0.0.0/33" is not a CIDR`},
 		{env: "IPLEDGER_AUTH_PROXY_TRUSTED=0.0.0.0/1,128.0.0.0/1", want: `together hold every IPv4 address`},
+		{env: "IPLEDGER_AUTH_PROXY_LOGOUT_URL=oauth2/sign_out", want: `IPLEDGER_AUTH_PROXY_LOGOUT_URL="oauth2/sign_out": want a path such as /oauth2/sign_out`},
+		{env: "IPLEDGER_AUTH_PROXY_LOGOUT_URL=//evil.example/sign_out", want: `want a path such as /oauth2/sign_out`},
+		{env: "IPLEDGER_AUTH_PROXY_LOGOUT_URL=javascript:alert(1)", want: `want a path such as /oauth2/sign_out`},
+		{env: "IPLEDGER_AUTH_PROXY_LOGOUT_URL=/\\evil.example", want: `want a path such as /oauth2/sign_out`},
 		{env: "IPLEDGER_TLS_CLIENT_ROLES=spiffe://s/x=root", want: `IPLEDGER_TLS_CLIENT_ROLES="spiffe://s/x=root": "spiffe://s/x=root": unknown role "root"`},
 	} {
 		cmd := newServeCmd()
@@ -133,6 +137,7 @@ func TestConfigIdentityCombinations(t *testing.T) {
 	}{
 		{[]string{"IPLEDGER_AUTH_PROXY_HEADER=X-Forwarded-User"}, "IPLEDGER_AUTH_PROXY_TRUSTED is empty"},
 		{[]string{"IPLEDGER_AUTH_PROXY_TRUSTED=10.0.0.1"}, "IPLEDGER_AUTH_PROXY_HEADER is not"},
+		{[]string{"IPLEDGER_AUTH_PROXY_LOGOUT_URL=/oauth2/sign_out"}, "IPLEDGER_AUTH_PROXY_HEADER is not"},
 		{[]string{"IPLEDGER_OIDC_ISSUER=https://idp.example", "IPLEDGER_EXTERNAL_URL=https://ipl.example"}, "IPLEDGER_OIDC_CLIENT_ID is not"},
 		{[]string{"IPLEDGER_OIDC_ISSUER=https://idp.example", "IPLEDGER_OIDC_CLIENT_ID=ipl"}, "IPLEDGER_EXTERNAL_URL is not"},
 		{[]string{"IPLEDGER_OIDC_CLIENT_SECRET=s"}, "IPLEDGER_OIDC_ISSUER is not"},
@@ -141,6 +146,8 @@ func TestConfigIdentityCombinations(t *testing.T) {
 		{[]string{"IPLEDGER_TLS_CLIENT_ROLES=a=viewer"}, "--tls-client-ca is not"},
 		{[]string{"IPLEDGER_TOKEN_LOGIN=false"}, "without a way to sign in"},
 		{[]string{"IPLEDGER_AUTH_PROXY_HEADER=X-Forwarded-User", "IPLEDGER_AUTH_PROXY_TRUSTED=127.0.0.1/32"}, ""},
+		{[]string{"IPLEDGER_AUTH_PROXY_HEADER=X-Forwarded-User", "IPLEDGER_AUTH_PROXY_TRUSTED=10.0.0.10", "IPLEDGER_AUTH_PROXY_LOGOUT_URL=/oauth2/sign_out"}, ""},
+		{[]string{"IPLEDGER_AUTH_PROXY_HEADER=X-Forwarded-User", "IPLEDGER_AUTH_PROXY_TRUSTED=10.0.0.10", "IPLEDGER_AUTH_PROXY_LOGOUT_URL=https://sso.site.example/oauth2/sign_out?rd=https%3A%2F%2Fidp.example%2Flogout"}, ""},
 		{[]string{"IPLEDGER_OIDC_ISSUER=https://idp.example", "IPLEDGER_OIDC_CLIENT_ID=ipl", "IPLEDGER_EXTERNAL_URL=https://ipl.example", "IPLEDGER_TOKEN_LOGIN=false"}, ""},
 	} {
 		c, err := loadConfig(newServeCmd().Flags(), envOf(tc.env...), serveSettings...)

@@ -27,7 +27,7 @@ func identityOf(cfg config, log *slog.Logger) (web.Identity, *auth.TLSFiles, err
 		log.Info("single sign-on configured", "issuer", cfg.OIDCIssuer, "redirect_uri", id.OIDC.RedirectURL())
 	}
 	if cfg.ProxyHeader != "" {
-		id.Proxy = &auth.Proxy{UserHeader: cfg.ProxyHeader, GroupsHeader: cfg.ProxyGroupsHeader, Trusted: cfg.ProxyTrusted, Roles: roles}
+		id.Proxy = &auth.Proxy{UserHeader: cfg.ProxyHeader, GroupsHeader: cfg.ProxyGroupsHeader, Trusted: cfg.ProxyTrusted, Roles: roles, LogoutURL: cfg.ProxyLogoutURL}
 	}
 	var tlsFiles *auth.TLSFiles
 	if cfg.TLSCert != "" {

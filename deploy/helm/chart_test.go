@@ -250,6 +250,7 @@ identity:
     header: X-Forwarded-User
     groupsHeader: X-Forwarded-Groups
     trusted: 10.0.0.0/24
+    logoutURL: /oauth2/sign_out
 settings: {logLevel: warn, secureCookies: "true"}
 serviceMonitor: {enabled: true, labels: {release: prom}}
 poolFile: |
@@ -284,7 +285,7 @@ func TestChartPostgresTLSThreeReplicas(t *testing.T) {
 		"IPLEDGER_ROLE_OPERATOR_GROUPS": "netops", "IPLEDGER_ROLE_VIEWER_GROUPS": "noc",
 		"IPLEDGER_OIDC_ISSUER": "https://sso.site.example/realms/dc", "IPLEDGER_OIDC_CLIENT_ID": "ipledger",
 		"IPLEDGER_AUTH_PROXY_HEADER": "X-Forwarded-User", "IPLEDGER_AUTH_PROXY_GROUPS_HEADER": "X-Forwarded-Groups",
-		"IPLEDGER_AUTH_PROXY_TRUSTED": "10.0.0.0/24", "IPLEDGER_DB_MAX_CONNS": "16", "IPLEDGER_LOG_LEVEL": "warn",
+		"IPLEDGER_AUTH_PROXY_TRUSTED": "10.0.0.0/24", "IPLEDGER_AUTH_PROXY_LOGOUT_URL": "/oauth2/sign_out", "IPLEDGER_DB_MAX_CONNS": "16", "IPLEDGER_LOG_LEVEL": "warn",
 		"IPLEDGER_SECURE_COOKIES": "true", "IPLEDGER_POOLS": "/etc/ipledger/pools/pools.toml",
 	} {
 		if e[k].Value != v {
@@ -372,7 +373,10 @@ func TestChartRefusals(t *testing.T) {
 		{"tls: {enabled: true}", "tls.enabled needs tls.secretName"},
 		{"tls: {clientCASecret: ca}", "tls.clientCASecret needs tls.enabled"},
 		{"identity: {authProxy: {header: X-User}}", "identity.authProxy.header needs identity.authProxy.trusted"},
-		{"identity: {authProxy: {trusted: 10.0.0.0/8}}", "identity.authProxy.groupsHeader and .trusted need identity.authProxy.header"},
+		{"identity: {authProxy: {trusted: 10.0.0.0/8}}", "identity.authProxy.groupsHeader, .trusted and .logoutURL need identity.authProxy.header"},
+		{"identity: {authProxy: {logoutURL: /oauth2/sign_out}}", "identity.authProxy.groupsHeader, .trusted and .logoutURL need identity.authProxy.header"},
+		{"identity: {authProxy: {header: X-User, trusted: 10.0.0.1, logoutURL: oauth2/sign_out}}", `identity.authProxy.logoutURL "oauth2/sign_out": want a path`},
+		{"identity: {authProxy: {header: X-User, trusted: 10.0.0.1, logoutURL: '//evil.example/x'}}", `identity.authProxy.logoutURL "//evil.example/x": want a path`},
 		// What the server refuses at start is refused at render.
 		{"identity: {externalURL: 'https://ipl', oidc: {issuer: 'https://sso'}}", "identity.oidc.issuer needs identity.oidc.clientID"},
 		{"identity: {oidc: {issuer: 'https://sso', clientID: ipl}}", "identity.oidc.issuer needs identity.externalURL"},

@@ -68,8 +68,11 @@ beside it would be silently unused, so it is refused by name. */}}
 {{- fail "identity.authProxy.header needs identity.authProxy.trusted (the proxy's CIDRs)" -}}
 {{- end -}}
 {{- $px := .Values.identity.authProxy -}}
-{{- if and (not $px.header) (or $px.groupsHeader $px.trusted) -}}
-{{- fail "identity.authProxy.groupsHeader and .trusted need identity.authProxy.header" -}}
+{{- if and (not $px.header) (or $px.groupsHeader $px.trusted $px.logoutURL) -}}
+{{- fail "identity.authProxy.groupsHeader, .trusted and .logoutURL need identity.authProxy.header" -}}
+{{- end -}}
+{{- if and $px.logoutURL (not (or (regexMatch "^/[^/\\\\]" $px.logoutURL) (regexMatch "^https?://[^/]+" $px.logoutURL))) -}}
+{{- fail (printf "identity.authProxy.logoutURL %q: want a path such as /oauth2/sign_out or an http(s) URL" $px.logoutURL) -}}
 {{- end -}}
 {{/* The server's own refusals of identity settings, so that a chart that
 renders is a pod that starts (not one that crash-loops). */}}
