@@ -102,7 +102,8 @@ func (h *Console) Login(c echo.Context, store SessionStore) error {
 
 // Logout: POST /logout (CSRF checked) → session row deleted, cookie
 // cleared, 303 to /login (HX-Redirect for htmx); for a person the trusted
-// proxy signed in, 303 to the proxy's sign-out. A caller nothing here can
+// proxy signed in, a page that moves on to the proxy's sign-out
+// (ProxySignOutPage says why not a 303). A caller nothing here can
 // sign out (a proxy without a sign-out URL, a client certificate) gets
 // the sign-out page saying why, and nothing changes.
 func (h *Console) Logout(c echo.Context, store SessionStore) error {
@@ -112,6 +113,9 @@ func (h *Console) Logout(c echo.Context, store SessionStore) error {
 	to, err := store.Close(c)
 	if err != nil {
 		return err
+	}
+	if id := CallerOf(c); id != nil && id.Ambient && id.LogoutURL != "" && !IsHTMX(c) {
+		return render(c, http.StatusOK, views.ProxySignOutPage(to))
 	}
 	if IsHTMX(c) {
 		c.Response().Header().Set("HX-Redirect", to)

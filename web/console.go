@@ -3,7 +3,6 @@ package web
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -93,18 +92,16 @@ func (s *Server) consoleHandlers(store *sessions) *handlers.Console {
 
 // consoleSecurityHeaders keeps console pages out of frames and limits
 // scripts to the site's own files.
-var consoleSecurityHeaders = securityHeaders()
+var consoleSecurityHeaders = securityHeaders("")
 
 // securityHeaders is consoleSecurityHeaders with forms also allowed to
-// lead to formOrigins: sign-out is a form whose answer redirects to the
-// identity provider's end_session_endpoint or the proxy's sign-out, which
-// form-action 'self' alone would block.
-func securityHeaders(formOrigins ...string) echo.MiddlewareFunc {
+// lead to formOrigin: sign-out is a form whose answer redirects to the
+// identity provider's end_session_endpoint, which form-action 'self'
+// alone would block.
+func securityHeaders(formOrigin string) echo.MiddlewareFunc {
 	csp := "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
-	for _, o := range formOrigins {
-		if o != "" {
-			csp += " " + o
-		}
+	if formOrigin != "" {
+		csp += " " + formOrigin
 	}
 	csp += "; base-uri 'none'"
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -246,17 +243,12 @@ func (s *Server) consoleRoutes() {
 		return nil
 	})
 	// Sign-out is a form whose answer may redirect to the issuer's
-	// end_session_endpoint or to the proxy's sign-out.
-	var formOrigins []string
+	// end_session_endpoint. (The proxy's sign-out is reached from a page,
+	// views.ProxySignOutPage, not by a redirect of the form.)
+	sec := consoleSecurityHeaders
 	if o := s.cfg.Identity.OIDC; o != nil {
-		formOrigins = append(formOrigins, o.IssuerOrigin())
+		sec = securityHeaders(o.IssuerOrigin())
 	}
-	if p := s.cfg.Identity.Proxy; p != nil {
-		if u, err := url.Parse(p.LogoutURL); err == nil && u.Host != "" {
-			formOrigins = append(formOrigins, u.Scheme+"://"+u.Host)
-		}
-	}
-	sec := securityHeaders(formOrigins...)
 	s.e.GET("/login", h.LoginForm, sec, s.optionalSession)
 	nul := consoleFormNUL(h)
 	s.e.POST("/login", func(c echo.Context) error { return h.Login(c, store) }, sec, loginCSRF, nul)

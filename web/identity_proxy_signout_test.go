@@ -17,8 +17,8 @@ import (
 // TestProxySignOut: behind a trusted proxy the console's Sign out is the
 // proxy's. With IPLEDGER_AUTH_PROXY_LOGOUT_URL the header's Sign out posts
 // to /logout, which writes the person's sign-out to the audit log and
-// sends the browser to the proxy's sign-out (an origin of its own is
-// allowed by the form-action policy); without it the console offers no
+// sends the browser on to the proxy's sign-out; without it the console
+// offers no
 // Sign out — the header links to a page that says signing out is the
 // proxy's, and a posted sign-out changes nothing.
 func TestProxySignOut(t *testing.T) {
@@ -82,16 +82,14 @@ func TestProxySignOut(t *testing.T) {
 		for _, logout := range []string{"/oauth2/sign_out", "https://sso.site.example/oauth2/sign_out?rd=%2F"} {
 			db := dbtest.Open(t, models.DialectOf(db))
 			s := site(db, logout)
-			res := asAlice(s, "GET", "/", "")
-			page := expect(t, res, http.StatusOK, "user:alice", `action="/logout"`)
-			if csp := res.Header.Get("Content-Security-Policy"); strings.HasPrefix(logout, "https:") && !strings.Contains(csp, "form-action 'self' "+s.idp.Issuer+" https://sso.site.example;") {
-				t.Fatalf("%s: form-action does not allow the proxy's sign-out: %s", logout, csp)
-			}
+			page := expect(t, asAlice(s, "GET", "/", ""), http.StatusOK, "user:alice", `action="/logout"`)
 			before := signOuts(db)
-			res = asAlice(s, "POST", "/logout", csrfOf(page))
-			if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != logout {
-				t.Fatalf("%s: sign-out answered %d → %q", logout, res.StatusCode, res.Header.Get("Location"))
-			}
+			// A page that moves on to the proxy's sign-out, not a redirect
+			// of the form: form-action would hold the proxy's own
+			// redirects (to its identity provider) to this origin.
+			esc := strings.ReplaceAll(logout, "&", "&amp;")
+			expect(t, asAlice(s, "POST", "/logout", csrfOf(page)), http.StatusOK,
+				`<meta http-equiv="refresh" content="0; url=`+esc+`">`, `href="`+esc+`"`)
 			ev := events(t, db, "session.end")
 			if len(ev) != before+1 || ev[len(ev)-1].Actor != "user:alice" || ev[len(ev)-1].ObjectID != "user:alice" ||
 				ev[len(ev)-1].ActorRole == nil || *ev[len(ev)-1].ActorRole != "admin" || !strings.Contains(*ev[len(ev)-1].BeforeJSON, "signed out through the proxy") {
