@@ -16,83 +16,23 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/auth"
 	"github.com/ipledger/ipledger/database/dbtest"
+	"github.com/ipledger/ipledger/internal/testkit/browserkit"
 	"github.com/ipledger/ipledger/models"
 )
 
-// chromiumPath is the browser the end-to-end tests drive (Debian package
-// chromium, installed by .ci/run); IPLEDGER_CHROMIUM overrides it.
-func chromiumPath() string {
-	if p := os.Getenv("IPLEDGER_CHROMIUM"); p != "" {
-		return p
-	}
-	return "/usr/bin/chromium"
-}
+// newBrowser starts headless Chromium (browserkit.New).
+func newBrowser(t *testing.T, w, h int) context.Context { return browserkit.New(t, w, h) }
 
-// newBrowser starts headless Chromium with a fresh profile and the flags
-// that keep it off the network, sized w×h. Without Chromium the test skips
-// (fails under CI=true).
-func newBrowser(t *testing.T, w, h int) context.Context {
-	t.Helper()
-	path := chromiumPath()
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Chromium is required under CI=true but %s is missing: %v", path, err)
-		}
-		t.Skipf("Chromium not found at %s (apt-get install chromium, or set IPLEDGER_CHROMIUM): skipping the browser test", path)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.WindowSize(w, h),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelC := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	return ctx
-}
-
-// run runs browser actions, failing the test with the step's name.
+// run runs browser actions, failing the test with the step's name
+// (browserkit.Run).
 func run(t *testing.T, ctx context.Context, step string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := chromedp.Do(sctx, actions...); err != nil {
-		body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
-		t.Fatalf("%s: %v\npage text:\n%s", step, err, clip(body))
-	}
+	browserkit.Run(t, ctx, step, actions...)
 }
 
-// poll waits until the JavaScript expression is truthy.
-// A navigation (a form posted, a redirect followed) ends a running poll;
-// it then starts again on the new page until the step's deadline.
-func poll(expr string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		for {
-			p := chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(15*time.Second))
-			v, err := p(ctx, tg)
-			if err == nil || ctx.Err() != nil {
-				return v, err
-			}
-			m := err.Error()
-			if !strings.Contains(m, "navigated") && !strings.Contains(m, "context was destroyed") &&
-				!strings.Contains(m, "Cannot find context") && !strings.Contains(m, "null") {
-				return v, err
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-}
+// poll waits until the JavaScript expression is truthy, across
+// navigations (browserkit.Poll).
+func poll(expr string) chromedp.Action[chromedp.Void] { return browserkit.Poll(expr) }
 
 // setInput sets an input's value and fires the input event, as typing
 // does (htmx's as-you-type validation listens to it).
