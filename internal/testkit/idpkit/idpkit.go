@@ -62,8 +62,14 @@ var (
 // runs the script (building what its cache lacks, minutes the first time
 // and a second after) and fails the test if that fails; elsewhere it only
 // asks the script for cached binaries and skips the test without them.
+// With -short it skips.
 func Build(t testing.TB) Binaries {
 	t.Helper()
+	if testing.Short() {
+		// The race run of CI uses -short: these tests run built binaries,
+		// which the race detector does not watch, and ran without it.
+		t.Skip("runs the built binaries of ipledger, Dex and oauth2-proxy; skipped with -short")
+	}
 	ci := os.Getenv("CI") == "true"
 	binOnce.Do(func() {
 		args := []string{filepath.Join(Root(t), "scripts", "idp", "build.sh")}
@@ -93,7 +99,8 @@ func Build(t testing.TB) Binaries {
 		if ci {
 			t.Fatalf("scripts/idp/build.sh: %v\n%s", binErr, binOut)
 		}
-		t.Skipf("Dex and oauth2-proxy are not built (%s): run scripts/idp/build.sh once (a few minutes), or set CI=true to have the tests build them; skipping the test against real identity software", strings.TrimSpace(binOut))
+		t.Skipf("skipping the test against real Dex and oauth2-proxy: %s (or set CI=true: the test then builds them, a few minutes once)",
+			strings.ReplaceAll(strings.TrimSpace(binOut), "\n", "; "))
 	}
 	return bins
 }
