@@ -99,7 +99,7 @@ func Build(t testing.TB) Binaries {
 		if ci {
 			t.Fatalf("scripts/idp/build.sh: %v\n%s", binErr, binOut)
 		}
-		t.Skipf("skipping the test against real Dex and oauth2-proxy: %s (or set CI=true: the test then builds them, a few minutes once)",
+		t.Skipf("skipping the test against real Dex and oauth2-proxy: %s (or set CI=true: the test then builds them, minutes the first time)",
 			strings.ReplaceAll(strings.TrimSpace(binOut), "\n", "; "))
 	}
 	return bins
