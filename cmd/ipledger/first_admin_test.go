@@ -38,14 +38,18 @@ func TestFirstAdminTokenAsTheChartNotesFindIt(t *testing.T) {
 	var out bytes.Buffer // stdout and stderr, as `kubectl logs` shows them
 	var mu sync.Mutex
 	addr := make(chan string, 1)
-	pipe, err := cmd.StderrPipe()
+	// One pipe for both streams, as a container runtime collects them:
+	// the child's writes keep their order, so every line printed before
+	// "listening" has been read when that line is.
+	pipe, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	w.Close()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
@@ -97,7 +101,3 @@ func TestFirstAdminTokenAsTheChartNotesFindIt(t *testing.T) {
 		t.Errorf("the token of %q: GET /api/v1/pools answered %d", found[0], res.StatusCode)
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
