@@ -14,9 +14,9 @@ import (
 
 // The ID tokens ipledger received at console sign-ins (table
 // signin_id_tokens, migration 30). Such a token is never a bearer
-// credential (docs/identity.md "JWT bearer tokens"): sign-out puts it in a
-// URL (id_token_hint), where a browser's history or a proxy's log keeps
-// it. Any other JWT that passes the checks is one, whatever its shape, so
+// credential (docs/identity.md "JWT bearer tokens (REST and gRPC)"):
+// sign-out puts it in a URL (id_token_hint), where a browser's history or
+// a proxy's log keeps it. Any other JWT that passes the checks is one, whatever its shape, so
 // ipledger remembers these: by a hash, never the token, until the token's
 // own exp plus the verifier's Leeway, in the database, so that the refusal
 // outlives the session, its expiry and a restart of the server, and holds

@@ -1,10 +1,10 @@
 package models
 
 // schemaV30 remembers the ID tokens ipledger received at console
-// sign-ins (docs/identity.md "JWT bearer tokens"): such a token is never
-// a bearer credential, also after its session ended, expired or the
-// server restarted, until the token's own exp (expires_at, with the
-// verifier's leeway). A row holds only a SHA-256 of the token's signed
+// sign-ins (docs/identity.md "JWT bearer tokens (REST and gRPC)"): such
+// a token is never a bearer credential, also after its session ended,
+// expired or the server restarted, until the token's own exp (expires_at,
+// with the verifier's leeway). A row holds only a SHA-256 of the token's signed
 // part, never the token: the CHECK takes 64 lower-case hexadecimal
 // digits and nothing else, so a token written here by mistake is
 // refused by the database itself.

@@ -1,6 +1,6 @@
 package web
 
-// The security pass (docs/reliability.md "Security"): every
+// The security pass (docs/reliability.md "Security pass"): every
 // route is enumerated from the route tables (APIRoutes, ConsoleRoutes) and
 // from echo's own list, so that a route added later is checked without
 // anyone remembering to add it here:

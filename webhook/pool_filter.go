@@ -14,7 +14,8 @@ import (
 // webhook that never fires. Names already in the stored filter (kept)
 // are not looked up again, so a webhook whose pool has gone since can
 // still be edited without touching its filter (docs/decisions.md,
-// "A webhook's pool filter"). It runs in the writing transaction.
+// "A webhook's pool filter names existing pools"). It runs in the writing
+// transaction.
 func checkPoolsExist(t *txn.Tx, pools, kept []string) error {
 	known := map[string]bool{}
 	for _, p := range kept {

@@ -12,8 +12,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// docCitation is how a message points to a section of the docs:
-// docs/operations.md "Heading" (a comma before the heading allowed).
+// docCitation is how a message points to a section of the docs: the
+// page's path, then the heading in double quotes (a comma between them
+// allowed).
 var docCitation = regexp.MustCompile(`docs/([a-z0-9-]+\.md),? "([^"]+)"`)
 
 // checkCitations fails t for each section msg cites that does not exist,
