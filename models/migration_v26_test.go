@@ -14,6 +14,7 @@ import (
 // kind: the database refuses both without the allocator, on insert and
 // on update.
 func TestMachineBMCMACConstraints(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ins := `INSERT INTO machines (machine_id, kind, host_machine_id, state, bmc_mac_address, serial_number, created_at, updated_at)
 			VALUES (?, ?, ?, 'ready', ?, ?, ?, ?)`

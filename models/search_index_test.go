@@ -19,6 +19,7 @@ import (
 // The test needs a database of its own: pg_trgm is installed once per
 // database, and the shared test database has it in public.
 func TestSearchIndexesWithUnusableTrigramSchema(t *testing.T) {
+	t.Parallel()
 	dbtest.RequirePostgres(t)
 	admin, _, err := database.Open(dbtest.PostgresBase())
 	if err != nil {

@@ -403,6 +403,7 @@ func ptr(s string) *string { return &s }
 // the message starting with the gRPC field path, the REST code and field
 // in the error metadata, and nothing written.
 func TestGRPCValidationErrors(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		env := newGRPCEnv(t, db)
 		ctx := context.Background()
