@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/ipledger/ipledger/fault"
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -186,14 +187,27 @@ func (a *Allocator) ListExpectedMachines(ctx context.Context, f ExpectedMachineF
 			// (models.SearchIndexes) or by walking the BMC MAC order,
 			// whichever finds the page sooner. One OR over both would
 			// make it walk every record whenever few match.
-			var conds [4]string
-			var args [4]any
-			for i, col := range []string{"bmc_mac_address", "chassis_serial_number", "metadata_name", "serial_number"} {
-				conds[i], args[i] = models.Contains(a.dialect, col, s)
+			// The BMC MAC is also looked for in the stored spelling of
+			// the part of a MAC s may be (00-50-0, 0050.0, 00500:
+			// ident.MACFragments).
+			var conds []string
+			var args []any
+			substr := func(col, needle string) {
+				cond, arg := models.Contains(a.dialect, col, needle)
+				conds, args = append(conds, cond), append(args, arg)
 			}
+			for _, col := range []string{"bmc_mac_address", "chassis_serial_number", "metadata_name"} {
+				substr(col, s)
+			}
+			for _, f := range ident.MACFragments(s) {
+				if f != s {
+					substr("bmc_mac_address", f)
+				}
+			}
+			dpuCond, dpuArg := models.Contains(a.dialect, "serial_number", s)
 			base := q.Session(&gorm.Session{})
-			own := base.Where("("+conds[0]+" OR "+conds[1]+" OR "+conds[2]+")", args[:3]...).Order("bmc_mac_address").Limit(f.Limit + 1)
-			dpus := base.Where("id IN (SELECT expected_machine_id FROM expected_dpus WHERE "+conds[3]+")", args[3]).Order("bmc_mac_address").Limit(f.Limit + 1)
+			own := base.Where("("+strings.Join(conds, " OR ")+")", args...).Order("bmc_mac_address").Limit(f.Limit + 1)
+			dpus := base.Where("id IN (SELECT expected_machine_id FROM expected_dpus WHERE "+dpuCond+")", dpuArg).Order("bmc_mac_address").Limit(f.Limit + 1)
 			if err := db.Raw(`SELECT * FROM (?) own UNION SELECT * FROM (?) dpus ORDER BY bmc_mac_address LIMIT ?`, own, dpus, f.Limit+1).
 				Scan(&rows).Error; err != nil {
 				return err

@@ -87,7 +87,9 @@ type ExpectedMachineFilter struct {
 	// Label is "key" (any value) or "key=value".
 	Label string
 	// Search is a case-insensitive substring of the BMC MAC, chassis
-	// serial, metadata name or an expected DPU's serial (console search).
+	// serial, metadata name or an expected DPU's serial (console search);
+	// part of a MAC in another notation (00-50-0, 0050.0, 00500) also
+	// finds the BMC MACs holding it (ident.MACFragments).
 	Search string
 	// Limit defaults to 100 and is capped at 1000.
 	Limit int

@@ -71,7 +71,8 @@ var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[
 
 // Search finds what an operator typed into the console's search box: an
 // IP address or prefix (IPv4 and IPv6, any spelling), a value of an
-// integer pool, a MAC address in any spelling, a DPU serial, a chassis
+// integer pool, a MAC address in any notation (':', '-', Cisco's '.',
+// bare hex) or part of one, a DPU serial, a chassis
 // serial, a machine_id, an ExpectedMachine name or id, or a pool name.
 // Every exact look-up is an index probe (the (pool, value) key of
 // allocations, the unique serials and MACs, migration 15's chassis and
@@ -126,7 +127,7 @@ func (s *searcher) add(h SearchHit) {
 }
 
 func (s *searcher) run(q string) error {
-	if mac, err := ident.ParseMAC(q); err == nil {
+	if mac := wholeMAC(q); mac != "" {
 		if err := s.byMAC(mac); err != nil {
 			return err
 		}
@@ -154,6 +155,22 @@ func (s *searcher) run(q string) error {
 		return s.partial(q)
 	}
 	return nil
+}
+
+// wholeMAC is the MAC address q spells, in the stored form, else "": a
+// MAC ident.ParseMAC reads, or all six octets in a notation it leaves to
+// search text (Cisco's 0a10.0000.0005, bare hex 0a1000000005), so that a
+// MAC pasted from a switch finds its host as the ':' spelling does.
+func wholeMAC(q string) string {
+	if mac, err := ident.ParseMAC(q); err == nil {
+		return mac
+	}
+	for _, f := range ident.MACFragments(q) {
+		if mac, err := ident.ParseMAC(f); err == nil && mac == f {
+			return mac
+		}
+	}
+	return ""
 }
 
 // found reports a hit other than a value free in a pool.

@@ -7,8 +7,10 @@ import (
 )
 
 // TestSearchFindsPartOfAMACWithDashes: the header search finds part of a
-// BMC MAC typed with '-' in any case (00-00-02), as it does with ':' and
-// as the ExpectedMachine list's search does; for an ingested record the
+// BMC MAC typed with '-' in any case (00-00-02), starting or ending inside
+// an octet (0-00-0), in Cisco's groups (0000.0002) or as bare hex
+// (000002), as it does with ':' and as the ExpectedMachine list's search
+// does; for an ingested record the
 // hit is its host, for another the ExpectedMachine, and for a host
 // without an ExpectedMachine the host itself.
 func TestSearchFindsPartOfAMACWithDashes(t *testing.T) {
@@ -19,11 +21,24 @@ func TestSearchFindsPartOfAMACWithDashes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		host1 := SearchHit{Kind: HitHost, ID: allocator.HostMachineID("0a:00:00:00:00:01")}
+		host9 := SearchHit{Kind: HitHost, ID: allocator.HostMachineID("0a:00:00:00:00:09")}
 		for q, want := range map[string]SearchHit{
 			"00-00-02": {Kind: HitExpectedMachine, ID: em2.ID},
-			"00-00-01": {Kind: HitHost, ID: allocator.HostMachineID("0a:00:00:00:00:01")},
-			"0A-00-00": {Kind: HitHost, ID: allocator.HostMachineID("0a:00:00:00:00:01")},
-			"00-00-09": {Kind: HitHost, ID: allocator.HostMachineID("0a:00:00:00:00:09")},
+			"00-00-01": host1,
+			"0A-00-00": host1,
+			"00-00-09": host9,
+			// Inside an octet, Cisco's groups, bare hex, any case.
+			"0-00-02":        {Kind: HitExpectedMachine, ID: em2.ID},
+			"0-00-0":         host1,
+			"00-0":           host1,
+			"0-0":            host9,
+			"0000.0002":      {Kind: HitExpectedMachine, ID: em2.ID},
+			"0A00.0000.0009": host9,
+			"0.0009":         host9,
+			"000002":         {Kind: HitExpectedMachine, ID: em2.ID},
+			"00009":          host9,
+			"0A0000000001":   host1,
 		} {
 			r, err := s.c.Search(s.ctx, q)
 			if err != nil {

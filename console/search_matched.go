@@ -8,10 +8,11 @@ import (
 )
 
 // machineMatched says which field of a machine holds the text lq (lower
-// case, as partial's substring scan found it): a DPU's serial or a host's
-// chassis serial, its BMC MAC, or its machine_id. The label names the
-// field that matched, never another one the machine happens to have.
-func machineMatched(m *models.Machine, lq string) string {
+// case, as partial's substring scan found it), or in its BMC MAC one of
+// macs: a DPU's serial or a host's chassis serial, its BMC MAC, or its
+// machine_id. The label names the field that matched, never another one
+// the machine happens to have.
+func machineMatched(m *models.Machine, lq string, macs []string) string {
 	has := func(v string) bool { return v != "" && strings.Contains(strings.ToLower(v), lq) }
 	dpu := m.Kind == allocator.KindDPU
 	switch {
@@ -19,12 +20,22 @@ func machineMatched(m *models.Machine, lq string) string {
 		return "DPU serial " + deref(m.SerialNumber)
 	case !dpu && has(m.ChassisSerialNumber):
 		return "chassis serial " + m.ChassisSerialNumber
-	case dpu && has(deref(m.BmcMacAddress)):
+	case dpu && hasAny(deref(m.BmcMacAddress), macs):
 		return "DPU BMC MAC " + deref(m.BmcMacAddress)
-	case has(deref(m.BmcMacAddress)):
+	case hasAny(deref(m.BmcMacAddress), macs):
 		return "BMC MAC " + deref(m.BmcMacAddress)
 	case has(m.MachineID):
 		return "machine_id " + m.MachineID
 	}
 	return "chassis serial " + m.ChassisSerialNumber
+}
+
+// hasAny reports whether the stored MAC v holds one of macs (lower case).
+func hasAny(v string, macs []string) bool {
+	for _, m := range macs {
+		if v != "" && strings.Contains(strings.ToLower(v), m) {
+			return true
+		}
+	}
+	return false
 }

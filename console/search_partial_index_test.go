@@ -8,6 +8,7 @@ import (
 	"github.com/ipledger/ipledger/allocator"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/dbcheck"
+	"github.com/ipledger/ipledger/ident"
 	"github.com/ipledger/ipledger/models"
 )
 
@@ -71,7 +72,8 @@ func TestSearchPartialFollowsWritesAndIndexes(t *testing.T) {
 
 		texts := []string{"rack", "RACK", "ack-a", "a_0", "%", "_", `\`, `%b`, `k%b-`, `e\x`, `de\`, "_5%", "renamed", "old-name",
 			"gone", "put-me", "replaced", "imported", "mt", "MTZ", "mtz02", "ch_", "ch.", "ch-", "c04", "0a:00", "00:00:0", "mixed c",
-			"case", "fm", "zzz-none", "ünit", "Ü", "é 7", "10-20", "0a-00", "00-00-00"}
+			"case", "fm", "zzz-none", "ünit", "Ü", "é 7", "10-20", "0a-00", "00-00-00",
+			"00-00-0", "0-00-0A", "0a00.00", "0A0000", "000010", "0000.1", "0b:00:00:00:00:10", "0B00.0000.0010"}
 		got := map[string][]SearchHit{}
 		for _, q := range texts {
 			r, err := s.c.Search(s.ctx, q)
@@ -85,7 +87,7 @@ func TestSearchPartialFollowsWritesAndIndexes(t *testing.T) {
 		}
 		// The ExpectedMachine list's search, page by page (two records a
 		// page), lists what a scan of the rows finds, in BMC MAC order.
-		for _, q := range []string{"rack", "a0", "mt", "ch", "_", "%", "0a:00", "zzz"} {
+		for _, q := range []string{"rack", "a0", "mt", "ch", "_", "%", "0a:00", "zzz", "0-00-0A", "0a00.00", "00000a", "A-0"} {
 			var got []string
 			cursor := ""
 			for range 20 {
@@ -163,11 +165,11 @@ func scanExpectedMachines(t *testing.T, s *site, q string) []string {
 	if err := s.db.Find(&eds).Error; err != nil {
 		t.Fatal(err)
 	}
-	lq := strings.ToLower(q)
+	lq, macs := scanNeedles(q)
 	has := func(v string) bool { return strings.Contains(strings.ToLower(v), lq) }
 	out := []string{}
 	for _, em := range ems {
-		hit := has(em.MetadataName) || has(em.BmcMacAddress) || has(em.ChassisSerialNumber)
+		hit := has(em.MetadataName) || hasAny(em.BmcMacAddress, macs) || has(em.ChassisSerialNumber)
 		for _, d := range eds {
 			hit = hit || d.ExpectedMachineID == em.ID && has(d.SerialNumber)
 		}
@@ -195,18 +197,31 @@ func scanSearch(t *testing.T, s *site, q string) []string {
 		}
 	}
 	out, seen := []string{}, map[string]bool{}
-	scanSearchOf(strings.ToLower(q), &out, seen, ems, eds, ms)
-	if macFragmentRE.MatchString(q) {
-		scanSearchOf(strings.ToLower(strings.ReplaceAll(q, "-", ":")), &out, seen, ems, eds, ms)
-	}
+	lq, macs := scanNeedles(q)
+	scanSearchOf(lq, macs, &out, seen, ems, eds, ms)
 	if len(out) > searchLimit {
 		t.Fatalf("search %q: %d hits; the fleet is meant to stay under the limit", q, len(out))
 	}
 	return out
 }
 
-// scanSearchOf adds to out the hits of one spelling lq of the text.
-func scanSearchOf(lq string, out *[]string, seen map[string]bool, ems []models.ExpectedMachine, eds []models.ExpectedDPU, ms []models.Machine) {
+// scanNeedles are the text q in lower case and, for BMC MACs, also the
+// stored spellings of the part of a MAC it may be (ident.MACFragments,
+// held to every notation by its own table test).
+func scanNeedles(q string) (string, []string) {
+	lq := strings.ToLower(strings.TrimSpace(q))
+	macs := []string{lq}
+	for _, f := range ident.MACFragments(q) {
+		if f != lq {
+			macs = append(macs, f)
+		}
+	}
+	return lq, macs
+}
+
+// scanSearchOf adds to out the hits of the text lq and, in BMC MACs, of
+// the spellings macs.
+func scanSearchOf(lq string, macs []string, out *[]string, seen map[string]bool, ems []models.ExpectedMachine, eds []models.ExpectedDPU, ms []models.Machine) {
 	has := func(vs ...*string) bool {
 		for _, v := range vs {
 			if v != nil && strings.Contains(strings.ToLower(*v), lq) {
@@ -222,7 +237,7 @@ func scanSearchOf(lq string, out *[]string, seen map[string]bool, ems []models.E
 		}
 	}
 	for _, em := range ems {
-		hit := has(&em.MetadataName, &em.BmcMacAddress, &em.ChassisSerialNumber)
+		hit := has(&em.MetadataName, &em.ChassisSerialNumber) || hasAny(em.BmcMacAddress, macs)
 		for _, d := range eds {
 			hit = hit || d.ExpectedMachineID == em.ID && has(&d.SerialNumber)
 		}
@@ -239,7 +254,7 @@ func scanSearchOf(lq string, out *[]string, seen map[string]bool, ems []models.E
 	}
 	for _, m := range ms {
 		id := m.MachineID
-		if has(&id, m.SerialNumber, &m.ChassisSerialNumber, m.BmcMacAddress) {
+		if has(&id, m.SerialNumber, &m.ChassisSerialNumber) || m.BmcMacAddress != nil && hasAny(*m.BmcMacAddress, macs) {
 			add(map[string]string{allocator.KindHost: HitHost, allocator.KindDPU: HitDPU}[m.Kind] + " " + m.MachineID)
 		}
 	}

@@ -3,7 +3,6 @@ package handlers
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,10 +14,12 @@ import (
 	"github.com/ipledger/ipledger/views"
 )
 
-// ExpectedMachines: GET /expected-machines?q=&cursor= — list with search.
+// ExpectedMachines: GET /expected-machines?q=&cursor= — list with search
+// (a MAC, or part of one, in any notation finds its BMC MACs:
+// allocator.ExpectedMachineFilter).
 func (h *Console) ExpectedMachines(c echo.Context) error {
 	v := views.EMListView{Page: h.page(c, "Expected machines", "expected"), Query: strings.TrimSpace(c.QueryParam("q"))}
-	page, err := h.A.ListExpectedMachines(Ctx(c), allocator.ExpectedMachineFilter{Search: searchTerm(v.Query), Limit: 100, Cursor: c.QueryParam("cursor")})
+	page, err := h.A.ListExpectedMachines(Ctx(c), allocator.ExpectedMachineFilter{Search: v.Query, Limit: 100, Cursor: c.QueryParam("cursor")})
 	status := http.StatusOK
 	if err != nil {
 		if !isFormError(err) {
@@ -30,25 +31,6 @@ func (h *Console) ExpectedMachines(c echo.Context) error {
 		v.Items, v.Next = page.Items, page.NextCursor
 	}
 	return render(c, status, views.EMListPage(v))
-}
-
-// macFragment is two or more hex octets joined by '-' (a MAC, or part of
-// one, typed the way some vendors print it).
-var macFragment = regexp.MustCompile(`^[0-9A-Fa-f]{2}(-[0-9A-Fa-f]{2})+$`)
-
-// searchTerm makes a MAC typed with '-' (docs/api.md accepts '-' or ':'
-// in any case) search like the stored form: a whole MAC is normalised, a
-// dash-separated run of hex octets has its dashes turned into ':'. Other
-// text (names, chassis and DPU serials, which may hold dashes) is searched
-// as typed; the search is case-insensitive.
-func searchTerm(q string) string {
-	if mac, err := allocator.NormalizeMAC(q, "q"); err == nil {
-		return mac
-	}
-	if macFragment.MatchString(q) {
-		return strings.ToLower(strings.ReplaceAll(q, "-", ":"))
-	}
-	return q
 }
 
 // NewExpectedMachine: GET /expected-machines/new (operator).
