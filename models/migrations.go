@@ -96,6 +96,10 @@ var Migrations = []Migration{
 	// Version 30 (migration_v30.go): the ID tokens received at console
 	// sign-ins, by hash, until they expire: never bearer credentials.
 	{Version: 30, Name: "ID tokens received at sign-in", Postgres: schemaV30Postgres, SQLite: schemaV30SQLite},
+	// Version 32 (migration_v32.go): a DPU serial number is declared
+	// once whatever its case; serials that already differ only in case
+	// are kept and reported.
+	migrationV32,
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when
