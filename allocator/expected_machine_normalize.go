@@ -146,10 +146,11 @@ func normalize(prefix string, s ExpectedMachineSpec, ps *problems) *emRecord {
 			ps.add(fault.Errf(fault.CodeInvalid, d.field+".serial_number", "serial_number %q must be %s", in.SerialNumber, ident.SerialRule))
 			d.serial = "" // left out of the collision checks
 		default:
-			if j, dup := serials[d.serial]; dup {
+			// A serial is one DPU in any case (serialKey).
+			if j, dup := serials[serialKey(d.serial)]; dup {
 				ps.add(fault.Errf(fault.CodeInvalid, d.field+".serial_number", "serial_number %s is already used by expected_dpus[%d] of this machine", d.serial, j))
 			} else {
-				serials[d.serial] = i
+				serials[serialKey(d.serial)] = i
 			}
 		}
 		for j, raw := range []*string{in.LoopbackIP, in.LoopbackIPv6} {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -109,10 +110,10 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 				continue
 			}
 			if d.serial != "" {
-				if other, dup := serials[d.serial]; dup && len(recs) > 1 {
+				if other, dup := serials[serialKey(d.serial)]; dup && len(recs) > 1 {
 					ps.add(fault.Errf(fault.CodeInvalid, d.field+".serial_number", "serial_number %s is already used by %s", d.serial, other))
 				} else if !dup {
-					serials[d.serial] = d.field
+					serials[serialKey(d.serial)] = d.field
 				}
 			}
 			for j, f := range loopbackFamilies {
@@ -173,7 +174,7 @@ func (t *tx) validateRecords(recs []*emRecord, replaced map[string]bool, all boo
 				continue
 			}
 			owner := fmt.Sprintf("%s (kept: %s leaves expected_dpus out)", r.mac, r.prefix)
-			if f, dup := serials[d.serial]; dup {
+			if f, dup := serials[serialKey(d.serial)]; dup {
 				ps.add(fault.Errf(fault.CodeConflict, f+".serial_number", "serial_number %s is declared by ExpectedMachine %s", d.serial, owner))
 			}
 			if f, dup := v4s[d.v4]; d.v4.IsValid() && dup {
@@ -209,11 +210,16 @@ func (t *tx) checkDPUCollisions(d emDPU, lp *loopbackPools, held map[string]*mod
 		return nil, nil
 	}
 	if d.serial != "" {
-		o, err := other("serial_number", d.serial)
+		o, err := other("lower(serial_number)", serialKey(d.serial))
 		if err != nil {
 			return err
 		}
-		if o != nil {
+		switch {
+		case o == nil:
+		case o.SerialNumber != d.serial:
+			ps.add(fault.Errf(fault.CodeConflict, d.field+".serial_number", "serial_number %s is already declared as %s by ExpectedMachine %s (a serial number names one DPU in any case)",
+				d.serial, o.SerialNumber, t.emLabel(o.ExpectedMachineID)))
+		default:
 			ps.add(fault.Errf(fault.CodeConflict, d.field+".serial_number", "serial_number %s is already declared by ExpectedMachine %s", d.serial, t.emLabel(o.ExpectedMachineID)))
 		}
 	}
@@ -258,6 +264,11 @@ func (t *tx) checkDPUCollisions(d emDPU, lp *loopbackPools, held map[string]*mod
 	}
 	return nil
 }
+
+// serialKey is what makes two DPU serial numbers one: their lower-case
+// spelling, as the unique index of migration 32 compares them (serials
+// are ASCII, which both databases' lower() folds alike).
+func serialKey(serial string) string { return strings.ToLower(serial) }
 
 func heldKey(poolID int64, key string) string { return fmt.Sprintf("%d/%s", poolID, key) }
 

@@ -49,7 +49,7 @@ var Rules = []Rule{
 	{"reservations", "a reserved loopback lies in an auto_assign=false range of lo-ip or lo-ip-v6"},
 	{"dpu_loopbacks", "a DPU's loopbacks are allocated to that DPU"},
 	{"machine_tree", "a DPU's host is a host; a host has no host"},
-	{"declared_once", "a DPU serial number and each reserved loopback are declared for one ExpectedMachine DPU"},
+	{"declared_once", "a DPU serial number (in any case) and each reserved loopback are declared for one ExpectedMachine DPU"},
 	{"carried_once", "a DPU serial number is carried by one machine, a loopback by one DPU"},
 	{"bmc_macs", "a BMC MAC is declared by one ExpectedMachine and carried by one machine (host or DPU), in canonical form"},
 	{"token_names", "a token name is given once (but for duplicates kept from before the rule)"},

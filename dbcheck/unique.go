@@ -39,15 +39,18 @@ func checkOnce(c *checker, rule string, keys []onceKey) error {
 	return nil
 }
 
-// checkDeclaredOnce: one ExpectedMachine DPU per serial number and per
-// reserved loopback, by its text and by its sort key.
+// checkDeclaredOnce: one ExpectedMachine DPU per serial number, compared
+// in any case (the serials migration 32 kept are named here until one of
+// each is removed), and per reserved loopback, by its text and by its
+// sort key.
 func checkDeclaredOnce(c *checker) error {
 	var keys []onceKey
-	for _, k := range []struct{ col, label string }{
-		{"serial_number", "serial number"}, {"loopback_ip", "loopback"}, {"loopback_ip_key", "loopback key"},
-		{"loopback_ip_v6", "loopback"}, {"loopback_ip_v6_key", "loopback key"},
+	for _, k := range []struct{ col, key, label string }{
+		{"serial_number", "LOWER(serial_number)", "serial number"}, {"loopback_ip", "loopback_ip", "loopback"},
+		{"loopback_ip_key", "loopback_ip_key", "loopback key"}, {"loopback_ip_v6", "loopback_ip_v6", "loopback"},
+		{"loopback_ip_v6_key", "loopback_ip_v6_key", "loopback key"},
 	} {
-		keys = append(keys, onceKey{table: "expected_dpus", col: k.col, key: k.col, who: "expected_machine_id",
+		keys = append(keys, onceKey{table: "expected_dpus", col: k.col, key: k.key, who: "expected_machine_id",
 			format: k.label + " %s is declared for %d DPUs (of ExpectedMachines %s)"})
 	}
 	return checkOnce(c, "declared_once", keys)

@@ -72,8 +72,9 @@ func newAllocator(c config, db *gorm.DB, opts allocator.Options) *allocator.Allo
 }
 
 // storedProblems lists what an older database holds against rules that
-// are newer than its data: address pools that overlap and token names
-// shared by several tokens; and, on PostgreSQL without pg_trgm, that the
+// are newer than its data: address pools that overlap, token names
+// shared by several tokens and DPU serial numbers declared in several
+// cases; and, on PostgreSQL without pg_trgm, that the
 // console's search for part of a text scans the fleet
 // (database.SearchIndexStatus). Nothing is changed; each line says how to
 // fix it. The start-up log and `ipledger migrate` print them.
@@ -92,6 +93,13 @@ func storedProblems(ctx context.Context, a *allocator.Allocator, db *gorm.DB) []
 	}
 	for _, n := range names {
 		out = append(out, fmt.Sprintf("several tokens are named %q: the audit actor token:%s names none of them alone; delete the extra ones by id (`ipledger token list`, `ipledger token delete --id N`)", n, n))
+	}
+	serials, err := a.SerialCaseDuplicates(ctx)
+	if err != nil {
+		out = append(out, "cannot check DPU serial numbers: "+err.Error())
+	}
+	for _, s := range serials {
+		out = append(out, s+": ingestion matches the DPU's serial exactly, so keep one spelling and remove the others (`ipledger expected-machine` or the console)")
 	}
 	if st, err := database.SearchIndexStatus(db.WithContext(ctx)); err != nil {
 		out = append(out, "cannot read the search indexes: "+err.Error())
