@@ -43,3 +43,7 @@ const (
 
 // ReadyCondition is the condition type every kind here reports.
 const ReadyCondition = "Ready"
+
+// After controller-gen: config/ipam-components.yaml, clusterctl's
+// components, from the CRDs and the ClusterRole just written.
+//go:generate go run ../../hack/components -config ../../config -chart ../../../deploy/helm/ipledger-k8s
