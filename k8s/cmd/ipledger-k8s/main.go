@@ -26,6 +26,10 @@ import (
 	"github.com/ipledger/ipledger/k8s/internal/ledger"
 )
 
+// version is the release, stamped by scripts/release.sh
+// (-X main.version=…).
+var version = "dev"
+
 func main() {
 	if err := run(os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "ipledger-k8s:", err)
@@ -37,7 +41,7 @@ func main() {
 type flags struct {
 	url, tokenFile, caCert, clientCert, clientKey string
 	kubeconfig, metrics, probe, clusterName       string
-	leaderElect                                   bool
+	leaderElect, printVersion                     bool
 	leaderNS, namespaces, globalSelector, level   string
 	syncPeriod                                    time.Duration
 	workers, burst                                int
@@ -66,11 +70,15 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.Float64Var(&f.qps, "kube-api-qps", 50, "requests per second to the Kubernetes API server")
 	fs.IntVar(&f.burst, "kube-api-burst", 100, "burst of requests to the Kubernetes API server")
 	fs.StringVar(&f.level, "log-level", "info", "log level: debug, info, warn or error (JSON on stderr)")
+	fs.BoolVar(&f.printVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if f.printVersion {
+		return f, nil
 	}
 	if f.clusterName == "" {
 		return nil, errors.New("--cluster-name is required: it names this cluster in ipledger's owner ids")
@@ -88,6 +96,10 @@ func run(args []string, stderr io.Writer) error {
 	f, err := parse(args, stderr)
 	if err != nil {
 		return err
+	}
+	if f.printVersion {
+		fmt.Println("ipledger-k8s", version)
+		return nil
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.level)); err != nil {
@@ -139,7 +151,7 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("starting ipledger-k8s", "cluster", f.clusterName, "ipledger", f.url, "syncPeriod", f.syncPeriod.String(),
+	log.Info("starting ipledger-k8s", "version", version, "cluster", f.clusterName, "ipledger", f.url, "syncPeriod", f.syncPeriod.String(),
 		"leaderElect", f.leaderElect, "workers", f.workers)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
