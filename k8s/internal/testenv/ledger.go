@@ -117,6 +117,16 @@ func StartLedger(t testing.TB, db string) *Ledger {
 	return l
 }
 
+// StartAnother starts one more `ipledger serve` on l's database (two
+// servers behind one address, as a Service spreads them), stopped when t
+// ends. It shares l's tokens.
+func (l *Ledger) StartAnother(t testing.TB) *Ledger {
+	t.Helper()
+	o := &Ledger{Database: l.Database, AdminToken: l.AdminToken, OperatorTok: l.OperatorTok}
+	o.start(t, LedgerBinary(t))
+	return o
+}
+
 // Stop stops the server (SIGTERM) and waits for it.
 func (l *Ledger) Stop(t testing.TB) {
 	t.Helper()
