@@ -9,6 +9,15 @@
 #                                 linux/amd64 and linux/arm64)
 #   dist/ipledger-VERSION.oci.tar the same layout as one archive
 #   dist/ipledger-chart-VERSION.tgz  the Helm chart, appVersion VERSION
+#   dist/ipledger-k8s-linux-amd64, dist/ipledger-k8s-linux-arm64
+#       the Kubernetes manager (module k8s/), static, version stamped
+#       (`ipledger-k8s --version`)
+#   dist/oci-ipledger-k8s/        its OCI image as a layout
+#   dist/ipledger-k8s-VERSION.oci.tar  the same layout as one archive
+#   dist/ipledger-k8s-chart-VERSION.tgz  its Helm chart, appVersion VERSION
+#   dist/ipam-components.yaml, dist/metadata.yaml
+#       the Cluster API IPAM provider's files for clusterctl (a GitHub
+#       release's assets), the components deploying this release's image
 #   dist/SHA256SUMS               sha256sum -c checks the files above
 #                                 (the layout's blobs are named by digest)
 #
@@ -39,31 +48,46 @@ for arch in amd64 arm64; do
 	echo "building linux/$arch"
 	out=$(mktemp -d)
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$out/" ./cmd/ipledger ./cmd/galactic-ipam
-	for bin in ipledger galactic-ipam; do
+	(cd k8s && CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$version" \
+		-o "$out/" ./cmd/ipledger-k8s)
+	for bin in ipledger galactic-ipam ipledger-k8s; do
 		mv "$out/$bin" "dist/$bin-linux-$arch"
 	done
 	rmdir "$out"
 done
 
-go run ./scripts/mkimage --dist dist --version "$version" --revision "$commit" --created "$date" \
-	--platforms linux/amd64,linux/arm64
+for image in ipledger ipledger-k8s; do
+	go run ./scripts/mkimage --image "$image" --dist dist --version "$version" --revision "$commit" --created "$date" \
+		--platforms linux/amd64,linux/arm64
+done
 
-# The Helm chart with its appVersion (the image tag it deploys when
-# image.tag is empty) set to this release: the checked-in chart says
+# The Helm charts with their appVersion (the image tag each deploys when
+# image.tag is empty) set to this release: the checked-in charts say
 # "dev", a tag no registry holds.
-mkdir -p dist/chart
-cp -R deploy/helm/ipledger dist/chart/
-sed -i "s/^appVersion: .*/appVersion: \"$version\"/" dist/chart/ipledger/Chart.yaml
-grep -qx "appVersion: \"$version\"" dist/chart/ipledger/Chart.yaml || { echo "could not stamp the chart's appVersion" >&2; exit 1; }
-tar -C dist/chart --sort=name --owner=0 --group=0 --numeric-owner --mtime="$date" \
-	-czf "dist/ipledger-chart-$version.tgz" ipledger
-rm -rf dist/chart
+for chart in ipledger ipledger-k8s; do
+	mkdir -p dist/chart
+	cp -R "deploy/helm/$chart" dist/chart/
+	sed -i "s/^appVersion: .*/appVersion: \"$version\"/" "dist/chart/$chart/Chart.yaml"
+	grep -qx "appVersion: \"$version\"" "dist/chart/$chart/Chart.yaml" || { echo "could not stamp $chart's appVersion" >&2; exit 1; }
+	tar -C dist/chart --sort=name --owner=0 --group=0 --numeric-owner --mtime="$date" \
+		-czf "dist/$chart-chart-$version.tgz" "$chart"
+	rm -rf dist/chart
+done
 
-(cd dist && sha256sum ipledger-linux-* galactic-ipam-linux-* "ipledger-$version.oci.tar" "ipledger-chart-$version.tgz" > SHA256SUMS)
+# clusterctl's files: the components deploy this release's image unless
+# IPLEDGER_K8S_IMAGE says otherwise.
+sed "s|\${IPLEDGER_K8S_IMAGE:=ghcr.io/ipledger/ipledger-k8s:dev}|\${IPLEDGER_K8S_IMAGE:=ghcr.io/ipledger/ipledger-k8s:$version}|" \
+	k8s/config/ipam-components.yaml > dist/ipam-components.yaml
+grep -qF "ipledger-k8s:$version}" dist/ipam-components.yaml || { echo "could not stamp the components' image" >&2; exit 1; }
+cp k8s/config/metadata.yaml dist/metadata.yaml
+
+(cd dist && sha256sum ipledger-linux-* galactic-ipam-linux-* ipledger-k8s-linux-* "ipledger-$version.oci.tar" \
+	"ipledger-k8s-$version.oci.tar" "ipledger-chart-$version.tgz" "ipledger-k8s-chart-$version.tgz" \
+	ipam-components.yaml metadata.yaml > SHA256SUMS)
 
 # What was written: the binaries static (no interpreter, nothing to load)
 # and stamped, the image's two platforms carrying them.
 go run ./scripts/releasecheck --dist dist --version "$version"
 echo
 echo "release $version ($commit, built $date):"
-(cd dist && ls -l --block-size=1 -- *-linux-* *.oci.tar *.tgz SHA256SUMS | awk '{printf "  %-40s %12d bytes\n", $NF, $5}')
+(cd dist && ls -l --block-size=1 -- *-linux-* *.oci.tar *.tgz *.yaml SHA256SUMS | awk '{printf "  %-40s %12d bytes\n", $NF, $5}')

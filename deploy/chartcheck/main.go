@@ -7,10 +7,15 @@
 // `skopeo copy`) is the one the chart deploys.
 //
 //	cd deploy && go run ./chartcheck ../dist/ipledger-chart-v1.2.0.tgz v1.2.0 [../dist/oci]
+//	cd deploy && go run ./chartcheck -set clusterName=a,ipledger.url=https://l,ipledger.token=t \
+//	    ../dist/ipledger-k8s-chart-v1.2.0.tgz v1.2.0 ../dist/oci-ipledger-k8s
+//
+// -set gives the values a chart requires (as `helm template --set`).
 package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -21,21 +26,30 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/strvals"
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 )
 
 func main() {
-	if len(os.Args) != 3 && len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: chartcheck CHART.tgz VERSION [OCI-LAYOUT-DIR]")
+	set := flag.String("set", "", "values the chart requires, as helm --set takes them (a=b,c.d=e)")
+	flag.Parse()
+	args := flag.Args()
+	if len(args) != 2 && len(args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: chartcheck [-set VALUES] CHART.tgz VERSION [OCI-LAYOUT-DIR]")
 		os.Exit(2)
 	}
-	image, err := check(os.Args[1], os.Args[2])
-	if err == nil && len(os.Args) == 4 {
-		err = checkLayoutName(os.Args[3], image)
+	values, err := strvals.Parse(*set)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chartcheck: -set: %v\n", err)
+		os.Exit(2)
+	}
+	image, err := check(args[0], args[1], values)
+	if err == nil && len(args) == 3 {
+		err = checkLayoutName(args[2], image)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "chartcheck %s: %v\n", os.Args[1], err)
+		fmt.Fprintf(os.Stderr, "chartcheck %s: %v\n", args[0], err)
 		os.Exit(1)
 	}
 }
@@ -63,7 +77,7 @@ func checkLayoutName(dir, image string) error {
 }
 
 // check renders the chart and returns the image its Deployment runs.
-func check(archive, version string) (string, error) {
+func check(archive, version string, values map[string]any) (string, error) {
 	ch, err := loader.Load(archive)
 	if err != nil {
 		return "", err
@@ -71,7 +85,7 @@ func check(archive, version string) (string, error) {
 	if ch.Metadata.AppVersion != version {
 		return "", fmt.Errorf("appVersion %q, want %q", ch.Metadata.AppVersion, version)
 	}
-	vals, err := chartutil.ToRenderValues(ch, nil, chartutil.ReleaseOptions{Name: "site", Namespace: "ipledger", IsInstall: true}, chartutil.DefaultCapabilities)
+	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: "site", Namespace: "ipledger", IsInstall: true}, chartutil.DefaultCapabilities)
 	if err != nil {
 		return "", err
 	}

@@ -37,6 +37,61 @@ type options struct {
 	name      string
 	platforms []string
 	created   time.Time
+	// image is the image built: a key of images ("" is ipledger).
+	image string
+}
+
+// imageSpec is what one image of the release holds and runs.
+type imageSpec struct {
+	title, description string
+	// binaries are read from dist/BIN-linux-ARCH into binDir.
+	binaries        []string
+	entrypoint, cmd []string
+	env             []string
+	ports           []string
+	// dataDir is the working directory and volume, owned by the user ("":
+	// none; the working directory is /).
+	dataDir string
+}
+
+// images are the release's images: ipledger's (the server and the CNI
+// plugin) and the Kubernetes manager's, each with one concern.
+var images = map[string]imageSpec{
+	"ipledger": {
+		title:       "ipledger",
+		description: "The address authority of a bare-metal site: resource pools, DPU loopback reservations, allocations",
+		binaries:    []string{"ipledger", "galactic-ipam"},
+		entrypoint:  []string{binDir + "/ipledger"}, cmd: []string{"serve"},
+		env: []string{
+			// In a container the server listens on every address; the
+			// binary's own default is loopback.
+			"IPLEDGER_LISTEN=0.0.0.0:8080",
+			"IPLEDGER_DATABASE_URL=sqlite:" + dataDir + "/ipledger.db",
+		},
+		ports:   []string{"8080/tcp"},
+		dataDir: dataDir,
+	},
+	"ipledger-k8s": {
+		title:       "ipledger-k8s",
+		description: "ipledger's Kubernetes manager: the Cluster API IPAM provider and NetworkAttachmentDefinitions for galactic-ipam",
+		binaries:    []string{"ipledger-k8s"},
+		entrypoint:  []string{binDir + "/ipledger-k8s"},
+		// Metrics and the health probes (the manager's defaults).
+		ports: []string{"8080/tcp", "8081/tcp"},
+	},
+}
+
+// spec is the image o builds.
+func (o options) spec() (imageSpec, error) {
+	name := o.image
+	if name == "" {
+		name = "ipledger"
+	}
+	s, ok := images[name]
+	if !ok {
+		return imageSpec{}, fmt.Errorf("--image %q: want ipledger or ipledger-k8s", o.image)
+	}
+	return s, nil
 }
 
 // refName is the layout's name of the image, a full image reference
@@ -55,9 +110,10 @@ func (o options) refName() (string, error) {
 // labels are the OCI annotations of the image config, manifests and
 // index.
 func (o options) labels() map[string]string {
+	s, _ := o.spec()
 	return map[string]string{
-		"org.opencontainers.image.title":       "ipledger",
-		"org.opencontainers.image.description": "The address authority of a bare-metal site: resource pools, DPU loopback reservations, allocations",
+		"org.opencontainers.image.title":       s.title,
+		"org.opencontainers.image.description": s.description,
 		"org.opencontainers.image.version":     o.version,
 		"org.opencontainers.image.revision":    o.revision,
 		"org.opencontainers.image.source":      o.source,
@@ -86,7 +142,11 @@ func build(o options) (v1.ImageIndex, error) {
 }
 
 func platformImage(o options, arch string) (v1.Image, error) {
-	data, err := rootFS(o, arch)
+	spec, err := o.spec()
+	if err != nil {
+		return nil, err
+	}
+	data, err := rootFS(o, spec, arch)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +158,7 @@ func platformImage(o options, arch string) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
-		Created: v1.Time{Time: o.created}, CreatedBy: "scripts/mkimage: ipledger and galactic-ipam " + o.version + ", CA certificates, user " + userName,
+		Created: v1.Time{Time: o.created}, CreatedBy: "scripts/mkimage: " + strings.Join(spec.binaries, " and ") + " " + o.version + ", CA certificates, user " + userName,
 	}})
 	if err != nil {
 		return nil, err
@@ -110,23 +170,23 @@ func platformImage(o options, arch string) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Created = "linux", arch, v1.Time{Time: o.created}
 	cf.Author = o.source
+	ports := map[string]struct{}{}
+	for _, p := range spec.ports {
+		ports[p] = struct{}{}
+	}
 	cf.Config = v1.Config{
-		User:       fmt.Sprintf("%d:%d", uid, uid),
-		Entrypoint: []string{binDir + "/ipledger"},
-		Cmd:        []string{"serve"},
-		WorkingDir: dataDir,
-		Env: []string{
-			"PATH=" + binDir,
-			"SSL_CERT_FILE=" + caPath,
-			// In a container the server listens on every address; the
-			// binary's own default is loopback.
-			"IPLEDGER_LISTEN=0.0.0.0:8080",
-			"IPLEDGER_DATABASE_URL=sqlite:" + dataDir + "/ipledger.db",
-		},
-		ExposedPorts: map[string]struct{}{"8080/tcp": {}},
-		Volumes:      map[string]struct{}{dataDir: {}},
+		User:         fmt.Sprintf("%d:%d", uid, uid),
+		Entrypoint:   spec.entrypoint,
+		Cmd:          spec.cmd,
+		WorkingDir:   "/",
+		Env:          append([]string{"PATH=" + binDir, "SSL_CERT_FILE=" + caPath}, spec.env...),
+		ExposedPorts: ports,
 		Labels:       o.labels(),
 		StopSignal:   "SIGTERM",
+	}
+	if spec.dataDir != "" {
+		cf.Config.WorkingDir = spec.dataDir
+		cf.Config.Volumes = map[string]struct{}{spec.dataDir: {}}
 	}
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
@@ -137,7 +197,7 @@ func platformImage(o options, arch string) (v1.Image, error) {
 
 // rootFS is the image's one layer, as an uncompressed tar with fixed
 // owners and times (the same inputs give the same layer digest).
-func rootFS(o options, arch string) ([]byte, error) {
+func rootFS(o options, spec imageSpec, arch string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	add := func(h *tar.Header, body []byte) error {
@@ -162,8 +222,12 @@ func rootFS(o options, arch string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if err := dir(strings.TrimPrefix(dataDir, "/"), 0o700, uid); err != nil {
-		return nil, err
+	home := "/"
+	if spec.dataDir != "" {
+		home = spec.dataDir
+		if err := dir(strings.TrimPrefix(spec.dataDir, "/"), 0o700, uid); err != nil {
+			return nil, err
+		}
 	}
 	if err := add(&tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777}, nil); err != nil {
 		return nil, err
@@ -172,7 +236,7 @@ func rootFS(o options, arch string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CA certificates: %w", err)
 	}
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\n%s:x:%d:%d:ipledger:%s:/sbin/nologin\n", userName, uid, uid, dataDir)
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\n%s:x:%d:%d:ipledger:%s:/sbin/nologin\n", userName, uid, uid, home)
 	group := fmt.Sprintf("root:x:0:\n%s:x:%d:\n", userName, uid)
 	for _, f := range []struct {
 		name string
@@ -182,7 +246,7 @@ func rootFS(o options, arch string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	for _, bin := range []string{"ipledger", "galactic-ipam"} {
+	for _, bin := range spec.binaries {
 		body, err := os.ReadFile(filepath.Join(o.dist, bin+"-linux-"+arch))
 		if err != nil {
 			return nil, err

@@ -13,6 +13,10 @@
 // It reads dist/ipledger-linux-ARCH and dist/galactic-ipam-linux-ARCH and
 // writes dist/oci/ and dist/ipledger-VERSION.oci.tar, where the image is
 // named ghcr.io/ipledger/ipledger:VERSION (--name sets the repository).
+// With --image ipledger-k8s it builds the Kubernetes manager's image the
+// same way from dist/ipledger-k8s-linux-ARCH: dist/oci-ipledger-k8s/ and
+// dist/ipledger-k8s-VERSION.oci.tar, named
+// ghcr.io/ipledger/ipledger-k8s:VERSION.
 package main
 
 import (
@@ -30,13 +34,20 @@ func main() {
 	flag.StringVar(&o.dist, "dist", "dist", "folder holding ipledger-OS-ARCH and galactic-ipam-OS-ARCH; the image is written there")
 	flag.StringVar(&o.version, "version", "", "the release's version (org.opencontainers.image.version)")
 	flag.StringVar(&o.revision, "revision", "", "the git commit (org.opencontainers.image.revision)")
-	flag.StringVar(&o.name, "name", "ghcr.io/ipledger/ipledger", "the image's repository; with the version it names the image in the layout (org.opencontainers.image.ref.name), as `podman load` will call it")
+	flag.StringVar(&o.image, "image", "ipledger", "the image to build: ipledger (the server and galactic-ipam) or ipledger-k8s (the Kubernetes manager)")
+	flag.StringVar(&o.name, "name", "", "the image's repository (default ghcr.io/ipledger/IMAGE); with the version it names the image in the layout (org.opencontainers.image.ref.name), as `podman load` will call it")
 	flag.StringVar(&o.source, "source", "https://github.com/ipledger/ipledger", "the source repository (org.opencontainers.image.source)")
 	flag.StringVar(&created, "created", "", "build time, RFC 3339 (org.opencontainers.image.created); default now")
 	flag.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "comma-separated OS/ARCH list")
 	flag.StringVar(&o.caCerts, "ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle put into the image")
 	flag.Parse()
 	o.platforms = strings.Split(platforms, ",")
+	if _, err := o.spec(); err != nil {
+		fail(err)
+	}
+	if o.name == "" {
+		o.name = "ghcr.io/ipledger/" + o.image
+	}
 	o.created = time.Now().UTC().Truncate(time.Second)
 	if created != "" {
 		t, err := time.Parse(time.RFC3339, created)
@@ -57,7 +68,10 @@ func main() {
 		fail(err)
 	}
 	layoutDir := filepath.Join(o.dist, "oci")
-	tarPath := filepath.Join(o.dist, "ipledger-"+o.version+".oci.tar")
+	if o.image != "ipledger" {
+		layoutDir += "-" + o.image
+	}
+	tarPath := filepath.Join(o.dist, o.image+"-"+o.version+".oci.tar")
 	if err := write(idx, ref, layoutDir, tarPath, o.created); err != nil {
 		fail(err)
 	}

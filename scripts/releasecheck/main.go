@@ -3,17 +3,19 @@
 //
 //	go run ./scripts/releasecheck --dist dist --version v1.2.0
 //
-// Each binary, ipledger and galactic-ipam for linux/amd64 and
-// linux/arm64, must be an ELF file of its architecture without an
+// Each binary, ipledger, galactic-ipam and ipledger-k8s (the Kubernetes
+// manager) for linux/amd64 and linux/arm64, must be an ELF file of its architecture without an
 // interpreter or dynamic section (static: nothing to load), whose Go build
 // information (what `go version -m` prints) says CGO_ENABLED=0 and
 // -trimpath, and ipledger must carry the release's version (the binary of
 // this machine's platform is run: `ipledger version`, whose --output json
-// is one line). The OCI layout's index must name the release's index by
-// a full image reference (ghcr.io/ipledger/ipledger:VERSION; --name sets
-// the repository), holding one image for linux/amd64 and one for
+// is one line), and so must ipledger-k8s (`ipledger-k8s --version`). Each
+// OCI layout's index — dist/oci for ipledger's image, dist/oci-ipledger-k8s
+// for the manager's — must name the release's index by a full image
+// reference (ghcr.io/ipledger/IMAGE:VERSION; --name sets the repository
+// of ipledger's), holding one image for linux/amd64 and one for
 // linux/arm64, each with its platform in its config and the release's
-// binaries in its layer; the layout's archive must hold the layout.
+// binaries in its layer; each layout's archive must hold the layout.
 //
 // It prints one line per artifact checked, with its size, and exits 1
 // naming each problem. The checksums and the chart are checked by
@@ -31,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,8 +47,15 @@ import (
 )
 
 var (
-	arches   = []string{"amd64", "arm64"}
-	binaries = []string{"ipledger", "galactic-ipam"}
+	arches = []string{"amd64", "arm64"}
+	// binaries are the release's binaries by the image holding them.
+	binaries = map[string][]string{"ipledger": {"ipledger", "galactic-ipam"}, "ipledger-k8s": {"ipledger-k8s"}}
+	// mainPackages are the binaries' main packages.
+	mainPackages = map[string]string{
+		"ipledger":      "github.com/ipledger/ipledger/cmd/ipledger",
+		"galactic-ipam": "github.com/ipledger/ipledger/cmd/galactic-ipam",
+		"ipledger-k8s":  "github.com/ipledger/ipledger/k8s/cmd/ipledger-k8s",
+	}
 	machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 )
 
@@ -62,7 +72,7 @@ func main() {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	digests := map[string]string{} // dist file name → sha256
 	for _, arch := range arches {
-		for _, bin := range binaries {
+		for _, bin := range slices.Sorted(maps.Keys(mainPackages)) {
 			name := bin + "-linux-" + arch
 			sum, err := checkBinary(filepath.Join(*dist, name), bin, arch, *version)
 			if err != nil {
@@ -72,11 +82,16 @@ func main() {
 			digests[name] = sum
 		}
 	}
-	if err := checkImage(*dist, *imageName+":"+*version, digests); err != nil {
-		fail("oci: %v", err)
-	}
-	if err := checkArchive(filepath.Join(*dist, "ipledger-"+*version+".oci.tar")); err != nil {
-		fail("ipledger-%s.oci.tar: %v", *version, err)
+	for _, img := range []struct{ image, layout, ref string }{
+		{"ipledger", "oci", *imageName + ":" + *version},
+		{"ipledger-k8s", "oci-ipledger-k8s", "ghcr.io/ipledger/ipledger-k8s:" + *version},
+	} {
+		if err := checkImage(filepath.Join(*dist, img.layout), img.ref, binaries[img.image], digests); err != nil {
+			fail("%s: %v", img.layout, err)
+		}
+		if err := checkArchive(filepath.Join(*dist, img.image+"-"+*version+".oci.tar")); err != nil {
+			fail("%s-%s.oci.tar: %v", img.image, *version, err)
+		}
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {
@@ -84,7 +99,7 @@ func main() {
 		}
 		os.Exit(1)
 	}
-	fmt.Printf("release %s: binaries static, stamped and in the image for %s\n", *version, strings.Join(arches, " and "))
+	fmt.Printf("release %s: binaries static, stamped and in their images for %s\n", *version, strings.Join(arches, " and "))
 }
 
 // checkBinary checks one binary and returns its sha256.
@@ -109,7 +124,7 @@ func checkBinary(path, bin, arch, version string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("Go build information: %w", err)
 	}
-	if want := "github.com/ipledger/ipledger/cmd/" + bin; info.Path != want {
+	if want := mainPackages[bin]; info.Path != want {
 		return "", fmt.Errorf("built from %s, want %s", info.Path, want)
 	}
 	settings := map[string]string{}
@@ -125,8 +140,14 @@ func checkBinary(path, bin, arch, version string) (string, error) {
 	// is looked for in the binary itself, and the binary of this machine's
 	// platform is asked for it.
 	// (galactic-ipam, which a container runtime runs, has no version.)
-	if ok, err := fileContains(path, []byte(version)); bin == "ipledger" && (err != nil || !ok) {
+	if ok, err := fileContains(path, []byte(version)); bin != "galactic-ipam" && (err != nil || !ok) {
 		return "", fmt.Errorf("the version %s is not stamped into it (%v)", version, err)
+	}
+	if arch == runtime.GOARCH && runtime.GOOS == "linux" && bin == "ipledger-k8s" {
+		out, err := exec.Command(path, "--version").Output()
+		if want := "ipledger-k8s " + version + "\n"; err != nil || string(out) != want {
+			return "", fmt.Errorf("`--version` says %q (%v), want %q", out, err, want)
+		}
 	}
 	if arch == runtime.GOARCH && runtime.GOOS == "linux" && bin == "ipledger" {
 		out, err := exec.Command(path, "version", "--output", "json").Output()
@@ -151,8 +172,8 @@ func checkBinary(path, bin, arch, version string) (string, error) {
 // that it names the image ref (a full image reference, as `podman load`
 // names what it loads), and each platform's image against the binaries
 // in dist.
-func checkImage(dist, ref string, digests map[string]string) error {
-	lp, err := layout.FromPath(filepath.Join(dist, "oci"))
+func checkImage(dir, ref string, bins []string, digests map[string]string) error {
+	lp, err := layout.FromPath(dir)
 	if err != nil {
 		return err
 	}
@@ -213,13 +234,13 @@ func checkImage(dist, ref string, digests map[string]string) error {
 		if err != nil {
 			return err
 		}
-		for _, bin := range binaries {
+		for _, bin := range bins {
 			want := digests[bin+"-linux-"+arch]
 			if got := found["usr/local/bin/"+bin]; want == "" || got != want {
 				return fmt.Errorf("the %s image's /usr/local/bin/%s (sha256 %q) is not %s-linux-%s (%q)", arch, bin, got, bin, arch, want)
 			}
 		}
-		fmt.Printf("image %-22s manifest %s, config %s/%s, the release's binaries\n", m.Platform.OS+"/"+arch, m.Digest.String()[:19], cf.OS, cf.Architecture)
+		fmt.Printf("image %s %-12s manifest %s, config %s/%s, the release's binaries\n", ref, m.Platform.OS+"/"+arch, m.Digest.String()[:19], cf.OS, cf.Architecture)
 	}
 	slices.Sort(platforms)
 	if !slices.Equal(platforms, []string{"linux/amd64", "linux/arm64"}) {
