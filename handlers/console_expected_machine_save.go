@@ -35,6 +35,9 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 		title = "ExpectedMachine " + f.MAC
 	}
 	v := views.EMFormView{Page: h.page(c, title, "expected"), Form: f}
+	if v.Examples, err = h.loopbackExamples(c); err != nil {
+		return err
+	}
 	if f.ID != "" {
 		// The form never carries the password back: whether one is kept
 		// is the stored record's, so a refused save does not say "No

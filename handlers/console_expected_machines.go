@@ -36,6 +36,10 @@ func (h *Console) ExpectedMachines(c echo.Context) error {
 // NewExpectedMachine: GET /expected-machines/new (operator).
 func (h *Console) NewExpectedMachine(c echo.Context) error {
 	v := views.EMFormView{Page: h.page(c, "New ExpectedMachine", "expected"), Form: views.EMForm{DPUs: []views.DPURow{views.NewDPURow()}}}
+	var err error
+	if v.Examples, err = h.loopbackExamples(c); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, views.EMFormPage(v))
 }
 
@@ -50,13 +54,20 @@ func (h *Console) EditExpectedMachine(c echo.Context) error {
 	if v.Msgs, err = h.pendingMessages(c, v.Form, ""); err != nil {
 		return err
 	}
+	if v.Examples, err = h.loopbackExamples(c); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, views.EMFormPage(v))
 }
 
 // DPURow: GET /expected-machines/dpu-row — an empty ExpectedDpu row that
 // "Add DPU" appends in place.
 func (h *Console) DPURow(c echo.Context) error {
-	return render(c, http.StatusOK, views.DPURowFragment(views.NewDPURow(), nil))
+	ex, err := h.loopbackExamples(c)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.DPURowFragment(views.NewDPURow(), nil, ex))
 }
 
 // emForm reads the ExpectedMachine form (rows in order) and the password.

@@ -100,6 +100,9 @@ func (h *Console) RefuseNUL(c echo.Context, bad []NULField) error {
 		title = "ExpectedMachine " + f.MAC
 	}
 	v := views.EMFormView{Page: h.page(c, title, "expected"), Form: f, Msgs: msgs}
+	if v.Examples, err = h.loopbackExamples(c); err != nil {
+		return err
+	}
 	if IsHTMX(c) {
 		return render(c, http.StatusUnprocessableEntity, views.EMFormFragment(v))
 	}

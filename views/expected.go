@@ -208,8 +208,54 @@ func (f EMForm) AllErrorIDs() []string {
 // EMFormView is the create/edit page.
 type EMFormView struct {
 	Page
-	Form EMForm
-	Msgs FieldMessages
+	Form     EMForm
+	Msgs     FieldMessages
+	Examples LoopbackExamples
+}
+
+// LoopbackExamples are the placeholders of a DPU row's loopback fields:
+// values of this site's own pools, not another site's.
+type LoopbackExamples struct {
+	IPv4, IPv6 string
+}
+
+// Neutral examples (the documentation ranges of RFC 5737 and RFC 3849)
+// for a site whose lo-ip or lo-ip-v6 has no explicit range yet.
+const (
+	neutralLoopbackIPv4 = "192.0.2.10"
+	neutralLoopbackIPv6 = "2001:db8::10"
+)
+
+// NewLoopbackExamples takes each example from the first explicit
+// (auto_assign = false) range of lo-ip and lo-ip-v6, where reservations
+// must lie; a pool that is nil or has no explicit range gives the neutral
+// example.
+func NewLoopbackExamples(v4, v6 *allocator.Pool) LoopbackExamples {
+	return LoopbackExamples{IPv4: firstExplicit(v4, neutralLoopbackIPv4), IPv6: firstExplicit(v6, neutralLoopbackIPv6)}
+}
+
+func firstExplicit(p *allocator.Pool, neutral string) string {
+	if p == nil {
+		return neutral
+	}
+	for _, r := range p.Ranges {
+		if !r.AutoAssign {
+			return r.First
+		}
+	}
+	return neutral
+}
+
+// OrNeutral fills an example left empty (a fragment rendered without the
+// site's pools) with the neutral one.
+func (e LoopbackExamples) OrNeutral() LoopbackExamples {
+	if e.IPv4 == "" {
+		e.IPv4 = neutralLoopbackIPv4
+	}
+	if e.IPv6 == "" {
+		e.IPv6 = neutralLoopbackIPv6
+	}
+	return e
 }
 
 // IsNew reports the create form.
