@@ -5,6 +5,7 @@ import (
 	"encoding/base32"
 	"strings"
 
+	"golang.org/x/text/unicode/norm"
 	"gorm.io/gorm"
 
 	"github.com/ipledger/ipledger/audit"
@@ -89,15 +90,17 @@ func ConfirmPhrase(m *Machine) string {
 }
 
 // ConfirmMatches reports whether typed confirms a force delete of m: the
-// phrase exactly (surrounding blanks ignored), and a BMC MAC address in
-// either case and with either separator (ident.ParseMAC).
+// phrase (surrounding blanks ignored) compared in Unicode normal form C, so
+// a name typed with decomposed accents (as some keyboards and pastes send
+// it) matches the name stored composed; m's machine_id; and a BMC MAC
+// address in either case and with either separator (ident.ParseMAC).
 func ConfirmMatches(m *Machine, typed string) bool {
 	want := ConfirmPhrase(m)
 	typed = strings.TrimSpace(typed)
 	if typed == "" {
 		return false
 	}
-	if typed == want {
+	if norm.NFC.String(typed) == norm.NFC.String(want) || typed == m.MachineID {
 		return true
 	}
 	if m.Kind == KindHost && m.EMName == "" {

@@ -220,8 +220,9 @@ func TestMachineDetailAndPendingWarning(t *testing.T) {
 		if !allocator.ConfirmMatches(&noEM.Machine, "0A-00-00-00-00-09") || allocator.ConfirmMatches(&noEM.Machine, "CH-9") {
 			t.Error("a MAC phrase matches in any spelling, and nothing else")
 		}
-		if allocator.ConfirmMatches(&d.Machine, host) || !allocator.ConfirmMatches(&d.Machine, " rack1-u01 ") {
-			t.Error("a named host is confirmed by its name, not its id")
+		if !allocator.ConfirmMatches(&d.Machine, host) || !allocator.ConfirmMatches(&d.Machine, " rack1-u01 ") ||
+			allocator.ConfirmMatches(&d.Machine, noEM.Machine.MachineID) || allocator.ConfirmMatches(&d.Machine, host[:20]) {
+			t.Error("a named host is confirmed by its name or its own whole machine_id, nothing else")
 		}
 
 		// Pending: moving MT0001's reservation while it is active; MT0002

@@ -99,9 +99,9 @@ func (h *Console) DeleteMachine(c echo.Context) error {
 
 // ForceDeleteMachine: POST /machines/:id/force-delete (admin) —
 // allocator.DeleteMachine with force, only when the form's confirm_name is
-// the host's name, or its BMC MAC when it has none
-// (allocator.ConfirmMatches; otherwise 422 beside the field, nothing
-// done). The flash links to every value that went to quarantine.
+// the host's name (compared in Unicode normal form C), or its BMC MAC when
+// it has none, or its machine_id (allocator.ConfirmMatches; otherwise 422
+// beside the field, nothing done). The flash links to every value that went to quarantine.
 func (h *Console) ForceDeleteMachine(c echo.Context) error {
 	confirm := formValue(c, "confirm_name")
 	m, err := h.A.GetMachine(Ctx(c), Param(c, "id"))
@@ -116,7 +116,7 @@ func (h *Console) ForceDeleteMachine(c echo.Context) error {
 			what = "the host's BMC MAC address"
 		}
 		return h.impactRefused(c, "force-delete", fault.Errf(fault.CodeInvalid, "confirm_name",
-			"confirm_name %q is not %s: type it exactly to confirm the force delete; nothing was deleted", confirm, what), confirm)
+			"confirm_name %q is not %s nor its machine_id: type it exactly to confirm the force delete; nothing was deleted", confirm, what), confirm)
 	}
 	imp, err := h.A.DeleteMachine(Ctx(c), m.MachineID, true)
 	if err != nil {

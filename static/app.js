@@ -57,15 +57,19 @@
   }, true);
 
   // Force delete: the confirm button stays disabled until the host's name
-  // (or its BMC MAC, in either case, with ':' or '-' throughout: the
-  // server's one MAC rule) is typed (the server checks again).
+  // (compared in Unicode normal form C, as the server does), its
+  // machine_id, or its BMC MAC (in either case, with ':' or '-'
+  // throughout: the server's one MAC rule) is typed (the server checks
+  // again).
   function macKey(s) {
     s = s.toLowerCase();
     return /^[0-9a-f]{2}([:-])[0-9a-f]{2}(\1[0-9a-f]{2}){4}$/.test(s) ? s.replace(/-/g, ":") : null;
   }
+  function nfc(s) { return s.normalize ? s.normalize("NFC") : s; }
   function phraseOK(i) {
     var want = i.getAttribute("data-confirm-phrase") || "", got = i.value.trim();
-    if (got === want) return true;
+    if (got === "") return false;
+    if (nfc(got) === nfc(want) || got === i.getAttribute("data-confirm-id")) return true;
     var k = macKey(got);
     return i.hasAttribute("data-confirm-mac") && k !== null && k === macKey(want);
   }

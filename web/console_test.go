@@ -639,9 +639,10 @@ func TestConsoleMachineLifecycle(t *testing.T) {
 
 		// Delete before decommission: 409 in the dialog.
 		expect(t, op.htmx(http.MethodPost, "/machines/"+host+"/delete", url.Values{}), http.StatusConflict, `id="impact-form"`, "decommission")
-		// Force delete: the machine id, a wrong name or nothing is refused,
-		// nothing deleted; the host's name (not its id) confirms.
-		for _, typed := range []string{host, host[:10], "rack7-u1", "1a:1b:1c:1d:1e:20"} {
+		// Force delete: part of the machine id, a wrong name, the BMC MAC
+		// of a named host or nothing is refused, nothing deleted; the
+		// host's name (or its whole machine_id) confirms.
+		for _, typed := range []string{host[:10], "rack7-u1", "1a:1b:1c:1d:1e:20"} {
 			expect(t, admin.htmx(http.MethodPost, "/machines/"+host+"/force-delete", url.Values{"confirm_name": {typed}}),
 				http.StatusUnprocessableEntity, `data-field="confirm_name"`,
 				// the error names what was typed, so a look-alike (O for 0) shows
