@@ -292,8 +292,12 @@ func (s *searcher) byPrefix(p netip.Prefix) error {
 		if n == 0 {
 			continue
 		}
+		overlap := fmt.Sprintf("%d ranges overlap", n)
+		if n == 1 {
+			overlap = "1 range overlaps"
+		}
 		s.add(SearchHit{Kind: HitPool, ID: pl.Name, Name: pl.Name, Pool: pl.Name, Value: p.Masked().String(),
-			Detail: fmt.Sprintf("%d range(s) overlap %s: every value held inside it, on the pool's page", n, p.Masked())})
+			Detail: fmt.Sprintf("%s %s: every value held inside it, on the pool's page", overlap, p.Masked())})
 		var rows []models.Allocation
 		q := s.db.Where("pool_id = ? AND value_key >= ? AND value_key <= ?", pl.ID, first, last)
 		if cut, ok := s.c.a.QuarantineCutoff(); ok {

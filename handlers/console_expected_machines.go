@@ -96,9 +96,13 @@ func emForm(c echo.Context) (views.EMForm, string, error) {
 			}
 		}
 		sort.Strings(missing)
+		fields := "field"
+		if len(missing) > 1 {
+			fields = "fields"
+		}
 		return f, "", fault.Errf(fault.CodeInvalid, fmt.Sprintf("expected_dpus[%d]", n),
-			"DPU row %d of %d lacks the form field(s) %s: every row sends dpu_key, dpu_serial, dpu_ip and dpu_ip6 (reload the form)",
-			n+1, m, strings.Join(missing, ", "))
+			"DPU row %d of %d lacks the form %s %s: every row sends dpu_key, dpu_serial, dpu_ip and dpu_ip6 (reload the form)",
+			n+1, m, fields, strings.Join(missing, ", "))
 	}
 	for i := 0; i < n; i++ {
 		f.DPUs = append(f.DPUs, views.DPURow{Key: keys[i], Serial: strings.TrimSpace(serials[i]),

@@ -171,7 +171,11 @@ func newPoolCreateCmd(cf *clientFlags) *cobra.Command {
 			if err := json.Unmarshal(raw, &p); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.out, "created pool %s (%s) with %d range(s)\n", p.Name, p.Type, len(p.Ranges))
+			ranges := "ranges"
+			if len(p.Ranges) == 1 {
+				ranges = "range"
+			}
+			fmt.Fprintf(c.out, "created pool %s (%s) with %d %s\n", p.Name, p.Type, len(p.Ranges), ranges)
 			for _, r := range p.Ranges {
 				fmt.Fprintf(c.out, "  range %s: %s..%s auto_assign=%t, %s values\n", r.ID, r.First, r.Last, r.AutoAssign, r.Size)
 			}
