@@ -157,6 +157,29 @@
     var open = document.querySelectorAll("details.menu[open]");
     for (var i = 0; i < open.length; i++) open[i].removeAttribute("open");
   });
+  // The header's Menu button (shown on a phone) opens and closes the
+  // navigation and sign-out; Escape or a click elsewhere closes them.
+  // Without JavaScript its #top-menu link opens them (app.css, :target).
+  function topMenu(open) {
+    var h = document.querySelector("header.top"), b = document.getElementById("menu-toggle");
+    if (!h || !b) return;
+    h.classList.toggle("menu-open", open);
+    b.setAttribute("aria-expanded", open ? "true" : "false");
+  }
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest && ev.target.closest("#menu-toggle");
+    if (b) {
+      ev.preventDefault();
+      topMenu(b.getAttribute("aria-expanded") !== "true");
+      return;
+    }
+    var h = document.querySelector("header.top.menu-open");
+    if (h && !h.contains(ev.target)) topMenu(false);
+  });
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key === "Escape" && document.querySelector("header.top.menu-open")) topMenu(false);
+  });
+
   // Row menus close when another opens or on a click elsewhere.
   document.addEventListener("click", function (ev) {
     var open = document.querySelectorAll("details.menu[open]");
