@@ -45,12 +45,13 @@ func (h *Console) dashboard(c echo.Context, title, nav string, events int) (view
 	return d, pools, nil
 }
 
-// Dashboard: GET /.
+// Dashboard: GET / — htmx polls it for its figures (views.DashboardFigures).
 func (h *Console) Dashboard(c echo.Context) error {
 	d, _, err := h.dashboard(c, "Dashboard", "dashboard", 15)
 	if err != nil {
 		return err
 	}
+	d.Refreshed = time.Now().UTC().Format("15:04:05")
 	return render(c, http.StatusOK, views.DashboardPage(d))
 }
 

@@ -157,6 +157,21 @@
     var open = document.querySelectorAll("details.menu[open]");
     for (var i = 0; i < open.length; i++) open[i].removeAttribute("open");
   });
+  // The dashboard refreshes itself like the board; a refresh that fails
+  // says since when its figures are those shown (the next good one
+  // replaces the line).
+  function dashStale(ev) {
+    if (!ev.target || ev.target.id !== "dash") return;
+    var u = document.getElementById("dash-updated");
+    if (u && !u.getAttribute("data-stale")) {
+      u.setAttribute("data-stale", "1");
+      u.textContent += " — not updated since: the server cannot be reached, retrying";
+    }
+  }
+  document.addEventListener("htmx:sendError", dashStale);
+  document.addEventListener("htmx:responseError", dashStale);
+  document.addEventListener("htmx:timeout", dashStale);
+
   // The header's Menu button (shown on a phone) opens and closes the
   // navigation and sign-out; Escape or a click elsewhere closes them.
   // Without JavaScript its #top-menu link opens them (app.css, :target).
@@ -302,7 +317,7 @@
   // Errors of htmx requests that the server retargets to #toast disappear
   // after a while; network failures get a message too.
   document.addEventListener("htmx:sendError", function (ev) {
-    if (ev.target && ev.target.id === "board") return;
+    if (ev.target && (ev.target.id === "board" || ev.target.id === "dash")) return;
     var t = document.getElementById("toast");
     if (t) t.innerHTML = '<div class="alert bad">The server could not be reached. Nothing was changed by this click; try again.</div>';
   });
