@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"gorm.io/gorm"
 
@@ -48,9 +49,38 @@ func (s space) coverLast(last u128) u128 {
 	return c
 }
 
-// familyLockKeys are the advisory lock keys of the two address families,
-// next to the migrations' key (models.Migrate).
-var familyLockKeys = map[string]int64{"ipv4": 7243518191, "ipv6": 7243518192}
+// familyLocks are the advisory locks of the two address families
+// (models/advisory.go), taken in this order.
+var familyLocks = []struct {
+	family string
+	class  models.LockClass
+}{{"ipv4", models.LockFamilyIPv4}, {"ipv6", models.LockFamilyIPv6}}
+
+// lockFamilies takes the advisory lock of each family named that this
+// transaction does not hold yet, ipv4 before ipv6 (PostgreSQL; on SQLite
+// the transaction holds the write lock). A transaction takes them before
+// any statement that can take the reserved lock (a range of a
+// reservation pool written), and a pool file's load takes every family
+// it needs at once: two transactions never hold one lock each and wait
+// for the other's (models/advisory.go).
+func (t *tx) lockFamilies(families ...string) error {
+	if t.a.dialect != models.Postgres {
+		return nil
+	}
+	for _, f := range familyLocks {
+		if t.familyLocked[f.family] || !slices.Contains(families, f.family) {
+			continue
+		}
+		if err := models.LockSchema(t.DB, f.class); err != nil {
+			return err
+		}
+		if t.familyLocked == nil {
+			t.familyLocked = map[string]bool{}
+		}
+		t.familyLocked[f.family] = true
+	}
+	return nil
+}
 
 // PoolOverlap is one pair of ranges of two address pools that overlap.
 type PoolOverlap struct {
@@ -116,14 +146,8 @@ func (t *tx) otherPoolOverlap(p *models.Pool, sp space, first, last u128, except
 	if fam == "" {
 		return nil, nil
 	}
-	if t.a.dialect == models.Postgres && !t.familyLocked[fam] {
-		if err := t.Exec("SELECT pg_advisory_xact_lock(?)", familyLockKeys[fam]).Error; err != nil {
-			return nil, err
-		}
-		if t.familyLocked == nil {
-			t.familyLocked = map[string]bool{}
-		}
-		t.familyLocked[fam] = true
+	if err := t.lockFamilies(fam); err != nil {
+		return nil, err
 	}
 	rows, err := familyRanges(t.DB, fam)
 	if err != nil {

@@ -25,7 +25,7 @@ import (
 //	WHERE id IN (the oldest events without a revision)
 //
 // Passes run one at a time across every server process (a transaction-
-// scoped advisory lock on PostgreSQL; SQLite has one writer at a time
+// scoped advisory lock of the schema on PostgreSQL; SQLite has one writer at a time
 // anyway), and a pass sees only committed events, so the revisions one
 // pass assigns are all above every revision of every earlier pass, and a
 // pass's revisions become visible together at its commit. A reader that
@@ -42,9 +42,6 @@ import (
 // FeedChannel is the PostgreSQL notification channel a sequencer pass that
 // numbered events notifies at its commit.
 const FeedChannel = "ipledger_feed"
-
-// feedLockKey is the advisory lock that serialises sequencer passes.
-const feedLockKey int64 = 0x69706c6564676572 // "ipledger"
 
 // feedPassLimit bounds the events one pass numbers (a burst is numbered
 // in several passes, back to back).
@@ -217,7 +214,7 @@ func (f *Feed) SequenceOnce(ctx context.Context) (int, error) {
 		rows, head, queued = nil, 0, 0
 		lock := ""
 		if f.dialect == models.Postgres {
-			if err := g.Exec(`SELECT pg_advisory_xact_lock(?)`, feedLockKey).Error; err != nil {
+			if err := models.LockSchema(g, models.LockFeed); err != nil {
 				return err
 			}
 			lock = " FOR UPDATE"

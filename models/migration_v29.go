@@ -52,8 +52,8 @@ import "strings"
 // The column is backfilled after the triggers exist, under their locks.
 
 // reservedLockKey is the advisory lock taken by the PostgreSQL triggers
-// of this migration, next to the migrations' key (Migrate) and the
-// allocator's address-family keys.
+// of this migration: one key of the whole database, which migration 31
+// replaces with the schema's key (models.LockReserved).
 const reservedLockKey = "7243518193"
 
 // reservationPools pairs each reservation pool with the expected_dpus key

@@ -96,6 +96,9 @@ var Migrations = []Migration{
 	// Version 30 (migration_v30.go): the ID tokens received at console
 	// sign-ins, by hash, until they expire: never bearer credentials.
 	{Version: 30, Name: "ID tokens received at sign-in", Postgres: schemaV30Postgres, SQLite: schemaV30SQLite},
+	// Version 31 (migration_v31.go): the reserved-count triggers take the
+	// schema's advisory key, not one of the whole database.
+	{Version: 31, Name: "postgres: reserved-count locks scoped to the schema", Postgres: schemaV31Postgres},
 	// Version 32 (migration_v32.go): a DPU serial number is declared
 	// once whatever its case; serials that already differ only in case
 	// are kept and reported.
@@ -445,12 +448,14 @@ func Migrate(db *gorm.DB) error {
 // older schema with it, fill it, then Migrate.
 func MigrateTo(db *gorm.DB, upTo int) error { return migrate(db, Migrations, upTo) }
 
-// migrateLock serialises migrations of several processes on PostgreSQL.
+// migrateLock serialises migrations of several processes on PostgreSQL:
+// the schema's key (advisory.go), so that migrating one schema never
+// waits for another schema of the same database.
 func migrateLock(tx *gorm.DB, d Dialect) error {
 	if d != Postgres {
 		return nil
 	}
-	return tx.Exec(`SELECT pg_advisory_xact_lock(7243518190)`).Error
+	return LockSchema(tx, LockMigrate)
 }
 
 func migrate(db *gorm.DB, list []Migration, upTo int) error {

@@ -96,6 +96,11 @@ func ensureSearchIndexes(db *gorm.DB) error {
 			return err
 		}
 		if ns == "" {
+			// An extension belongs to the whole database: processes
+			// migrating two schemas must not create it at once.
+			if err := tx.Exec(`SELECT pg_advisory_xact_lock(?, 0)`, int32(LockExtension)).Error; err != nil {
+				return err
+			}
 			// A savepoint: a refused CREATE EXTENSION (no such extension,
 			// no privilege) must not abort the transaction.
 			if tx.Transaction(func(sp *gorm.DB) error { return sp.Exec(`CREATE EXTENSION IF NOT EXISTS pg_trgm`).Error }) != nil {
