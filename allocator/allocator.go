@@ -101,6 +101,9 @@ type Allocator struct {
 	// testGuardDrop, set by tests only, leaves the guard clause of that
 	// name out of the guessed INSERT (guardClauses).
 	testGuardDrop string
+	// testOnRetry, set by tests only, is called each time a write runs
+	// again after losing a race (a deadlock among them).
+	testOnRetry func()
 	queues        map[string]*allocQueue
 	// guesses keeps each pool's guess for its next batch between leaders
 	// (groupcommit_guess.go), also under qmu.
@@ -205,6 +208,9 @@ func (a *Allocator) writeOnConn(ctx context.Context, fn func(t *tx) error) error
 func (a *Allocator) writeWith(ctx context.Context, ownConn bool, fn func(t *tx) error) error {
 	var last *tx
 	err := txn.Write(ctx, a.db, txn.WriteOptions{Now: a.now(), OwnConn: ownConn}, func(k *txn.Tx) error {
+		if k.Attempt > 0 && a.testOnRetry != nil {
+			a.testOnRetry()
+		}
 		last = &tx{a: a, ctx: k.Ctx, now: k.Now, attempt: k.Attempt, DB: k.DB, conn: k.Conn, locked: map[string]*models.Pool{}}
 		return fn(last)
 	})

@@ -99,6 +99,16 @@ func (a *Allocator) loadOnce(ctx context.Context, pools []loadPool, res *LoadRes
 		if err != nil {
 			return err
 		}
+		// Every family the load may check, before its first write: a
+		// reservation pool's range takes the reserved lock, and a family
+		// taken after it would invert the order AddRange takes them in.
+		var families []string
+		for _, fp := range pools {
+			families = append(families, addressFamily(fp.space.typ))
+		}
+		if err := t.lockFamilies(families...); err != nil {
+			return err
+		}
 		for _, fp := range pools {
 			name := fp.spec.Name
 			p, exists := locked[name]

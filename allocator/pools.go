@@ -213,6 +213,13 @@ func (t *tx) createPool(spec PoolSpec, sp space, ranges []parsedRange) error {
 		g, _ := parseAddr(strings.TrimSpace(spec.Gateway))
 		gw = g.String()
 	}
+	// The family's lock before the pool's row: a load creating a pool of
+	// this name holds the family when it inserts its row.
+	if fam := addressFamily(sp.typ); fam != "" {
+		if err := t.lockFamilies(fam); err != nil {
+			return err
+		}
+	}
 	p := models.Pool{Name: spec.Name, Type: string(sp.typ), DelegatePrefixLen: sp.plen, Gateway: gw,
 		Version: 1, CreatedAt: t.now, UpdatedAt: t.now}
 	if err := t.Create(&p).Error; err != nil {
