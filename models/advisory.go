@@ -53,8 +53,10 @@ var legacyKeys = map[LockClass]int64{
 	LockFeed:       0x69706c6564676572, // "ipledger"
 }
 
-// schemaKeySQL is the second half of a scoped key.
-const schemaKeySQL = `hashtext(current_schema())`
+// schemaKeySQL is the second half of a scoped key. A session whose
+// search_path names no existing schema has no current schema: it hashes
+// '' rather than NULL, which would take no lock at all.
+const schemaKeySQL = `hashtext(COALESCE(current_schema(), ''))`
 
 // scopedLockSQL is the SQL call that takes class's key of the current
 // schema for the transaction (fn: pg_advisory_xact_lock or
