@@ -1,8 +1,9 @@
 // Package testenv runs the real parts the k8s module's tests need: a
 // kube-apiserver and etcd built by hack/build-apiserver.sh (through
-// controller-runtime's envtest) with ipledger's and Cluster API's CRDs, a
-// real `ipledger serve` on SQLite or PostgreSQL, and the manager. A part
-// that is absent skips the test with a message, and fails it under CI=true.
+// controller-runtime's envtest) with ipledger's, Cluster API's and the
+// NetworkAttachmentDefinition CRDs, a real `ipledger serve` on SQLite or
+// PostgreSQL, the galactic-ipam plugin, and the manager. A part that is
+// absent skips the test with a message, and fails it under CI=true.
 package testenv
 
 import (
@@ -126,7 +127,7 @@ func start() error {
 	if err != nil {
 		return err
 	}
-	crdPaths := []string{filepath.Join(ModuleRoot(), "config", "crd", "bases")}
+	crdPaths := []string{filepath.Join(ModuleRoot(), "config", "crd", "bases"), filepath.Join(ModuleRoot(), "config", "crd", "external")}
 	for _, f := range []string{"cluster.x-k8s.io_clusters.yaml", "ipam.cluster.x-k8s.io_ipaddressclaims.yaml", "ipam.cluster.x-k8s.io_ipaddresses.yaml"} {
 		crdPaths = append(crdPaths, filepath.Join(capi, f))
 	}
