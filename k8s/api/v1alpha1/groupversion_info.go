@@ -14,7 +14,7 @@ import (
 )
 
 //go:generate go tool controller-gen object paths=./... crd:maxDescLen=400 output:crd:artifacts:config=../../config/crd/bases
-//go:generate go tool controller-gen rbac:roleName=ipledger-k8s paths=../../internal/ipam/... output:rbac:artifacts:config=../../config/rbac
+//go:generate go tool controller-gen rbac:roleName=ipledger-k8s paths=../../internal/ipam/...;../../internal/nad/... output:rbac:artifacts:config=../../config/rbac
 
 var (
 	// GroupVersion is the group and version of every kind here.

@@ -1,6 +1,7 @@
 // Command ipledger-k8s is ipledger's Kubernetes manager: the Cluster API
 // IPAM provider (LedgerIPPool, GlobalLedgerIPPool and IPAddressClaims of
-// them) backed by ipledger's REST API and change feed. See
+// them) and the LedgerNetworkAttachment controller (NetworkAttachmentDefinitions
+// for galactic-ipam), backed by ipledger's REST API and change feed. See
 // docs/kubernetes.md.
 package main
 

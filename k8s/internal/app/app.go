@@ -1,5 +1,7 @@
 // Package app assembles the ipledger-k8s manager: the scheme, the cache,
-// the ipledger client and change feed, and the controllers. The command
+// the ipledger client and change feed, and the controllers (the Cluster
+// API IPAM provider's and, where the API server serves its kinds, the
+// LedgerNetworkAttachment controller). The command
 // (cmd/ipledger-k8s) and the tests build the same manager through New.
 package app
 
@@ -29,6 +31,7 @@ import (
 	"github.com/ipledger/ipledger/k8s/internal/feed"
 	"github.com/ipledger/ipledger/k8s/internal/ipam"
 	"github.com/ipledger/ipledger/k8s/internal/ledger"
+	"github.com/ipledger/ipledger/k8s/internal/nad"
 )
 
 // Options are the manager's settings (the command's flags).
@@ -144,6 +147,13 @@ func New(o Options) (ctrl.Manager, error) {
 		Recorder: mgr.GetEventRecorder("ipledger-k8s"), ClusterName: o.ClusterName,
 	}
 	if err := ipam.SetupClaimController(mgr, r, w, copt); err != nil {
+		return nil, err
+	}
+	nr := &nad.Reconciler{
+		Client: mgr.GetClient(), Ledger: lc,
+		Recorder: mgr.GetEventRecorder("ipledger-k8s"), ClusterName: o.ClusterName,
+	}
+	if err := nad.Setup(context.Background(), mgr, nr, w, controller.Options{MaxConcurrentReconciles: 4}, o.Logger.WithName("ledgernetworkattachment")); err != nil {
 		return nil, err
 	}
 	return mgr, nil
