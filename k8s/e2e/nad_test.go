@@ -144,7 +144,12 @@ func TestNetworkAttachment(t *testing.T) {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
 			f := setup(t, db)
-			f.l.CreatePool(t, "att-v4", "ipv4", "10.70.0.10", "10.70.0.11", "10.70.0.1")
+			// One automatic value, and one an operator places by hand.
+			f.l.MustCall(t, http.StatusCreated, http.MethodPost, "/api/v1/pools", map[string]any{
+				"name": "att-v4", "type": "ipv4", "gateway": "10.70.0.1", "ranges": []map[string]any{
+					{"first": "10.70.0.10", "last": "10.70.0.10", "auto_assign": true},
+					{"first": "10.70.0.20", "last": "10.70.0.20", "auto_assign": false}},
+			}, nil)
 			f.l.MustCall(t, http.StatusCreated, http.MethodPost, "/api/v1/pools", map[string]any{
 				"name": "att-v6", "type": "ipv6prefix", "delegate_prefix_len": 96,
 				"ranges": []map[string]any{{"first": "fd00:70::", "last": "fd00:70::3:0:0", "auto_assign": true}},
@@ -193,13 +198,13 @@ func TestNetworkAttachment(t *testing.T) {
 			}
 			// Given another value by hand: the definition follows.
 			f.l.MustCall(t, http.StatusOK, http.MethodPost, "/api/v1/owners/"+nad.OwnerType+"/"+url.PathEscape(owner.ID)+"/allocations",
-				map[string]any{"pools": []any{map[string]any{"pool": "att-v4", "value": "10.70.0.11"}}}, nil)
-			want[0].Address = "10.70.0.11/32"
+				map[string]any{"pools": []any{map[string]any{"pool": "att-v4", "value": "10.70.0.20"}}}, nil)
+			want[0].Address = "10.70.0.20/32"
 			c = f.waitNAD("att", want)
 			f.attachmentCondition("att", metav1.ConditionTrue, nad.ReasonReady)
 			checkADD(t, c, want)
 
-			// att-v4 has one free value: the first attachment takes it,
+			// att-v4 has one automatic value free: the first attachment takes it,
 			// the second waits on the exhausted pool and gets the value
 			// the first's deletion frees.
 			f.attachment("first", macvlan, v1alpha1.AttachmentAddress{Pool: "att-v4"})
