@@ -314,6 +314,50 @@
     if (p) p.value = 100;
   });
 
+  // A refused save puts its message where the operator is looking: when a
+  // form's own request (a submit or a button's click, not as-you-type
+  // validation) comes back refused (422, 409, …), the first message in
+  // what was swapped in scrolls into view and takes the focus (a field's
+  // message gives it to its field). A page that comes back with a
+  // refused form (without htmx) does the same.
+  function firstError(root) {
+    var els = root.querySelectorAll(".alert.bad, .error, [role=alert]");
+    for (var i = 0; i < els.length; i++) {
+      var e = els[i];
+      if (e.textContent.trim() !== "" && e.getClientRects().length > 0) return e;
+    }
+    return null;
+  }
+  function showError(root) {
+    var e = root && firstError(root);
+    if (!e) return;
+    var field = e.closest(".field");
+    var control = field && field.querySelector("input:not([type=hidden]), select, textarea");
+    if (!control) {
+      control = e;
+      if (!e.hasAttribute("tabindex")) e.setAttribute("tabindex", "-1");
+    }
+    control.focus({preventScroll: true});
+    e.scrollIntoView({block: "center", inline: "nearest"});
+  }
+  document.addEventListener("htmx:afterSettle", function (ev) {
+    var d = ev.detail || {}, cfg = d.requestConfig || {};
+    if (!d.xhr || d.xhr.status < 400 || !cfg.triggeringEvent) return;
+    if (!/^(submit|click)$/.test(cfg.triggeringEvent.type)) return;
+    // An outerHTML swap replaced the target: find its successor by id
+    // (getAttribute: a form's .id is its field named "id" when it has one).
+    var target = d.target, id = target && target.getAttribute("id");
+    if (target && !target.isConnected && id) target = document.getElementById(id);
+    if (!target || !target.isConnected || id === "toast") return;
+    showError(target);
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    var forms = document.querySelectorAll("main form");
+    for (var i = 0; i < forms.length; i++) {
+      if (firstError(forms[i])) { showError(forms[i]); return; }
+    }
+  });
+
   // Errors of htmx requests that the server retargets to #toast disappear
   // after a while; network failures get a message too.
   document.addEventListener("htmx:sendError", function (ev) {
