@@ -19,7 +19,7 @@ const (
 	BindingAutomatic = "automatic"
 	// BindingPending: active value differs from the declared one (the
 	// reservation was edited while the DPU was active); the DPU keeps its
-	// value until it is deleted and ingested again.
+	// value until it is deleted and ingested again (PendingRemedy).
 	BindingPending = "pending"
 	// BindingConflict: a value is declared but could not be assigned (held,
 	// quarantined, or the DPU is declared by another ExpectedMachine than
@@ -31,6 +31,12 @@ const (
 	// BindingNone: the family's pool does not exist and nothing is declared.
 	BindingNone = "none"
 )
+
+// PendingRemedy is what applies a reservation whose binding is pending,
+// in the one wording every page, flash and warning uses: a decommissioned
+// host that reports again is refused until it is deleted, so decommission
+// alone never applies it.
+const PendingRemedy = "Decommission and delete the host, then ingest it again to apply the reservation"
 
 // Binding is one ingested DPU's loopbacks against its reservations
 // (GET /api/v1/dpu-bindings). Absent values are null; expected_machine_id

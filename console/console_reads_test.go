@@ -240,7 +240,7 @@ func TestMachineDetailAndPendingWarning(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(ps) != 2 || ps[0].Field != "expected_dpus[0].loopback_ip" || ps[0].Active != "10.0.0.100" || ps[0].Already ||
-			ps[1].Field != "expected_dpus[1].loopback_ip" || !strings.Contains(ps[0].Message, "keeps 10.0.0.100 until") {
+			ps[1].Field != "expected_dpus[1].loopback_ip" || !strings.Contains(ps[0].Message, "active with 10.0.0.100 and keeps it") || !strings.Contains(ps[0].Message, allocator.PendingRemedy) {
 			t.Fatalf("pending %+v", ps)
 		}
 		// Keeping the active value warns of nothing; no expected_dpus

@@ -15,8 +15,8 @@ import (
 
 // PendingLoopback is one family of an active DPU whose binding a proposed
 // ExpectedMachine would leave `pending`: the DPU keeps Active (an edit
-// never readdresses an ingested DPU) until it is decommissioned or deleted
-// and ingested again, when Proposed takes effect.
+// never readdresses an ingested DPU) until its host is deleted and
+// ingested again (allocator.PendingRemedy), when Proposed takes effect.
 type PendingLoopback struct {
 	// Index is the DPU's position in the spec's expected_dpus, Field the
 	// JSON path of the reservation (expected_dpus[1].loopback_ip).
@@ -80,8 +80,8 @@ func (c *Console) PendingLoopbacks(ctx context.Context, id string, spec allocato
 				p := PendingLoopback{Index: i, Field: fmt.Sprintf("expected_dpus[%d].%s", i, f.field), Serial: serial, MachineID: mid,
 					Family: f.family, Active: *f.active, Proposed: *f.proposed,
 					Already: f.stored != nil && *f.stored == *f.proposed}
-				p.Message = fmt.Sprintf("DPU %s is active with %s: it keeps %s until it is decommissioned and ingested again; %s applies then (binding pending)",
-					serial, p.Active, p.Active, p.Proposed)
+				p.Message = fmt.Sprintf("DPU %s is active with %s and keeps it: %s is reserved (binding pending). %s",
+					serial, p.Active, p.Proposed, allocator.PendingRemedy)
 				out = append(out, p)
 			}
 		}

@@ -137,7 +137,7 @@ func BindingAdvice(status string) string {
 	case allocator.BindingAutomatic:
 		return "Settled: an automatic loopback, nothing reserved. Reserve one on the ExpectedMachine only if this DPU needs a fixed address (it applies at the next ingestion)."
 	case allocator.BindingPending:
-		return "The reservation changed while the DPU was active: it keeps its current loopback. Decommission and delete the host, then ingest it again to apply the reservation — or set the reservation back."
+		return "The reservation changed while the DPU was active: it keeps its current loopback. " + allocator.PendingRemedy + " — or set the reservation back."
 	case allocator.BindingConflict:
 		return "The reserved value could not be assigned (held by another owner, quarantined, or the DPU is declared by another ExpectedMachine). Fix the ExpectedMachines or free the value, then “Assign missing loopbacks now” (or wait for the next report)."
 	case allocator.BindingMissing:

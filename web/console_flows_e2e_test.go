@@ -103,9 +103,9 @@ func operatorFlows(t *testing.T, site *consoleSite) {
 	warn := `.dpu-row .warn-msg[id$="-loopback_ip"]`
 	run(t, ctx, "changing the reservation of an active DPU warns before saving",
 		chromedp.Navigate(base+"/expected-machines/"+em.ID+"/edit"),
-		poll(`document.querySelector('`+warn+`') !== null && document.querySelector('`+warn+`').innerText.includes("keeps 10.180.62.210")`),
+		poll(`document.querySelector('`+warn+`') !== null && document.querySelector('`+warn+`').innerText.includes("active with 10.180.62.210 and keeps it")`),
 		setInput(`.dpu-row input[name=dpu_ip]`, "10.180.62.212"),
-		poll(`document.querySelector('`+warn+`').innerText.includes("10.180.62.212 applies then")`),
+		poll(`document.querySelector('`+warn+`').innerText.includes("10.180.62.212 is reserved")`),
 		setInput(`.dpu-row input[name=dpu_ip]`, "10.180.62.210"),
 		poll(`document.querySelector('`+warn+`').innerText.trim() === ""`),
 	)
