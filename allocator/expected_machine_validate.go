@@ -73,8 +73,27 @@ func checkMember(p *models.Pool, ranges []models.PoolRange, want PoolType, poolN
 			return true
 		}
 	}
-	ps.add(fault.Errf(fault.CodeInvalid, field, "%s is not in pool %q", a, poolName))
+	ps.add(fault.Errf(fault.CodeInvalid, field, "%s is not in pool %q; %s", a, poolName, explicitRanges(ranges)))
 	return false
+}
+
+// explicitRanges says where a reservation may lie: the pool's
+// auto_assign=false ranges, so an operator who typed a value outside the
+// pool sees which values would be accepted.
+func explicitRanges(ranges []models.PoolRange) string {
+	var rs []string
+	for _, r := range ranges {
+		if !r.AutoAssign {
+			rs = append(rs, r.FirstValue+".."+r.LastValue)
+		}
+	}
+	switch len(rs) {
+	case 0:
+		return "it has no explicit (auto_assign=false) range to reserve from: add one first"
+	case 1:
+		return "reservations lie in its explicit range " + rs[0]
+	}
+	return "reservations lie in its explicit ranges " + strings.Join(rs, ", ")
 }
 
 // validateRecords is THE validation of ExpectedMachines (docs/reservations.md),
