@@ -104,10 +104,7 @@ func (h *Console) SaveExpectedMachine(c echo.Context) error {
 			problems = ps
 		}
 	}
-	v.Msgs = f.Messages(problems)
-	for k, m := range f.Warnings(pending) {
-		v.Msgs[k] = m
-	}
+	v.Msgs = f.Messages(problems).WithWarnings(f.Warnings(pending))
 	if IsHTMX(c) {
 		return render(c, formStatus(err), views.EMFormFragment(v))
 	}

@@ -129,14 +129,11 @@ func (h *Console) ValidateExpectedMachine(c echo.Context) error {
 	if len(problems) > 0 {
 		status = http.StatusUnprocessableEntity
 	}
-	msgs := f.Messages(problems)
 	warn, err := h.pendingMessages(c, f, pw)
 	if err != nil {
 		return err
 	}
-	for k, m := range warn {
-		msgs[k] = m
-	}
+	msgs := f.Messages(problems).WithWarnings(warn)
 	return render(c, status, views.EMValidation(f, msgs))
 }
 

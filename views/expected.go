@@ -177,9 +177,9 @@ func (f EMForm) Messages(problems []*fault.Error) FieldMessages {
 	out := FieldMessages{}
 	for _, p := range problems {
 		id := f.EMErrorID(p.Field)
-		msg := p.Message
+		msg := f.Words(p.Message)
 		if id == "err-form" && p.Field != "" {
-			msg = p.Field + ": " + msg
+			msg = f.Words(p.Field) + ": " + msg
 		}
 		if out[id] != "" {
 			out[id] += " · " + msg
@@ -398,6 +398,18 @@ func (f EMForm) Warnings(ps []console.PendingLoopback) FieldMessages {
 		out[id] = msg
 	}
 	return out
+}
+
+// WithWarnings adds warnings to the messages, except under a field that
+// has an error: a value refused (held elsewhere, outside the pool) will
+// never apply, so saying when it "applies" would contradict the error.
+func (m FieldMessages) WithWarnings(warnings FieldMessages) FieldMessages {
+	for id, w := range warnings {
+		if m["err-"+strings.TrimPrefix(id, "warn-")] == "" {
+			m[id] = w
+		}
+	}
+	return m
 }
 
 // WarnIDs lists every warning element of the form's DPU rows.
