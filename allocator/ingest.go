@@ -290,7 +290,7 @@ func (t *tx) upsertHost(mac, chassis string, em *models.ExpectedMachine) (*model
 		return nil, err
 	}
 	if cur.State != StateReady {
-		return nil, fault.Errf(fault.CodeConflict, "bmc_mac_address", "host %s (BMC %s) is %s; delete it before ingesting it again", cur.MachineID, mac, cur.State)
+		return nil, fault.Errf(fault.CodeConflict, "bmc_mac_address", "%s, BMC %s, is %s; delete it before ingesting it again", machineRowLabel(t.DB, &cur), mac, cur.State)
 	}
 	upd := map[string]any{}
 	if chassis != "" && chassis != cur.ChassisSerialNumber {

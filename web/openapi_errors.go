@@ -67,7 +67,7 @@ var errorExamples = map[string]map[int]fault.Error{
 		422: {Code: fault.CodeInvalid, Field: "pools", Message: "pools must be a JSON array of pool names, or null for every pool"},
 	},
 	"POST /site-explorer/reports": {
-		409: {Code: fault.CodeConflict, Field: "bmc_mac_address", Message: "host m-7 (BMC 0a:00:00:00:09:01) is decommissioned; delete it before ingesting it again"},
+		409: {Code: fault.CodeConflict, Field: "bmc_mac_address", Message: "host rack9-u01 (m-7), BMC 0a:00:00:00:09:01, is decommissioned; delete it before ingesting it again"},
 		422: {Code: fault.CodeInvalid, Field: "bmc_mac_address", Message: `bmc_mac_address "0a:00:00:00:09" is not a MAC address: want six hex octets separated by ':' or '-' (one separator throughout), e.g. 1a:1b:1c:1d:1e:1f`},
 	},
 	"POST /machines:discover": {
