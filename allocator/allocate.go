@@ -53,6 +53,11 @@ type Allocation struct {
 	FormerOwnerType  *string    `json:"former_owner_type,omitempty"`
 	FormerOwnerID    *string    `json:"former_owner_id,omitempty"`
 	QuarantinedAt    *time.Time `json:"quarantined_at,omitempty"`
+	// OwnerName names a machine owner (the former owner of a quarantined
+	// value) as the console does: "DPU MT2242X00001 of host rack7-u12",
+	// "host rack7-u12", "DPU MT2242X00099 (deleted)". Absent for other
+	// owners, and in the answers of writes.
+	OwnerName string `json:"owner_name,omitempty"`
 }
 
 func allocationOut(pool string, r *models.Allocation) Allocation {

@@ -111,6 +111,9 @@ func (a *Allocator) ListAllocations(ctx context.Context, pool string, f Allocati
 		}
 		page.Items = append(page.Items, allocationOut(pool, &rows[i]))
 	}
+	if err := a.read(ctx, func(db *gorm.DB) error { return nameOwners(db, page.Items) }); err != nil {
+		return nil, err
+	}
 	return page, nil
 }
 
@@ -142,6 +145,9 @@ func (a *Allocator) GetAllocation(ctx context.Context, pool, value string) (*All
 	if err != nil {
 		return nil, err
 	}
-	out := allocationOut(pool, &row)
-	return &out, nil
+	out := []Allocation{allocationOut(pool, &row)}
+	if err := a.read(ctx, func(db *gorm.DB) error { return nameOwners(db, out) }); err != nil {
+		return nil, err
+	}
+	return &out[0], nil
 }

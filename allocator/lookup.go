@@ -14,18 +14,21 @@ import (
 // AddressEntry is one thing that holds a value: a pool membership, an
 // allocation, a quarantine or an ExpectedDpu reservation.
 type AddressEntry struct {
-	Kind              string  `json:"kind"`
-	Pool              string  `json:"pool"`
-	Value             string  `json:"value"`
-	RangeID           string  `json:"range_id,omitempty"`
-	AutoAssign        *bool   `json:"auto_assign,omitempty"`
-	OwnerType         *string `json:"owner_type,omitempty"`
-	OwnerID           *string `json:"owner_id,omitempty"`
-	FormerOwnerType   *string `json:"former_owner_type,omitempty"`
-	FormerOwnerID     *string `json:"former_owner_id,omitempty"`
-	QuarantineReason  *string `json:"quarantine_reason,omitempty"`
-	SerialNumber      string  `json:"serial_number,omitempty"`
-	ExpectedMachineID string  `json:"expected_machine_id,omitempty"`
+	Kind             string  `json:"kind"`
+	Pool             string  `json:"pool"`
+	Value            string  `json:"value"`
+	RangeID          string  `json:"range_id,omitempty"`
+	AutoAssign       *bool   `json:"auto_assign,omitempty"`
+	OwnerType        *string `json:"owner_type,omitempty"`
+	OwnerID          *string `json:"owner_id,omitempty"`
+	FormerOwnerType  *string `json:"former_owner_type,omitempty"`
+	FormerOwnerID    *string `json:"former_owner_id,omitempty"`
+	QuarantineReason *string `json:"quarantine_reason,omitempty"`
+	// OwnerName names a machine owner (or former owner) as Allocation's
+	// does.
+	OwnerName         string `json:"owner_name,omitempty"`
+	SerialNumber      string `json:"serial_number,omitempty"`
+	ExpectedMachineID string `json:"expected_machine_id,omitempty"`
 }
 
 // AddressInfo is the answer of GET /api/v1/addresses/{value}.
@@ -104,6 +107,7 @@ func (a *Allocator) lookupIn(ctx context.Context, p *models.Pool, sp space, key 
 	var ranges []models.PoolRange
 	var allocs []models.Allocation
 	var dpus []models.ExpectedDPU
+	var named []Allocation
 	err := a.read(ctx, func(db *gorm.DB) error {
 		if err := db.Where("pool_id = ? AND first_key <= ? AND last_key >= ?", p.ID, k, k).Find(&ranges).Error; err != nil {
 			return err
@@ -113,6 +117,12 @@ func (a *Allocator) lookupIn(ctx context.Context, p *models.Pool, sp space, key 
 			q = q.Where("(state <> ? OR quarantined_at > ?)", models.StateQuarantined, a.now().Add(-a.hold))
 		}
 		if err := q.Find(&allocs).Error; err != nil {
+			return err
+		}
+		for i := range allocs {
+			named = append(named, allocationOut(p.Name, &allocs[i]))
+		}
+		if err := nameOwners(db, named); err != nil {
 			return err
 		}
 		if col := reservationColumn(p.Name); col != "" {
@@ -127,11 +137,11 @@ func (a *Allocator) lookupIn(ctx context.Context, p *models.Pool, sp space, key 
 		auto := r.AutoAssign
 		info.Entries = append(info.Entries, AddressEntry{Kind: "pool_member", Pool: p.Name, Value: val, RangeID: itoa(r.ID), AutoAssign: &auto})
 	}
-	for _, al := range allocs {
-		e := AddressEntry{Kind: "allocation", Pool: p.Name, Value: al.Value, OwnerType: al.OwnerType, OwnerID: al.OwnerID}
+	for i, al := range allocs {
+		e := AddressEntry{Kind: "allocation", Pool: p.Name, Value: al.Value, OwnerType: al.OwnerType, OwnerID: al.OwnerID, OwnerName: named[i].OwnerName}
 		if al.State == models.StateQuarantined {
 			e = AddressEntry{Kind: "quarantine", Pool: p.Name, Value: al.Value, FormerOwnerType: al.FormerOwnerType,
-				FormerOwnerID: al.FormerOwnerID, QuarantineReason: al.QuarantineReason}
+				FormerOwnerID: al.FormerOwnerID, QuarantineReason: al.QuarantineReason, OwnerName: named[i].OwnerName}
 		}
 		info.Entries = append(info.Entries, e)
 	}

@@ -14,35 +14,98 @@ func ownerText(db *gorm.DB, typ, id *string) string {
 	if deref(typ) != OwnerTypeMachine || deref(id) == "" {
 		return s
 	}
-	var rows []models.Machine
-	if err := db.Where("machine_id = ?", *id).Limit(1).Find(&rows).Error; err != nil {
+	names, err := machineOwnerNames(db, []string{*id})
+	if err != nil || names[*id] == "" {
 		return s
 	}
-	if len(rows) == 0 {
-		var gone []models.DeletedMachine
-		if err := db.Where("machine_id = ?", *id).Limit(1).Find(&gone).Error; err != nil || len(gone) == 0 {
-			return s
+	return names[*id]
+}
+
+// machineOwnerNames names each machine_id given as an owner is named
+// (ownerText): "DPU MT2242X00001 of host rack7-u12", "host rack7-u12",
+// "DPU MT2242X00099 (deleted)". Ids that are no machine, live or deleted,
+// are left out. A few queries whatever the number of ids.
+func machineOwnerNames(db *gorm.DB, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	names, kinds, err := MachineNamesOf(db, ids)
+	if err != nil {
+		return nil, err
+	}
+	hostOf := map[string]string{}
+	var live []string
+	for start := 0; start < len(ids); start += 500 {
+		var rows []models.Machine
+		if err := db.Select("machine_id", "host_machine_id").Where("machine_id IN ?", ids[start:min(start+500, len(ids))]).Find(&rows).Error; err != nil {
+			return nil, err
 		}
-		if gone[0].Kind == KindDPU {
-			return "DPU " + gone[0].Name + " (deleted)"
+		for _, m := range rows {
+			live = append(live, m.MachineID)
+			if m.HostMachineID != nil {
+				hostOf[m.MachineID] = *m.HostMachineID
+			}
 		}
-		return "host " + gone[0].Name + " (deleted)"
 	}
-	m := rows[0]
-	ids := []string{m.MachineID}
-	if m.HostMachineID != nil {
-		ids = append(ids, *m.HostMachineID)
+	var hosts []string
+	for _, h := range hostOf {
+		hosts = append(hosts, h)
 	}
-	names, _, err := MachineNamesOf(db, ids)
-	if err != nil || names[m.MachineID] == "" {
-		return s
+	hostNames, _, err := MachineNamesOf(db, hosts)
+	if err != nil {
+		return nil, err
 	}
-	if m.Kind != KindDPU {
-		return "host " + names[m.MachineID]
+	isLive := map[string]bool{}
+	for _, id := range live {
+		isLive[id] = true
 	}
-	out := "DPU " + names[m.MachineID]
-	if m.HostMachineID != nil && names[*m.HostMachineID] != "" {
-		out += " of host " + names[*m.HostMachineID]
+	for id, n := range names {
+		if n == "" || n == id {
+			continue // nothing better to call it than its id
+		}
+		kind := "host "
+		if kinds[id] == KindDPU {
+			kind = "DPU "
+		}
+		switch {
+		case !isLive[id]:
+			out[id] = kind + n + " (deleted)"
+		case kinds[id] == KindDPU && hostNames[hostOf[id]] != "":
+			out[id] = kind + n + " of host " + hostNames[hostOf[id]]
+		default:
+			out[id] = kind + n
+		}
 	}
-	return out
+	return out, nil
+}
+
+// nameOwners sets OwnerName on allocations whose owner (or, quarantined,
+// former owner) is a machine.
+func nameOwners(db *gorm.DB, items []Allocation) error {
+	var ids []string
+	for _, al := range items {
+		if typ, id := al.ownerOrFormer(); typ == OwnerTypeMachine && id != "" {
+			ids = append(ids, id)
+		}
+	}
+	names, err := machineOwnerNames(db, ids)
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		if typ, id := items[i].ownerOrFormer(); typ == OwnerTypeMachine {
+			items[i].OwnerName = names[id]
+		}
+	}
+	return nil
+}
+
+// ownerOrFormer is the allocation's owner, or its former owner when it
+// is quarantined.
+func (al *Allocation) ownerOrFormer() (typ, id string) {
+	if al.State == models.StateQuarantined {
+		return deref(al.FormerOwnerType), deref(al.FormerOwnerID)
+	}
+	return deref(al.OwnerType), deref(al.OwnerID)
 }

@@ -72,9 +72,9 @@ func newAddressCmd(cf *clientFlags) *cobra.Command {
 				case "pool_member":
 					detail = fmt.Sprintf("range %s auto_assign=%v", e.RangeID, e.AutoAssign != nil && *e.AutoAssign)
 				case "allocation":
-					detail = orDash(e.OwnerType) + "/" + orDash(e.OwnerID)
+					detail = ownerCell(e.OwnerName, e.OwnerType, e.OwnerID)
 				case "quarantine":
-					detail = "was " + orDash(e.FormerOwnerType) + "/" + orDash(e.FormerOwnerID) + ": " + orDash(e.QuarantineReason)
+					detail = "was " + ownerCell(e.OwnerName, e.FormerOwnerType, e.FormerOwnerID) + ": " + orDash(e.QuarantineReason)
 				case "reservation":
 					detail = "DPU " + e.SerialNumber + " of ExpectedMachine " + e.ExpectedMachineID
 				}

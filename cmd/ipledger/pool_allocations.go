@@ -165,9 +165,9 @@ func newPoolAllocationsCmd(cf *clientFlags) *cobra.Command {
 			}
 			var rows [][]string
 			for _, a := range all {
-				owner := orDash(a.OwnerType) + "/" + orDash(a.OwnerID)
+				owner := ownerCell(a.OwnerName, a.OwnerType, a.OwnerID)
 				if a.State == "quarantined" {
-					owner = "(was " + orDash(a.FormerOwnerType) + "/" + orDash(a.FormerOwnerID) + ": " + orDash(a.QuarantineReason) + ")"
+					owner = "(was " + ownerCell(a.OwnerName, a.FormerOwnerType, a.FormerOwnerID) + ": " + orDash(a.QuarantineReason) + ")"
 				}
 				rows = append(rows, []string{a.Value, a.State, owner, a.AllocatedAt.Format("2006-01-02T15:04:05Z")})
 			}
@@ -180,4 +180,15 @@ func newPoolAllocationsCmd(cf *clientFlags) *cobra.Command {
 	allocs.Flags().StringVar(&state, "state", "", "allocated or quarantined")
 	allocs.Flags().IntVar(&limit, "page-size", 1000, "page size")
 	return allocs
+}
+
+// ownerCell shows an owner in a table: a machine by the name the server
+// gives it, its type/id beside ("DPU MT2242X00001 of host rack7-u12
+// (machine/fm100ds…)"), any other owner as type/id.
+func ownerCell(name string, typ, id *string) string {
+	s := orDash(typ) + "/" + orDash(id)
+	if name == "" {
+		return s
+	}
+	return name + " (" + s + ")"
 }
