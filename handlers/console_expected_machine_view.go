@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ipledger/ipledger/allocator"
+	"github.com/ipledger/ipledger/console"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/views"
 )
@@ -15,6 +16,13 @@ import (
 // once ingested.
 func (h *Console) ExpectedMachine(c echo.Context) error {
 	em, err := h.A.GetExpectedMachine(Ctx(c), Param(c, "id"))
+	if e, ok := fault.AsError(err); ok && e.Code == fault.CodeNotFound {
+		// A deleted ExpectedMachine's link opens what the audit log
+		// knows of it, as a deleted machine's does.
+		if gone, gerr := h.Reads.GetDeletedExpectedMachine(Ctx(c), Param(c, "id")); gerr == nil {
+			return h.deletedExpectedMachine(c, gone)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -43,4 +51,16 @@ func (h *Console) ExpectedMachine(c echo.Context) error {
 		}
 	}
 	return render(c, http.StatusOK, views.EMViewPage(v))
+}
+
+// deletedExpectedMachine is the page of a deleted ExpectedMachine: its
+// last state, when and by whom it was deleted, and its events.
+func (h *Console) deletedExpectedMachine(c echo.Context, d *console.DeletedExpectedMachine) error {
+	v := views.DeletedEMView{Page: h.page(c, d.Name+" (deleted)", "expected"), D: *d}
+	var err error
+	if v.Names, err = h.eventNames(c, d.History, nil); err != nil {
+		return err
+	}
+	v.Names[d.ID] = d.Name
+	return render(c, http.StatusOK, views.DeletedEMPage(v))
 }
