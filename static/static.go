@@ -6,8 +6,8 @@ package static
 
 import "embed"
 
-// FS holds app.css, app.js, api-docs.js, htmx.min.js, Swagger UI and their
+// FS holds app.css, app.js, api-docs.js, favicon.svg, htmx.min.js, Swagger UI and their
 // licenses.
 //
-//go:embed *.css *.js *.LICENSE
+//go:embed *.css *.js *.svg *.LICENSE
 var FS embed.FS

@@ -698,19 +698,22 @@ func TestConsoleMachineLifecycle(t *testing.T) {
 	})
 }
 
-// TestConsoleStatic: static files are public, with the right types.
+// TestConsoleStatic: static files are public, with the right types, and
+// pages link the icon.
 func TestConsoleStatic(t *testing.T) {
 	t.Parallel()
 	site := newSQLiteSite(t)
 	anon := site.anonymous()
-	for path, ct := range map[string]string{"/static/app.css": "text/css", "/static/app.js": "javascript", "/static/htmx.min.js": "javascript"} {
+	for path, ct := range map[string]string{"/static/app.css": "text/css", "/static/app.js": "javascript", "/static/htmx.min.js": "javascript", "/static/favicon.svg": "image/svg+xml"} {
 		res := anon.get(path)
 		body := readBody(t, res)
 		if res.StatusCode != http.StatusOK || !strings.Contains(res.Header.Get("Content-Type"), ct) || len(body) < 100 {
 			t.Errorf("%s: %d %q (%d bytes)", path, res.StatusCode, res.Header.Get("Content-Type"), len(body))
 		}
 	}
-	expect(t, anon.get("/login"), http.StatusOK, `name="token"`)
+	// Every page names its icon, so browsers never ask for a missing
+	// /favicon.ico (a 404 in the log on each page load).
+	expect(t, anon.get("/login"), http.StatusOK, `name="token"`, `<link rel="icon" href="/static/favicon.svg"`)
 	res := anon.get("/login")
 	res.Body.Close()
 	if !strings.Contains(res.Header.Get("Content-Security-Policy"), "script-src 'self'") || res.Header.Get("X-Frame-Options") != "DENY" {
