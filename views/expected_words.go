@@ -18,10 +18,42 @@ var dpuPath = regexp.MustCompile(`expected_dpus\[(\d+)\]( of this machine)?`)
 // 1)", the serial being the one typed in that row. REST answers keep the
 // paths (clients read them); only the console's messages change.
 func (f EMForm) Words(msg string) string {
-	return dpuPath.ReplaceAllStringFunc(msg, func(m string) string {
+	msg = dpuPath.ReplaceAllStringFunc(msg, func(m string) string {
 		i, _ := strconv.Atoi(dpuPath.FindStringSubmatch(m)[1]) // digits: dpuPath says so
 		return f.DPULabel(i)
 	})
+	return fieldWords(msg)
+}
+
+// formLabels are the form's names of the request fields the allocator's
+// messages start with or mention ("bmc_mac_address 0a:… is already used
+// by …"), and of the range kind a reservation needs.
+var formLabels = map[string]string{
+	"bmc_mac_address":         "BMC MAC address",
+	"chassis_serial_number":   "chassis serial number",
+	"serial_number":           "serial number",
+	"loopback_ip_v6":          "IPv6 loopback",
+	"loopback_ip":             "IPv4 loopback",
+	"auto_assign=false range": "explicit range",
+	"auto_assign=false":       "explicit",
+}
+
+// fieldName finds a field name of formLabels standing as a word of its own
+// (after a space or at the start, before a space or the end): a path such
+// as "DPU in row 2.serial_number" is left alone.
+var fieldName = regexp.MustCompile(`(^|\s)(bmc_mac_address|chassis_serial_number|serial_number|loopback_ip_v6|loopback_ip|auto_assign=false range|auto_assign=false)(\s|[,;:.]?$)`)
+
+// fieldWords rewrites the field names of msg in the form's words, with a
+// capital letter when the message starts with one.
+func fieldWords(msg string) string {
+	out := fieldName.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := fieldName.FindStringSubmatch(m)
+		return sub[1] + formLabels[sub[2]] + sub[3]
+	})
+	if out != msg && out != "" && out[0] >= 'a' && out[0] <= 'z' {
+		out = strings.ToUpper(out[:1]) + out[1:]
+	}
+	return out
 }
 
 // DPULabel names the DPU of spec index i (expected_dpus[i]) as the form

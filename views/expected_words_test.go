@@ -13,7 +13,12 @@ func TestFormWordsNameDPURows(t *testing.T) {
 	f := EMForm{DPUs: []DPURow{{Key: "a", Serial: "MT5001X00001"}, {Key: "b"}, {Key: "c", Serial: "MT5001X00001", IP: "10.50.0.200"}, {Key: "d", IP: "10.50.0.201"}}}
 	for _, c := range []struct{ in, want string }{
 		{"serial_number MT5001X00001 is already used by expected_dpus[0] of this machine",
-			"serial_number MT5001X00001 is already used by DPU MT5001X00001 (row 1)"},
+			"Serial number MT5001X00001 is already used by DPU MT5001X00001 (row 1)"},
+		{"bmc_mac_address 0a:50:00:00:00:00 is already used by ExpectedMachine rack-1",
+			"BMC MAC address 0a:50:00:00:00:00 is already used by ExpectedMachine rack-1"},
+		{"10.50.0.9 is in an auto-assign range (10.50.0.1..10.50.0.99) of pool \"lo-ip\"; a reservation must lie in an auto_assign=false range",
+			"10.50.0.9 is in an auto-assign range (10.50.0.1..10.50.0.99) of pool \"lo-ip\"; a reservation must lie in an explicit range"},
+		{"a host named serial_numbers stays", "a host named serial_numbers stays"},
 		{"10.50.0.200 is already reserved by expected_dpus[1] of this machine",
 			"10.50.0.200 is already reserved by DPU MT5001X00001 (row 3)"},
 		{"expected_dpus[2].serial_number", "DPU in row 4.serial_number"},
