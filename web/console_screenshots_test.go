@@ -165,7 +165,7 @@ func TestConsoleScreenshots(t *testing.T) {
 	run(t, ctx, "pending warning",
 		chromedp.Navigate(base+"/expected-machines/"+emID(t, site, "2a:00:00:00:00:31")+"/edit"),
 		setInput(`.dpu-row input[name=dpu_ip]`, "10.180.62.212"),
-		poll(`document.querySelector('.dpu-row .warn-msg[id$="-loopback_ip"]').innerText.includes("10.180.62.212 applies then")`),
+		poll(`document.querySelector('.dpu-row .warn-msg[id$="-loopback_ip"]').innerText.includes("10.180.62.212 is reserved (binding pending)")`),
 	)
 	screenshot(t, ctx, "expected-machine-pending-warning", false)
 	run(t, ctx, "row menu",
