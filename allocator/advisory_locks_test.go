@@ -199,8 +199,14 @@ func TestAdvisoryLocksStayInTheirSchemaOnPostgres(t *testing.T) {
 			return other.db.Exec(`INSERT INTO expected_dpus (expected_machine_id, position, serial_number, loopback_ip, loopback_ip_key, loopback_ip_v6, loopback_ip_v6_key)
 				VALUES ('em-b', 0, 'B1', '10.0.0.160', ?, 'fd00:1::60', ?)`, *lcKey("10.0.0.160"), *lcKey("fd00:1::60")).Error
 		}},
-		{"range added to lo-ip", func() error { _, err := b.AddRange(ctx, PoolLoopbackV4, rng("10.0.1.0", "10.0.1.9", false)); return err }},
-		{"range added to lo-ip-v6", func() error { _, err := b.AddRange(ctx, PoolLoopbackV6, rng("fd00:2::1", "fd00:2::f", false)); return err }},
+		{"range added to lo-ip", func() error {
+			_, err := b.AddRange(ctx, PoolLoopbackV4, rng("10.0.1.0", "10.0.1.9", false))
+			return err
+		}},
+		{"range added to lo-ip-v6", func() error {
+			_, err := b.AddRange(ctx, PoolLoopbackV6, rng("fd00:2::1", "fd00:2::f", false))
+			return err
+		}},
 		{"pool file loaded", func() error {
 			_, err := b.LoadPools(ctx, append(lockTestPools, PoolSpec{Name: "vips", Type: "ipv4", Ranges: []RangeSpec{rng("192.0.2.1", "192.0.2.9", true)}}))
 			return err

@@ -104,7 +104,7 @@ type Allocator struct {
 	// testOnRetry, set by tests only, is called each time a write runs
 	// again after losing a race (a deadlock among them).
 	testOnRetry func()
-	queues        map[string]*allocQueue
+	queues      map[string]*allocQueue
 	// guesses keeps each pool's guess for its next batch between leaders
 	// (groupcommit_guess.go), also under qmu.
 	guesses map[string]groupGuess

@@ -55,7 +55,7 @@ var legacyKeys = map[LockClass]int64{
 
 // schemaKeySQL is the second half of a scoped key. A session whose
 // search_path names no existing schema has no current schema: it hashes
-// '' rather than NULL, which would take no lock at all.
+// the empty string rather than NULL, which would take no lock at all.
 const schemaKeySQL = `hashtext(COALESCE(current_schema(), ''))`
 
 // scopedLockSQL is the SQL call that takes class's key of the current
