@@ -122,16 +122,23 @@ func TestSearchFindsEveryKind(t *testing.T) {
 				t.Errorf("search %q: want one exact %s %s, got %+v", c.q, c.kind, c.id, r.Hits)
 			}
 		}
-		// Other spellings of the MAC are not the host's MAC (the one rule
-		// of package ident).
-		for _, q := range []string{"0a00.0000.0001", "0a0000000001", "0a-00:00:00:00:01"} {
+		// A whole MAC in Cisco's or bare hex notation is the host's MAC
+		// too (ident.MACFragments); mixed separators are no MAC at all.
+		for _, q := range []string{"0a00.0000.0001", "0A0000000001"} {
 			r, err := s.c.Search(s.ctx, q)
 			if err != nil {
 				t.Fatalf("search %q: %v", q, err)
 			}
-			if h := r.Redirect(); h != nil && h.Kind == HitHost {
-				t.Errorf("search %q found host %s by MAC", q, h.ID)
+			if h := r.Redirect(); h == nil || h.Kind != HitHost || h.ID != host {
+				t.Errorf("search %q: want one exact host %s, got %+v", q, host, r.Hits)
 			}
+		}
+		r0, err := s.c.Search(s.ctx, "0a-00:00:00:00:01")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := r0.Redirect(); h != nil && h.Kind == HitHost {
+			t.Errorf("search with mixed separators found host %s by MAC", h.ID)
 		}
 		// A prefix lists every allocation inside it, no redirect.
 		r, err := s.c.Search(s.ctx, "10.0.0.0/24")

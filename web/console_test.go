@@ -231,7 +231,7 @@ func TestConsolePages(t *testing.T) {
 			{"/", []string{"Dashboard", "Pool utilization", `class="bar"`, "vlan-id", "is 90.0% used", "pending", "MT2242X00010", "conflict", "Recent audit events"}},
 			{"/pools", []string{"Resource pools", "lo-ip-v6", "Create a pool", `name="csrf_token"`}},
 			{"/pools/lo-ip", []string{"Pool lo-ip", "10.180.62.199", "explicit", "Add a range", `<svg class="usage"`, "In use, last 30 days", "unquarantine"}},
-			{"/pools/lo-ip?state=quarantined", []string{"quarantined", "was <a href=\"/machines/fm100ds"}},
+			{"/pools/lo-ip?state=quarantined", []string{"quarantined", "was <a class=\"clip\" href=\"/machines/fm100ds"}},
 			{"/pools/lo-ip?owner_type=tenant&owner_id=net-00-0", []string{"10.180.62.1<", "tenant/net-00-0"}},
 			{"/expected-machines", []string{"Expected machines", "1a:1b:1c:1d:1e:1f", "rack7-u12", "10.180.62.200", "fd00:180:62:1::c8", "New ExpectedMachine", "(password set)"}},
 			{"/expected-machines?q=rack8", []string{"rack8-u01", "rack8-u03"}},
