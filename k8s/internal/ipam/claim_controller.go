@@ -183,7 +183,7 @@ func (r *ClaimReconciler) value(ctx context.Context, claim *ipamv1.IPAddressClai
 	if claim.Status.AddressRef.Name != "" {
 		held, err := r.Ledger.OwnerAllocations(ctx, pool, owner)
 		if err != nil {
-			return ledger.Allocation{}, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("reading the claim's value in ipledger pool %q: %v", pool, err), retryable(err)
+			return ledger.Allocation{}, ipamv1.IPAddressClaimReadyAllocationFailedReason, fmt.Sprintf("reading the claim's value in ipledger pool %q: %v", pool, err), ledger.Retryable(err)
 		}
 		if len(held) == 0 {
 			msg := r.lostMessage(ctx, claim, pool, owner)
@@ -199,22 +199,13 @@ func (r *ClaimReconciler) value(ctx context.Context, claim *ipamv1.IPAddressClai
 	case ledger.IsNotFound(err):
 		return a, ipamv1.IPAddressClaimReadyPoolNotReadyReason, err.Error(), nil
 	case err != nil:
-		return a, ipamv1.IPAddressClaimReadyAllocationFailedReason, err.Error(), retryable(err)
+		return a, ipamv1.IPAddressClaimReadyAllocationFailedReason, err.Error(), ledger.Retryable(err)
 	}
 	if created {
 		log.Info("allocated", "pool", pool, "value", a.Value, "owner", owner.ID)
 		r.Recorder.Eventf(claim, nil, "Normal", "Allocated", "Allocate", "allocated %s from ipledger pool %q to %s", a.Value, pool, owner)
 	}
 	return a, "", "", nil
-}
-
-// retryable returns err when retrying later may help (ipledger could not
-// be reached or failed), so that the claim is retried with backoff.
-func retryable(err error) error {
-	if ledger.IsUnreachable(err) {
-		return err
-	}
-	return nil
 }
 
 // lostMessage says what became of the claim's value in ipledger.

@@ -127,6 +127,17 @@ func IsUnreachable(err error) bool {
 	return err != nil
 }
 
+// Retryable returns err when retrying later may help (ipledger could not
+// be reached or failed: the controller retries with backoff), nil for a
+// refusal, which waits for a change instead (the spec's, or ipledger's
+// through the change feed).
+func Retryable(err error) error {
+	if IsUnreachable(err) {
+		return err
+	}
+	return nil
+}
+
 // do sends one request to the API path made of segs (each escaped as one
 // segment: an owner id may hold a slash) and decodes a 2xx JSON answer
 // into out (when not nil); any other answer is an *Error.

@@ -191,7 +191,7 @@ func (r *Reconciler) values(ctx context.Context, lna *v1alpha1.LedgerNetworkAtta
 	if len(fresh) > 0 {
 		got, err := r.Ledger.AllocateOwner(ctx, owner, fresh)
 		if err != nil {
-			return nil, allocationRefused(err, fresh), retryable(err)
+			return nil, allocationRefused(err, fresh), ledger.Retryable(err)
 		}
 		for _, a := range got {
 			values[a.Pool] = a.Value
@@ -208,7 +208,7 @@ func (r *Reconciler) values(ctx context.Context, lna *v1alpha1.LedgerNetworkAtta
 		}
 		held, err := r.Ledger.OwnerAllocations(ctx, a.Pool, owner)
 		if err != nil {
-			return nil, &notReady{ReasonLedgerUnreachable, fmt.Sprintf("reading %s's value in ipledger pool %q: %v", owner, a.Pool, err)}, retryable(err)
+			return nil, &notReady{ReasonLedgerUnreachable, fmt.Sprintf("reading %s's value in ipledger pool %q: %v", owner, a.Pool, err)}, ledger.Retryable(err)
 		}
 		if len(held) > 0 {
 			values[a.Pool] = held[0].Value
@@ -236,16 +236,6 @@ func allocationRefused(err error, pools []string) *notReady {
 	default:
 		return &notReady{ReasonAllocationFailed, msg}
 	}
-}
-
-// retryable returns err when a retry may help (ipledger unreachable or
-// failing); a refusal waits for a change instead (the spec's, or
-// ipledger's through the feed).
-func retryable(err error) error {
-	if ledger.IsUnreachable(err) {
-		return err
-	}
-	return nil
 }
 
 // allocatedPools reads PoolsAnnotation.
