@@ -49,8 +49,8 @@ pg_start() {
 		[ -z "${PG_EXTRA_CONF:-}" ] || printf '%s\n' "$PG_EXTRA_CONF" >>"$PGDATA_DIR/postgresql.conf"
 	fi
 	as_pg "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -o "-p $PGPORT" -l "$H7_TMP/pg.log" -w start >/dev/null
-	as_pg "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -qAtc \
-		"SELECT 1 FROM pg_database WHERE datname='ipledger'" | grep -q 1 ||
+	[ "$(as_pg "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -qAtc \
+		"SELECT 1 FROM pg_database WHERE datname='ipledger'")" = 1 ] ||
 		as_pg "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres ipledger
 }
 

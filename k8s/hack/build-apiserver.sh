@@ -57,5 +57,8 @@ build kube-apiserver kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver \
 build etcd etcd .
 
 "$dir/kube-apiserver" --version >&2
-"$dir/etcd" --version | head -n1 >&2
+# The whole output is read before the first line is printed: under pipefail,
+# head closing the pipe early would end this script with SIGPIPE (141).
+etcdver_out=$("$dir/etcd" --version)
+printf '%s\n' "${etcdver_out%%$'\n'*}" >&2
 echo "$dir"
