@@ -11,7 +11,7 @@ package allocator
 // keys) and of expected_machines (bmc_mac_address) back the rules in the
 // database; their violations surface as 409 naming the field.
 
-// Limits on free-text fields (docs/decisions.md).
+// Limits on free-text fields (docs/reservations.md "The records").
 const (
 	emMaxText        = 256
 	emMaxDescription = 1024

@@ -133,7 +133,8 @@ func (s *groupGuess) advance(sp space) {
 // window; a leader whose guess failed because the value had moved further
 // widens its window up to maxGuessWindow, and narrows it again after a
 // long run of hits near the window's start (a wide window costs every
-// batch: docs/decisions.md "A window for the guess").
+// batch: docs/decisions.md "A batch commits in one round trip on the
+// leader's guess").
 const (
 	guessWindow    = 32
 	maxGuessWindow = 256
