@@ -4,7 +4,7 @@
 # PostgreSQL with pg_stat_statements, then prints the statements per
 # allocation (calls / N) with their mean execution time, and the same for
 # pgbench's single-row INSERT. Used for the analysis in docs/benchmarks.md
-# "Allocation throughput".
+# "Where an allocation's time goes".
 source "$(dirname "$0")/lib.sh"
 N=${N:-1000}
 CLIENTS=${CLIENTS:-1} # concurrent clients (1: the per-statement view; 8: with group commit)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the time of a site-explorer report goes (docs/benchmarks.md
-# "Reports in set-based batches"): N reports of a new host with 2 DPUs
+# "Where a report's time goes"): N reports of a new host with 2 DPUs
 # (lo-ip and lo-ip-v6 defined, no reservations) from CLIENTS clients
 # against one server, then, per report:
 #   - the statements PostgreSQL ran (pg_stat_statements, nested ones such
