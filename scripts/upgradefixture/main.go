@@ -91,6 +91,12 @@ func main() {
 			dbURL = "sqlite:" + filepath.Join(tmp, "sqlite", "ipledger.db")
 		case "postgres":
 			f.PGSchema = "upgrade_fixture_" + short
+			// pg_trgm where the tests have it (database/dbtest), so that the
+			// dump's trigram indexes name public's operator class: a build
+			// creating the extension itself would put it in the fixture's
+			// schema, which the test's own schema then lacks. A server
+			// without the extension makes a fixture without those indexes.
+			psql(*pg, `DO $$ BEGIN CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public; EXCEPTION WHEN OTHERS THEN NULL; END $$`)
 			psql(*pg, "DROP SCHEMA IF EXISTS "+f.PGSchema+" CASCADE; CREATE SCHEMA "+f.PGSchema)
 			u, err := url.Parse(*pg)
 			if err != nil {
