@@ -46,14 +46,21 @@ func Record(t *txn.Tx, action, objectType, objectID string, before, after any) e
 	return Insert(t.DB, &ev)
 }
 
-// Insert writes one audit row. An event without a role (a
-// system actor) leaves actor_role out of the INSERT: the column's NULL
-// default is the same value, and the statement then also fits a schema
-// older than the column, which the tests that build a database up to an
-// earlier migration write through today's code.
+// Insert writes one audit row. An event without a role (a system actor)
+// leaves actor_role out of the INSERT, and one without names names_json:
+// the columns' NULL default is the same value, and the statement then
+// also fits a schema older than the columns, which the tests that build a
+// database up to an earlier migration write through today's code.
 func Insert(db *gorm.DB, ev *models.AuditEvent) error {
+	var omit []string
 	if ev.ActorRole == nil {
-		return db.Omit("ActorRole").Create(ev).Error
+		omit = append(omit, "ActorRole")
+	}
+	if ev.NamesJSON == nil {
+		omit = append(omit, "NamesJSON")
+	}
+	if len(omit) > 0 {
+		db = db.Omit(omit...)
 	}
 	return db.Create(ev).Error
 }

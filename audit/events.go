@@ -33,6 +33,12 @@ type Event struct {
 	// (Pool alone for a pool's own events).
 	Pool  string `json:"pool,omitempty"`
 	Value string `json:"value,omitempty"`
+	// Names are the names the machines and the ExpectedMachine the event
+	// mentions had when it was written, by id (names.go); nil for an
+	// event written before they were kept. Pages show them; the API and
+	// the change feed do not (docs/decisions.md "Audit events keep the
+	// names they had").
+	Names map[string]string `json:"-"`
 }
 
 func EventOut(r *models.AuditEvent) Event {
@@ -49,6 +55,7 @@ func EventOut(r *models.AuditEvent) Event {
 	}
 	e.Revision = r.Revision
 	e.Pool, e.Value = EventPool(r.ObjectType, r.ObjectID)
+	e.Names = DecodeNames(r.NamesJSON)
 	return e
 }
 

@@ -103,6 +103,9 @@ var Migrations = []Migration{
 	// once whatever its case; serials that already differ only in case
 	// are kept and reported.
 	migrationV32,
+	// Version 33 (migration_v33.go): each audit event keeps the names of
+	// the machines it mentions as they were when it was written.
+	{Version: 33, Name: "audit event names at write time", SQL: schemaV33},
 }
 
 // schemaV8Postgres closes a write-skew hole of migration 1's triggers when

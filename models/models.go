@@ -74,6 +74,11 @@ type AuditEvent struct {
 	RequestID  string
 	BeforeJSON *string
 	AfterJSON  *string
+	// NamesJSON maps the ids of the machines and the ExpectedMachine the
+	// event mentions to the names they had when it was written (a JSON
+	// object, allocator/audit_names.go); nil when it mentions none, and on
+	// events written before schema version 33.
+	NamesJSON *string
 	// Revision is the event's place in commit order, set by the feed's
 	// sequencer after the event's transaction committed (NULL until then);
 	// writers never set it.
