@@ -9,7 +9,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/database"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
@@ -247,9 +246,7 @@ func (t *tx) insertAllocation(p *models.Pool, v u128, owner Owner) (*models.Allo
 	if err != nil {
 		return nil, err
 	}
-	if err := audit.Insert(t.DB, &ev); err != nil {
-		return nil, err
-	}
+	t.record(ev)
 	return &row, nil
 }
 

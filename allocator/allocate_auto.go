@@ -150,23 +150,23 @@ func fillResults(p *models.Pool, reqs []autoOwner, res []allocResult, fresh []in
 }
 
 // insertAllocations stores new rows of p, clears the run-end flag of the
-// held values in prevs and records events. On PostgreSQL it is one
-// statement (one round trip while the pool is locked); on SQLite, which is
-// in-process, three.
+// held values in prevs and records events, which the transaction stores
+// with its others (audit_names.go: named, in order). On PostgreSQL it is
+// one statement (one round trip while the pool is locked); on SQLite,
+// which is in-process, two.
 func (t *tx) insertAllocations(p *models.Pool, rows []models.Allocation, prevs []string, events []models.AuditEvent) error {
+	t.record(events...)
 	if t.a.dialect != models.Postgres {
 		if err := t.Create(&rows).Error; err != nil {
 			return err
 		}
 		if len(prevs) > 0 {
-			if err := t.Exec(`UPDATE allocations SET run_end = ? WHERE pool_id = ? AND run_end AND value_key IN ?`, false, p.ID, prevs).Error; err != nil {
-				return err
-			}
+			return t.Exec(`UPDATE allocations SET run_end = ? WHERE pool_id = ? AND run_end AND value_key IN ?`, false, p.ID, prevs).Error
 		}
-		return t.Create(&events).Error
+		return nil
 	}
 	var b strings.Builder
-	args := make([]any, 0, 8*len(rows)+9*len(events)+2)
+	args := make([]any, 0, 8*len(rows)+2)
 	b.WriteString(`WITH ins AS (INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at) VALUES `)
 	for i := range rows {
 		r := &rows[i]
@@ -181,16 +181,7 @@ func (t *tx) insertAllocations(p *models.Pool, rows []models.Allocation, prevs [
 		b.WriteString(`, upd AS (UPDATE allocations SET run_end = false WHERE pool_id = ? AND run_end AND value_key IN ?)`)
 		args = append(args, p.ID, prevs)
 	}
-	b.WriteString(`, aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, before_json, after_json) VALUES `)
-	for i := range events {
-		e := &events[i]
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, e.At, e.Actor, e.ActorRole, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON)
-	}
-	b.WriteString(`) SELECT id, value_key FROM ins`)
+	b.WriteString(` SELECT id, value_key FROM ins`)
 	res, err := t.Raw(b.String(), args...).Rows()
 	if err != nil {
 		return err

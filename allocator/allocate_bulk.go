@@ -407,7 +407,15 @@ func (t *tx) insertBulkRows(p *models.Pool, items []BulkItem, vals []u128, idx [
 // insertRowsBulk is insertAllocations for any number of rows: on
 // PostgreSQL one statement whose rows travel as arrays (no limit on their
 // number, one plan for every size); on SQLite chunked multi-row INSERTs.
+// Its events are stored by the same statement, after the ones recorded
+// before and named by one look-up (audit_names.go).
 func (t *tx) insertRowsBulk(p *models.Pool, rows []models.Allocation, prevs []string, events []models.AuditEvent) error {
+	if err := t.flushEvents(); err != nil {
+		return err
+	}
+	if err := nameEvents(t.DB, events, nil); err != nil {
+		return err
+	}
 	if t.a.dialect != models.Postgres {
 		if err := t.CreateInBatches(&rows, 500).Error; err != nil {
 			return err

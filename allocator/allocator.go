@@ -39,7 +39,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/ipledger/ipledger/audit"
 	"github.com/ipledger/ipledger/fault"
 	"github.com/ipledger/ipledger/models"
 	"github.com/ipledger/ipledger/txn"
@@ -179,6 +178,10 @@ type tx struct {
 	now     time.Time
 	locked  map[string]*models.Pool
 	changes []change
+	// events are the audit events recorded and not stored yet
+	// (audit_names.go): flushEvents names and stores them, at the latest
+	// when fn returns.
+	events []models.AuditEvent
 	// familyLocked marks the address families whose advisory lock this
 	// transaction holds (pool_overlap.go).
 	familyLocked map[string]bool
@@ -212,7 +215,10 @@ func (a *Allocator) writeWith(ctx context.Context, ownConn bool, fn func(t *tx) 
 			a.testOnRetry()
 		}
 		last = &tx{a: a, ctx: k.Ctx, now: k.Now, attempt: k.Attempt, DB: k.DB, conn: k.Conn, locked: map[string]*models.Pool{}}
-		return fn(last)
+		if err := fn(last); err != nil {
+			return err
+		}
+		return last.flushEvents()
 	})
 	if err != nil {
 		return err
@@ -286,16 +292,6 @@ func (t *tx) lockPool(name string) (*models.Pool, error) {
 		return nil, fault.Errf(fault.CodeNotFound, "", "pool %q does not exist", name)
 	}
 	return p, nil
-}
-
-// audit records one change in the same transaction. before/after are
-// marshalled to JSON; callers pass values with secrets already removed.
-func (t *tx) audit(action, objectType, objectID string, before, after any) error {
-	ev, err := audit.NewRow(t.ctx, t.now, action, objectType, objectID, before, after)
-	if err != nil {
-		return err
-	}
-	return audit.Insert(t.DB, &ev)
 }
 
 func (t *tx) changed(pool, action string) { t.changes = append(t.changes, change{pool, action}) }

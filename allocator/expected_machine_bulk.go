@@ -90,6 +90,9 @@ func (b *emBulk) event(action, id string, before, after any) error {
 	if err != nil {
 		return err
 	}
+	if ev.NamesJSON, err = emEventNames(id, before, after); err != nil {
+		return err
+	}
 	b.events = append(b.events, ev)
 	return nil
 }
@@ -169,16 +172,8 @@ func (b *emBulk) flush() error {
 	if err := t.insertRows("expected_dpus", dcols, len(b.dpus), dpu); err != nil {
 		return emConstraintError(err, "expected_machines", "expected_machines")
 	}
-	return t.insertEvents(b.events)
-}
-
-// insertEvents stores audit events in their order.
-func (t *tx) insertEvents(events []models.AuditEvent) error {
-	cols := []string{"at", "actor", "actor_role", "action", "object_type", "object_id", "request_id", "before_json", "after_json"}
-	return t.insertRows("audit_events", cols, len(events), func(i int, dst []any) []any {
-		e := &events[i]
-		return append(dst, e.At, e.Actor, e.ActorRole, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON)
-	})
+	t.record(b.events...)
+	return t.flushEvents()
 }
 
 // maxParams bounds the parameters of one statement on PostgreSQL (its

@@ -224,7 +224,7 @@ func (s *groupGuess) window(n int) (keys, vals []string) {
 // transaction on the same connection. An error is returned only when the
 // outcome is not known to be "nothing written" (e.g. the connection broke
 // during COMMIT), for the caller's usual handling.
-func (a *Allocator) groupCommitGuessed(ctx context.Context, pc *pgx.Conn, guess *groupGuess, pool string, reqs []autoOwner, now time.Time) (res []allocResult, done bool, err error) {
+func (a *Allocator) groupCommitGuessed(ctx context.Context, pc *pgx.Conn, guess *groupGuess, pool string, reqs []autoOwner, owners map[string]string, now time.Time) (res []allocResult, done bool, err error) {
 	if !guess.ok || a.hold > 0 || guess.p.Name != pool || !a.path.guesses() {
 		return nil, false, nil
 	}
@@ -253,15 +253,18 @@ func (a *Allocator) groupCommitGuessed(ctx context.Context, pc *pgx.Conn, guess 
 	if err != nil {
 		return nil, false, err
 	}
+	if err := nameOwnerEvents(events, rows, owners); err != nil {
+		return nil, false, err
+	}
 	c := &guessCall{ctx: ctx, pool: pool, p: p, now: now, col: reservationColumn(pool), rows: rows,
 		rFirst: guess.rFirst.key(), rLast: guess.rLast.key(), maxS1: guess.width() + 1}
 	c.ots, c.ois = make([]string, n), make([]string, n)
 	c.actors, c.rids, c.pres, c.sufs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	c.roles = make([]string, n)
+	c.roles, c.names = make([]string, n), make([]string, n)
 	for k := range rows {
 		c.ots[k], c.ois[k] = deref(rows[k].OwnerType), deref(rows[k].OwnerID)
 		c.actors[k], c.rids[k] = events[k].Actor, events[k].RequestID
-		c.roles[k] = deref(events[k].ActorRole)
+		c.roles[k], c.names[k] = deref(events[k].ActorRole), deref(events[k].NamesJSON)
 		if c.pres[k], c.sufs[k], err = splitAroundValue(&events[k], &rows[k]); err != nil {
 			return nil, false, err
 		}

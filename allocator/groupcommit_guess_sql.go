@@ -21,7 +21,8 @@ import "strings"
 // and in request order within a pool: $13 the pool's j, $14 the owner's
 // index in its pool's batch (1-based), $15/$16 owner type and id, $17/$18
 // the audit event's actor and request id, $19/$20 its after_json split
-// around the value, $21 the actor's role ("" for none).
+// around the value, $21 the actor's role ("" for none), $22 its names
+// (audit_names.go; "" for none).
 //
 // Per pool, f finds the lowest free value F of the guessed range as the
 // gap search does — the range's first value if it is free, else the value
@@ -46,8 +47,8 @@ g AS MATERIALIZED (SELECT f.j, f.pid, f.at, f.n, f.oprefix, f.wk, f.wv, f.s1, x.
   ) IS TRUE AS ok
   FROM f CROSS JOIN LATERAL (SELECT ` + gFirstFrom("f.pid", "f.wk[f.s1 + 1]") + ` AS gap) x),
 o AS (SELECT * FROM unnest($13::int[], $14::int[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],
-    $21::text[])
-  WITH ORDINALITY AS o(j, i, ot, oi, ac, rid, pre, suf, ar, ord)),
+    $21::text[], $22::text[])
+  WITH ORDINALITY AS o(j, i, ot, oi, ac, rid, pre, suf, ar, nm, ord)),
 ins AS (
   INSERT INTO allocations (pool_id, value_key, value, state, owner_type, owner_id, run_end, allocated_at)
   SELECT g.pid, g.wk[g.s1 + o.i], g.wv[g.s1 + o.i], 'allocated', o.ot, o.oi,
@@ -58,9 +59,9 @@ ins AS (
   RETURNING pool_id, id, value_key, value, run_end),
 upd AS (UPDATE allocations a SET run_end = false FROM g
   WHERE g.ok AND a.pool_id = g.pid AND a.value_key = g.wk[g.s1] AND a.run_end),
-aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, after_json)
+aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, after_json, names_json)
   SELECT g.at, o.ac, NULLIF(o.ar, ''), ` + allocationCreateSQL + `, g.oprefix || g.wv[g.s1 + o.i], o.rid,
-    o.pre || g.wv[g.s1 + o.i] || o.suf
+    o.pre || g.wv[g.s1 + o.i] || o.suf, NULLIF(o.nm, '')
   FROM o JOIN g ON g.j = o.j
   WHERE g.ok
   ORDER BY o.ord)
@@ -75,7 +76,7 @@ SELECT pool_id, id, value_key, value, run_end FROM ins`
 // events' object id prefix ("pool/"), $12/$13 the guessed range's first
 // and last keys, $14 the largest index of the window (1-based) the value
 // before the lowest free one may have, $15 the actors' roles ("" for
-// none).
+// none), $16 the events' names (audit_names.go; "" for none).
 //
 // f finds the lowest free value F of the range as the gap search does: the
 // range's first value if it is free, else the value after the end of the
@@ -100,10 +101,10 @@ ins AS (
   RETURNING id, value_key, value, run_end),
 upd AS (UPDATE allocations a SET run_end = false FROM g
   WHERE g.ok AND a.pool_id = $1 AND a.value_key = ($3::text[])[g.s1] AND a.run_end),
-aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, after_json)
+aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, after_json, names_json)
   SELECT $2, e.ac, NULLIF(e.ar, ''), ` + allocationCreateSQL + `, $11::text || ($4::text[])[g.s1 + e.i::int], e.rid,
-    e.pre || ($4::text[])[g.s1 + e.i::int] || e.suf
-  FROM g, unnest($7::text[], $8::text[], $9::text[], $10::text[], $15::text[]) WITH ORDINALITY AS e(ac, rid, pre, suf, ar, i)
+    e.pre || ($4::text[])[g.s1 + e.i::int] || e.suf, NULLIF(e.nm, '')
+  FROM g, unnest($7::text[], $8::text[], $9::text[], $10::text[], $15::text[], $16::text[]) WITH ORDINALITY AS e(ac, rid, pre, suf, ar, nm, i)
   WHERE g.ok)
 SELECT id, value_key, value, run_end FROM ins`
 }

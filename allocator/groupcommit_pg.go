@@ -75,9 +75,9 @@ const (
 upd AS (UPDATE allocations SET run_end = false WHERE id IN (SELECT x.id FROM unnest($8::text[]) AS pv(k)
   CROSS JOIN LATERAL (SELECT id, value_key FROM allocations WHERE pool_id = $1 AND value_key >= pv.k
     ORDER BY value_key LIMIT 1) AS x WHERE x.value_key = pv.k)),
-aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, after_json)
-  SELECT $2, e.ac, NULLIF(e.ar, ''), ` + allocationCreateSQL + `, e.oid, e.rid, e.aj
-  FROM unnest($9::text[], $13::text[], $10::text[], $11::text[], $12::text[]) AS e(ac, ar, oid, rid, aj))
+aud AS (INSERT INTO audit_events (at, actor, actor_role, action, object_type, object_id, request_id, after_json, names_json)
+  SELECT $2, e.ac, NULLIF(e.ar, ''), ` + allocationCreateSQL + `, e.oid, e.rid, e.aj, NULLIF(e.nm, '')
+  FROM unnest($9::text[], $13::text[], $10::text[], $11::text[], $12::text[], $14::text[]) AS e(ac, ar, oid, rid, aj, nm))
 SELECT id, value_key FROM ins`
 )
 
@@ -138,24 +138,27 @@ func (a *Allocator) groupCommitPG(ctx context.Context, lc *leaderConn, pool stri
 		return nil, txn.MapCtxError(ctx, err)
 	}
 	var res []allocResult
-	err = conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return errGeneralPath
-		}
-		pc := sc.Conn()
-		var err error
-		res, err = a.groupCommitPipelines(ctx, pc, &lc.guess, pool, reqs, now)
-		if err != nil && pc.PgConn().TxStatus() != 'I' {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, rerr := pc.Exec(rctx, "rollback"); rerr != nil {
-				// Let database/sql drop this connection.
-				return errors.Join(err, driver.ErrBadConn)
+	owners, err := a.ownerNames(ctx, conn, reqs)
+	if err == nil {
+		err = conn.Raw(func(dc any) error {
+			sc, ok := dc.(*stdlib.Conn)
+			if !ok {
+				return errGeneralPath
 			}
-		}
-		return err
-	})
+			pc := sc.Conn()
+			var err error
+			res, err = a.groupCommitPipelines(ctx, pc, &lc.guess, pool, reqs, owners, now)
+			if err != nil && pc.PgConn().TxStatus() != 'I' {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				if _, rerr := pc.Exec(rctx, "rollback"); rerr != nil {
+					// Let database/sql drop this connection.
+					return errors.Join(err, driver.ErrBadConn)
+				}
+			}
+			return err
+		})
+	}
 	if err != nil {
 		// Start the next batch on a fresh connection: this one may be
 		// broken (a closed pgx connection is discarded by database/sql
@@ -172,13 +175,13 @@ func (a *Allocator) groupCommitPG(ctx context.Context, lc *leaderConn, pool stri
 	return res, nil
 }
 
-func (a *Allocator) groupCommitPipelines(ctx context.Context, pc *pgx.Conn, guess *groupGuess, pool string, reqs []autoOwner, now time.Time) ([]allocResult, error) {
+func (a *Allocator) groupCommitPipelines(ctx context.Context, pc *pgx.Conn, guess *groupGuess, pool string, reqs []autoOwner, owners map[string]string, now time.Time) ([]allocResult, error) {
 	if a.testHookGroupCommitFail != nil {
 		if err := a.testHookGroupCommitFail(len(reqs)); err != nil {
 			return nil, err
 		}
 	}
-	if res, done, err := a.groupCommitGuessed(ctx, pc, guess, pool, reqs, now); done || err != nil {
+	if res, done, err := a.groupCommitGuessed(ctx, pc, guess, pool, reqs, owners, now); done || err != nil {
 		return res, err
 	}
 	types := make([]string, len(reqs))
@@ -228,6 +231,9 @@ func (a *Allocator) groupCommitPipelines(ctx context.Context, pc *pgx.Conn, gues
 	if err != nil {
 		return nil, err
 	}
+	if err := nameOwnerEvents(events, rows, owners); err != nil {
+		return nil, err
+	}
 	n := len(rows)
 	b = &pgx.Batch{}
 	if n > 0 {
@@ -273,23 +279,23 @@ func (a *Allocator) groupCommitPipelines(ctx context.Context, pc *pgx.Conn, gues
 	return res, nil
 }
 
-// pgInsertArgs are the parameters $1–$13 of pgInsert: the pool, the
+// pgInsertArgs are the parameters $1–$14 of pgInsert: the pool, the
 // batch's time, the new rows and their audit events as parallel arrays
-// (the actors' roles last, "" for none), and the neighbours whose run-end
-// flag clears.
+// (the actors' roles and the events' names last, "" for none), and the
+// neighbours whose run-end flag clears.
 func pgInsertArgs(p *models.Pool, now time.Time, rows []models.Allocation, prevs []string, events []models.AuditEvent) []any {
 	n := len(rows)
 	keys, vals, ots, ois := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	runEnds := make([]bool, n)
 	actors, objects, requests, afters := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	roles := make([]string, n)
+	roles, names := make([]string, n), make([]string, n)
 	for k := range rows {
 		r, ev := &rows[k], &events[k]
 		keys[k], vals[k], ots[k], ois[k], runEnds[k] = r.ValueKey, r.Value, deref(r.OwnerType), deref(r.OwnerID), r.RunEnd
 		actors[k], objects[k], requests[k], afters[k] = ev.Actor, ev.ObjectID, ev.RequestID, deref(ev.AfterJSON)
-		roles[k] = deref(ev.ActorRole)
+		roles[k], names[k] = deref(ev.ActorRole), deref(ev.NamesJSON)
 	}
-	return []any{p.ID, now, keys, vals, ots, ois, runEnds, prevs, actors, objects, requests, afters, roles}
+	return []any{p.ID, now, keys, vals, ots, ois, runEnds, prevs, actors, objects, requests, afters, roles, names}
 }
 
 // readInsertedIDs reads the (id, value_key) rows an INSERT … RETURNING

@@ -60,6 +60,7 @@ type guessCall struct {
 	rows                               []models.Allocation
 	ots, ois, actors, rids, pres, sufs []string
 	roles                              []string // the actors' roles, "" for none
+	names                              []string // the events' names, "" for none
 
 	// Answer: written says the guard held and rows now carry the stored
 	// values; alone asks the caller to run the batch again on its own
@@ -165,7 +166,7 @@ func (a *Allocator) sendShared(pc *pgx.Conn, group []*guessCall) {
 	if one {
 		c := group[0]
 		b.Queue(guessedInsertOneSQL(c.col, a.testGuardDrop), c.p.ID, c.now, c.keys, c.vals, c.ots, c.ois, c.actors, c.rids, c.pres, c.sufs,
-			c.p.Name+"/", c.rFirst, c.rLast, c.maxS1, c.roles)
+			c.p.Name+"/", c.rFirst, c.rLast, c.maxS1, c.roles, c.names)
 	} else {
 		sql := guessedInsertSharedSQL
 		if a.testGuardDrop != "" {
@@ -262,7 +263,7 @@ func sharedArgs(group []*guessCall) []any {
 	pids, ats := make([]int64, np), make([]time.Time, np)
 	wo, wl, m, n := make([]int32, np), make([]int32, np), make([]int32, np), make([]int32, np)
 	rf, rl, prefix, col := make([]string, np), make([]string, np), make([]string, np), make([]string, np)
-	var keys, vals, ots, ois, actors, rids, pres, sufs, roles []string
+	var keys, vals, ots, ois, actors, rids, pres, sufs, roles, names []string
 	var js, is []int32
 	for j, c := range group {
 		pids[j], ats[j] = c.p.ID, c.now
@@ -275,10 +276,10 @@ func sharedArgs(group []*guessCall) []any {
 		}
 		ots, ois = append(ots, c.ots...), append(ois, c.ois...)
 		actors, rids = append(actors, c.actors...), append(rids, c.rids...)
-		roles = append(roles, c.roles...)
+		roles, names = append(roles, c.roles...), append(names, c.names...)
 		pres, sufs = append(pres, c.pres...), append(sufs, c.sufs...)
 	}
-	return []any{pids, ats, keys, vals, wo, wl, rf, rl, m, n, prefix, col, js, is, ots, ois, actors, rids, pres, sufs, roles}
+	return []any{pids, ats, keys, vals, wo, wl, rf, rl, m, n, prefix, col, js, is, ots, ois, actors, rids, pres, sufs, roles, names}
 }
 
 // readSharedPipeline reads a group's pipeline: which pools' guarded rows

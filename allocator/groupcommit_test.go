@@ -358,7 +358,7 @@ func TestGroupCommitStatementsUseIndexes(t *testing.T) {
 			{"owners' allocations", pgHeld, `'big', '{bench,bench,bench,bench}', '{a,b,c,d}'`},
 			{"auto ranges and first gaps", pgAutoRanges, `'big'`},
 			{"gap from a value", pgGap, fmt.Sprintf(`%d, '%s'`, p.ID, key)},
-			{"batch insert", pgInsert, fmt.Sprintf(`%d, now(), '{%s}', '{10.1.134.160}', '{bench}', '{z}', '{t}', '{%s}', '{t}', '{big/10.1.134.160}', '{r}', '{"{}"}', '{operator}'`,
+			{"batch insert", pgInsert, fmt.Sprintf(`%d, now(), '{%s}', '{10.1.134.160}', '{bench}', '{z}', '{t}', '{%s}', '{t}', '{big/10.1.134.160}', '{r}', '{"{}"}', '{operator}', '{""}'`,
 				p.ID, key, prev)},
 		} {
 			// The plan a prepared statement gets under the batch's

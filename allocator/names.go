@@ -116,11 +116,30 @@ func ConfirmMatches(m *Machine, typed string) bool {
 // transaction; ids that are not machines are left out, kinds maps each id
 // found to its kind (host or dpu).
 func MachineNamesOf(db *gorm.DB, ids []string) (names, kinds map[string]string, err error) {
+	return machineNamesKnown(db, ids, nil)
+}
+
+// machineNamesKnown is MachineNamesOf with the rows of known taken as
+// they are instead of read (machines a statement is about to store); it
+// names them too.
+func machineNamesKnown(db *gorm.DB, ids []string, known []models.Machine) (names, kinds map[string]string, err error) {
 	out, kinds := map[string]string{}, map[string]string{}
-	var rows []models.Machine
-	for start := 0; start < len(ids); start += 500 {
+	rows := append([]models.Machine(nil), known...)
+	found := make(map[string]bool, len(ids))
+	for _, m := range known {
+		found[m.MachineID] = true
+	}
+	var missing []string
+	for _, id := range ids {
+		if !found[id] {
+			found[id] = true // asked once
+			missing = append(missing, id)
+		}
+	}
+	read := len(rows)
+	for start := 0; start < len(missing); start += 500 {
 		var chunk []models.Machine
-		if err := db.Where("machine_id IN ?", ids[start:min(start+500, len(ids))]).Find(&chunk).Error; err != nil {
+		if err := db.Where("machine_id IN ?", missing[start:min(start+500, len(missing))]).Find(&chunk).Error; err != nil {
 			return nil, nil, err
 		}
 		rows = append(rows, chunk...)
@@ -129,12 +148,12 @@ func MachineNamesOf(db *gorm.DB, ids []string) (names, kinds map[string]string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(rows) < len(ids) {
+	if len(rows)-read < len(missing) {
 		// Machines deleted since are named as they were then.
 		var gone []models.DeletedMachine
-		for start := 0; start < len(ids); start += 500 {
+		for start := 0; start < len(missing); start += 500 {
 			var chunk []models.DeletedMachine
-			if err := db.Where("machine_id IN ?", ids[start:min(start+500, len(ids))]).Find(&chunk).Error; err != nil {
+			if err := db.Where("machine_id IN ?", missing[start:min(start+500, len(missing))]).Find(&chunk).Error; err != nil {
 				return nil, nil, err
 			}
 			gone = append(gone, chunk...)

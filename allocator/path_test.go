@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func pathDump(t *testing.T, db *gorm.DB) []storedRow {
 	}
 	for _, e := range events {
 		out = append(out, storedRow{"event", e.At.UTC().String(), e.Actor, deref(e.ActorRole), e.Action, e.ObjectType + " " + e.ObjectID,
-			e.RequestID, deref(e.BeforeJSON), deref(e.AfterJSON)})
+			e.RequestID, deref(e.BeforeJSON), deref(e.AfterJSON) + " names " + deref(e.NamesJSON)})
 	}
 	return out
 }
@@ -64,7 +65,9 @@ func pathDump(t *testing.T, db *gorm.DB) []storedRow {
 // role and request id, run on each path (on PostgreSQL the guessed paths
 // commit on their guess after the first group) leaves allocations and
 // audit events equal, field by field, to those of PathSingle, the
-// general path one transaction at a time.
+// general path one transaction at a time. Two owners are machines, a
+// host whose ExpectedMachine is renamed midway and a DPU: their events
+// keep the names they had (audit_names.go).
 func TestEveryPathWritesTheSameRows(t *testing.T) {
 	t.Parallel()
 	for _, d := range dbtest.Dialects {
@@ -80,6 +83,7 @@ func TestEveryPathWritesTheSameRows(t *testing.T) {
 					rng("10.0.0.8", "10.0.0.11", false),
 					rng("10.0.0.12", "10.0.0.63", true))
 				f.declare("PATH-DECL", "10.0.0.14", "")
+				host, dpu := pathMachines(t, f)
 				call := func(i int) context.Context {
 					return audit.WithActorRole(context.Background(), fmt.Sprint("user", i%3), []string{"operator", "admin", ""}[i%3], fmt.Sprint("req-", i))
 				}
@@ -89,6 +93,16 @@ func TestEveryPathWritesTheSameRows(t *testing.T) {
 					if i%7 == 6 {
 						owner = own(fmt.Sprint("o", i-3)) // holds a value already: no event
 					}
+					switch i {
+					case 4:
+						owner = own(host)
+					case 11:
+						owner = own(dpu)
+					case 15:
+						if err := db.Model(&models.ExpectedMachine{}).Where("id = ?", "em-path").Update("metadata_name", "rack-path-new").Error; err != nil {
+							t.Fatal(err)
+						}
+					}
 					al, _, err := f.a.Allocate(call(i), PoolLoopbackV4, owner, "")
 					if err != nil {
 						t.Fatalf("%s: allocation %d: %v", path, i, err)
@@ -97,6 +111,7 @@ func TestEveryPathWritesTheSameRows(t *testing.T) {
 					if i == 20 { // holes below the free run
 						f.release(PoolLoopbackV4, held["o3"], "o3")
 						f.release(PoolLoopbackV4, held["o14"], "o14")
+						f.release(PoolLoopbackV4, held[host], host)
 					}
 				}
 				hits, _ := f.a.GroupCommitGuesses()
@@ -111,6 +126,20 @@ func TestEveryPathWritesTheSameRows(t *testing.T) {
 				dumps[path] = pathDump(t, db)
 			}
 			want := dumps[PathSingle]
+			var names []string
+			for _, r := range want {
+				if _, n, ok := strings.Cut(r.H, " names "); ok && n != "" {
+					names = append(names, r.D+" "+n)
+				}
+			}
+			host, dpu := HostMachineID("02:00:00:00:0a:01"), DPUMachineID("PATH-DPU-1")
+			if got, want := strings.Join(names, "\n"), strings.Join([]string{
+				`allocation.create {"` + host + `":"rack-path"}`,
+				`allocation.create {"` + dpu + `":"PATH-DPU-1"}`,
+				`allocation.release {"` + host + `":"rack-path-new"}`,
+			}, "\n"); got != want {
+				t.Fatalf("events with names:\n%s\nwant\n%s", got, want)
+			}
 			for _, path := range Paths[1:] {
 				got := dumps[path]
 				if len(got) != len(want) {
@@ -131,4 +160,29 @@ func timeText(t *time.Time) string {
 		return ""
 	}
 	return t.UTC().String()
+}
+
+// pathMachines stores a host, whose ExpectedMachine em-path names it
+// rack-path, and a DPU of it (as rows: ingesting them would allocate
+// their loopbacks), and returns their machine_ids.
+func pathMachines(t *testing.T, f *fnd) (host, dpu string) {
+	t.Helper()
+	mac := "02:00:00:00:0a:01"
+	host, dpu = HostMachineID(mac), DPUMachineID("PATH-DPU-1")
+	now := f.clock.Now()
+	em := models.ExpectedMachine{ID: "em-path", BmcMacAddress: mac, ChassisSerialNumber: "CH-PATH", MetadataName: "rack-path",
+		FallbackDPUSerialNumbers: "[]", MetadataLabels: "[]", Version: 1, CreatedAt: now, UpdatedAt: now}
+	rows := []models.Machine{
+		{MachineID: host, Kind: KindHost, State: StateReady, BmcMacAddress: strp(mac), ChassisSerialNumber: "CH-PATH",
+			ExpectedMachineID: strp(em.ID), Version: 1, CreatedAt: now, UpdatedAt: now},
+		{MachineID: dpu, Kind: KindDPU, HostMachineID: strp(host), State: StateReady, SerialNumber: strp("PATH-DPU-1"),
+			Version: 1, CreatedAt: now, UpdatedAt: now},
+	}
+	if err := f.db.Create(&em).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.Create(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	return host, dpu
 }

@@ -223,6 +223,12 @@ func (a *Allocator) runReportBatch(batch []*reportReq) {
 		}
 		for _, i := range rest {
 			q := live[i]
+			// The events of the report before, named as it left things
+			// (audit_names.go), and none pending that a rollback to the
+			// savepoint could lose.
+			if err := t.flushEvents(); err != nil {
+				return err
+			}
 			sp := fmt.Sprintf("report%d", i)
 			if err := t.SavePoint(sp).Error; err != nil {
 				return err
@@ -241,6 +247,7 @@ func (a *Allocator) runReportBatch(batch []*reportReq) {
 				return err
 			}
 			t.changes = t.changes[:mark]
+			t.dropEvents()
 			refusals[i] = err
 		}
 		return nil

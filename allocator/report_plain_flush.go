@@ -26,8 +26,17 @@ type plainWrites struct {
 // flushPlain stores w: the allocations, the run ends they close, the
 // machines, their network configs and the audit events, in that order.
 // On PostgreSQL, on the transaction's own connection, the five statements
-// go in one pipeline (one round trip); elsewhere one after the other.
+// go in one pipeline (one round trip); elsewhere one after the other. The
+// events follow any the transaction recorded before, and are named by
+// one look-up with the new machines taken as they will be stored
+// (audit_names.go).
 func (t *tx) flushPlain(w *plainWrites) error {
+	if err := t.flushEvents(); err != nil {
+		return err
+	}
+	if err := nameEvents(t.DB, w.events, w.machines); err != nil {
+		return err
+	}
 	if t.conn != nil && t.a.dialect == models.Postgres {
 		return t.flushPlainPG(w)
 	}
@@ -68,8 +77,8 @@ const (
 		$9::bigint[], $10::timestamptz[], $11::timestamptz[])`
 	pgPlainInsertNCs = `INSERT INTO network_configs (machine_id, loopback_ip, loopback_ip_v6, version, updated_at)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])`
-	pgPlainInsertEvents = `INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, before_json, after_json, actor_role)
-		SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])`
+	pgPlainInsertEvents = `INSERT INTO audit_events (at, actor, action, object_type, object_id, request_id, before_json, after_json, actor_role, names_json)
+		SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])`
 )
 
 func (t *tx) flushPlainPG(w *plainWrites) error {
@@ -111,12 +120,12 @@ func (t *tx) flushPlainPG(w *plainWrites) error {
 	if n := len(w.events); n > 0 {
 		at, actor, action, ot, oid, rid, before, after := make([]time.Time, n), make([]string, n), make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]*string, n), make([]*string, n)
-		role := make([]*string, n)
+		role, names := make([]*string, n), make([]*string, n)
 		for i, e := range w.events {
-			role[i] = e.ActorRole
+			role[i], names[i] = e.ActorRole, e.NamesJSON
 			at[i], actor[i], action[i], ot[i], oid[i], rid[i], before[i], after[i] = e.At, e.Actor, e.Action, e.ObjectType, e.ObjectID, e.RequestID, e.BeforeJSON, e.AfterJSON
 		}
-		b.Queue(pgPlainInsertEvents, at, actor, action, ot, oid, rid, before, after, role)
+		b.Queue(pgPlainInsertEvents, at, actor, action, ot, oid, rid, before, after, role, names)
 		want = append(want, n)
 	}
 	if len(want) == 0 {
