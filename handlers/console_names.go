@@ -10,14 +10,24 @@ import (
 	"github.com/ipledger/ipledger/views"
 )
 
-// eventNames resolves the display names of the machines a page mentions:
-// the objects of its audit events, the machines their documents name as
-// owners, and the extra ids given.
+// eventNames resolves the display names of the machines a page mentions,
+// as they are now: the objects of its audit events, the machines their
+// documents name, and the extra ids given. An event that kept the names
+// it had when written (audit.Event.Names) is shown with those
+// (views.Names.ForEvent), so only what it did not keep is looked up
+// (docs/console.md "Audit log names").
 func (h *Console) eventNames(c echo.Context, events []audit.Event, extra []string) (views.Names, error) {
 	ids := append([]string{}, extra...)
 	var ems []string
 	for _, e := range events {
-		ids = append(ids, views.EventMachineRefs(e)...)
+		for _, id := range views.EventMachineRefs(e) {
+			if _, kept := e.Names[id]; !kept {
+				ids = append(ids, id)
+			}
+		}
+		if _, kept := e.Names[e.ObjectID]; kept {
+			continue
+		}
 		switch e.ObjectType {
 		case "machine":
 			ids = append(ids, e.ObjectID)
@@ -33,7 +43,7 @@ func (h *Console) eventNames(c echo.Context, events []audit.Event, extra []strin
 	// its document (its create or delete), so its network_config events,
 	// whose documents carry no serial, are not left as bare ids.
 	for _, e := range events {
-		if e.ObjectType != "machine" || names[e.ObjectID] != "" {
+		if e.ObjectType != "machine" || names[e.ObjectID] != "" || e.Names[e.ObjectID] != "" {
 			continue
 		}
 		if n := views.EventMachineName(e, nil); n != views.ShortID(e.ObjectID) {

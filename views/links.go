@@ -36,6 +36,24 @@ func OwnerURL(ownerType, ownerID string) string {
 // rule of allocator/names.go); a missing id is shown as its short id.
 type Names map[string]string
 
+// ForEvent is how the row of audit event e names things: by the names e
+// kept when it was written (audit.Event.Names), the page's names (as
+// things are named now) for what it did not keep (docs/console.md
+// "Audit log names").
+func (n Names) ForEvent(e audit.Event) Names {
+	if len(e.Names) == 0 {
+		return n
+	}
+	out := make(Names, len(n)+len(e.Names))
+	for id, s := range n {
+		out[id] = s
+	}
+	for id, s := range e.Names {
+		out[id] = s
+	}
+	return out
+}
+
 // Of names a machine id.
 func (n Names) Of(id string) string {
 	if s, ok := n[id]; ok && s != "" {
@@ -45,11 +63,11 @@ func (n Names) Of(id string) string {
 }
 
 // DiffText is a value of an audit diff line as the page shows it: the
-// machine an owner_id or former_owner_id names, by its name when it is
-// known (the id stays in the line's title and the full documents), else
-// the value clipped.
+// machine an owner_id, former_owner_id or host_machine_id names, by its
+// name when it is known (the id stays in the line's title and the full
+// documents), else the value clipped.
 func (n Names) DiffText(path, value string) string {
-	if path == "owner_id" || path == "former_owner_id" {
+	if path == "owner_id" || path == "former_owner_id" || path == "host_machine_id" {
 		if s, ok := n[value]; ok && s != "" {
 			return s
 		}
@@ -57,26 +75,10 @@ func (n Names) DiffText(path, value string) string {
 	return Clip(value)
 }
 
-// EventMachineRefs lists the machines an event's documents name as an
-// owner: owner_id (former_owner_id) beside owner_type (former_owner_type)
-// machine, the owners of allocation events.
-func EventMachineRefs(e audit.Event) []string {
-	var ids []string
-	for _, raw := range []json.RawMessage{e.Before, e.After} {
-		var doc map[string]any
-		if json.Unmarshal(raw, &doc) != nil {
-			continue
-		}
-		for _, k := range []string{"owner", "former_owner"} {
-			if doc[k+"_type"] == allocator.OwnerTypeMachine {
-				if id, ok := doc[k+"_id"].(string); ok && id != "" {
-					ids = append(ids, id)
-				}
-			}
-		}
-	}
-	return ids
-}
+// EventMachineRefs lists the machines an event's documents name: the
+// owners of allocation events (owner_id, former_owner_id beside an
+// owner_type machine) and a DPU's host (audit.MachineRefs).
+func EventMachineRefs(e audit.Event) []string { return audit.MachineRefs(e.Before, e.After) }
 
 // OwnerText is an owner as pages show it: a machine by name, another
 // owner as type/id.

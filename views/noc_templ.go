@@ -839,7 +839,7 @@ func NOCBoard(v NOCView) templ.Component {
 		}
 		for _, e := range v.Fleet.ForceDeletes {
 			name, q := ForceDeleteText(e)
-			if n := v.Names[e.ObjectID]; n != "" {
+			if n := v.Names.ForEvent(e)[e.ObjectID]; n != "" {
 				name = n
 			}
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 63, " <li><span class=\"mono\">")
