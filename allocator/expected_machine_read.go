@@ -189,25 +189,34 @@ func (a *Allocator) ListExpectedMachines(ctx context.Context, f ExpectedMachineF
 			// make it walk every record whenever few match.
 			// The BMC MAC is also looked for in the stored spelling of
 			// the part of a MAC s may be (00-50-0, 0050.0, 00500:
-			// ident.MACFragments).
-			var conds []string
-			var args []any
+			// ident.MACFragments), and the text in both Unicode forms
+			// (models.SearchForms: a name stored decomposed is found by
+			// the composed text a keyboard types, and the other way
+			// round).
+			forms := models.SearchForms(s)
+			var conds, dpuConds []string
+			var args, dpuArgs []any
 			substr := func(col, needle string) {
 				cond, arg := models.Contains(a.dialect, col, needle)
 				conds, args = append(conds, cond), append(args, arg)
 			}
 			for _, col := range []string{"bmc_mac_address", "chassis_serial_number", "metadata_name"} {
-				substr(col, s)
+				for _, form := range forms {
+					substr(col, form)
+				}
 			}
 			for _, f := range ident.MACFragments(s) {
 				if f != s {
 					substr("bmc_mac_address", f)
 				}
 			}
-			dpuCond, dpuArg := models.Contains(a.dialect, "serial_number", s)
+			for _, form := range forms {
+				cond, arg := models.Contains(a.dialect, "serial_number", form)
+				dpuConds, dpuArgs = append(dpuConds, cond), append(dpuArgs, arg)
+			}
 			base := q.Session(&gorm.Session{})
 			own := base.Where("("+strings.Join(conds, " OR ")+")", args...).Order("bmc_mac_address").Limit(f.Limit + 1)
-			dpus := base.Where("id IN (SELECT expected_machine_id FROM expected_dpus WHERE "+dpuCond+")", dpuArg).Order("bmc_mac_address").Limit(f.Limit + 1)
+			dpus := base.Where("id IN (SELECT expected_machine_id FROM expected_dpus WHERE "+strings.Join(dpuConds, " OR ")+")", dpuArgs...).Order("bmc_mac_address").Limit(f.Limit + 1)
 			if err := db.Raw(`SELECT * FROM (?) own UNION SELECT * FROM (?) dpus ORDER BY bmc_mac_address LIMIT ?`, own, dpus, f.Limit+1).
 				Scan(&rows).Error; err != nil {
 				return err

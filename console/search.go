@@ -364,8 +364,10 @@ func (s *searcher) byText(q string) error {
 			}
 		}
 	}
+	// A name in either Unicode form (models.SearchForms), each a probe of
+	// migration 15's index on lower(metadata_name).
 	var ems []models.ExpectedMachine
-	if err := s.db.Where("lower(metadata_name) = ?", strings.ToLower(q)).Limit(searchLimit).Find(&ems).Error; err != nil {
+	if err := s.db.Where("lower(metadata_name) IN ?", models.SearchForms(strings.ToLower(q))).Limit(searchLimit).Find(&ems).Error; err != nil {
 		return err
 	}
 	for _, em := range ems {

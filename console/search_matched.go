@@ -7,13 +7,13 @@ import (
 	"github.com/ipledger/ipledger/models"
 )
 
-// machineMatched says which field of a machine holds the text lq (lower
-// case, as partial's substring scan found it), or in its BMC MAC one of
-// macs: a DPU's serial or a host's chassis serial, its BMC MAC, or its
-// machine_id. The label names the field that matched, never another one
-// the machine happens to have.
-func machineMatched(m *models.Machine, lq string, macs []string) string {
-	has := func(v string) bool { return v != "" && strings.Contains(strings.ToLower(v), lq) }
+// machineMatched says which field of a machine holds the text in one of
+// its forms (lower case, models.SearchForms, as partial's substring scan
+// found it), or in its BMC MAC one of macs: a DPU's serial or a host's
+// chassis serial, its BMC MAC, or its machine_id. The label names the
+// field that matched, never another one the machine happens to have.
+func machineMatched(m *models.Machine, forms, macs []string) string {
+	has := func(v string) bool { return models.ContainsForm(v, forms) }
 	dpu := m.Kind == allocator.KindDPU
 	switch {
 	case dpu && has(deref(m.SerialNumber)):

@@ -23,6 +23,7 @@ func (s *searcher) partial(q string) error {
 		return err
 	}
 	lq := strings.ToLower(q)
+	forms := models.SearchForms(lq)
 	macs := []string{lq}
 	for _, f := range ident.MACFragments(q) {
 		if f != lq {
@@ -36,11 +37,11 @@ func (s *searcher) partial(q string) error {
 			return err
 		}
 		if len(hosts) > 0 {
-			s.add(SearchHit{Kind: HitHost, ID: hosts[0].MachineID, Detail: emMatched(&em, lq, macs)})
+			s.add(SearchHit{Kind: HitHost, ID: hosts[0].MachineID, Detail: emMatched(&em, forms, macs)})
 			continue
 		}
 		s.add(SearchHit{Kind: HitExpectedMachine, ID: em.ID, Name: allocator.ExpectedMachineName(em.Metadata.Name, em.BmcMacAddress),
-			Detail: emMatched(&em, lq, macs) + ", not ingested yet"})
+			Detail: emMatched(&em, forms, macs) + ", not ingested yet"})
 	}
 	if page.NextCursor != "" {
 		s.res.More = true
@@ -52,7 +53,9 @@ func (s *searcher) partial(q string) error {
 		conds, args = append(conds, cond), append(args, arg)
 	}
 	for _, col := range []string{"machine_id", "serial_number", "chassis_serial_number"} {
-		substr(col, lq)
+		for _, form := range forms {
+			substr(col, form)
+		}
 	}
 	for _, m := range macs {
 		substr("bmc_mac_address", m)
@@ -69,17 +72,17 @@ func (s *searcher) partial(q string) error {
 		if m.Kind == allocator.KindDPU {
 			kind = HitDPU
 		}
-		s.add(SearchHit{Kind: kind, ID: m.MachineID, Detail: machineMatched(&m, lq, macs)})
+		s.add(SearchHit{Kind: kind, ID: m.MachineID, Detail: machineMatched(&m, forms, macs)})
 	}
 	return nil
 }
 
-// emMatched says which field of an ExpectedMachine holds the text lq
-// (lower case) or its BMC MAC one of macs (as ListExpectedMachines' search
-// found it): its name, BMC MAC, chassis serial or an expected DPU's
-// serial.
-func emMatched(em *allocator.ExpectedMachine, lq string, macs []string) string {
-	has := func(v string) bool { return v != "" && strings.Contains(strings.ToLower(v), lq) }
+// emMatched says which field of an ExpectedMachine holds the text in one
+// of its forms (lower case, models.SearchForms) or its BMC MAC one of macs
+// (as ListExpectedMachines' search found it): its name, BMC MAC, chassis
+// serial or an expected DPU's serial.
+func emMatched(em *allocator.ExpectedMachine, forms, macs []string) string {
+	has := func(v string) bool { return models.ContainsForm(v, forms) }
 	switch {
 	case has(em.Metadata.Name):
 		return "name " + em.Metadata.Name

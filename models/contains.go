@@ -1,6 +1,10 @@
 package models
 
-import "strings"
+import (
+	"strings"
+
+	"golang.org/x/text/unicode/norm"
+)
 
 // Contains is the SQL condition "column col contains needle" (needle
 // already lower-cased by the caller; col is compared lower-cased) and its
@@ -24,4 +28,36 @@ func Contains(d Dialect, col, needle string) (string, any) {
 		}
 	}
 	return "instr(lower(" + col + "), ?) > 0", needle
+}
+
+// SearchForms are the spellings of a search text that a search looks for,
+// so that it finds a name however its accents are encoded: the text in
+// Unicode normalization form C ("é" as one code point, what keyboards
+// type) and in form D ("e" then a combining acute, what some tools and
+// file systems write), one text when both are the same (any text without
+// accents or other combining marks). Stored names keep the bytes they were
+// written with; the search, exact or for part of a text, tests each form
+// (docs/console.md "Names in any Unicode form").
+func SearchForms(s string) []string {
+	c, d := norm.NFC.String(s), norm.NFD.String(s)
+	if c == d {
+		return []string{c}
+	}
+	return []string{c, d}
+}
+
+// ContainsForm reports whether v, lower-cased, holds one of forms (lower
+// case, as SearchForms gives them): the Go side of Contains, for saying
+// which field of a found row matched.
+func ContainsForm(v string, forms []string) bool {
+	if v == "" {
+		return false
+	}
+	lv := strings.ToLower(v)
+	for _, f := range forms {
+		if strings.Contains(lv, f) {
+			return true
+		}
+	}
+	return false
 }
