@@ -662,7 +662,7 @@ func RangeEditForm(v RangeEditView, dialog bool) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, " quarantined). A range may shrink, or flip from explicit to auto_assign, only when no allocation, quarantine or reservation is left where it would break its rule; the allocator says which values are in the way.</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, " quarantined). A range may shrink, or flip from explicit to auto-assign, only when no allocation, quarantine or reservation is left where it would break its rule; the allocator says which values are in the way.</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -857,7 +857,7 @@ func RangeEditForm(v RangeEditView, dialog bool) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 65, "> auto_assign (automatic allocation may pick from this range)</label>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 65, "> Auto-assign (automatic allocation may pick from this range)</label>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -440,7 +440,7 @@ func Alerts(hot []PoolBar, drift []allocator.Drift, bindings []BindingAlert, ove
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, " free): reservations and requested values need them. Add an explicit range (auto_assign off) before they run out.</div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, " free): reservations and requested values need them. Add an explicit range (auto-assign off) before they run out.</div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -151,7 +151,7 @@ func DeletedEMPage(v DeletedEMView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</dd></dl></section><section class=\"panel\"><h2>Expected DPUs when deleted</h2><table id=\"deleted-em-dpus\"><thead><tr><th>serial</th><th>loopback_ip</th><th>loopback_ip_v6</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</dd></dl></section><section class=\"panel\"><h2>Expected DPUs when deleted</h2><table id=\"deleted-em-dpus\"><thead><tr><th>DPU serial</th><th>IPv4 loopback</th><th>IPv6 loopback</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -75,7 +75,7 @@ func DeletedMachinePage(v DeletedMachineView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, " <span class=\"badge bad\">deleted</span></h1><dl class=\"panel\" id=\"deleted-machine\"><dt>machine_id</dt><dd class=\"mono wrap-id\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, " <span class=\"badge bad\">deleted</span></h1><dl class=\"panel\" id=\"deleted-machine\"><dt>machine ID</dt><dd class=\"mono wrap-id\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

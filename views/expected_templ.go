@@ -718,7 +718,7 @@ func EMFormFragment(v EMFormView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "</div></div></fieldset><fieldset><legend>Expected DPUs and loopback reservations</legend><p class=\"small muted\">A reservation must lie in an explicit (auto_assign = false) range of pool lo-ip (IPv4) or lo-ip-v6 (IPv6) and be declared by no other DPU.</p><div id=\"dpu-rows\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "</div></div></fieldset><fieldset><legend>Expected DPUs and loopback reservations</legend><p class=\"small muted\">A reservation must lie in an explicit range (auto-assign off) of pool lo-ip (IPv4) or lo-ip-v6 (IPv6) and be declared by no other DPU.</p><div id=\"dpu-rows\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1092,7 +1092,7 @@ func DPURowFragment(d DPURow, msgs FieldMessages, ex LoopbackExamples) templ.Com
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 99, "</div><div class=\"field\"><label>loopback_ip (IPv4)</label> <input name=\"dpu_ip\" class=\"mono\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 99, "</div><div class=\"field\"><label>IPv4 loopback</label> <input name=\"dpu_ip\" class=\"mono\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1118,7 +1118,7 @@ func DPURowFragment(d DPURow, msgs FieldMessages, ex LoopbackExamples) templ.Com
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 101, "\" aria-label=\"loopback_ip\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 101, "\" aria-label=\"IPv4 loopback\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1130,7 +1130,7 @@ func DPURowFragment(d DPURow, msgs FieldMessages, ex LoopbackExamples) templ.Com
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 102, "</div><div class=\"field\"><label>loopback_ip_v6 (IPv6)</label> <input name=\"dpu_ip6\" class=\"mono\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 102, "</div><div class=\"field\"><label>IPv6 loopback</label> <input name=\"dpu_ip6\" class=\"mono\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1156,7 +1156,7 @@ func DPURowFragment(d DPURow, msgs FieldMessages, ex LoopbackExamples) templ.Com
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 104, "\" aria-label=\"loopback_ip_v6\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 104, "\" aria-label=\"IPv6 loopback\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

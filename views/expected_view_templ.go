@@ -517,7 +517,7 @@ func EMViewPage(v EMView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<div class=\"table-wrap\"><table data-sortable id=\"em-dpus\"><thead><tr><th data-sort=\"text\">DPU serial</th><th>loopback_ip</th><th>loopback_ip_v6</th><th>Ingested as</th><th>Binding IPv4 / IPv6</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<div class=\"table-wrap\"><table data-sortable id=\"em-dpus\"><thead><tr><th data-sort=\"text\">DPU serial</th><th>IPv4 loopback</th><th>IPv6 loopback</th><th>Ingested as</th><th>Binding IPv4 / IPv6</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -599,7 +599,7 @@ func SearchBox(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "\" placeholder=\"Search IP, MAC, serial, name…  ( / )\" aria-label=\"Search: IP address or prefix, MAC, serial, chassis serial, machine_id, ExpectedMachine name or id\" autocomplete=\"off\"></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "\" placeholder=\"Search IP, MAC, serial, name…  ( / )\" aria-label=\"Search: IP address or prefix, MAC, serial, chassis serial, machine ID, ExpectedMachine name or ID\" autocomplete=\"off\"></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -122,7 +122,7 @@ func MachinesPage(v MachinesView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<div class=\"table-wrap\"><table id=\"hosts\" class=\"cards\" data-sortable><thead><tr><th data-sort=\"text\">Host</th><th data-sort=\"text\">State</th><th class=\"hide-phone\" data-sort=\"text\">BMC MAC · chassis</th><th>DPUs: serial · loopback_ip · loopback_ip_v6</th><th class=\"actions-h\"></th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<div class=\"table-wrap\"><table id=\"hosts\" class=\"cards\" data-sortable><thead><tr><th data-sort=\"text\">Host</th><th data-sort=\"text\">State</th><th class=\"hide-phone\" data-sort=\"text\">BMC MAC · chassis</th><th>DPUs: serial · IPv4 loopback · IPv6 loopback</th><th class=\"actions-h\"></th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -166,7 +166,7 @@ func MachinesPage(v MachinesView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if len(v.Hostless) > 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<h2 id=\"hostless-title\">DPUs without a host</h2><p class=\"small muted\">Discovered before any report named their host: they join it when a site-explorer report lists them.</p><div class=\"table-wrap\"><table id=\"hostless\" class=\"cards\" data-sortable><thead><tr><th data-sort=\"text\">DPU</th><th data-sort=\"text\">State</th><th>loopback_ip · loopback_ip_v6</th><th class=\"actions-h\"></th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<h2 id=\"hostless-title\">DPUs without a host</h2><p class=\"small muted\">Discovered before any report named their host: they join it when a site-explorer report lists them.</p><div class=\"table-wrap\"><table id=\"hostless\" class=\"cards\" data-sortable><thead><tr><th data-sort=\"text\">DPU</th><th data-sort=\"text\">State</th><th>IPv4 loopback · IPv6 loopback</th><th class=\"actions-h\"></th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -297,7 +297,7 @@ func MachinesPage(v MachinesView) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</span></td><td data-label=\"loopback_ip · loopback_ip_v6\">")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</span></td><td data-label=\"IPv4 loopback · IPv6 loopback\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -543,7 +543,7 @@ func machineRow(p Page, m allocator.Machine) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "</div></td><td data-label=\"DPUs: serial · loopback_ip · loopback_ip_v6\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "</div></td><td data-label=\"DPUs: serial · IPv4 loopback · IPv6 loopback\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1068,11 +1068,11 @@ func (v ImpactView) MAC() string { return Str(v.Machine.BmcMacAddress) }
 func (v ImpactView) PhraseLabel() string {
 	switch {
 	case v.Machine.Kind == "dpu":
-		return "Type the DPU's serial number to confirm (or its machine_id)"
+		return "Type the DPU's serial number to confirm (or its machine ID)"
 	case v.Machine.EMName != "":
-		return "Type the host's name to confirm (or its machine_id)"
+		return "Type the host's name to confirm (or its machine ID)"
 	}
-	return "Type the host's BMC MAC address to confirm (it has no name), or its machine_id"
+	return "Type the host's BMC MAC address to confirm (it has no name), or its machine ID"
 }
 
 // PostURL is where the confirmation posts.
@@ -2066,7 +2066,7 @@ func BindingsPage(v BindingsView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 170, "<div class=\"table-wrap\"><table data-sortable><thead><tr><th data-sort=\"text\">DPU serial</th><th data-sort=\"text\">Host</th><th data-sort=\"text\">IPv4 status</th><th>loopback_ip (active / reserved)</th><th data-sort=\"text\">IPv6 status</th><th>loopback_ip_v6 (active / reserved)</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 170, "<div class=\"table-wrap\"><table data-sortable><thead><tr><th data-sort=\"text\">DPU serial</th><th data-sort=\"text\">Host</th><th data-sort=\"text\">IPv4 status</th><th>IPv4 loopback (active / reserved)</th><th data-sort=\"text\">IPv6 status</th><th>IPv6 loopback (active / reserved)</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -199,7 +199,7 @@ func NewPoolBar(p allocator.Pool) PoolBar {
 		b.ExplicitHot = r > HotThreshold
 	}
 	b.Segs = []Seg{
-		{"auto", pct(num(p.Stats.Auto.Allocated)), "allocated (auto_assign ranges): " + Count(p.Stats.Auto.Allocated)},
+		{"auto", pct(num(p.Stats.Auto.Allocated)), "allocated (auto-assign ranges): " + Count(p.Stats.Auto.Allocated)},
 		{"explicit", pct(num(p.Stats.Explicit.Allocated)), "allocated (explicit ranges): " + Count(p.Stats.Explicit.Allocated)},
 		{"reserved", pct(resv), "reserved for an ExpectedDpu: " + Count(bigText(resv))},
 		{"quarantined", pct(quar), "quarantined: " + Count(bigText(quar))},

@@ -979,7 +979,7 @@ func CreatePoolForm(v PoolsView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 81, "> auto_assign (automatic allocation may pick from this range; leave unchecked for a range of reservations)</label></div><button type=\"submit\" class=\"primary\">Create pool</button> <span class=\"spinner\"></span></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 81, "> Auto-assign (automatic allocation may pick from this range; leave unchecked for a range of reservations)</label></div><button type=\"submit\" class=\"primary\">Create pool</button> <span class=\"spinner\"></span></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1295,7 +1295,7 @@ func PoolDetailPage(v PoolDetail) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = countsRow("auto_assign", v.Pool.Stats.Auto).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = countsRow("auto-assign", v.Pool.Stats.Auto).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1493,7 +1493,7 @@ func RangesTable(v PoolDetail) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 115, "<div class=\"table-wrap\" id=\"ranges\"><table data-sortable class=\"cards ranges\"><thead><tr><th data-sort=\"text\">Range (first – last)</th><th data-sort=\"text\">auto_assign</th><th class=\"num\">Size</th><th class=\"num\">Allocated</th><th class=\"num\">Reserved</th><th class=\"num\">Quarantined</th><th class=\"num\">Free</th>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 115, "<div class=\"table-wrap\" id=\"ranges\"><table data-sortable class=\"cards ranges\"><thead><tr><th data-sort=\"text\">Range (first – last)</th><th data-sort=\"text\">Auto-assign</th><th class=\"num\">Size</th><th class=\"num\">Allocated</th><th class=\"num\">Reserved</th><th class=\"num\">Quarantined</th><th class=\"num\">Free</th>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1524,7 +1524,7 @@ func RangesTable(v PoolDetail) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 120, "</div></td><td data-label=\"auto_assign\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 120, "</div></td><td data-label=\"Auto-assign\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1661,7 +1661,7 @@ func RangesTable(v PoolDetail) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 133, "\" hx-target=\"#dialog\" title=\"Shrink the range or flip auto_assign\">Edit…</a> <a class=\"button\" href=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 133, "\" hx-target=\"#dialog\" title=\"Shrink the range or flip auto-assign\">Edit…</a> <a class=\"button\" href=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -1918,7 +1918,7 @@ func AddRangeForm(p Page, pool string, f RangeForm, errs Errors) templ.Component
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 157, "> auto_assign</label></div><div class=\"field\"><button type=\"submit\" class=\"primary\">Add range</button> <span class=\"spinner\"></span></div></div></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 157, "> Auto-assign</label></div><div class=\"field\"><button type=\"submit\" class=\"primary\">Add range</button> <span class=\"spinner\"></span></div></div></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -2006,7 +2006,7 @@ func AllocationsFilter(v AllocationsView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 162, "\"></div><div class=\"field\"><label for=\"a-otype\">owner_type</label> <input id=\"a-otype\" name=\"owner_type\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 162, "\"></div><div class=\"field\"><label for=\"a-otype\">Owner type</label> <input id=\"a-otype\" name=\"owner_type\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -2019,7 +2019,7 @@ func AllocationsFilter(v AllocationsView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 163, "\" placeholder=\"machine\"></div><div class=\"field\"><label for=\"a-oid\">owner_id</label> <input id=\"a-oid\" name=\"owner_id\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 163, "\" placeholder=\"machine\"></div><div class=\"field\"><label for=\"a-oid\">Owner ID</label> <input id=\"a-oid\" name=\"owner_id\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -69,7 +69,7 @@ func SearchPage(v SearchView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Search</h1><form class=\"row\" method=\"get\" action=\"/search\"><div class=\"field\" style=\"flex:1;min-width:220px\"><label for=\"s-q\">IP address or prefix, MAC (octets separated by ':' or '-'), DPU or chassis serial, machine_id, ExpectedMachine name or id, pool</label> <input id=\"s-q\" type=\"search\" name=\"q\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Search</h1><form class=\"row\" method=\"get\" action=\"/search\"><div class=\"field\" style=\"flex:1;min-width:220px\"><label for=\"s-q\">IP address or prefix, MAC (octets separated by ':' or '-'), DPU or chassis serial, machine ID, ExpectedMachine name or ID, pool</label> <input id=\"s-q\" type=\"search\" name=\"q\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
