@@ -8,10 +8,13 @@ import (
 )
 
 // DiffLine is one field an audit event changed: its JSON path, the value
-// before and after ("" when absent on that side).
+// before and after ("" when the field had none on that side: absent, null,
+// an empty text, list or object).
 type DiffLine struct {
 	Path, Old, New string
-	// Added and Removed mark a field present on one side only.
+	// Added and Removed mark the lines of a creation and of a deletion:
+	// the event has no document before (after), so only the other side is
+	// shown.
 	Added, Removed bool
 }
 
@@ -21,12 +24,17 @@ const maxDiffLines = 12
 
 // Diff lists the fields that differ between an event's before and after
 // documents, flattened to paths (metadata.name, expected_dpus[0].loopback_ip)
-// in path order. Secrets are redacted whatever the writer did: a field
-// named like a password, secret or token shows only that it changed.
+// in path order. A field with no value (absent, null, "", [] or {}) on both
+// sides did not change and is not listed, whichever of these each side
+// holds; a field that gained or lost its value has "" on the side without
+// one (the page shows it as "—", docs/console.md "Audit diffs"). Secrets
+// are redacted whatever the writer did: a field named like a password,
+// secret or token shows only that it changed.
 func Diff(before, after json.RawMessage) []DiffLine {
+	bd, ad := decode(before), decode(after)
 	b, a := map[string]string{}, map[string]string{}
-	flatten("", decode(before), b)
-	flatten("", decode(after), a)
+	flatten("", bd, b)
+	flatten("", ad, a)
 	keys := map[string]bool{}
 	for k := range b {
 		keys[k] = true
@@ -36,15 +44,14 @@ func Diff(before, after json.RawMessage) []DiffLine {
 	}
 	var out []DiffLine
 	for k := range keys {
-		ov, inB := b[k]
-		nv, inA := a[k]
-		if inA && inB && ov == nv {
+		ov, nv := b[k], a[k]
+		if ov == nv {
 			continue
 		}
 		if secretPath(k) {
-			ov, nv = redact(ov, inB), redact(nv, inA)
+			ov, nv = redact(ov), redact(nv)
 		}
-		out = append(out, DiffLine{Path: k, Old: ov, New: nv, Added: !inB, Removed: !inA})
+		out = append(out, DiffLine{Path: k, Old: ov, New: nv, Added: bd == nil, Removed: ad == nil})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
@@ -106,16 +113,13 @@ func decode(raw json.RawMessage) any {
 	return v
 }
 
+// flatten puts every field of v that has a value into out by its path; a
+// field with none (null, "", [] or {}) is left out, so that it reads the
+// same as an absent one.
 func flatten(prefix string, v any, out map[string]string) {
 	switch x := v.(type) {
 	case nil:
-		if prefix != "" {
-			out[prefix] = "null"
-		}
 	case map[string]any:
-		if len(x) == 0 && prefix != "" {
-			out[prefix] = "{}"
-		}
 		for k, e := range x {
 			p := k
 			if prefix != "" {
@@ -124,14 +128,13 @@ func flatten(prefix string, v any, out map[string]string) {
 			flatten(p, e, out)
 		}
 	case []any:
-		if len(x) == 0 {
-			out[prefix] = "[]"
-		}
 		for i, e := range x {
 			flatten(fmt.Sprintf("%s[%d]", prefix, i), e, out)
 		}
 	case string:
-		out[prefix] = x
+		if x != "" {
+			out[prefix] = x
+		}
 	default:
 		b, _ := json.Marshal(x)
 		out[prefix] = string(b)
@@ -154,8 +157,8 @@ func secretPath(p string) bool {
 	return false
 }
 
-func redact(v string, present bool) string {
-	if !present || v == "" || v == "null" {
+func redact(v string) string {
+	if v == "" {
 		return v
 	}
 	return "(redacted)"
