@@ -8,6 +8,7 @@ require (
 	connectrpc.com/grpcreflect v1.3.1
 	github.com/BurntSushi/toml v1.6.0
 	github.com/a-h/templ v0.3.1100
+	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/containernetworking/cni v1.3.1
 	github.com/coreos/go-oidc/v3 v3.21.0
@@ -43,7 +44,6 @@ require (
 	github.com/buger/jsonparser v1.6.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/cli/browser v1.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fatih/color v1.19.0 // indirect

@@ -246,6 +246,40 @@
     if (document.getElementById("board") && window.fetch) setInterval(nocProbe, 3000);
   });
 
+  // A save and the form's as-you-type check never race: a check sent just
+  // before Save could answer after the save's refusal and empty the
+  // messages the refusal put in the form. When a form's own request (its
+  // save) starts, the checks in flight inside it are aborted, none starts
+  // until the save has answered, and an answer to a check sent before the
+  // latest save is dropped (docs/console.md "Editing an ExpectedMachine").
+  var saves = 0;
+  function isCheck(elt) { return !!(elt && elt.matches && elt.matches("[hx-post$='/validate']")); }
+  document.addEventListener("htmx:beforeRequest", function (ev) {
+    var d = ev.detail || {}, elt = d.elt;
+    if (isCheck(elt)) {
+      var form = elt.closest("form");
+      if (form && form.hasAttribute("data-saving")) { ev.preventDefault(); return; }
+      if (d.xhr) d.xhr.ipledgerSaves = saves;
+      return;
+    }
+    if (!elt || elt.tagName !== "FORM") return;
+    var checks = elt.querySelectorAll("[hx-post$='/validate']");
+    if (checks.length === 0) return;
+    saves++;
+    elt.setAttribute("data-saving", "");
+    for (var i = 0; i < checks.length; i++) {
+      if (window.htmx) window.htmx.trigger(checks[i], "htmx:abort");
+    }
+  });
+  document.addEventListener("htmx:afterRequest", function (ev) {
+    var elt = ev.detail && ev.detail.elt;
+    if (elt && elt.tagName === "FORM") elt.removeAttribute("data-saving");
+  });
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    var d = ev.detail || {};
+    if (isCheck(d.elt) && d.xhr && d.xhr.ipledgerSaves !== saves) ev.preventDefault();
+  });
+
   // ExpectedDpu rows are removed in place; the form is validated again.
   // Without JavaScript the same button posts the form, which the server
   // re-renders without the row.

@@ -59,10 +59,9 @@ func TestRefusedSaveShowsItsMessageE2E(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`#em-form button.save`)),
 			poll(`location.pathname === "/expected-machines/`+em.ID+`"`),
 		)
-		// Tab B's name is set without an input event: the as-you-type
-		// validation it would start (400 ms later) answers after the
-		// refusal and empties #err-form, which is not what this test is
-		// about.
+		// Tab B's name is set without an input event: this test is about
+		// where the refusal shows; a check racing the save is
+		// TestLateCheckKeepsRefusalE2E's.
 		run(t, tabB, "tab B scrolls down to its Save button",
 			chromedp.Evaluate[chromedp.Void](`document.querySelector("#f-name").value = "rack9-u01-b", true`),
 			chromedp.Evaluate[chromedp.Void](`scrollTo(0, document.documentElement.scrollHeight), true`),
