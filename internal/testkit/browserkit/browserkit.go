@@ -25,7 +25,7 @@ func ChromiumPath() string {
 // New starts headless Chromium with a fresh profile and the flags that
 // keep it off the network, sized w×h. Without Chromium the test skips
 // (fails under CI=true).
-func New(t *testing.T, w, h int) context.Context {
+func New(t testing.TB, w, h int) context.Context {
 	t.Helper()
 	path := ChromiumPath()
 	if _, err := os.Stat(path); err != nil {
@@ -58,7 +58,7 @@ func New(t *testing.T, w, h int) context.Context {
 
 // Run runs browser actions, failing the test with the step's name and
 // the page's text.
-func Run(t *testing.T, ctx context.Context, step string, actions ...chromedp.Action[chromedp.Void]) {
+func Run(t testing.TB, ctx context.Context, step string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
